@@ -1,0 +1,78 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// MarkExhausted moves the webhook into its variant's failing status once a delivery's schedule has
+// run out, and says whether the owner should be alerted (only when this call made the move).
+func (a *Activities) MarkExhausted(ctx context.Context, in ExhaustedInput) (ExhaustedResult, error) {
+	alert, err := model.MarkExhausted(ctx, a.DB, in.DeliveryID, in.WebhookID, in.LastAttemptAt)
+	if err != nil {
+		return ExhaustedResult{}, err
+	}
+	activity.GetLogger(ctx).Info("delivery exhausted", "delivery", in.DeliveryID, "webhook", in.WebhookID, "alert", alert)
+	return ExhaustedResult{Alert: alert}, nil
+}
+
+// SendAlert e-mails the webhook's owner that the webhook is failing, with what failed and how to
+// retry from the API and from the Temporal Web UI.
+func (a *Activities) SendAlert(ctx context.Context, in AlertInput) error {
+	target, err := model.LoadDeliveryTarget(ctx, a.DB, in.DeliveryID)
+	if err != nil {
+		return fmt.Errorf("load delivery %d: %w", in.DeliveryID, err)
+	}
+	account, err := model.GetAccount(ctx, a.DB, target.Webhook.AccountID)
+	if err != nil {
+		return fmt.Errorf("load account of webhook %d: %w", in.WebhookID, err)
+	}
+	m := alertMail(a.Links, account.OwnerEmail, &target.Webhook, target.Event.EventType, in.LastError)
+	if err := a.Mailer.Send(ctx, m); err != nil {
+		if strings.Contains(err.Error(), "recipient") {
+			return temporal.NewNonRetryableApplicationError("alert recipient refused", ErrTypeMail, err)
+		}
+		return err
+	}
+	if a.Metrics != nil {
+		a.Metrics.Alerts.Inc()
+	}
+	activity.GetLogger(ctx).Info("alert sent", "webhook", in.WebhookID, "to", account.OwnerEmail)
+	return nil
+}
+
+// Links are the operator-facing addresses an alert points to.
+type Links struct {
+	APIBaseURL     string
+	TemporalUIURL  string
+	TemporalNSpace string
+}
+
+func alertMail(l Links, to string, w *model.Webhook, eventType, lastError string) Mail {
+	collection, auth := "/api/svc/v2/webhooks", "x-api-key: <your API key>"
+	status := model.StatusFailed
+	if w.Variant == model.VariantB {
+		collection, auth, status = "/v2/svc/v2/webhooks", "Authorization: Bearer <your API key>", model.StatusFailing
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your webhook %d is now %s: webhookd could not deliver an event to it.\n\n", w.ID, status)
+	fmt.Fprintf(&b, "Webhook:     %d\nURL:         %s\nEvent type:  %s\nLast error:  %s\n\n", w.ID, w.URL, eventType, lastError)
+	b.WriteString("Once the receiver is fixed, retry the failed deliveries:\n\n")
+	fmt.Fprintf(&b, "  curl -X POST %s%s/%d/retry -H '%s'\n\n", strings.TrimSuffix(l.APIBaseURL, "/"), collection, w.ID, auth)
+	fmt.Fprintf(&b, "The delivery log is at GET %s/%d/deliveries.\n\n", collection, w.ID)
+	if l.TemporalUIURL != "" {
+		fmt.Fprintf(&b, "Operators: in the Temporal Web UI (%s/namespaces/%s/workflows) search\n", strings.TrimSuffix(l.TemporalUIURL, "/"), l.TemporalNSpace)
+		fmt.Fprintf(&b, "  WebhookId=%d AND DeliveryState=\"exhausted\"\nand send the signal \"retry\" to a delivery.\n", w.ID)
+	}
+	return Mail{
+		To:      to,
+		Subject: fmt.Sprintf("[webhookd] webhook %d is %s (%s)", w.ID, status, eventType),
+		Body:    b.String(),
+	}
+}

@@ -1,0 +1,52 @@
+package activities
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// Metrics are the delivery engine's Prometheus series.
+type Metrics struct {
+	// Deliveries counts attempts by outcome: "delivered" or the failure class.
+	Deliveries      *prometheus.CounterVec
+	AttemptDuration *prometheus.HistogramVec
+	Alerts          prometheus.Counter
+}
+
+// NewMetrics registers the delivery metrics with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_deliveries_total",
+			Help: "Delivery attempts by variant, event type and outcome (delivered, or the failure class).",
+		}, []string{"variant", "event_type", "outcome"}),
+		AttemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "webhookd_delivery_attempt_duration_seconds",
+			Help:    "Duration of one delivery attempt, from dial to the end of the reply.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"variant", "outcome"}),
+		Alerts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "webhookd_alerts_total",
+			Help: "Failure alerts e-mailed to webhook owners.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.Deliveries, m.AttemptDuration, m.Alerts} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register delivery metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) observeAttempt(v model.Variant, eventType string, res DeliverResult, latency time.Duration) {
+	outcome := "delivered"
+	if !res.Delivered {
+		outcome = res.ErrorClass
+	}
+	m.Deliveries.WithLabelValues(string(v), eventType, outcome).Inc()
+	m.AttemptDuration.WithLabelValues(string(v), outcome).Observe(latency.Seconds())
+}

@@ -1,0 +1,873 @@
+package activities
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// specSecret and the vector below come from the Standard Webhooks specification's test suite.
+const specSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+func TestStandardSignature(t *testing.T) {
+	ts := time.Unix(1614265330, 0)
+	body := []byte(`{"test": 2432232314}`)
+	const msgID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+	// The second value was computed with Node's crypto, independently of this package.
+	const rotated = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+
+	tests := []struct {
+		name    string
+		secrets []string
+		want    string
+	}{
+		{"spec vector", []string{specSecret}, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="},
+		{"rotation overlap, current first", []string{specSecret, rotated},
+			"v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE= v1,78nXHjpFP0tVJQW5D0SBwmVyyW87BV/rL6MgfM/Bw44="},
+		{"rotation overlap, other order", []string{rotated, specSecret},
+			"v1,78nXHjpFP0tVJQW5D0SBwmVyyW87BV/rL6MgfM/Bw44= v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := StandardSignature(msgID, ts, body, tt.secrets...)
+			if err != nil {
+				t.Fatalf("StandardSignature: %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("StandardSignature = %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("timestamp is unix seconds whatever the zone", func(t *testing.T) {
+		got, err := StandardSignature(msgID, ts.In(time.FixedZone("X", -7*3600)).Add(999*time.Millisecond), body, specSecret)
+		if err != nil {
+			t.Fatalf("StandardSignature: %v", err)
+		}
+		if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+			t.Errorf("StandardSignature = %q, want %q", got, want)
+		}
+	})
+}
+
+func TestStandardSignatureRejectsBadSecrets(t *testing.T) {
+	tests := []struct {
+		name    string
+		secrets []string
+	}{
+		{"no secret", nil},
+		{"no whsec_ prefix", []string{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
+		{"not base64", []string{"whsec_not*base64"}},
+		{"empty key", []string{"whsec_"}},
+		{"second secret bad", []string{specSecret, "v1:sealed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := StandardSignature("msg_1_2", time.Unix(1, 0), []byte("{}"), tt.secrets...)
+			if err == nil {
+				t.Fatalf("StandardSignature = %q, want an error", got)
+			}
+			for _, s := range tt.secrets {
+				if s != "" && strings.Contains(err.Error(), s) {
+					t.Errorf("error %q reveals the secret", err)
+				}
+			}
+		})
+	}
+}
+
+func TestStandardSignatureMessageID(t *testing.T) {
+	tests := []struct {
+		event, webhook int64
+		want           string
+	}{
+		{1, 2, "msg_1_2"},
+		{9007199254740993, 42, "msg_9007199254740993_42"},
+	}
+	for _, tt := range tests {
+		if got := MessageID(tt.event, tt.webhook); got != tt.want {
+			t.Errorf("MessageID(%d, %d) = %q, want %q", tt.event, tt.webhook, got, tt.want)
+		}
+	}
+}
+
+func TestSignBodyB(t *testing.T) {
+	tests := []struct {
+		name, secret, body, want string
+	}{
+		// RFC 4231-style well-known vector (key "key"), also on Wikipedia's HMAC page.
+		{"known vector", "key", "The quick brown fox jumps over the lazy dog",
+			"sha256=f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"},
+		// Keyed with the whole secret string, prefix included: a decoded key would give another value.
+		{"whsec_ prefix is part of the key", specSecret, `{"event":"x"}`,
+			"sha256=" + hmacHex(t, specSecret, `{"event":"x"}`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SignBodyB([]byte(tt.body), tt.secret); got != tt.want {
+				t.Errorf("SignBodyB = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// hmacHex asks node for an HMAC, so that the expectation does not come from the code under test.
+func hmacHex(t *testing.T, key, msg string) string {
+	t.Helper()
+	nodePath := requireNode(t)
+	out, err := exec.Command(nodePath, "-e",
+		`process.stdout.write(require("crypto").createHmac("sha256", process.argv[1]).update(process.argv[2]).digest("hex"))`,
+		key, msg).Output()
+	if err != nil {
+		t.Fatalf("node hmac: %v", err)
+	}
+	return string(out)
+}
+
+var goldenTime = time.Date(2024, 3, 5, 14, 7, 9, 123456789, time.FixedZone("CET", 3600))
+
+func TestBodyA(t *testing.T) {
+	tests := []struct {
+		name, eventType, data string
+		occurred              time.Time
+		want                  string
+	}{
+		{
+			name:      "campaign",
+			eventType: "campaign.sent",
+			data:      `{"campaignId":42,"name":"Spring <sale> & more","stats":{"sent":1000,"rate":0.25}}`,
+			occurred:  goldenTime,
+			want: `{"eventType":"campaign.sent","data":{"campaignId":42,"name":"Spring <sale> & more",` +
+				`"stats":{"sent":1000,"rate":0.25}},"timestamp":"2024-03-05T13:07:09.123Z"}`,
+		},
+		{
+			name:      "whole second keeps .000, and empty data is null",
+			eventType: "campaign.created",
+			occurred:  time.Date(2024, 12, 31, 23, 59, 59, 0, time.UTC),
+			want:      `{"eventType":"campaign.created","data":null,"timestamp":"2024-12-31T23:59:59.000Z"}`,
+		},
+		{
+			name:      "type is quoted as JSON.stringify quotes",
+			eventType: "a\"b\\c\x01<",
+			data:      `[]`,
+			occurred:  time.Date(2024, 1, 2, 3, 4, 5, 999999999, time.UTC),
+			want:      `{"eventType":"a\"b\\c\u0001<","data":[],"timestamp":"2024-01-02T03:04:05.999Z"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := BodyA(tt.eventType, json.RawMessage(tt.data), tt.occurred)
+			if string(got) != tt.want {
+				t.Errorf("BodyA =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// goldenBodyB's signature was computed with Node's crypto over JSON.stringify of the body
+// without "signature", independently of this package.
+const goldenBodyB = "{\"event\":\"website.created\",\"timestamp\":\"2024-03-05T13:07:09Z\"," +
+	"\"data\":{\"websiteId\":7,\"url\":\"https://example.com/a?b=1&c=2\",\"title\":\"Café <b>\u2028 😀\",\"tabs\":\"\\t\"}," +
+	"\"signature\":\"sha256=7a70a4aee16791c5e23531965b322d971bd8274789236ebf06be20a37700506f\"}"
+
+func TestBodyB(t *testing.T) {
+	data, err := model.CanonicalJSON([]byte(`{ "websiteId": 7, "url": "https:\/\/example.com/a?b=1&c=2",
+		"title": "Caf\u00e9 \u003cb\u003e\u2028 \ud83d\ude00", "tabs": "\u0009" }`))
+	if err != nil {
+		t.Fatalf("CanonicalJSON: %v", err)
+	}
+	got := BodyB("website.created", data, goldenTime, specSecret)
+	if string(got) != goldenBodyB {
+		t.Errorf("BodyB =\n%s\nwant\n%s", got, goldenBodyB)
+	}
+
+	// The signature covers exactly the body before it, closed where the signature begins.
+	unsigned := `{"event":"website.created","timestamp":"2024-03-05T13:07:09Z","data":` + string(data) + `}`
+	suffix := `,"signature":"` + SignBodyB([]byte(unsigned), specSecret) + `"}`
+	if string(got) != strings.TrimSuffix(unsigned, "}")+suffix {
+		t.Errorf("BodyB = %s, want %s signed as %s", got, unsigned, suffix)
+	}
+}
+
+func TestBodyBVerifiedByNode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var reqs []map[string]string
+	var want []string
+	add := func(body []byte, secret, expect string) {
+		reqs = append(reqs, map[string]string{"body": string(body), "secret": secret})
+		want = append(want, expect)
+	}
+
+	add([]byte(goldenBodyB), specSecret, "ok")
+	// The test must be able to fail: a body signed with another secret does not verify.
+	add(BodyB("website.created", json.RawMessage(`{}`), goldenTime, specSecret), specSecret+"x", "mismatch")
+	// A receiver re-serializes the whole body, so an edited body no longer verifies.
+	tampered := bytes.Replace([]byte(goldenBodyB), []byte(`"websiteId":7`), []byte(`"websiteId":8`), 1)
+	add(tampered, specSecret, "mismatch")
+	// The key is the secret's UTF-8 bytes, whatever they are.
+	add(BodyB("webhook.test", json.RawMessage(`{"ok":true}`), goldenTime, "whsec_ünïcødé-😀"), "whsec_ünïcødé-😀", "ok")
+
+	for _, p := range append(nodeCorpus(), randomPayloads(200)...) {
+		data, err := model.CanonicalJSON([]byte(p.in))
+		if err != nil {
+			t.Fatalf("%s: CanonicalJSON: %v", p.name, err)
+		}
+		secret := randomSecret(rng)
+		occurred := time.Unix(rng.Int64N(4e9), rng.Int64N(1e9))
+		add(BodyB("website.updated", data, occurred, secret), secret, "ok")
+		// Variant A has no body signature, but its body must be what a JavaScript receiver
+		// re-serializes too, as Standard Webhooks signs exactly these bytes.
+		bodyA := BodyA("campaign.updated", data, occurred)
+		reqs = append(reqs, map[string]string{"canonical": string(bodyA)})
+		want = append(want, "canonical "+string(bodyA))
+	}
+
+	got := runNode(t, reqs)
+	for i := range reqs {
+		var ok bool
+		switch {
+		case want[i] == "mismatch":
+			ok = strings.HasPrefix(got[i], "mismatch ")
+		case strings.HasPrefix(want[i], "canonical "):
+			got[i] = "canonical " + nodeCanonical(t, got[i])
+			ok = got[i] == want[i]
+		default:
+			ok = got[i] == want[i]
+		}
+		if !ok {
+			t.Errorf("node on request %d (%.200q):\ngot  %.300s\nwant %.300s", i, reqs[i], got[i], want[i])
+		}
+	}
+	t.Logf("node checked %d bodies", len(reqs))
+}
+
+func randomSecret(rng *rand.Rand) string {
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+}
+
+// nodeCanonical unwraps a "canonical <JSON string>" answer of verify-signature.mjs.
+func nodeCanonical(t *testing.T, line string) string {
+	t.Helper()
+	quoted, ok := strings.CutPrefix(line, "canonical ")
+	if !ok {
+		t.Errorf("node answered %.300q, want a canonical form", line)
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal([]byte(quoted), &s); err != nil {
+		t.Errorf("node's canonical answer %.300q: %v", quoted, err)
+	}
+	return s
+}
+
+func TestCanonicalJSON(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"key order kept", `{"z":1,"a":2,"m":3}`, `{"z":1,"a":2,"m":3}`},
+		{"whitespace removed", " \t\r\n{ \"a\" : [ 1 ,\n 2 ] , \"b\" : { } } \n", `{"a":[1,2],"b":{}}`},
+		{"html characters stay literal", `"<script>&amp;</script>"`, `"<script>&amp;</script>"`},
+		{"escaped html characters are decoded", `"\u003c\u003E\u0026"`, `"<>&"`},
+		{"U+2028 and U+2029 stay literal", "\"a\u2028b\u2029c\"", "\"a\u2028b\u2029c\""},
+		{"escaped U+2028 is decoded", `"\u2028\u2029"`, "\"\u2028\u2029\""},
+		{"unicode escape decoded", `"\u0041\u00e9\u4E2D"`, `"Aé中"`},
+		{"surrogate pair decoded", `"\ud83d\ude00\uD83D\uDE00"`, `"😀😀"`},
+		{"control char kept as \\u00xx", `"\u0001\u001F\u001b"`, `"\u0001\u001f\u001b"`},
+		{"tab gets its short form", `"\u0009"`, `"\t"`},
+		{"all short forms", `"\b\f\n\r\t\"\\\/"`, `"\b\f\n\r\t\"\\/"`},
+		{"DEL stays literal", `"\u007f"`, "\"\x7f\""},
+		{"nul", `"\u0000"`, `"\u0000"`},
+		{"raw non-ASCII kept", `"漢字 😀 é"`, `"漢字 😀 é"`},
+		{"lone high surrogate becomes U+FFFD", `"\ud800"`, `"` + "\uFFFD" + `"`},
+		{"lone low surrogate becomes U+FFFD", `"\udc00x"`, `"` + "\uFFFD" + `x"`},
+		{"high surrogate before a non-surrogate", `"\ud83d\u0041"`, `"` + "\uFFFD" + `A"`},
+		{"two highs then a low", `"\ud800\ud83d\ude00"`, `"` + "\uFFFD" + `😀"`},
+		{"big integer rounds like a double", `12345678901234567890`, `12345678901234567000`},
+		{"2^53+1", `9007199254740993`, `9007199254740992`},
+		{"2^64-1", `18446744073709551615`, `18446744073709552000`},
+		{"1.0", `1.0`, `1`},
+		{"100", `100`, `100`},
+		{"1e2", `1E+2`, `100`},
+		{"0.1", `0.1`, `0.1`},
+		{"0.1+0.2", `0.30000000000000004`, `0.30000000000000004`},
+		{"1e21", `1e21`, `1e+21`},
+		{"1e20 is still fixed", `1e20`, `100000000000000000000`},
+		{"21 digits", `123456789012345678901`, `123456789012345680000`},
+		{"22 digits", `1234567890123456789012`, `1.2345678901234568e+21`},
+		{"1e-6 is fixed", `1e-6`, `0.000001`},
+		{"1e-7 is exponential", `0.0000001`, `1e-7`},
+		{"123e-20", `123e-20`, `1.23e-18`},
+		{"negative exponent", `-1.25e-10`, `-1.25e-10`},
+		{"1.5e300", `1.5e300`, `1.5e+300`},
+		{"largest double", `1.7976931348623157e308`, `1.7976931348623157e+308`},
+		{"smallest subnormal", `5e-324`, `5e-324`},
+		{"underflow to zero", `1e-400`, `0`},
+		{"negative zero", `-0`, `0`},
+		{"negative zero fraction", `-0.0e5`, `0`},
+		{"negative", `-123456.789`, `-123456.789`},
+		{"0.5e-6", `0.5e-6`, `5e-7`},
+		{"literals", `[true,false,null]`, `[true,false,null]`},
+		{"top-level string", `"x"`, `"x"`},
+		{"nested", `{"a":[1,{"b":[[],{}]},[[[null]]]],"c":{"d":{"e":"f"}}}`, `{"a":[1,{"b":[[],{}]},[[[null]]]],"c":{"d":{"e":"f"}}}`},
+		{"empty object", `{}`, `{}`},
+		{"empty array", ` [ ] `, `[]`},
+		{"array-index keys move first, ascending", `{"b":1,"2":2,"1":3,"01":4,"4294967295":5,"4294967294":6,"-1":7,"1.0":8,"0":9}`,
+			`{"0":9,"1":3,"2":2,"4294967294":6,"b":1,"01":4,"4294967295":5,"-1":7,"1.0":8}`},
+		{"array-index keys already in order", `{"1":1,"5":2,"x":3}`, `{"1":1,"5":2,"x":3}`},
+		{"array-index keys in nested objects", `{"x":{"9":[{"b":1,"3":{"2":0,"1":0}}],"8":1}}`,
+			`{"x":{"8":1,"9":[{"3":{"1":0,"2":0},"b":1}]}}`},
+		{"keys are quoted like strings", `{"a\"b":1,"\u0001":2,"":3,"\/":4}`, `{"a\"b":1,"\u0001":2,"":3,"/":4}`},
+		{"__proto__ is an ordinary key", `{"__proto__":{"x":1},"constructor":2}`, `{"__proto__":{"x":1},"constructor":2}`},
+		{"many keys", manyKeys(40, -1), manyKeys(40, -1)},
+		{"same key in sibling objects", `[{"a":1},{"a":1}]`, `[{"a":1},{"a":1}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := model.CanonicalJSON([]byte(tt.in))
+			if err != nil {
+				t.Fatalf("model.CanonicalJSON(%q): %v", tt.in, err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("model.CanonicalJSON(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			again, err := model.CanonicalJSON(got)
+			if err != nil {
+				t.Fatalf("CanonicalJSON of its own output %q: %v", got, err)
+			}
+			if !bytes.Equal(again, got) {
+				t.Errorf("not a fixed point: %q became %q", got, again)
+			}
+		})
+	}
+}
+
+func TestCanonicalJSONErrors(t *testing.T) {
+	tests := []struct {
+		name, in string
+		dup      bool
+	}{
+		{"duplicate key", `{"a":1,"b":2,"a":3}`, true},
+		{"duplicate key after escapes", `{"a":1,"\u0061":2}`, true},
+		{"duplicate nested key", `[{"x":{"k":1,"k":1}}]`, true},
+		{"duplicate among many keys, first", manyKeys(40, 0), true},
+		{"duplicate among many keys, late", manyKeys(40, 30), true},
+		{"duplicate right after the switch to a map", manyKeys(40, 16), true}, // model.linearKeyScan,
+		{"duplicate via two lone surrogates", `{"\ud800":1,"\udc00":2}`, true},
+		{"empty", ``, false},
+		{"only whitespace", " \n", false},
+		{"trailing garbage", `{"a":1} x`, false},
+		{"two values", `1 2`, false},
+		{"trailing comma in object", `{"a":1,}`, false},
+		{"trailing comma in array", `[1,]`, false},
+		{"missing colon", `{"a" 1}`, false},
+		{"unquoted key", `{a:1}`, false},
+		{"single quotes", `'a'`, false},
+		{"unterminated string", `"abc`, false},
+		{"unterminated array", `[1,2`, false},
+		{"unterminated object", `{"a":1`, false},
+		{"raw control character in string", "\"a\tb\"", false},
+		{"raw U+001F in string", "\"\x1f\"", false},
+		{"raw NUL in string", "\"\x00\"", false},
+		{"garbage after object member", `{"a":1x}`, false},
+		{"garbage instead of a closing brace", `{"a":1x`, false},
+		{"missing comma in object", `{"a":1 "b":2}`, false},
+		{"garbage after array element", `[1x]`, false},
+		{"garbage instead of a closing bracket", `[1x`, false},
+		{"missing comma in array", `[1 2]`, false},
+		{"colon in array", `[1:2]`, false},
+		{"bad escape", `"\x41"`, false},
+		{"short unicode escape", `"\u12"`, false},
+		{"non-hex unicode escape", `"\u12G4"`, false},
+		{"invalid UTF-8", "\"\xff\"", false},
+		{"truncated UTF-8", "\"\xe2\x82\"", false},
+		{"leading zero", `01`, false},
+		{"leading plus", `+1`, false},
+		{"bare minus", `-`, false},
+		{"dot without digits", `1.`, false},
+		{"leading dot", `.5`, false},
+		{"exponent without digits", `1e+`, false},
+		{"hex number", `0x10`, false},
+		{"NaN", `NaN`, false},
+		{"Infinity", `Infinity`, false},
+		{"overflow to infinity", `1e400`, false},
+		{"negative overflow", `-1e309`, false},
+		{"bad literal", `tru`, false},
+		{"literal with tail", `nullx`, false},
+		{"BOM", "\uFEFF{}", false},
+		{"too deep", strings.Repeat("[", model.MaxJSONDepth+1) + strings.Repeat("]", model.MaxJSONDepth+1), false},
+		{"too deep objects", strings.Repeat(`{"a":`, model.MaxJSONDepth+1) + "1" + strings.Repeat("}", model.MaxJSONDepth+1), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := model.CanonicalJSON([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("model.CanonicalJSON(%.80q) = %q, want an error", tt.in, got)
+			}
+			if errors.Is(err, model.ErrDuplicateKey) != tt.dup {
+				t.Errorf("model.CanonicalJSON(%.80q) error %q: errors.Is(model.ErrDuplicateKey) = %v, want %v", tt.in, err, !tt.dup, tt.dup)
+			}
+		})
+	}
+
+	t.Run("deepest allowed nesting", func(t *testing.T) {
+		in := strings.Repeat("[", model.MaxJSONDepth) + strings.Repeat("]", model.MaxJSONDepth)
+		got, err := model.CanonicalJSON([]byte(in))
+		if err != nil || string(got) != in {
+			t.Errorf("CanonicalJSON of %d nested arrays = %.40q, %v", model.MaxJSONDepth, got, err)
+		}
+	})
+}
+
+// manyKeys is an object with enough keys for duplicate checks to switch to a map, repeating key
+// number repeat at the end unless it is negative.
+func manyKeys(n, repeat int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	if repeat >= 0 {
+		fmt.Fprintf(&b, `,"k%d":0`, repeat)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func TestCanonicalNumber(t *testing.T) {
+	tests := []struct {
+		f    float64
+		want string
+	}{
+		{0, "0"},
+		{math.Copysign(0, -1), "0"},
+		{1, "1"},
+		{-1, "-1"},
+		{0.5, "0.5"},
+		{123.456, "123.456"},
+		{1e21, "1e+21"},
+		{1e-7, "1e-7"},
+		{1.5e-7, "1.5e-7"},
+		{1e-6, "0.000001"},
+		{1.2e-6, "0.0000012"},
+		{1 << 53, "9007199254740992"},
+		{math.MaxFloat64, "1.7976931348623157e+308"},
+		{-math.MaxFloat64, "-1.7976931348623157e+308"},
+		{math.SmallestNonzeroFloat64, "5e-324"},
+		{2.2250738585072014e-308, "2.2250738585072014e-308"},
+		{1e100, "1e+100"},
+		{123e18, "123000000000000000000"},
+		{4.35, "4.35"},
+		{5e-7, "5e-7"},
+	}
+	for _, tt := range tests {
+		literal := strconv.FormatFloat(tt.f, 'g', -1, 64)
+		got, err := model.CanonicalJSON([]byte(literal))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("CanonicalJSON(%s) = %q, %v; want %q", literal, got, err, tt.want)
+		}
+	}
+}
+
+// payload is one differential test input.
+type payload struct {
+	name, in string
+	// lossy marks input CanonicalJSON deliberately changes (lone surrogates become U+FFFD), where
+	// only its output, not its input, is compared with node.
+	lossy bool
+}
+
+func nodeCorpus() []payload {
+	var controls strings.Builder
+	for c := range 0x20 {
+		fmt.Fprintf(&controls, `\u%04x`, c)
+	}
+	var numbers strings.Builder
+	for i := range 100 {
+		if i > 0 {
+			numbers.WriteByte(',')
+		}
+		fmt.Fprintf(&numbers, "%d.%de%d", i*7919, i, i%40-20)
+	}
+	long := strings.Repeat("a<é>\u2028\"\\\t😀中\x01", 1000)
+	return []payload{
+		{name: "accents", in: `{"text":"héllo wörld ñ ç"}`},
+		{name: "emoji", in: `{"e":"😀👍🏽👨‍👩‍👧🏳️‍🌈"}`},
+		{name: "CJK", in: `{"cjk":"漢字かなカナ한국어","中文键":"值"}`},
+		{name: "script", in: `{"html":"<script>alert('x')</script>"}`},
+		{name: "entities", in: `{"amp":"&amp; &lt; &gt; &#x27;","raw":"a&b<c>d"}`},
+		{name: "raw U+2028 U+2029", in: "{\"ls\":\"a\u2028b\u2029c\"}"},
+		{name: "escaped U+2028 U+2029", in: `{"ls":"\u2028\u2029"}`},
+		{name: "all control chars escaped", in: `{"c":"` + controls.String() + `"}`},
+		{name: "short escapes", in: `["\b\f\n\r\t\/"]`},
+		{name: "quotes and backslashes", in: `{"q":"say \"hi\" \\ back\\\\slash \\\"","\"k\\":"\\"}`},
+		{name: "DEL", in: "[\"\x7f\",\"\\u007f\"]"},
+		{name: "big integers", in: `[12345678901234567890,9007199254740993,18446744073709551615,-9223372036854775808,99999999999999999999999]`},
+		{name: "fractions", in: `[1.0,1.50,0.1,0.2,0.30000000000000004,3.14159265358979323846264338327950288]`},
+		{name: "exponents", in: `[1e21,1e20,1E+2,1e-7,1e-6,123e-20,1.5e300,5e-324,1.7976931348623157e308,2.2250738585072014e-308]`},
+		{name: "negative zero", in: `[-0,-0.0,-0e10,0e-5,-0E-0]`},
+		{name: "negative numbers", in: `[-1.25e-10,-1e21,-123456.789,-5e-324]`},
+		{name: "number boundaries", in: `[100,0.000001,0.0000001,1234567890123456789012,123456789012345678901,100000000000000000000,1e22,999999999999999999999]`},
+		{name: "rounding", in: `[4.35,0.1e1,10.0e-1,0.5e-6,1.005,2.675,9.995,0.000001234,1.7976931348623157e308]`},
+		{name: "hard to round", in: `[2.4703282292062328e-324,2.4703282292062327e-324,9007199254740993.0000000001,1.00000000000000011102230246251565404236316680908203125]`},
+		{name: "many numbers", in: "[" + numbers.String() + "]"},
+		{name: "underflow", in: `[1e-400,-1e-400]`},
+		{name: "deep arrays", in: strings.Repeat("[", model.MaxJSONDepth) + "1" + strings.Repeat("]", model.MaxJSONDepth)},
+		{name: "deep objects", in: strings.Repeat(`{"a":[`, 100) + "{}" + strings.Repeat("]}", 100)},
+		{name: "empty object", in: `{}`},
+		{name: "empty array", in: `[]`},
+		{name: "empties nested", in: `[{},[],{"a":{}},[[]],""]`},
+		{name: "unicode escapes", in: `"\u0041\u00e9\u4e2d\u00C9\uFFFD\uffff"`},
+		{name: "surrogate pair escapes", in: `["\ud83d\ude00","\uD83D\uDE00","x\ud834\udd1ey","\udbff\udfff"]`},
+		{name: "surrogate escape beside raw", in: `"😀\ud83d\ude00😀"`},
+		{name: "whitespace everywhere", in: " \t\n\r{ \"a\" :\n[ 1 ,\t2 ] ,\r\n\"b\" : { \"c\" : null } }\n "},
+		{name: "array-index keys", in: `{"b":1,"2":2,"1":3,"01":4,"4294967295":5,"4294967294":6,"-1":7,"1.0":8,"0":10," 3":11,"1e3":12}`},
+		{name: "nested array-index keys", in: `{"x":{"9":[{"b":1,"3":{"20":0,"10":0}}],"8":1},"7":null}`},
+		{name: "keys needing escapes", in: `{"a\"b":1,"c\\d":2,"\n":3,"":4,"\u0000":5,"\u2028":6}`},
+		{name: "__proto__", in: `{"__proto__":{"x":1},"constructor":2,"toString":3}`},
+		{name: "top-level string", in: `"just a string"`},
+		{name: "top-level number", in: `42.0`},
+		{name: "top-level literal", in: `true`},
+		{name: "top-level null", in: `null`},
+		{name: "top-level negative zero", in: `-0`},
+		{name: "long mixed string", in: `{"long":` + jsonQuoteRaw(long) + `}`},
+		{name: "escaped slashes", in: `{"url":"https:\/\/example.com\/a?b=1&c=2"}`},
+		{name: "BOM inside strings", in: "[\"\\ufeff\",\"\uFEFFx\"]"},
+		{name: "noncharacters", in: "[\"\uFFFE\uFFFF\",\"\U0010FFFF\",\"\u0080\u07ff\u0800\"]"},
+		{name: "literals", in: `[true,false,null,[true],{"n":null}]`},
+		{name: "campaign", in: `{"campaignId":42,"name":"Spring <sale> & more 🌸","status":"sent","stats":{"sent":1000,"opened":123,"rate":0.123,"ctr":1.5e-3},"tags":["a","b"],"sentAt":"2024-03-05T13:07:09.123Z"}`},
+		{name: "website", in: `{"website":{"id":7,"url":"https://exämple.com/","pages":[{"path":"/","title":"Home \u2014 \"Main\""},{"path":"/a\tb","title":null}]},"previous":{"status":"draft"}}`},
+		{name: "lone high surrogate", in: `{"s":"\ud800"}`, lossy: true},
+		{name: "lone low surrogate", in: `["\udc00x","\udfff"]`, lossy: true},
+		{name: "high surrogate then letter", in: `"\ud83d\u0041"`, lossy: true},
+		{name: "two highs then a low", in: `"\ud800\ud83d\ude00"`, lossy: true},
+	}
+}
+
+// jsonQuoteRaw quotes s for JSON with encoding/json, whose escaping (<, >, &, U+2028 as \u00xx)
+// differs from JSON.stringify's: good input for the canonicalizer.
+func jsonQuoteRaw(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return `"unreachable: valid UTF-8 always marshals"`
+	}
+	return string(b)
+}
+
+// randomPayloads returns n valid JSON texts from a fixed seed, written with random whitespace and
+// random escaping so that the parser sees many spellings of the same values.
+func randomPayloads(n int) []payload {
+	g := &generator{rng: rand.New(rand.NewPCG(2024, 3))}
+	out := make([]payload, n)
+	for i := range out {
+		g.b.Reset()
+		g.space()
+		if g.rng.IntN(2) == 0 {
+			g.object(0)
+		} else {
+			g.array(0)
+		}
+		g.space()
+		out[i] = payload{name: fmt.Sprintf("random %d", i), in: g.b.String()}
+	}
+	return out
+}
+
+type generator struct {
+	rng *rand.Rand
+	b   strings.Builder
+}
+
+// trickyRunes are characters whose escaping differs between JSON encoders.
+var trickyRunes = []rune{
+	'a', 'Z', '0', ' ', '"', '\\', '/', '<', '>', '&', '\'', 0x7f, 0x80, 0x7ff, 0x800, 'é', '中',
+	0x2028, 0x2029, 0xfeff, 0xfffd, 0xffff, 0x1f600, 0x10ffff, 0x1d11e,
+}
+
+var indexLikeKeys = []string{"0", "1", "2", "10", "01", "4294967294", "4294967295", "-1", "1.5", "007", "1e3"}
+
+func (g *generator) space() {
+	for range g.rng.IntN(3) {
+		g.b.WriteByte(" \t\n\r"[g.rng.IntN(4)])
+	}
+}
+
+func (g *generator) value(depth int) {
+	switch k := g.rng.IntN(10); {
+	case k < 2 && depth < 6:
+		g.object(depth + 1)
+	case k < 4 && depth < 6:
+		g.array(depth + 1)
+	case k < 6:
+		g.string(g.randomText())
+	case k < 9:
+		g.number()
+	default:
+		g.b.WriteString([]string{"true", "false", "null"}[g.rng.IntN(3)])
+	}
+}
+
+func (g *generator) object(depth int) {
+	g.b.WriteByte('{')
+	seen := map[string]bool{}
+	n := g.rng.IntN(6)
+	for i := 0; i < n; i++ {
+		key := g.randomText()
+		if g.rng.IntN(3) == 0 {
+			key = indexLikeKeys[g.rng.IntN(len(indexLikeKeys))]
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if len(seen) > 1 {
+			g.b.WriteByte(',')
+		}
+		g.space()
+		g.string(key)
+		g.space()
+		g.b.WriteByte(':')
+		g.space()
+		g.value(depth)
+		g.space()
+	}
+	g.b.WriteByte('}')
+}
+
+func (g *generator) array(depth int) {
+	g.b.WriteByte('[')
+	n := g.rng.IntN(6)
+	for i := range n {
+		if i > 0 {
+			g.b.WriteByte(',')
+		}
+		g.space()
+		g.value(depth)
+		g.space()
+	}
+	g.b.WriteByte(']')
+}
+
+func (g *generator) randomText() string {
+	var s strings.Builder
+	for range g.rng.IntN(12) {
+		if g.rng.IntN(5) == 0 {
+			s.WriteRune(rune(g.rng.IntN(0x20)))
+			continue
+		}
+		s.WriteRune(trickyRunes[g.rng.IntN(len(trickyRunes))])
+	}
+	return s.String()
+}
+
+// string writes s as a JSON string literal, choosing among the legal spellings of each character.
+func (g *generator) string(s string) {
+	const hexDigits = "0123456789abcdef0123456789ABCDEF"
+	writeU := func(u rune) {
+		upper := g.rng.IntN(2) * 16
+		g.b.WriteString(`\u`)
+		for shift := 12; shift >= 0; shift -= 4 {
+			g.b.WriteByte(hexDigits[upper+int(u>>shift)&0xf])
+		}
+	}
+	short := map[rune]string{'"': `\"`, '\\': `\\`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '/': `\/`}
+	g.b.WriteByte('"')
+	for _, r := range s {
+		esc, hasShort := short[r]
+		mustEscape := r == '"' || r == '\\' || r < 0x20
+		switch {
+		case (mustEscape || g.rng.IntN(8) == 0) && hasShort && g.rng.IntN(2) == 0:
+			g.b.WriteString(esc)
+		case mustEscape || g.rng.IntN(5) == 0:
+			if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+				writeU(r1)
+				writeU(r2)
+			} else {
+				writeU(r)
+			}
+		default:
+			g.b.WriteRune(r)
+		}
+	}
+	g.b.WriteByte('"')
+}
+
+func (g *generator) number() {
+	switch g.rng.IntN(4) {
+	case 0: // any finite double, mostly huge or tiny
+		for {
+			f := math.Float64frombits(g.rng.Uint64())
+			if !math.IsNaN(f) && !math.IsInf(f, 0) {
+				g.b.WriteString(strconvFormat(f, "geE"[g.rng.IntN(3)]))
+				return
+			}
+		}
+	case 1: // a double of everyday size
+		f := (g.rng.Float64() - 0.5) * math.Pow(10, float64(g.rng.IntN(40)-15))
+		g.b.WriteString(strconvFormat(f, "gef"[g.rng.IntN(3)]))
+	default: // a literal with more digits than a double holds
+		if g.rng.IntN(3) == 0 {
+			g.b.WriteByte('-')
+		}
+		if g.rng.IntN(4) == 0 {
+			g.b.WriteByte('0')
+		} else {
+			g.b.WriteByte(byte('1' + g.rng.IntN(9)))
+			g.digits(g.rng.IntN(25))
+		}
+		if g.rng.IntN(2) == 0 {
+			g.b.WriteByte('.')
+			g.digits(1 + g.rng.IntN(25))
+		}
+		if g.rng.IntN(2) == 0 {
+			g.b.WriteByte("eE"[g.rng.IntN(2)])
+			if s := g.rng.IntN(3); s < 2 {
+				g.b.WriteByte("+-"[s])
+			}
+			// Small enough that no literal overflows to Infinity, which CanonicalJSON refuses.
+			fmt.Fprintf(&g.b, "%0*d", 1+g.rng.IntN(3), g.rng.IntN(280))
+		}
+	}
+}
+
+func (g *generator) digits(n int) {
+	for range n {
+		g.b.WriteByte(byte('0' + g.rng.IntN(10)))
+	}
+}
+
+// strconvFormat writes f with the shortest digits that read back as f, in the given format.
+func strconvFormat(f float64, format byte) string {
+	return strconv.FormatFloat(f, format, -1, 64)
+}
+
+func TestCanonicalJSONMatchesNode(t *testing.T) {
+	cases := append(nodeCorpus(), randomPayloads(200)...)
+	var reqs []map[string]string
+	type check struct {
+		name, what, in, want string
+	}
+	var checks []check
+	for _, p := range cases {
+		got, err := model.CanonicalJSON([]byte(p.in))
+		if err != nil {
+			t.Fatalf("%s: model.CanonicalJSON(%.200q): %v", p.name, p.in, err)
+		}
+		if !utf8.Valid(got) {
+			t.Errorf("%s: output is not valid UTF-8: %q", p.name, got)
+		}
+		want := string(got)
+		if !p.lossy {
+			reqs = append(reqs, map[string]string{"canonical": p.in})
+			checks = append(checks, check{p.name, "JSON.stringify(JSON.parse(input))", p.in, want})
+		}
+		// What we deliver must survive a receiver's parse and re-serialization unchanged.
+		reqs = append(reqs, map[string]string{"canonical": string(got)})
+		checks = append(checks, check{p.name, "JSON.stringify(JSON.parse(output))", string(got), want})
+	}
+
+	got := runNode(t, reqs)
+	for i, c := range checks {
+		if node := nodeCanonical(t, got[i]); node != c.want {
+			t.Errorf("%s: %s differs for input %.300q\nnode %.400q\ngo   %.400q", c.name, c.what, c.in, node, c.want)
+		}
+	}
+	t.Logf("compared %d CanonicalJSON outputs with node (%d payloads)", len(checks), len(cases))
+}
+
+// requireNode finds node. Receivers verify with JavaScript, so these tests are the point of the
+// canonical form and must not be skipped.
+func requireNode(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node (Node.js) is required to check signatures the way receivers do, and was not found on PATH: %v", err)
+	}
+	return path
+}
+
+// runNode sends all requests to one node process and returns its answer lines, one per request.
+func runNode(t *testing.T, reqs []map[string]string) []string {
+	t.Helper()
+	requireNode(t)
+	var in bytes.Buffer
+	for _, r := range reqs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("marshal node request: %v", err)
+		}
+		in.Write(line)
+		in.WriteByte('\n')
+	}
+	cmd := exec.Command("node", filepath.Join("testdata", "verify-signature.mjs"))
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node verify-signature.mjs: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(reqs) {
+		t.Fatalf("node answered %d lines to %d requests\n%s", len(lines), len(reqs), stderr.String())
+	}
+	return lines
+}
+
+// FuzzCanonicalJSON checks what must hold for any input: no panic, and when the input is accepted,
+// encoding/json reads the same values from input and output (it decodes lone surrogates to U+FFFD
+// as CanonicalJSON does), the output is valid UTF-8, and it is a fixed point.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, p := range nodeCorpus() {
+		f.Add(p.in)
+	}
+	for _, p := range randomPayloads(20) {
+		f.Add(p.in)
+	}
+	f.Add(`{"a":1,"a":2}`)
+	f.Add(`{"2":1,"1":{"b":0,"0":[]}}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		out, err := model.CanonicalJSON([]byte(in))
+		if err != nil {
+			return
+		}
+		if !json.Valid([]byte(in)) || !json.Valid(out) || !utf8.Valid(out) {
+			t.Fatalf("model.CanonicalJSON(%q) = %q: accepted invalid input or wrote invalid output", in, out)
+		}
+		var before, after any
+		if err := json.Unmarshal([]byte(in), &before); err != nil {
+			t.Fatalf("encoding/json rejects accepted input %q: %v", in, err)
+		}
+		if err := json.Unmarshal(out, &after); err != nil {
+			t.Fatalf("encoding/json rejects output %q: %v", out, err)
+		}
+		if !reflect.DeepEqual(before, after) {
+			t.Fatalf("model.CanonicalJSON(%q) = %q changed the value", in, out)
+		}
+		again, err := model.CanonicalJSON(out)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("not a fixed point: %q became %q, %v", out, again, err)
+		}
+	})
+}

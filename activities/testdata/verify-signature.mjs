@@ -1,0 +1,53 @@
+// verify-signature.mjs checks webhookd's output the way a Node.js receiver sees it. It is run by
+// payload_test.go with one JSON request per stdin line and answers with exactly one line each:
+//
+//   {"body": "<delivered body>", "secret": "whsec_..."}
+//     -> "ok" or "mismatch <expected> <got>": the variant B signature check a receiver does.
+//   {"canonical": "<JSON text>"}
+//     -> "canonical <JSON string of JSON.stringify(JSON.parse(text))>", the bytes a receiver
+//        re-serializes, quoted once more so that the answer stays on one line.
+//
+// Anything that throws answers "error <message>" instead, so the lines never go out of step.
+import crypto from 'node:crypto';
+
+function verify(body, secret) {
+  const o = JSON.parse(body);
+  const sig = o.signature;
+  delete o.signature;
+  const mac = 'sha256=' + crypto.createHmac('sha256', secret).update(JSON.stringify(o)).digest('hex');
+  const got = Buffer.from(typeof sig === 'string' ? sig : String(sig));
+  const want = Buffer.from(mac);
+  // timingSafeEqual throws on different lengths; a receiver checks the length first.
+  if (got.length === want.length && crypto.timingSafeEqual(got, want)) {
+    return 'ok';
+  }
+  return `mismatch ${mac} ${sig}`;
+}
+
+function answer(line) {
+  try {
+    const req = JSON.parse(line);
+    if (typeof req.canonical === 'string') {
+      return 'canonical ' + JSON.stringify(JSON.stringify(JSON.parse(req.canonical)));
+    }
+    if (typeof req.body === 'string' && typeof req.secret === 'string') {
+      return verify(req.body, req.secret);
+    }
+    return 'error unknown request';
+  } catch (e) {
+    return 'error ' + String(e && e.message);
+  }
+}
+
+let input = '';
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (chunk) => { input += chunk; });
+process.stdin.on('end', () => {
+  const out = [];
+  for (const line of input.split('\n')) {
+    if (line !== '') {
+      out.push(answer(line).replace(/[\r\n]/g, ' '));
+    }
+  }
+  process.stdout.write(out.map((l) => l + '\n').join(''));
+});

@@ -1,0 +1,235 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
+
+	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/docs/openapitest"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/worker/temporaltest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
+
+// testKey is a fixed server key: tests need to decrypt nothing by hand, only to prove the plain
+// secret never reaches the database.
+var testKey = bytes.Repeat([]byte{7}, 32)
+
+// offlineResolver fails every lookup at once, the way an unresolvable name does, so tests never
+// wait on DNS and URLs with made-up names are accepted (the dial-time check is authoritative).
+var offlineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+	return nil, errors.New("no DNS in tests")
+}}
+
+type testEnv struct {
+	db  *bun.DB
+	srv *api.Server
+	oa  *openapitest.Validator
+}
+
+type serverOption func(*api.Config)
+
+func newEnv(t *testing.T, db *bun.DB, opts ...serverOption) *testEnv {
+	t.Helper()
+	box, err := model.NewSecretBox(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing listens on port 1: readiness must report Temporal unavailable, not hang.
+	tc, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	cfg := api.Config{
+		DB: db, Temporal: tc, Secrets: box, Resolver: offlineResolver,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		RateLimit: 1000, RateBurst: 1000, MaxWebhooks: 100,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := api.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEnv{db: db, srv: srv, oa: openapitest.New(t)}
+}
+
+// response is one recorded exchange, already checked against the OpenAPI document.
+type response struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   map[string]any
+}
+
+func (e *testEnv) do(t *testing.T, method, path string, auth func(*http.Request), body string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != nil {
+		auth(req)
+	}
+	rec := httptest.NewRecorder()
+	e.srv.ServeHTTP(rec, req)
+	res := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
+	if rec.Header().Get("X-Request-Id") == "" {
+		t.Errorf("%s %s: no X-Request-Id", method, path)
+	}
+	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(res.raw, &res.body); err != nil {
+			t.Fatalf("%s %s: response is not a JSON object: %v: %s", method, path, err, res.raw)
+		}
+	}
+	check := httptest.NewRequest(method, path, nil)
+	e.oa.Check(t, check, rec.Code, rec.Header(), res.raw)
+	return res
+}
+
+func (r response) data(t *testing.T) map[string]any {
+	t.Helper()
+	d, ok := r.body["data"].(map[string]any)
+	if !ok {
+		t.Fatalf("data is not an object: %s", r.raw)
+	}
+	return d
+}
+
+func (r response) list(t *testing.T) []any {
+	t.Helper()
+	d, ok := r.body["data"].([]any)
+	if !ok {
+		t.Fatalf("data is not an array: %s", r.raw)
+	}
+	return d
+}
+
+func (r response) expect(t *testing.T, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status = %d, want %d: %s", r.status, status, r.raw)
+	}
+	if code != "" && r.body["code"] != code {
+		t.Fatalf("code = %v, want %s: %s", r.body["code"], code, r.raw)
+	}
+}
+
+// variantCase is one row of DESIGN.md's variant table, seen from a client.
+type variantCase struct {
+	name       string
+	collection string
+	eventType  string
+	// foreignEventType belongs to the other variant and must be refused here.
+	foreignEventType string
+	initialStatus    string
+	auth             func(key string) func(*http.Request)
+	// wrongAuth presents the key in the other variant's header.
+	wrongAuth func(key string) func(*http.Request)
+	// okEnvelope and errEnvelope check the variant's envelope shape.
+	okEnvelope  func(t *testing.T, r response)
+	errEnvelope func(t *testing.T, r response)
+}
+
+func header(name, prefix string) func(string) func(*http.Request) {
+	return func(key string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set(name, prefix+key) }
+	}
+}
+
+var variants = []variantCase{
+	{
+		name: "A", collection: "/api/svc/v2/webhooks", eventType: "campaign.created", foreignEventType: "lead.captured",
+		initialStatus: "pending", auth: header("x-api-key", ""), wrongAuth: header("Authorization", "Bearer "),
+		okEnvelope: func(t *testing.T, r response) {
+			t.Helper()
+			if r.body["success"] != true {
+				t.Fatalf("success = %v: %s", r.body["success"], r.raw)
+			}
+			if _, ok := r.body["isError"]; ok {
+				t.Fatalf("variant A envelope carries isError: %s", r.raw)
+			}
+		},
+		errEnvelope: func(t *testing.T, r response) {
+			t.Helper()
+			if r.body["success"] != false || r.body["message"] == "" || r.body["code"] == nil {
+				t.Fatalf("variant A error envelope wrong: %s", r.raw)
+			}
+		},
+	},
+	{
+		name: "B", collection: "/v2/svc/v2/webhooks", eventType: "lead.captured", foreignEventType: "campaign.created",
+		initialStatus: "active", auth: header("Authorization", "Bearer "), wrongAuth: header("x-api-key", ""),
+		okEnvelope: func(t *testing.T, r response) {
+			t.Helper()
+			if r.body["isError"] != false {
+				t.Fatalf("isError = %v: %s", r.body["isError"], r.raw)
+			}
+			if _, ok := r.body["message"].(string); !ok {
+				t.Fatalf("message missing: %s", r.raw)
+			}
+			if _, ok := r.body["data"]; !ok {
+				t.Fatalf("data missing: %s", r.raw)
+			}
+		},
+		errEnvelope: func(t *testing.T, r response) {
+			t.Helper()
+			if r.body["isError"] != true || r.body["data"] != nil || r.body["message"] == "" || r.body["code"] == nil {
+				t.Fatalf("variant B error envelope wrong: %s", r.raw)
+			}
+			if _, ok := r.body["data"]; !ok {
+				t.Fatalf("variant B error envelope lacks data:null: %s", r.raw)
+			}
+		},
+	},
+}
+
+// forEach runs fn for every backend and variant, each backend with a fresh database.
+func forEach(t *testing.T, fn func(t *testing.T, e *testEnv, v variantCase)) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b.Open(t))
+			for _, v := range variants {
+				t.Run(v.name, func(t *testing.T) { fn(t, e, v) })
+			}
+		})
+	}
+}
+
+var accountSeq atomic.Int64
+
+func newKey(t *testing.T, db *bun.DB) string {
+	t.Helper()
+	key, _, err := model.CreateAPIKey(context.Background(), db, fmt.Sprintf("owner%d-%s@example.com", accountSeq.Add(1), strings.ReplaceAll(t.Name(), "/", "-")), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func createBody(url, eventType string) string {
+	b, _ := json.Marshal(map[string]string{"url": url, "eventType": eventType})
+	return string(b)
+}

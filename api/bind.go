@@ -1,0 +1,80 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// decodeJSON reads the request body into dst strictly: JSON only, one value, no unknown fields, and
+// every failure explained in terms of the client's input.
+func decodeJSON(c echo.Context, dst any) error {
+	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
+			return invalidRequest("Content-Type must be application/json")
+		}
+	}
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if tooLarge(err) {
+			return errTooLarge
+		}
+		return invalidRequest("request body must hold a single JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case tooLarge(err):
+		return errTooLarge
+	case errors.Is(err, io.EOF):
+		return invalidRequest("request body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalidRequest("malformed JSON: unexpected end of input")
+	case errors.As(err, &syntax):
+		return invalidRequest("malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return invalidRequest("request body must be a JSON object, not %s", typ.Value)
+		}
+		return invalidField(typ.Field, "field %s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.Kind().String()), typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return invalidField(field, "unknown field %q", field)
+	}
+	return invalidRequest("malformed JSON")
+}
+
+func tooLarge(err error) bool {
+	var he *echo.HTTPError
+	return errors.As(err, &he) && he.Code == 413
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "int32", "uint", "uint64", "float64":
+		return "a number"
+	case "map", "struct":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	}
+	return "of another type"
+}

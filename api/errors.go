@@ -1,0 +1,149 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// Error codes of the management API (DESIGN.md, "Errors").
+const (
+	codeInvalidRequest   = "invalid_request"
+	codeUnauthorized     = "unauthorized"
+	codeNotFound         = "not_found"
+	codeConflict         = "conflict"
+	codePayloadTooLarge  = "payload_too_large"
+	codeValidationFailed = "validation_failed"
+	codeLimitExceeded    = "limit_exceeded"
+	codeRateLimited      = "rate_limited"
+	codeUnavailable      = "unavailable"
+	codeInternal         = "internal_error"
+)
+
+// apiError is an error a client may see: its message is written for the client and names the field
+// at fault. Anything that is not an apiError is internal and reaches the client only as a generic
+// message with the request id.
+type apiError struct {
+	status  int
+	code    string
+	message string
+	field   string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.code, e.message) }
+
+func invalidRequest(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest, message: fmt.Sprintf(format, args...)}
+}
+
+func invalidField(field, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest, field: field, message: fmt.Sprintf(format, args...)}
+}
+
+func validationFailed(field, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusUnprocessableEntity, code: codeValidationFailed, field: field, message: fmt.Sprintf(format, args...)}
+}
+
+func unauthorized(message string) *apiError {
+	return &apiError{status: http.StatusUnauthorized, code: codeUnauthorized, message: message}
+}
+
+var (
+	errNotFound        = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such resource"}
+	errWebhookNotFound = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "webhook not found"}
+	errTooLarge        = &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge, message: "request body is larger than 64 KiB"}
+	errRateLimited     = &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, message: "too many requests for this API key; retry after the time in Retry-After"}
+	errUnavailable     = &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, message: "the service is temporarily unavailable; nothing was changed, retry later"}
+	errInternal        = &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error"}
+)
+
+// handleError is Echo's HTTPErrorHandler: every error leaves through here, shaped as the envelope of
+// the variant whose path was called.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	ae := s.toAPIError(c, err)
+	if ae.status == http.StatusServiceUnavailable {
+		c.Response().Header().Set("Retry-After", "5")
+	}
+	if ae.status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds))
+	}
+	var body any = map[string]any{"message": ae.message, "code": ae.code}
+	if v, ok := variantOf(c); ok {
+		body = v.errorBody(ae)
+	} else if ae.field != "" {
+		body.(map[string]any)["field"] = ae.field
+	}
+	if c.Request().Method == http.MethodHead {
+		err = c.NoContent(ae.status)
+	} else {
+		err = c.JSON(ae.status, body)
+	}
+	if err != nil {
+		s.log.Error("write error response", "request_id", requestID(c), "err", err)
+	}
+}
+
+// toAPIError maps any error to what the client may see, logging what it may not.
+func (s *Server) toAPIError(c echo.Context, err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			return errNotFound
+		case http.StatusRequestEntityTooLarge:
+			return errTooLarge
+		case http.StatusTooManyRequests:
+			return errRateLimited
+		case http.StatusMethodNotAllowed:
+			return &apiError{status: he.Code, code: codeInvalidRequest, message: "method not allowed on this path"}
+		}
+		if he.Code < 500 {
+			return &apiError{status: he.Code, code: codeInvalidRequest, message: http.StatusText(he.Code)}
+		}
+	}
+	switch {
+	case errors.Is(err, model.ErrNotFound):
+		return errNotFound
+	case errors.Is(err, model.ErrUnauthorized):
+		return unauthorized("invalid API key")
+	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
+		// The client went away; nothing useful can be sent, but keep the log quiet and honest.
+		s.log.Info("client canceled request", "request_id", requestID(c))
+		return errUnavailable
+	}
+	if !s.dependenciesUp(c.Request().Context()) {
+		s.log.Warn("dependency unavailable", "request_id", requestID(c), "err", err)
+		return errUnavailable
+	}
+	s.log.Error("internal error", "request_id", requestID(c), "method", c.Request().Method, "path", c.Path(), "err", err)
+	return errInternal
+}
+
+// dependenciesUp tells an outage (503, retry later) from a defect (500): an unexpected error while
+// the database still answers is ours to fix.
+func (s *Server) dependenciesUp(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := s.db.PingContext(ctx); err != nil {
+		return false
+	}
+	var probe int
+	if err := s.db.NewRaw("SELECT 1").Scan(ctx, &probe); err != nil {
+		return false
+	}
+	return true
+}

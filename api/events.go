@@ -1,0 +1,120 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// dispatchTimeout bounds how long a request waits to start its delivery workflows.
+const dispatchTimeout = 3 * time.Second
+
+// maxIdempotencyKey bounds the Idempotency-Key header, as Stripe does.
+const maxIdempotencyKey = 255
+
+type eventRequest struct {
+	EventType string          `json:"eventType"` // variant A
+	Event     string          `json:"event"`     // variant B
+	Data      json.RawMessage `json:"data"`
+}
+
+// publishEvent is POST <prefix>/events: other systems hand webhookd an event to deliver.
+func (h *webhookHandlers) publishEvent(c echo.Context) error {
+	var req eventRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	typeField, eventType := "eventType", req.EventType
+	if h.v.model == model.VariantB {
+		typeField, eventType = "event", req.Event
+		if req.EventType != "" {
+			return invalidField("eventType", "unknown field %q; variant B names the type in \"event\"", "eventType")
+		}
+	} else if req.Event != "" {
+		return invalidField("event", "unknown field %q; variant A names the type in \"eventType\"", "event")
+	}
+	switch {
+	case eventType == "":
+		return validationFailed(typeField, "%s is required", typeField)
+	case !h.v.model.Registrable(eventType):
+		return validationFailed(typeField, "unknown %s %q; one of %v", typeField, eventType, h.v.model.EventTypes())
+	}
+	if len(req.Data) == 0 || string(req.Data) == "null" {
+		return validationFailed("data", "data is required")
+	}
+	data, err := model.CanonicalJSON(req.Data)
+	if errors.Is(err, model.ErrDuplicateKey) {
+		return invalidField("data", "data repeats an object key: %v", err)
+	} else if err != nil {
+		return invalidField("data", "data is not valid JSON")
+	}
+	if err := model.ValidateEventData(eventType, data); err != nil {
+		var de *model.DataError
+		if errors.As(err, &de) {
+			return validationFailed(de.Field, "%s %s", de.Field, de.Reason)
+		}
+		return err
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return invalidField("Idempotency-Key", "Idempotency-Key must be at most %d printable ASCII characters", maxIdempotencyKey)
+	}
+	res, err := h.publish(c.Request().Context(), h.db, model.NewEvent{
+		AccountID: accountOf(c).ID, Variant: h.v.model, EventType: eventType, Data: string(data),
+		IdempotencyKey: key, RequestHash: model.HashRequest(eventType, string(data)),
+	})
+	if errors.Is(err, model.ErrIdempotencyConflict) {
+		return &apiError{status: http.StatusConflict, code: codeConflict, field: "Idempotency-Key",
+			message: "this Idempotency-Key was already used with a different request"}
+	}
+	if err != nil {
+		return err
+	}
+	if res.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	body := map[string]any{"id": res.Event.ID, typeField: eventType, "matched": res.Event.Matched}
+	msg := fmt.Sprintf("Event accepted for %d webhook(s)", res.Event.Matched)
+	return c.JSON(http.StatusAccepted, h.v.success(body, msg))
+}
+
+// publish stores an event with its deliveries in db (a transaction of the caller's, or the
+// database), then starts the delivery workflows. A failure to start them is not the client's
+// problem: the deliveries are stored, and the worker's sweeper starts them.
+func (s *Server) publish(ctx context.Context, db bun.IDB, ne model.NewEvent) (*model.PublishResult, error) {
+	res, err := model.InsertEvent(ctx, db, ne)
+	if err != nil {
+		return nil, err
+	}
+	if _, inTx := db.(bun.Tx); !inTx {
+		s.dispatch(ctx, res)
+	}
+	return res, nil
+}
+
+// dispatch starts the workflows of a committed publish.
+func (s *Server) dispatch(ctx context.Context, res *model.PublishResult) {
+	if s.starter == nil || res.Replayed || len(res.Deliveries) == 0 {
+		return
+	}
+	// Bounded: with Temporal away the client is answered anyway (the event is stored) and the
+	// sweeper starts the workflows once Temporal is back.
+	startCtx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+	defer cancel()
+	started, err := s.starter.Start(startCtx, res.Refs())
+	if err != nil {
+		s.log.Warn("start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
+	}
+	if err := model.MarkDispatched(context.WithoutCancel(ctx), s.db, started); err != nil {
+		s.log.Warn("mark deliveries dispatched; the sweeper will retry", "event", res.Event.ID, "err", err)
+	}
+}

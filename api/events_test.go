@@ -1,0 +1,138 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+func eventsPath(v variantCase) string { return strings.TrimSuffix(v.collection, "/webhooks") + "/events" }
+
+func eventBody(v variantCase, eventType string, data any) string {
+	field := "eventType"
+	if v.name == "B" {
+		field = "event"
+	}
+	b, _ := json.Marshal(map[string]any{field: eventType, "data": data})
+	return string(b)
+}
+
+var validData = map[string]any{
+	"A": map[string]any{"id": 1, "name": "C", "platform": "meta", "status": "active", "startDate": "2026-01-01T00:00:00.000Z", "endDate": "2026-02-01T00:00:00.000Z", "budget": 10},
+	"B": map[string]any{"websiteId": 1, "brandId": 2, "collectDataId": "c", "email": "a@example.com", "phone": "+4915112345678", "name": "N",
+		"customFields": map[string]any{}, "source": map[string]any{"referrer": "https://x.example.com/", "userAgent": "UA", "ipAddress": "198.51.100.7", "country": "DE"}},
+}
+
+// TestPublishEvent: intake stores the event with one delivery per subscribed webhook and answers
+// 202 with the id and the number matched; validation errors name the field.
+func TestPublishEvent(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		e.do(t, "POST", v.collection, auth, createBody("https://r.example.com/", v.eventType)).expect(t, 201, "")
+		data := validData[v.name]
+		r := e.do(t, "POST", eventsPath(v), auth, eventBody(v, v.eventType, data))
+		r.expect(t, http.StatusAccepted, "")
+		v.okEnvelope(t, r)
+		if r.data(t)["matched"] != float64(1) {
+			t.Fatalf("matched = %v: %s", r.data(t)["matched"], r.raw)
+		}
+		var ev model.Event
+		if err := e.db.NewSelect().Model(&ev).Where("id = ?", r.data(t)["id"]).Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if ev.EventType != v.eventType || ev.Matched != 1 {
+			t.Fatalf("stored event %+v", ev)
+		}
+
+		bad := map[string]any{}
+		for k, val := range data.(map[string]any) {
+			bad[k] = val
+		}
+		firstField := map[string]string{"A": "budget", "B": "phone"}[v.name]
+		bad[firstField] = map[string]string{"A": "ten", "B": "0151 1234"}[v.name]
+		cases := []struct {
+			name, body  string
+			status      int
+			code, field string
+		}{
+			{"malformed", `{"data":`, 400, "invalid_request", ""},
+			{"unknown event", eventBody(v, "campaign.exploded", data), 422, "validation_failed", map[string]string{"A": "eventType", "B": "event"}[v.name]},
+			{"test event not publishable", eventBody(v, "webhook.test", map[string]any{"message": "x", "webhookId": 1}), 422, "validation_failed", ""},
+			{"missing data", eventBody(v, v.eventType, nil), 422, "validation_failed", "data"},
+			{"wrong data field", eventBody(v, v.eventType, bad), 422, "validation_failed", "data." + firstField},
+			{"extra data field", eventBody(v, v.eventType, mergeMap(data, "extra", 1)), 422, "validation_failed", "data.extra"},
+			{"duplicate key", strings.Replace(eventBody(v, v.eventType, data), `"data":{`, `"data":{"x":1,"x":2,`, 1), 400, "invalid_request", "data"},
+			{"too large", eventBody(v, v.eventType, mergeMap(data, "pad", strings.Repeat("x", 300<<10))), 413, "payload_too_large", ""},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := e.do(t, "POST", eventsPath(v), auth, tc.body)
+				r.expect(t, tc.status, tc.code)
+				v.errEnvelope(t, r)
+				if tc.field != "" && r.body["field"] != tc.field {
+					t.Fatalf("field = %v, want %s: %s", r.body["field"], tc.field, r.raw)
+				}
+			})
+		}
+		n, err := e.db.NewSelect().Model((*model.Event)(nil)).Where("account_id = ?", ev.AccountID).Where("event_type <> ?", model.EventTest).Count(context.Background())
+		if err != nil || n != 1 {
+			t.Fatalf("refused events were stored: %d, %v", n, err)
+		}
+	})
+}
+
+// TestIdempotencyKeyHeader: same key and body, one event; same key, other body, 409.
+func TestIdempotencyKeyHeader(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		withKey := func(k string) func(*http.Request) {
+			return func(r *http.Request) { auth(r); r.Header.Set("Idempotency-Key", k) }
+		}
+		body := eventBody(v, v.eventType, validData[v.name])
+		first := e.do(t, "POST", eventsPath(v), withKey("k-1"), body)
+		first.expect(t, 202, "")
+		second := e.do(t, "POST", eventsPath(v), withKey("k-1"), body)
+		second.expect(t, 202, "")
+		if second.data(t)["id"] != first.data(t)["id"] || second.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay = %s %v", second.raw, second.header)
+		}
+		other := eventBody(v, v.eventType, mergeMap(validData[v.name], map[string]string{"A": "budget", "B": "name"}[v.name], map[string]any{"A": 99, "B": "Other"}[v.name]))
+		conflict := e.do(t, "POST", eventsPath(v), withKey("k-1"), other)
+		conflict.expect(t, http.StatusConflict, "conflict")
+		v.errEnvelope(t, conflict)
+		e.do(t, "POST", eventsPath(v), withKey(strings.Repeat("k", 300)), body).expect(t, 400, "invalid_request")
+	})
+}
+
+// TestDeliveriesAndRetryEndpoints: the delivery list shows a webhook's deliveries; another
+// account's webhook is 404 for both.
+func TestDeliveriesAndRetryEndpoints(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		id := e.do(t, "POST", v.collection, auth, createBody("https://r.example.com/", v.eventType)).data(t)["id"]
+		e.do(t, "POST", eventsPath(v), auth, eventBody(v, v.eventType, validData[v.name])).expect(t, 202, "")
+		list := e.do(t, "GET", fmt.Sprintf("%s/%s/deliveries", v.collection, jsonNumber(id)), auth, "")
+		list.expect(t, 200, "")
+		want := map[string]int{"A": 1, "B": 2}[v.name] // B also has its test event
+		if got := len(list.list(t)); got != want {
+			t.Fatalf("deliveries = %d, want %d: %s", got, want, list.raw)
+		}
+		intruder := v.auth(newKey(t, e.db))
+		e.do(t, "GET", fmt.Sprintf("%s/%s/deliveries", v.collection, jsonNumber(id)), intruder, "").expect(t, 404, "not_found")
+		e.do(t, "POST", fmt.Sprintf("%s/%s/retry", v.collection, jsonNumber(id)), intruder, "").expect(t, 404, "not_found")
+	})
+}
+
+func mergeMap(m any, k string, v any) map[string]any {
+	out := map[string]any{}
+	for key, val := range m.(map[string]any) {
+		out[key] = val
+	}
+	out[k] = v
+	return out
+}

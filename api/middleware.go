@@ -1,0 +1,122 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+const (
+	headerRequestID = "X-Request-Id"
+	contextAccount  = "webhookd.account"
+	contextKeyID    = "webhookd.key"
+)
+
+// A client-supplied request id is kept only when it is short and plain, so it cannot forge log lines.
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// requestIDMiddleware gives every request an id, echoed in X-Request-Id and written with every log
+// line about it, so a client's report of a 500 can be matched to the log.
+func requestIDMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(headerRequestID)
+		if !requestIDPattern.MatchString(id) {
+			b := make([]byte, 12)
+			_, _ = rand.Read(b)
+			id = "req_" + hex.EncodeToString(b)
+		}
+		c.Response().Header().Set(headerRequestID, id)
+		return next(c)
+	}
+}
+
+func requestID(c echo.Context) string {
+	return c.Response().Header().Get(headerRequestID)
+}
+
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		s.log.Info("http request",
+			"request_id", requestID(c), "method", c.Request().Method, "route", c.Path(),
+			"status", c.Response().Status, "duration", time.Since(start))
+		return nil
+	}
+}
+
+// authenticate resolves the variant's credential header to an account. The other variant's header
+// is refused, so a key pasted into the wrong integration fails loudly instead of half-working.
+func (s *Server) authenticate(v *variant) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			key, aerr := v.credential(c.Request())
+			if aerr != nil {
+				if v.model == model.VariantB {
+					c.Response().Header().Set("WWW-Authenticate", `Bearer realm="webhookd"`)
+				}
+				return aerr
+			}
+			account, err := model.Authenticate(c.Request().Context(), s.db, key)
+			if err != nil {
+				if v.model == model.VariantB {
+					c.Response().Header().Set("WWW-Authenticate", `Bearer realm="webhookd", error="invalid_token"`)
+				}
+				return err
+			}
+			c.Set(contextAccount, account)
+			c.Set(contextKeyID, model.APIKeyLookup(key))
+			return next(c)
+		}
+	}
+}
+
+func accountOf(c echo.Context) *model.Account {
+	return c.Get(contextAccount).(*model.Account)
+}
+
+// httpMetrics counts and times API requests by route template, never by raw path, so ids do not
+// explode the label space.
+func httpMetrics(reg prometheus.Registerer) (echo.MiddlewareFunc, error) {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webhookd_http_requests_total",
+		Help: "Management API requests by method, route and status code.",
+	}, []string{"method", "route", "code"})
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "webhookd_http_request_duration_seconds",
+		Help:    "Management API request latency by method and route.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"method", "route"})
+	for _, c := range []prometheus.Collector{requests, duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register http metrics: %w", err)
+		}
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			if err != nil {
+				c.Error(err)
+			}
+			route := c.Path()
+			if route == "" {
+				route = "unmatched"
+			}
+			requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(c.Response().Status)).Inc()
+			duration.WithLabelValues(c.Request().Method, route).Observe(time.Since(start).Seconds())
+			return nil
+		}
+	}, nil
+}

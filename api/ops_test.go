@@ -1,0 +1,147 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/worker/temporaltest"
+)
+
+func TestRateLimit(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			// One token per thousand seconds: after the burst every request is refused, however slow
+			// the machine, so the test does not depend on timing.
+			e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) { c.RateLimit, c.RateBurst = 0.001, 3 })
+			limited := v.auth(newKey(t, e.db))
+			for i := 0; i < 3; i++ {
+				e.do(t, "GET", v.collection, limited, "").expect(t, 200, "")
+			}
+			r := e.do(t, "GET", v.collection, limited, "")
+			r.expect(t, http.StatusTooManyRequests, "rate_limited")
+			v.errEnvelope(t, r)
+			if r.header.Get("Retry-After") != "1000" {
+				t.Fatalf("Retry-After = %q, want 1000", r.header.Get("Retry-After"))
+			}
+			// The limit is per key: another key is not affected.
+			e.do(t, "GET", v.collection, v.auth(newKey(t, e.db)), "").expect(t, 200, "")
+		})
+	}
+}
+
+// TestDatabaseDown: with the database unreachable every operation answers 503 with the variant's
+// envelope and no internal text, and nothing is half-written once it is back.
+func TestDatabaseDown(t *testing.T) {
+	db := dbtest.Postgres(t)
+	e := newEnv(t, db)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			auth := v.auth(newKey(t, e.db))
+			e.do(t, "POST", v.collection, auth, createBody("https://before.example.com/", v.eventType)).expect(t, 201, "")
+			restore := dbtest.Outage(t, db)
+			for _, req := range []struct{ method, path, body string }{
+				{"GET", v.collection, ""},
+				{"POST", v.collection, createBody("https://during.example.com/", v.eventType)},
+				{"GET", v.collection + "/1", ""},
+				{"PUT", v.collection + "/1", `{"url":"https://during.example.com/"}`},
+				{"DELETE", v.collection + "/1", ""},
+			} {
+				r := e.do(t, req.method, req.path, auth, req.body)
+				r.expect(t, http.StatusServiceUnavailable, "unavailable")
+				v.errEnvelope(t, r)
+				if r.header.Get("Retry-After") == "" {
+					t.Errorf("%s %s: 503 without Retry-After", req.method, req.path)
+				}
+				for _, leak := range []string{"pq", "pgdriver", "SQLSTATE", "connection", "database \""} {
+					if strings.Contains(string(r.raw), leak) {
+						t.Fatalf("503 body leaks internal text %q: %s", leak, r.raw)
+					}
+				}
+			}
+			ready := e.do(t, "GET", "/readyz", nil, "")
+			if ready.status != http.StatusServiceUnavailable || ready.body["checks"].(map[string]any)["database"] != "unavailable" {
+				t.Fatalf("readyz during outage: %d %s", ready.status, ready.raw)
+			}
+			restore()
+			list := e.do(t, "GET", v.collection, auth, "")
+			list.expect(t, 200, "")
+			items := list.list(t)
+			if len(items) != 1 || items[0].(map[string]any)["url"] != "https://before.example.com/" {
+				t.Fatalf("after the outage the webhooks are %s", list.raw)
+			}
+		})
+	}
+}
+
+// TestInternalErrorIsNotShown: a webhook whose stored secret cannot be decrypted (a wrong server
+// key) is a defect on our side: 500, a generic message, the request id, and no internal text.
+func TestInternalErrorIsNotShown(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		id := e.do(t, "POST", v.collection, auth, createBody("https://x.example.com/", v.eventType)).data(t)["id"]
+		if _, err := e.db.NewUpdate().Table("webhooks").Set("secret = ?", "v1:AAAA").Where("id = ?", id).Exec(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r := e.do(t, "GET", v.collection+"/"+jsonNumber(id)+"/secret", auth, "")
+		r.expect(t, http.StatusInternalServerError, "internal_error")
+		v.errEnvelope(t, r)
+		if r.body["message"] != "internal error" || strings.Contains(string(r.raw), "sealed") {
+			t.Fatalf("500 body = %s", r.raw)
+		}
+	})
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	e := newEnv(t, dbtest.SQLite(t))
+	e.do(t, "GET", "/healthz", nil, "").expect(t, 200, "")
+
+	// The test env's Temporal client points at a closed port.
+	r := e.do(t, "GET", "/readyz", nil, "")
+	if r.status != 503 || r.body["checks"].(map[string]any)["temporal"] != "unavailable" || r.body["checks"].(map[string]any)["database"] != "ok" {
+		t.Fatalf("readyz without Temporal = %d %s", r.status, r.raw)
+	}
+
+	tc := temporaltest.Start(t).Client(t)
+	up := newEnv(t, dbtest.SQLite(t), func(c *api.Config) { c.Temporal = tc })
+	r = up.do(t, "GET", "/readyz", nil, "")
+	if r.status != 200 || r.body["status"] != "ok" {
+		t.Fatalf("readyz with Temporal = %d %s", r.status, r.raw)
+	}
+}
+
+func TestOpenAPIAndMetricsServed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) { c.Registry, c.Gatherer = reg, reg })
+	r := e.do(t, "GET", "/openapi.yaml", nil, "")
+	if r.status != 200 || !strings.Contains(string(r.raw), "openapi: 3") {
+		t.Fatalf("openapi.yaml = %d", r.status)
+	}
+	e.do(t, "GET", "/healthz", nil, "")
+	m := e.do(t, "GET", "/metrics", nil, "")
+	if m.status != 200 || !strings.Contains(string(m.raw), `webhookd_http_requests_total{code="200",method="GET",route="/healthz"} 1`) {
+		t.Fatalf("metrics = %d %s", m.status, m.raw)
+	}
+}
+
+func TestRequestIDIsKeptOrMade(t *testing.T) {
+	e := newEnv(t, dbtest.SQLite(t))
+	r := e.do(t, "GET", "/healthz", func(r *http.Request) { r.Header.Set("X-Request-Id", "trace-123") }, "")
+	if r.header.Get("X-Request-Id") != "trace-123" {
+		t.Fatalf("request id = %q, want the client's", r.header.Get("X-Request-Id"))
+	}
+	r = e.do(t, "GET", "/healthz", func(r *http.Request) { r.Header.Set("X-Request-Id", "bad\nid") }, "")
+	if id := r.header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_") {
+		t.Fatalf("unsafe client request id kept: %q", id)
+	}
+}
+
+func jsonNumber(v any) string {
+	return fmt.Sprintf("%.0f", v.(float64))
+}

@@ -1,0 +1,171 @@
+// Package api is webhookd's REST surface: the management API of both variants (webhooks, secrets),
+// health and readiness probes, the OpenAPI document and Prometheus metrics. Handlers are methods on
+// Server; every error leaves through one handler that shapes it as the caller's variant envelope.
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/time/rate"
+
+	"github.com/webhookd/webhookd/docs"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
+)
+
+// Body limits: management requests (DESIGN.md, "Errors": 413 over 64 KiB) and event payloads
+// (DESIGN.md, "Limits": 256 KiB).
+const (
+	maxBodyBytes  = "64K"
+	maxEventBytes = "256K"
+)
+
+// Config carries the API's dependencies and limits.
+type Config struct {
+	DB       *bun.DB
+	Temporal client.Client
+	// Starter starts delivery workflows; nil leaves all starting to the worker's sweeper.
+	Starter *workflows.Starter
+	Secrets *model.SecretBox
+	Policy  model.AddressPolicy
+	// Resolver resolves receiver host names at registration; nil means net.DefaultResolver.
+	Resolver *net.Resolver
+	Logger   *slog.Logger
+	// Registry receives the API's metrics; Gatherer serves /metrics. Either may be nil.
+	Registry prometheus.Registerer
+	Gatherer prometheus.Gatherer
+	// RateLimit is requests per second per API key, with RateBurst.
+	RateLimit   float64
+	RateBurst   int
+	MaxWebhooks int64
+}
+
+// Server holds what the handlers need.
+type Server struct {
+	db                *bun.DB
+	temporal          client.Client
+	starter           *workflows.Starter
+	secrets           *model.SecretBox
+	policy            model.AddressPolicy
+	resolver          *net.Resolver
+	log               *slog.Logger
+	maxWebhooks       int64
+	retryAfterSeconds int
+	echo              *echo.Echo
+}
+
+// New builds the server and its routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxWebhooks <= 0 {
+		cfg.MaxWebhooks = 100
+	}
+	s := &Server{
+		db:                cfg.DB,
+		temporal:          cfg.Temporal,
+		starter:           cfg.Starter,
+		secrets:           cfg.Secrets,
+		policy:            cfg.Policy,
+		resolver:          cfg.Resolver,
+		log:               cfg.Logger,
+		maxWebhooks:       cfg.MaxWebhooks,
+		retryAfterSeconds: int(math.Max(1, math.Ceil(1/cfg.RateLimit))),
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(requestIDMiddleware, s.logRequests)
+	if cfg.Registry != nil {
+		metrics, err := httpMetrics(cfg.Registry)
+		if err != nil {
+			return nil, err
+		}
+		e.Use(metrics)
+		if err := cfg.Registry.Register(newWebhooksCollector(cfg.DB, cfg.Logger)); err != nil {
+			return nil, fmt.Errorf("register webhooks gauge: %w", err)
+		}
+	}
+	e.Use(middleware.Recover())
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", docs.OpenAPI) })
+	if cfg.Gatherer != nil {
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+	}
+
+	limiter := middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
+		Store: middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
+			Rate: rate.Limit(cfg.RateLimit), Burst: cfg.RateBurst, ExpiresIn: 3 * time.Minute,
+		}),
+		IdentifierExtractor: func(c echo.Context) (string, error) { return c.Get(contextKeyID).(string), nil },
+		DenyHandler:         func(echo.Context, string, error) error { return errRateLimited },
+	})
+	for _, v := range []*variant{variantA, variantB} {
+		g := e.Group(v.prefix, withVariant(v), s.authenticate(v), limiter)
+		small, large := middleware.BodyLimit(maxBodyBytes), middleware.BodyLimit(maxEventBytes)
+		h := &webhookHandlers{Server: s, v: v}
+		g.GET("/webhooks", h.list)
+		g.POST("/webhooks", h.create, small)
+		g.GET("/webhooks/:id", h.get)
+		g.PUT("/webhooks/:id", h.update, small)
+		g.DELETE("/webhooks/:id", h.delete)
+		g.GET("/webhooks/:id/secret", h.secret)
+		g.POST("/webhooks/:id/secret/rotate", h.rotateSecret, small)
+		g.POST("/webhooks/:id/retry", h.retry, small)
+		g.GET("/webhooks/:id/deliveries", h.deliveries)
+		g.POST("/events", h.publishEvent, large)
+	}
+	s.echo = e
+	return s, nil
+}
+
+// ServeHTTP makes the server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+func withVariant(v *variant) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Set(contextVariant, v)
+			return next(c)
+		}
+	}
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 only when the database and Temporal both answer, so a load balancer sends no
+// traffic to an instance that would only return 503.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "temporal": "ok"}
+	status, code := "ok", http.StatusOK
+	if err := s.db.PingContext(ctx); err != nil {
+		s.log.Warn("readiness: database", "err", err)
+		checks["database"], status, code = "unavailable", "unavailable", http.StatusServiceUnavailable
+	}
+	if s.temporal == nil {
+		checks["temporal"], status, code = "unavailable", "unavailable", http.StatusServiceUnavailable
+	} else if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		s.log.Warn("readiness: temporal", "err", err)
+		checks["temporal"], status, code = "unavailable", "unavailable", http.StatusServiceUnavailable
+	}
+	return c.JSON(code, map[string]any{"status": status, "checks": checks})
+}

@@ -1,0 +1,148 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// variant is everything that differs between the two API surfaces: path prefix, credential header,
+// envelope and the JSON shape of a webhook. Handlers are written once against it.
+type variant struct {
+	model  model.Variant
+	prefix string
+	// credential returns the API key presented in the variant's own header, or an error naming the
+	// header the caller should have used.
+	credential func(*http.Request) (string, *apiError)
+	// present renders a webhook; secret is included only when not empty (create).
+	present func(w *model.Webhook, secret string) any
+	// success renders a successful envelope. data may be nil (delete).
+	success   func(data any, message string) any
+	errorBody func(*apiError) any
+}
+
+const contextVariant = "webhookd.variant"
+
+var variantA = &variant{
+	model:  model.VariantA,
+	prefix: "/api/svc/v2",
+	credential: func(r *http.Request) (string, *apiError) {
+		if key := r.Header.Get("x-api-key"); key != "" {
+			return key, nil
+		}
+		if r.Header.Get("Authorization") != "" {
+			return "", unauthorized("this API authenticates with the x-api-key header, not Authorization")
+		}
+		return "", unauthorized("missing x-api-key header")
+	},
+	present: func(w *model.Webhook, secret string) any {
+		return webhookA{
+			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
+			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt), Secret: secret,
+		}
+	},
+	success: func(data any, message string) any {
+		body := map[string]any{"success": true}
+		if data != nil {
+			body["data"] = data
+		}
+		if message != "" {
+			body["message"] = message
+		}
+		return body
+	},
+	errorBody: func(e *apiError) any {
+		body := map[string]any{"success": false, "message": e.message, "code": e.code}
+		if e.field != "" {
+			body["field"] = e.field
+		}
+		return body
+	},
+}
+
+var variantB = &variant{
+	model:  model.VariantB,
+	prefix: "/v2/svc/v2",
+	credential: func(r *http.Request) (string, *apiError) {
+		auth := r.Header.Get("Authorization")
+		if scheme, key, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(key) != "" {
+			return strings.TrimSpace(key), nil
+		}
+		if auth != "" {
+			return "", unauthorized("Authorization header must be 'Bearer <API key>'")
+		}
+		if r.Header.Get("x-api-key") != "" {
+			return "", unauthorized("this API authenticates with 'Authorization: Bearer <API key>', not x-api-key")
+		}
+		return "", unauthorized("missing Authorization header")
+	},
+	present: func(w *model.Webhook, secret string) any {
+		out := webhookB{
+			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
+			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount, Secret: secret,
+		}
+		if w.LastTriggeredAt != nil {
+			t := isoTime(*w.LastTriggeredAt)
+			out.LastTriggered = &t
+		}
+		return out
+	},
+	success: func(data any, message string) any {
+		return map[string]any{"data": data, "message": message, "isError": false}
+	},
+	errorBody: func(e *apiError) any {
+		body := map[string]any{"data": nil, "message": e.message, "isError": true, "code": e.code}
+		if e.field != "" {
+			body["field"] = e.field
+		}
+		return body
+	},
+}
+
+// variantOf finds the variant of a request by its path, so errors raised before any handler runs
+// (unknown route, body too large) still get the right envelope.
+func variantOf(c echo.Context) (*variant, bool) {
+	if v, ok := c.Get(contextVariant).(*variant); ok {
+		return v, true
+	}
+	path := c.Request().URL.Path
+	for _, v := range []*variant{variantA, variantB} {
+		if path == v.prefix || strings.HasPrefix(path, v.prefix+"/") {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// isoTime renders as ISO 8601 UTC with milliseconds, as JavaScript's Date.toISOString does.
+type isoTime time.Time
+
+func (t isoTime) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z") + `"`), nil
+}
+
+type webhookA struct {
+	ID        int64   `json:"id"`
+	URL       string  `json:"url"`
+	EventType string  `json:"eventType"`
+	Status    string  `json:"status"`
+	CreatedAt isoTime `json:"createdAt"`
+	UpdatedAt isoTime `json:"updatedAt"`
+	Secret    string  `json:"secret,omitempty"`
+}
+
+type webhookB struct {
+	ID            int64    `json:"id"`
+	URL           string   `json:"url"`
+	EventType     string   `json:"eventType"`
+	Status        string   `json:"status"`
+	CreatedAt     isoTime  `json:"createdAt"`
+	LastTriggered *isoTime `json:"lastTriggered"`
+	LastStatus    *string  `json:"lastStatus"`
+	FailureCount  int      `json:"failureCount"`
+	Secret        string   `json:"secret,omitempty"`
+}

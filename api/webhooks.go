@@ -1,0 +1,301 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+const (
+	defaultPageSize = 50
+	maxPageSize     = 200
+	// secretOverlap is how long a rotated-out secret keeps signing beside the new one.
+	secretOverlap = 24 * time.Hour
+)
+
+// webhookHandlers serves one variant's webhook collection.
+type webhookHandlers struct {
+	*Server
+	v *variant
+}
+
+func (h *webhookHandlers) scope(c echo.Context) model.WebhookScope {
+	return model.WebhookScope{AccountID: accountOf(c).ID, Variant: h.v.model}
+}
+
+type createWebhookRequest struct {
+	URL       string `json:"url"`
+	EventType string `json:"eventType"`
+}
+
+type updateWebhookRequest struct {
+	URL       string  `json:"url"`
+	EventType *string `json:"eventType"`
+}
+
+func (h *webhookHandlers) create(c echo.Context) error {
+	var req createWebhookRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if err := h.checkEventType(req.EventType); err != nil {
+		return err
+	}
+	if err := h.checkURL(c, req.URL); err != nil {
+		return err
+	}
+	secret, err := model.NewWebhookSecret()
+	if err != nil {
+		return err
+	}
+	sealed, err := h.secrets.Seal(secret)
+	if err != nil {
+		return err
+	}
+	now := model.Now()
+	w := &model.Webhook{
+		AccountID: accountOf(c).ID, Variant: h.v.model, URL: req.URL, EventType: req.EventType,
+		Status: h.v.model.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
+	}
+	// A variant B webhook and its test event commit together: no webhook without its test.
+	var test *model.PublishResult
+	err = h.db.RunInTx(c.Request().Context(), nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := model.CreateWebhook(ctx, tx, w, h.maxWebhooks); err != nil {
+			return err
+		}
+		if h.v.model != model.VariantB {
+			return nil
+		}
+		var perr error
+		test, perr = h.publish(ctx, tx, testEvent(w))
+		return perr
+	})
+	if errors.Is(err, model.ErrLimitReached) {
+		return &apiError{status: http.StatusUnprocessableEntity, code: codeLimitExceeded,
+			message: fmt.Sprintf("this account already has %d webhooks; delete one first", h.maxWebhooks)}
+	}
+	if err != nil {
+		return err
+	}
+	if test != nil {
+		h.dispatch(c.Request().Context(), test)
+	}
+	return c.JSON(http.StatusCreated, h.v.success(h.v.present(w, secret), "Webhook created"))
+}
+
+func (h *webhookHandlers) list(c echo.Context) error {
+	q := c.QueryParams()
+	f := model.WebhookFilter{Limit: defaultPageSize}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return invalidField("limit", "limit must be an integer")
+		}
+		if n < 1 || n > maxPageSize {
+			return validationFailed("limit", "limit must be between 1 and %d", maxPageSize)
+		}
+		f.Limit = n
+	}
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return invalidField("after", "after must be a non-negative integer webhook id")
+		}
+		f.After = n
+	}
+	if s := q.Get("eventType"); s != "" {
+		if !h.v.model.Registrable(s) {
+			return validationFailed("eventType", "unknown eventType %q; one of %v", s, h.v.model.EventTypes())
+		}
+		f.EventType = s
+	}
+	if s := q.Get("status"); s != "" {
+		if !slices.Contains(h.v.model.Statuses(), s) {
+			return validationFailed("status", "unknown status %q; one of %v", s, h.v.model.Statuses())
+		}
+		f.Status = s
+	}
+	// One row more than asked tells whether a next page exists without a count query.
+	page := f
+	page.Limit++
+	hooks, err := model.ListWebhooks(c.Request().Context(), h.db, h.scope(c), page)
+	if err != nil {
+		return err
+	}
+	if int64(len(hooks)) > f.Limit {
+		hooks = hooks[:f.Limit]
+		next := url.Values{}
+		for k, v := range q {
+			next[k] = v
+		}
+		next.Set("limit", strconv.FormatInt(f.Limit, 10))
+		next.Set("after", strconv.FormatInt(hooks[len(hooks)-1].ID, 10))
+		c.Response().Header().Set("Link", fmt.Sprintf(`<%s?%s>; rel="next"`, c.Request().URL.Path, next.Encode()))
+	}
+	data := make([]any, len(hooks))
+	for i := range hooks {
+		data[i] = h.v.present(&hooks[i], "")
+	}
+	return c.JSON(http.StatusOK, h.v.success(data, "Webhooks retrieved"))
+}
+
+func (h *webhookHandlers) get(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook retrieved"))
+}
+
+func (h *webhookHandlers) update(c echo.Context) error {
+	id, err := webhookID(c)
+	if err != nil {
+		return err
+	}
+	var req updateWebhookRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.EventType != nil {
+		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
+	}
+	// Check existence before resolving the URL, so another account's id is 404 whatever the body.
+	if _, err := model.GetWebhook(c.Request().Context(), h.db, h.scope(c), id); err != nil {
+		return notFoundAsWebhook(err)
+	}
+	if err := h.checkURL(c, req.URL); err != nil {
+		return err
+	}
+	w, err := model.UpdateWebhookURL(c.Request().Context(), h.db, h.scope(c), id, req.URL)
+	if err != nil {
+		return notFoundAsWebhook(err)
+	}
+	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook updated"))
+}
+
+func (h *webhookHandlers) delete(c echo.Context) error {
+	id, err := webhookID(c)
+	if err != nil {
+		return err
+	}
+	if err := model.DeleteWebhook(c.Request().Context(), h.db, h.scope(c), id); err != nil {
+		return notFoundAsWebhook(err)
+	}
+	return c.JSON(http.StatusOK, h.v.success(nil, "Webhook deleted"))
+}
+
+type secretResponse struct {
+	Secret                  string   `json:"secret"`
+	PreviousSecretExpiresAt *isoTime `json:"previousSecretExpiresAt,omitempty"`
+}
+
+func (h *webhookHandlers) secret(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	plain, err := h.secrets.Open(w.Secret)
+	if err != nil {
+		return fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
+	}
+	return c.JSON(http.StatusOK, h.v.success(secretResponse{Secret: plain}, "Webhook secret retrieved"))
+}
+
+func (h *webhookHandlers) rotateSecret(c echo.Context) error {
+	id, err := webhookID(c)
+	if err != nil {
+		return err
+	}
+	secret, err := model.NewWebhookSecret()
+	if err != nil {
+		return err
+	}
+	sealed, err := h.secrets.Seal(secret)
+	if err != nil {
+		return err
+	}
+	until := model.Now().Add(secretOverlap)
+	if err := model.RotateWebhookSecret(c.Request().Context(), h.db, h.scope(c), id, sealed, until); err != nil {
+		return notFoundAsWebhook(err)
+	}
+	expires := isoTime(until)
+	return c.JSON(http.StatusOK, h.v.success(secretResponse{Secret: secret, PreviousSecretExpiresAt: &expires}, "Webhook secret rotated; the previous secret keeps signing for 24 hours"))
+}
+
+// testEvent is the webhook.test event a variant B webhook receives after registration (spec 6.3).
+func testEvent(w *model.Webhook) model.NewEvent {
+	data, _ := json.Marshal(struct {
+		Message   string `json:"message"`
+		WebhookID int64  `json:"webhookId"`
+	}{"This is a test event from webhookd: your webhook is registered.", w.ID})
+	return model.NewEvent{AccountID: w.AccountID, Variant: w.Variant, EventType: model.EventTest, Data: string(data), OnlyWebhook: w.ID}
+}
+
+// publishTest sends a fresh test event to a webhook.
+func (h *webhookHandlers) publishTest(c echo.Context, w *model.Webhook) (*model.PublishResult, error) {
+	return h.publish(c.Request().Context(), h.db, testEvent(w))
+}
+
+func (h *webhookHandlers) load(c echo.Context) (*model.Webhook, error) {
+	id, err := webhookID(c)
+	if err != nil {
+		return nil, err
+	}
+	w, err := model.GetWebhook(c.Request().Context(), h.db, h.scope(c), id)
+	if err != nil {
+		return nil, notFoundAsWebhook(err)
+	}
+	return w, nil
+}
+
+func (h *webhookHandlers) checkEventType(eventType string) error {
+	switch {
+	case eventType == "":
+		return validationFailed("eventType", "eventType is required")
+	case eventType == model.EventTest && h.v.model == model.VariantB:
+		return validationFailed("eventType", "eventType %s is sent by the service after registration and cannot be subscribed to", model.EventTest)
+	case !h.v.model.Registrable(eventType):
+		return validationFailed("eventType", "unknown eventType %q; one of %v", eventType, h.v.model.EventTypes())
+	}
+	return nil
+}
+
+func (h *webhookHandlers) checkURL(c echo.Context, raw string) error {
+	if raw == "" {
+		return validationFailed("url", "url is required")
+	}
+	if err := h.policy.CheckURL(c.Request().Context(), raw, h.resolver); err != nil {
+		var ue *model.URLError
+		if errors.As(err, &ue) {
+			return validationFailed("url", "%s", ue.Reason)
+		}
+		return err
+	}
+	return nil
+}
+
+func webhookID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, invalidField("id", "webhook id must be a positive integer")
+	}
+	return id, nil
+}
+
+func notFoundAsWebhook(err error) error {
+	if errors.Is(err, model.ErrNotFound) {
+		return errWebhookNotFound
+	}
+	return err
+}

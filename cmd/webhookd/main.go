@@ -1,0 +1,141 @@
+// Command webhookd is the webhook delivery service: `serve` runs the API and the Temporal worker,
+// `migrate` applies database migrations, `apikey create` issues API keys, `version` prints the build.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `webhookd: webhook delivery service
+
+Usage:
+  webhookd serve [--role api|worker|all]   run the API and/or the Temporal worker
+  webhookd migrate                         apply database migrations
+  webhookd apikey create --owner-email E [--name N]
+                                           issue an API key (printed alone on the last line)
+  webhookd version                         print the version
+
+Configuration comes from the environment; see docs/configuration.md.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "webhookd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "webhookd", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	cfg, err := loadConfig(environ)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := newLogger(cfg, stderr)
+	switch args[0] {
+	case "serve":
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		role := fs.String("role", "all", "which part to run: api, worker or all")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *role != "api" && *role != "worker" && *role != "all" {
+			return fmt.Errorf("--role: %q is not api, worker or all", *role)
+		}
+		return serve(ctx, cfg, *role, logger)
+	case "migrate":
+		db, err := openDB(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		logger.Info("migrations applied")
+		return nil
+	case "apikey":
+		return apikeyCommand(ctx, cfg, args[1:], stdout, stderr)
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openDB connects and migrates: every command that touches the database first brings it up to date.
+func openDB(ctx context.Context, cfg Config) (*bun.DB, error) {
+	db, err := model.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.Migrate(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return db, nil
+}
+
+func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "create" {
+		return errors.New("usage: webhookd apikey create --owner-email E [--name N]")
+	}
+	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	email := fs.String("owner-email", "", "e-mail of the account owner; failure alerts go there (required)")
+	name := fs.String("name", "", "a label for the key")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *email == "" {
+		return errors.New("--owner-email is required")
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	key, account, err := model.CreateAPIKey(ctx, db, *email, *name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "account %d (%s): new API key, shown once; store it now\n", account.ID, account.OwnerEmail)
+	fmt.Fprintln(stdout, key)
+	return nil
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
+	temporallog "go.temporal.io/sdk/log"
+
+	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/worker"
+	"github.com/webhookd/webhookd/workflows"
+)
+
+// serve runs the API, the worker, or both until ctx ends, then shuts down gracefully.
+func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) error {
+	key, err := cfg.secretKey()
+	if err != nil {
+		return err
+	}
+	secrets, err := model.NewSecretBox(key)
+	if err != nil {
+		return fmt.Errorf("WEBHOOKD_SECRET_KEY: %w", err)
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	registry := prometheus.NewRegistry()
+	if err := registry.Register(collectors.NewGoCollector()); err != nil {
+		return err
+	}
+	if err := registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return err
+	}
+
+	// A lazy client lets the API come up (and report not-ready) while Temporal is still starting.
+	tc, err := client.NewLazyClient(client.Options{
+		HostPort:       cfg.TemporalAddress,
+		Namespace:      cfg.TemporalNamespace,
+		Logger:         temporallog.NewStructuredLogger(logger.With("component", "temporal")),
+		MetricsHandler: worker.NewMetricsHandler(registry),
+	})
+	if err != nil {
+		return fmt.Errorf("TEMPORAL_ADDRESS: %w", err)
+	}
+	defer tc.Close()
+	starter := &workflows.Starter{
+		Client: tc, TaskQueue: cfg.TaskQueue, Schedule: cfg.RetrySchedule,
+		RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
+	}
+	policy := model.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	var handler http.Handler
+	if role == "api" || role == "all" {
+		srv, err := api.New(api.Config{
+			DB: db, Temporal: tc, Starter: starter, Secrets: secrets, Policy: policy,
+			Logger:   logger.With("component", "api"),
+			Registry: registry, Gatherer: registry,
+			RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks,
+		})
+		if err != nil {
+			return err
+		}
+		handler = srv
+	} else {
+		// A worker alone still answers health checks and scrapes.
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+		})
+		handler = mux
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("WEBHOOKD_HTTP_ADDR: %w", err)
+	}
+	httpServer := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	logger.Info("http listening", "addr", ln.Addr().String(), "role", role)
+	go func() {
+		if err := httpServer.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+
+	workerDone := make(chan struct{})
+	if role == "worker" || role == "all" {
+		acts, err := newActivities(cfg, db, secrets, policy, registry, logger)
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer close(workerDone)
+			err := worker.Run(ctx, worker.Config{
+				Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Starter: starter,
+				Logger: logger.With("component", "worker"), SweepInterval: cfg.SweepInterval,
+				MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries,
+			})
+			if err != nil {
+				errc <- err
+			}
+		}()
+	} else {
+		close(workerDone)
+	}
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err = <-errc:
+		logger.Error("stopping after failure", "err", err)
+	}
+	cancel()
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelShutdown()
+	if serr := httpServer.Shutdown(shutdownCtx); serr != nil {
+		logger.Warn("http shutdown", "err", serr)
+	}
+	<-workerDone
+	return err
+}
+
+// newActivities builds the delivery worker's dependencies: the one shared HTTP client, the mailer
+// and the delivery metrics.
+func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy model.AddressPolicy, reg prometheus.Registerer, logger *slog.Logger) (*activities.Activities, error) {
+	httpClient, err := activities.NewHTTPClient(policy, cfg.ExtraCAFile)
+	if err != nil {
+		return nil, err
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if cfg.ExtraCAFile != "" {
+		if pem, err := os.ReadFile(cfg.ExtraCAFile); err == nil {
+			roots.AppendCertsFromPEM(pem)
+		}
+	}
+	mailer, err := activities.NewMailer(cfg.SMTPURL, cfg.MailFrom, filepath.Join(cfg.DataDir, "mail"), roots)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.SMTPURL == "" {
+		logger.Info("no WEBHOOKD_SMTP_URL: alert e-mails are written to " + filepath.Join(cfg.DataDir, "mail"))
+	}
+	metrics, err := activities.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &activities.Activities{
+		DB: db, Secrets: secrets, HTTP: httpClient, Timeout: cfg.DeliveryTimeout, Mailer: mailer,
+		Metrics: metrics, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
+		Links: activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.TemporalNamespace},
+	}, nil
+}

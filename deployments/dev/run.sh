@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The development stack behind `make run`: a Temporal dev server with its Web UI, webhookd on top of
+# it, a fresh dev API key, and copy-paste curl commands for both API variants. Ctrl-C stops it all.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+data=${WEBHOOKD_DATA_DIR:-.data}
+addr=${WEBHOOKD_HTTP_ADDR:-127.0.0.1:8080}
+temporal_addr=${TEMPORAL_ADDRESS:-127.0.0.1:7233}
+temporal_port=${temporal_addr##*:}
+ui_port=${TEMPORAL_UI_PORT:-8233}
+mkdir -p "$data"
+
+pids=()
+cleanup() {
+  trap - EXIT INT TERM
+  echo
+  echo "stopping..."
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT INT TERM
+
+for port in "$temporal_port" "$ui_port" "${addr##*:}"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "port $port on 127.0.0.1 is already in use; stop what holds it (another make run?) and retry" >&2
+    exit 1
+  fi
+done
+
+echo "starting Temporal dev server (log: $data/temporal.log)"
+bin/temporal server start-dev \
+  --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port" \
+  --db-filename "$data/temporal.db" --namespace "${TEMPORAL_NAMESPACE:-default}" --log-level warn \
+  --search-attribute WebhookId=Int --search-attribute EventType=Keyword \
+  --search-attribute Variant=Keyword --search-attribute DeliveryState=Keyword \
+  >"$data/temporal.log" 2>&1 &
+pids+=($!)
+
+for _ in $(seq 1 120); do
+  bin/temporal operator cluster health --address "$temporal_addr" >/dev/null 2>&1 && break
+  kill -0 "${pids[0]}" 2>/dev/null || { echo "Temporal dev server exited; see $data/temporal.log" >&2; tail -20 "$data/temporal.log" >&2; exit 1; }
+  sleep 0.5
+done
+
+key=$(bin/webhookd apikey create --owner-email "${WEBHOOKD_DEV_OWNER:-dev@localhost}" --name "make run" | tail -n 1)
+
+echo "starting webhookd (log: $data/webhookd.log)"
+bin/webhookd serve >"$data/webhookd.log" 2>&1 &
+pids+=($!)
+
+for _ in $(seq 1 120); do
+  curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break
+  kill -0 "${pids[1]}" 2>/dev/null || { echo "webhookd exited; see $data/webhookd.log" >&2; tail -20 "$data/webhookd.log" >&2; exit 1; }
+  sleep 0.5
+done
+
+base="http://$addr"
+cat <<BANNER
+
+webhookd is up.
+  API:             $base   (OpenAPI: $base/openapi.yaml, metrics: $base/metrics)
+  Temporal Web UI: http://127.0.0.1:$ui_port
+  Dev API key:     $key
+
+Variant A (campaigns, x-api-key):
+  curl -s -X POST $base/api/svc/v2/webhooks -H 'x-api-key: $key' -H 'Content-Type: application/json' -d '{"url":"https://example.com/hooks","eventType":"campaign.created"}'
+  curl -s $base/api/svc/v2/webhooks -H 'x-api-key: $key'
+  curl -s -X PUT $base/api/svc/v2/webhooks/1 -H 'x-api-key: $key' -H 'Content-Type: application/json' -d '{"url":"https://example.com/hooks/v2"}'
+  curl -s -X DELETE $base/api/svc/v2/webhooks/1 -H 'x-api-key: $key'
+
+Variant B (websites and fans, Bearer):
+  curl -s -X POST $base/v2/svc/v2/webhooks -H 'Authorization: Bearer $key' -H 'Content-Type: application/json' -d '{"url":"https://example.com/hooks","eventType":"lead.captured"}'
+  curl -s $base/v2/svc/v2/webhooks -H 'Authorization: Bearer $key'
+  curl -s -X PUT $base/v2/svc/v2/webhooks/2 -H 'Authorization: Bearer $key' -H 'Content-Type: application/json' -d '{"url":"https://example.com/hooks/v2"}'
+  curl -s -X DELETE $base/v2/svc/v2/webhooks/2 -H 'Authorization: Bearer $key'
+
+(Use the id each create returns.) Logs: $data/webhookd.log, $data/temporal.log. Ctrl-C stops everything.
+BANNER
+
+# Stop everything as soon as either process dies.
+wait -n "${pids[@]}" || true
+echo "a process exited; see $data/webhookd.log and $data/temporal.log" >&2

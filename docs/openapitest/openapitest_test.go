@@ -1,0 +1,160 @@
+package openapitest_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/webhookd/webhookd/docs/openapitest"
+)
+
+// recorder stands in for a *testing.T so a test can see the failures Check reports without failing.
+type recorder struct {
+	testing.TB
+	mu     sync.Mutex
+	errors []string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...) }
+
+const (
+	secret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/5pBqdvU1dc="
+	webhookA  = `{"id":7,"url":"https://example.com/hook","eventType":"campaign.created","status":"pending","createdAt":"2026-11-23T06:42:12.123Z","updatedAt":"2026-11-23T06:42:12.123Z"}`
+	webhookB  = `{"id":8,"url":"https://example.com/hook","eventType":"lead.captured","status":"active","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":null,"lastStatus":null,"failureCount":0}`
+	triggered = `{"id":9,"url":"https://example.com/hook","eventType":"website.published","status":"failing","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":"2026-11-24T01:00:00.000Z","lastStatus":"failed","failureCount":3}`
+)
+
+type exchange struct {
+	name   string
+	method string
+	target string
+	status int
+	header map[string]string
+	body   string
+}
+
+func (e exchange) check(v *openapitest.Validator, t testing.TB) {
+	req := httptest.NewRequest(e.method, e.target, nil)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Request-Id", "req_test")
+	for k, val := range e.header {
+		if val == "" {
+			h.Del(k)
+		} else {
+			h.Set(k, val)
+		}
+	}
+	var body []byte
+	if e.body != "" {
+		body = []byte(e.body)
+	}
+	v.Check(t, req, e.status, h, body)
+}
+
+func TestCheckAcceptsDocumentedResponses(t *testing.T) {
+	v := openapitest.New(t)
+	for _, e := range []exchange{
+		{name: "A list with a next page", method: "GET", target: "http://127.0.0.1:54321/api/svc/v2/webhooks?limit=1&eventType=campaign.created",
+			status: 200, header: map[string]string{"Link": `</api/svc/v2/webhooks?after=7&limit=1>; rel="next"`},
+			body: `{"success":true,"data":[` + webhookA + `]}`},
+		{name: "A empty list with message", method: "GET", target: "/api/svc/v2/webhooks", status: 200,
+			body: `{"success":true,"data":[],"message":"Webhooks retrieved"}`},
+		{name: "A create", method: "POST", target: "/api/svc/v2/webhooks", status: 201,
+			body: `{"success":true,"data":` + strings.TrimSuffix(webhookA, "}") + `,"secret":"` + secret + `"}}`},
+		{name: "A delete", method: "DELETE", target: "http://example.com/api/svc/v2/webhooks/7", status: 200,
+			body: `{"success":true,"message":"Webhook deleted"}`},
+		{name: "A rate limited", method: "PUT", target: "/api/svc/v2/webhooks/7", status: 429, header: map[string]string{"Retry-After": "1"},
+			body: `{"success":false,"message":"too many requests","code":"rate_limited"}`},
+		{name: "B error naming a field", method: "POST", target: "http://example.com/v2/svc/v2/webhooks", status: 422,
+			body: `{"data":null,"message":"url must use https","isError":true,"code":"validation_failed","field":"url"}`},
+		{name: "B unauthorized on a bad id", method: "GET", target: "/v2/svc/v2/webhooks/abc", status: 401,
+			body: `{"data":null,"message":"missing Authorization header","isError":true,"code":"unauthorized"}`},
+		{name: "B list", method: "GET", target: "/v2/svc/v2/webhooks", status: 200,
+			body: `{"data":[` + webhookB + `,` + triggered + `],"message":"Webhooks retrieved","isError":false}`},
+		{name: "B delete", method: "DELETE", target: "/v2/svc/v2/webhooks/8", status: 200,
+			body: `{"data":null,"message":"Webhook deleted","isError":false}`},
+		{name: "B rotate", method: "POST", target: "/v2/svc/v2/webhooks/8/secret/rotate", status: 200,
+			body: `{"data":{"secret":"` + secret + `","previousSecretExpiresAt":"2026-11-24T06:42:12.123Z"},"message":"rotated","isError":false}`},
+		{name: "readiness failing", method: "GET", target: "/readyz", status: 503,
+			body: `{"status":"unavailable","checks":{"database":"ok","temporal":"unavailable"}}`},
+		{name: "openapi document", method: "GET", target: "/openapi.yaml", status: 200,
+			header: map[string]string{"Content-Type": "application/yaml"}, body: "openapi: 3.0.3\n"},
+		{name: "metrics", method: "GET", target: "/metrics", status: 200,
+			header: map[string]string{"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}, body: "up 1\n"},
+	} {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			rec := &recorder{TB: t}
+			e.check(v, rec)
+			for _, msg := range rec.errors {
+				t.Error(msg)
+			}
+		})
+	}
+}
+
+func TestCheckRejectsUndocumentedResponses(t *testing.T) {
+	v := openapitest.New(t)
+	for _, tc := range []struct {
+		exchange
+		want string // a fragment of the reported failure
+	}{
+		{exchange{name: "extra field", method: "GET", target: "/api/svc/v2/webhooks/7", status: 200,
+			body: `{"success":true,"data":` + strings.TrimSuffix(webhookA, "}") + `,"secret":"` + secret + `"}}`}, "secret"},
+		{exchange{name: "missing field", method: "GET", target: "/v2/svc/v2/webhooks/8", status: 200,
+			body: `{"data":` + webhookB + `,"isError":false}`}, "message"},
+		{exchange{name: "status from the other variant", method: "GET", target: "/api/svc/v2/webhooks", status: 200,
+			body: `{"success":true,"data":[` + strings.Replace(webhookA, `"pending"`, `"active"`, 1) + `]}`}, "status"},
+		{exchange{name: "unknown error code", method: "DELETE", target: "/v2/svc/v2/webhooks/8", status: 404,
+			body: `{"data":null,"message":"gone","isError":true,"code":"gone"}`}, "code"},
+		{exchange{name: "undocumented status code", method: "DELETE", target: "/api/svc/v2/webhooks/7", status: 204}, "status is not supported"},
+		{exchange{name: "404 on a collection", method: "GET", target: "/api/svc/v2/webhooks", status: 404,
+			body: `{"success":false,"message":"no","code":"not_found"}`}, "status is not supported"},
+		{exchange{name: "undocumented path", method: "GET", target: "/api/svc/v2/campaigns", status: 200,
+			body: `{"success":true,"data":[]}`}, "undocumented route"},
+		{exchange{name: "undocumented method", method: "PATCH", target: "/v2/svc/v2/webhooks/8", status: 200,
+			body: `{"data":null,"message":"","isError":false}`}, "undocumented route"},
+		{exchange{name: "429 without Retry-After", method: "GET", target: "/api/svc/v2/webhooks", status: 429,
+			body: `{"success":false,"message":"slow down","code":"rate_limited"}`}, "Retry-After"},
+		{exchange{name: "no X-Request-Id", method: "GET", target: "/healthz", status: 200,
+			header: map[string]string{"X-Request-Id": ""}, body: `{"status":"ok"}`}, "X-Request-Id"},
+		{exchange{name: "malformed secret", method: "GET", target: "/v2/svc/v2/webhooks/8/secret", status: 200,
+			body: `{"data":{"secret":"whsec_short"},"message":"ok","isError":false}`}, "secret"},
+		{exchange{name: "B error with data", method: "PUT", target: "/v2/svc/v2/webhooks/8", status: 400,
+			body: `{"data":{},"message":"bad","isError":true,"code":"invalid_request"}`}, "data"},
+		{exchange{name: "wrong content type", method: "GET", target: "/healthz", status: 200,
+			header: map[string]string{"Content-Type": "text/html"}, body: `{"status":"ok"}`}, "Content-Type"},
+		{exchange{name: "empty body", method: "GET", target: "/v2/svc/v2/webhooks", status: 200}, "decode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := &recorder{TB: t}
+			tc.check(v, rec)
+			if len(rec.errors) != 1 {
+				t.Fatalf("got %d failures, want 1: %q", len(rec.errors), rec.errors)
+			}
+			if !strings.Contains(rec.errors[0], tc.want) {
+				t.Errorf("failure %q does not mention %q", rec.errors[0], tc.want)
+			}
+			t.Log(rec.errors[0])
+		})
+	}
+}
+
+func TestNewLoadsOnce(t *testing.T) {
+	if openapitest.New(t) != openapitest.New(t) {
+		t.Error("New built a second Validator")
+	}
+}

@@ -1,0 +1,141 @@
+package model
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// APIKeyPrefix marks a webhookd API key so secret scanners and humans recognise one.
+const APIKeyPrefix = "whk_"
+
+// apiKeyLookupLen is how many characters after the prefix are stored in clear as the key's lookup id.
+// The rest of the key is only ever stored as part of its SHA-256, and compared in constant time.
+const apiKeyLookupLen = 12
+
+// ErrUnauthorized is returned for a missing, malformed, unknown or revoked API key.
+var ErrUnauthorized = errors.New("unauthorized")
+
+// Account owns webhooks and API keys. Its owner e-mail receives failure alerts.
+type Account struct {
+	bun.BaseModel `bun:"table:accounts"`
+
+	ID         int64     `bun:"id,pk,autoincrement"`
+	OwnerEmail string    `bun:"owner_email,notnull"`
+	CreatedAt  time.Time `bun:"created_at,notnull"`
+}
+
+// APIKey is a credential of an account. Only its lookup id and SHA-256 are stored.
+type APIKey struct {
+	bun.BaseModel `bun:"table:api_keys"`
+
+	ID        int64      `bun:"id,pk,autoincrement"`
+	AccountID int64      `bun:"account_id,notnull"`
+	Name      string     `bun:"name,notnull"`
+	Lookup    string     `bun:"lookup,notnull"`
+	KeyHash   string     `bun:"key_hash,notnull"`
+	CreatedAt time.Time  `bun:"created_at,notnull"`
+	RevokedAt *time.Time `bun:"revoked_at"`
+}
+
+// CreateAPIKey issues a new key for the account with that owner e-mail, creating the account when it
+// does not exist yet. The plain key is returned once and never stored.
+func CreateAPIKey(ctx context.Context, db bun.IDB, ownerEmail, name string) (plain string, account *Account, err error) {
+	addr, err := mail.ParseAddress(strings.TrimSpace(ownerEmail))
+	if err != nil || addr.Name != "" {
+		return "", nil, fmt.Errorf("owner e-mail %q is not a plain e-mail address", ownerEmail)
+	}
+	ownerEmail = strings.ToLower(addr.Address)
+	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		account = &Account{OwnerEmail: ownerEmail, CreatedAt: Now()}
+		if _, err := tx.NewInsert().Model(account).On("CONFLICT (owner_email) DO NOTHING").Exec(ctx); err != nil {
+			return fmt.Errorf("insert account: %w", err)
+		}
+		if err := tx.NewSelect().Model(account).Where("owner_email = ?", ownerEmail).Scan(ctx); err != nil {
+			return fmt.Errorf("load account: %w", err)
+		}
+		raw := make([]byte, 32)
+		if _, err := rand.Read(raw); err != nil {
+			return fmt.Errorf("api key: %w", err)
+		}
+		plain = APIKeyPrefix + base64.RawURLEncoding.EncodeToString(raw)
+		key := &APIKey{
+			AccountID: account.ID,
+			Name:      name,
+			Lookup:    plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen],
+			KeyHash:   hashAPIKey(plain),
+			CreatedAt: Now(),
+		}
+		if _, err := tx.NewInsert().Model(key).Exec(ctx); err != nil {
+			return fmt.Errorf("insert api key: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return plain, account, nil
+}
+
+// Authenticate returns the account a plain API key belongs to, or ErrUnauthorized.
+func Authenticate(ctx context.Context, db bun.IDB, plain string) (*Account, error) {
+	if !strings.HasPrefix(plain, APIKeyPrefix) || len(plain) < len(APIKeyPrefix)+apiKeyLookupLen+16 || len(plain) > 128 {
+		return nil, ErrUnauthorized
+	}
+	lookup := plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen]
+	var key APIKey
+	err := db.NewSelect().Model(&key).Where("lookup = ?", lookup).Where("revoked_at IS NULL").Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Compare anyway so an unknown lookup id costs the same as a wrong key.
+		subtle.ConstantTimeCompare([]byte(hashAPIKey(plain)), []byte(hashAPIKey("")))
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load api key: %w", err)
+	}
+	if subtle.ConstantTimeCompare([]byte(hashAPIKey(plain)), []byte(key.KeyHash)) != 1 {
+		return nil, ErrUnauthorized
+	}
+	account := &Account{}
+	if err := db.NewSelect().Model(account).Where("id = ?", key.AccountID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load account: %w", err)
+	}
+	return account, nil
+}
+
+// GetAccount loads an account by id.
+func GetAccount(ctx context.Context, db bun.IDB, id int64) (*Account, error) {
+	account := &Account{}
+	err := db.NewSelect().Model(account).Where("id = ?", id).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load account: %w", err)
+	}
+	return account, nil
+}
+
+func hashAPIKey(plain string) string {
+	sum := sha256.Sum256([]byte(plain))
+	return hex.EncodeToString(sum[:])
+}
+
+// APIKeyLookup returns the public lookup id of a key, safe to use as a rate-limit or log label.
+func APIKeyLookup(plain string) string {
+	if len(plain) < len(APIKeyPrefix)+apiKeyLookupLen {
+		return ""
+	}
+	return plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen]
+}

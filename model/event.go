@@ -1,0 +1,310 @@
+package model
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// ErrIdempotencyConflict is returned when an Idempotency-Key is reused with a different request.
+var ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+
+// IdempotencyWindow is how long an Idempotency-Key is remembered.
+const IdempotencyWindow = 24 * time.Hour
+
+// Event is one accepted occurrence of an event type. Data is canonical JSON: exactly the bytes
+// delivered as the body's data.
+type Event struct {
+	bun.BaseModel `bun:"table:events"`
+
+	ID             int64     `bun:"id,pk,autoincrement"`
+	AccountID      int64     `bun:"account_id,notnull"`
+	Variant        Variant   `bun:"variant,notnull"`
+	EventType      string    `bun:"event_type,notnull"`
+	Data           string    `bun:"data,notnull"`
+	IdempotencyKey *string   `bun:"idempotency_key"`
+	RequestHash    *string   `bun:"request_hash"`
+	Matched        int       `bun:"matched,notnull"`
+	OccurredAt     time.Time `bun:"occurred_at,notnull"`
+	CreatedAt      time.Time `bun:"created_at,notnull"`
+}
+
+// Delivery states, mirrored in the workflow's DeliveryState search attribute.
+const (
+	DeliveryPending    = "pending"
+	DeliveryDelivering = "delivering"
+	DeliveryRetrying   = "retrying"
+	DeliveryDelivered  = "delivered"
+	DeliveryExhausted  = "exhausted"
+	DeliveryCanceled   = "canceled"
+)
+
+// Delivery is one event for one webhook: the unit a DeliveryWorkflow owns.
+type Delivery struct {
+	bun.BaseModel `bun:"table:deliveries"`
+
+	ID            int64      `bun:"id,pk,autoincrement"`
+	EventID       int64      `bun:"event_id,notnull"`
+	WebhookID     int64      `bun:"webhook_id,notnull"`
+	State         string     `bun:"state,notnull"`
+	Attempts      int        `bun:"attempts,notnull"`
+	LastError     *string    `bun:"last_error"`
+	NextAttemptAt *time.Time `bun:"next_attempt_at"`
+	DispatchedAt  *time.Time `bun:"dispatched_at"`
+	CreatedAt     time.Time  `bun:"created_at,notnull"`
+	UpdatedAt     time.Time  `bun:"updated_at,notnull"`
+}
+
+// NewEvent describes an event to publish.
+type NewEvent struct {
+	AccountID int64
+	Variant   Variant
+	EventType string
+	// Data must already be canonical JSON.
+	Data string
+	// IdempotencyKey and RequestHash are optional; RequestHash identifies the request body so a
+	// reused key with another body is refused.
+	IdempotencyKey string
+	RequestHash    string
+	// OnlyWebhook, when set, delivers to that webhook alone (the test event after registration)
+	// instead of to every subscriber.
+	OnlyWebhook int64
+}
+
+// PublishResult is what publishing stored.
+type PublishResult struct {
+	Event      *Event
+	Deliveries []Delivery
+	// Replayed is true when an earlier request with the same Idempotency-Key is answered again.
+	Replayed bool
+}
+
+// HashRequest identifies a request body for idempotency checks.
+func HashRequest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// InsertEvent stores an event and one pending delivery per subscribed webhook in one transaction
+// (db may already be one: a domain change and its event commit together). Deliveries are the
+// outbox: the caller starts their workflows after commit, and the worker's sweeper starts any that a
+// crash left behind.
+func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, error) {
+	var res *PublishResult
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		now := Now()
+		if ne.IdempotencyKey != "" {
+			prev, err := findIdempotent(ctx, tx, ne, now)
+			if err != nil || prev != nil {
+				res = prev
+				return err
+			}
+		}
+		ev := &Event{
+			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data,
+			OccurredAt: now, CreatedAt: now,
+		}
+		if ne.IdempotencyKey != "" {
+			ev.IdempotencyKey, ev.RequestHash = &ne.IdempotencyKey, &ne.RequestHash
+		}
+		if _, err := tx.NewInsert().Model(ev).Returning("id").Exec(ctx); err != nil {
+			return fmt.Errorf("insert event: %w", err)
+		}
+		var hookIDs []int64
+		q := tx.NewSelect().Model((*Webhook)(nil)).Column("id").
+			Where("account_id = ?", ne.AccountID).Where("variant = ?", ne.Variant).
+			Where("status != ?", StatusDisabled).OrderExpr("id ASC")
+		if ne.OnlyWebhook != 0 {
+			q = q.Where("id = ?", ne.OnlyWebhook)
+		} else {
+			q = q.Where("event_type = ?", ne.EventType)
+		}
+		if err := q.Scan(ctx, &hookIDs); err != nil {
+			return fmt.Errorf("find subscribers: %w", err)
+		}
+		deliveries := make([]Delivery, len(hookIDs))
+		for i, id := range hookIDs {
+			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: id, State: DeliveryPending, CreatedAt: now, UpdatedAt: now}
+		}
+		if len(deliveries) > 0 {
+			if _, err := tx.NewInsert().Model(&deliveries).Returning("id").Exec(ctx); err != nil {
+				return fmt.Errorf("insert deliveries: %w", err)
+			}
+		}
+		ev.Matched = len(deliveries)
+		if _, err := tx.NewUpdate().Model(ev).Column("matched").WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("record matched count: %w", err)
+		}
+		res = &PublishResult{Event: ev, Deliveries: deliveries}
+		return nil
+	})
+	return res, err
+}
+
+// findIdempotent returns the earlier answer for a reused key, ErrIdempotencyConflict for a reused
+// key with another body, or nil when the key is new (or its 24 hours are over, which frees it).
+func findIdempotent(ctx context.Context, tx bun.Tx, ne NewEvent, now time.Time) (*PublishResult, error) {
+	prev := &Event{}
+	err := tx.NewSelect().Model(prev).
+		Where("account_id = ?", ne.AccountID).Where("variant = ?", ne.Variant).Where("idempotency_key = ?", ne.IdempotencyKey).
+		Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find idempotency key: %w", err)
+	}
+	if now.Sub(prev.CreatedAt) > IdempotencyWindow {
+		if _, err := tx.NewUpdate().Model(prev).Set("idempotency_key = NULL").WherePK().Exec(ctx); err != nil {
+			return nil, fmt.Errorf("expire idempotency key: %w", err)
+		}
+		return nil, nil
+	}
+	if prev.RequestHash == nil || *prev.RequestHash != ne.RequestHash {
+		return nil, ErrIdempotencyConflict
+	}
+	var deliveries []Delivery
+	if err := tx.NewSelect().Model(&deliveries).Where("event_id = ?", prev.ID).OrderExpr("id ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load deliveries: %w", err)
+	}
+	return &PublishResult{Event: prev, Deliveries: deliveries, Replayed: true}, nil
+}
+
+// MarkDispatched records that the workflows of these deliveries exist.
+func MarkDispatched(ctx context.Context, db bun.IDB, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("dispatched_at = ?", Now()).
+		Where("id IN (?)", bun.In(ids)).Where("dispatched_at IS NULL").Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("mark dispatched: %w", err)
+	}
+	return nil
+}
+
+// DeliveryRef is what starting a delivery workflow needs.
+type DeliveryRef struct {
+	DeliveryID int64   `bun:"delivery_id"`
+	EventID    int64   `bun:"event_id"`
+	WebhookID  int64   `bun:"webhook_id"`
+	Variant    Variant `bun:"variant"`
+	EventType  string  `bun:"event_type"`
+}
+
+// Refs returns the references of the deliveries a publish stored.
+func (r *PublishResult) Refs() []DeliveryRef {
+	refs := make([]DeliveryRef, len(r.Deliveries))
+	for i, d := range r.Deliveries {
+		refs[i] = DeliveryRef{DeliveryID: d.ID, EventID: d.EventID, WebhookID: d.WebhookID, Variant: r.Event.Variant, EventType: r.Event.EventType}
+	}
+	return refs
+}
+
+// UndispatchedDeliveries returns deliveries created before olderThan whose workflow was never
+// started: the outbox a crash left behind.
+func UndispatchedDeliveries(ctx context.Context, db bun.IDB, olderThan time.Time, limit int64) ([]DeliveryRef, error) {
+	var refs []DeliveryRef
+	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
+		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.variant, e.event_type").
+		Where("d.dispatched_at IS NULL").Where("d.created_at < ?", olderThan).
+		OrderExpr("d.id ASC").Limit(limit).Scan(ctx, &refs)
+	if err != nil {
+		return nil, fmt.Errorf("find undispatched deliveries: %w", err)
+	}
+	return refs, nil
+}
+
+// SetDeliveryState records a delivery's state, as the workflow moves it.
+func SetDeliveryState(ctx context.Context, db bun.IDB, deliveryID int64, state string) error {
+	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", state).Set("updated_at = ?", Now()).
+		Where("id = ?", deliveryID).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("set delivery state: %w", err)
+	}
+	return nil
+}
+
+// ExhaustedDeliveries returns the exhausted deliveries of a webhook, for a manual retry.
+func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
+	var refs []DeliveryRef
+	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
+		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.variant, e.event_type").
+		Where("d.webhook_id = ?", webhookID).Where("d.state = ?", DeliveryExhausted).
+		OrderExpr("d.id ASC").Scan(ctx, &refs)
+	if err != nil {
+		return nil, fmt.Errorf("find exhausted deliveries: %w", err)
+	}
+	return refs, nil
+}
+
+// DeliveryView is a delivery with its event type and attempts, as the REST API lists it.
+type DeliveryView struct {
+	Delivery
+	EventType string    `bun:"event_type"`
+	Log       []Attempt `bun:"-"`
+}
+
+// ListDeliveries returns one page of a webhook's deliveries, newest first, with their attempts.
+func ListDeliveries(ctx context.Context, db bun.IDB, webhookID, before int64, limit int64) ([]DeliveryView, error) {
+	var views []DeliveryView
+	q := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
+		ColumnExpr("d.*, e.event_type").Where("d.webhook_id = ?", webhookID).OrderExpr("d.id DESC").Limit(limit)
+	if before > 0 {
+		q = q.Where("d.id < ?", before)
+	}
+	if err := q.Scan(ctx, &views); err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	if len(views) == 0 {
+		return views, nil
+	}
+	ids := make([]int64, len(views))
+	byID := make(map[int64]*DeliveryView, len(views))
+	for i := range views {
+		ids[i] = views[i].ID
+		byID[views[i].ID] = &views[i]
+	}
+	var attempts []Attempt
+	if err := db.NewSelect().Model(&attempts).Where("delivery_id IN (?)", bun.In(ids)).OrderExpr("delivery_id, attempt").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	for _, a := range attempts {
+		v := byID[a.DeliveryID]
+		v.Log = append(v.Log, a)
+	}
+	return views, nil
+}
+
+// ClaimForRetry moves the given exhausted deliveries back to delivering, as their workflows are
+// signaled to retry.
+func ClaimForRetry(ctx context.Context, db bun.IDB, deliveryIDs []int64) error {
+	if len(deliveryIDs) == 0 {
+		return nil
+	}
+	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryDelivering).Set("updated_at = ?", Now()).
+		Where("id IN (?)", bun.In(deliveryIDs)).Where("state = ?", DeliveryExhausted).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("claim deliveries for retry: %w", err)
+	}
+	return nil
+}
+
+// ReenableWebhook moves a disabled webhook back to active (a manual retry's promise).
+func ReenableWebhook(ctx context.Context, db bun.IDB, webhookID int64) error {
+	_, err := db.NewUpdate().Model((*Webhook)(nil)).Set("status = ?", StatusActive).Set("updated_at = ?", Now()).
+		Where("id = ?", webhookID).Where("status = ?", StatusDisabled).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("re-enable webhook: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package model
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Attempt is one HTTP exchange of a delivery, as shown at GET <collection>/<id>/deliveries.
+type Attempt struct {
+	bun.BaseModel `bun:"table:delivery_attempts"`
+
+	ID           int64     `bun:"id,pk,autoincrement"`
+	DeliveryID   int64     `bun:"delivery_id,notnull"`
+	Attempt      int       `bun:"attempt,notnull"`
+	URL          string    `bun:"url,notnull"`
+	StartedAt    time.Time `bun:"started_at,notnull"`
+	StatusCode   *int      `bun:"status_code"`
+	ErrorClass   *string   `bun:"error_class"`
+	Error        *string   `bun:"error"`
+	LatencyMS    int64     `bun:"latency_ms,notnull"`
+	ResponseBody *string   `bun:"response_body"`
+}
+
+// DeliveryTarget is what one attempt needs: the event, the webhook (possibly deleted) and the
+// account's owner, loaded together.
+type DeliveryTarget struct {
+	Delivery Delivery
+	Event    Event
+	Webhook  Webhook
+}
+
+// LoadDeliveryTarget loads a delivery with its event and webhook. A deleted webhook is returned
+// with DeletedAt set, so the caller can end the delivery without posting.
+func LoadDeliveryTarget(ctx context.Context, db bun.IDB, deliveryID int64) (*DeliveryTarget, error) {
+	t := &DeliveryTarget{}
+	if err := db.NewSelect().Model(&t.Delivery).Where("id = ?", deliveryID).Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		return nil, fmt.Errorf("load delivery: %w", err)
+	}
+	if err := db.NewSelect().Model(&t.Event).Where("id = ?", t.Delivery.EventID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load event: %w", err)
+	}
+	if err := db.NewSelect().Model(&t.Webhook).WhereAllWithDeleted().Where("id = ?", t.Delivery.WebhookID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load webhook: %w", err)
+	}
+	return t, nil
+}
+
+// AttemptOutcome is the result of one attempt, to be recorded.
+type AttemptOutcome struct {
+	Attempt
+	Success bool
+	// NextAttemptAt is when the schedule tries again after a failure; nil when it will not.
+	NextAttemptAt *time.Time
+}
+
+// RecordAttempt writes an attempt, the delivery's progress and the webhook's status in one
+// transaction. Status writes are compare-and-set on the attempt's start time: an older attempt that
+// finishes late never overwrites the outcome of a newer one.
+func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome) error {
+	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		// A retried activity may record the same attempt twice; the later outcome wins.
+		if _, err := tx.NewInsert().Model(&o.Attempt).
+			On("CONFLICT (delivery_id, attempt) DO UPDATE").
+			Set("url = EXCLUDED.url, started_at = EXCLUDED.started_at, status_code = EXCLUDED.status_code").
+			Set("error_class = EXCLUDED.error_class, error = EXCLUDED.error, latency_ms = EXCLUDED.latency_ms").
+			Set("response_body = EXCLUDED.response_body").
+			Exec(ctx); err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
+		}
+		state := DeliveryDelivered
+		if !o.Success {
+			state = DeliveryRetrying
+			if o.NextAttemptAt == nil {
+				state = DeliveryDelivering // the workflow moves it to exhausted next
+			}
+		}
+		if _, err := tx.NewUpdate().Model((*Delivery)(nil)).
+			Set("state = ?", state).
+			Set("attempts = CASE WHEN attempts < ? THEN ? ELSE attempts END", o.Attempt.Attempt, o.Attempt.Attempt).
+			Set("last_error = ?", o.Attempt.Error).
+			Set("next_attempt_at = ?", o.NextAttemptAt).
+			Set("updated_at = ?", Now()).
+			Where("id = ?", o.DeliveryID).Exec(ctx); err != nil {
+			return fmt.Errorf("update delivery: %w", err)
+		}
+		return recordWebhookOutcome(ctx, tx, w, o.Success, o.StartedAt)
+	})
+}
+
+func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bool, at time.Time) error {
+	now := Now()
+	q := tx.NewUpdate().Model((*Webhook)(nil)).
+		Where("id = ?", w.ID).
+		Where("(status_at IS NULL OR status_at <= ?)", at).
+		Set("status_at = ?", at)
+	switch {
+	case w.Variant == VariantA && success:
+		// pending or failed -> processing; finished is terminal and left alone.
+		q = q.Set("last_success_at = ?", at).Set("updated_at = CASE WHEN status IN (?, ?) THEN ? ELSE updated_at END", StatusPending, StatusFailed, now).
+			Set("status = CASE WHEN status IN (?, ?) THEN ? ELSE status END", StatusPending, StatusFailed, StatusProcessing).
+			Set("alerted_at = NULL")
+	case w.Variant == VariantA:
+		q = q.Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", StatusFailed, now).
+			Set("status = ?", StatusFailed)
+	case success:
+		q = q.Set("last_success_at = ?", at).Set("updated_at = CASE WHEN status = ? THEN ? ELSE updated_at END", StatusFailing, now).
+			Set("status = CASE WHEN status = ? THEN ? ELSE status END", StatusFailing, StatusActive).
+			Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusSuccess).
+			Set("failure_count = 0").Set("alerted_at = NULL")
+	default:
+		q = q.Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusFailed).
+			Set("failure_count = failure_count + 1")
+	}
+	if _, err := q.Exec(ctx); err != nil {
+		return fmt.Errorf("update webhook status: %w", err)
+	}
+	return nil
+}
+
+// MarkExhausted records that a delivery's schedule ran out and moves its webhook into the
+// variant's failing status. It reports whether this call made that move, which is when the owner
+// is alerted: a webhook already failing (and alerted) is not alerted again until a success clears
+// it. lastAttemptAt guards against an older delivery failing a webhook that a newer success healed.
+func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64, lastAttemptAt time.Time) (alert bool, err error) {
+	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewUpdate().Model((*Delivery)(nil)).
+			Set("state = ?", DeliveryExhausted).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
+			Where("id = ?", deliveryID).Exec(ctx); err != nil {
+			return fmt.Errorf("update delivery: %w", err)
+		}
+		w := &Webhook{}
+		if err := tx.NewSelect().Model(w).Where("id = ?", webhookID).Scan(ctx); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // deleted meanwhile: nobody to alert
+			}
+			return fmt.Errorf("load webhook: %w", err)
+		}
+		failing := StatusFailing
+		if w.Variant == VariantA {
+			failing = StatusFailed
+		}
+		now := Now()
+		res, err := tx.NewUpdate().Model((*Webhook)(nil)).
+			Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", failing, now).
+			Set("status = ?", failing).
+			Set("alerted_at = ?", now).
+			Where("id = ?", webhookID).
+			Where("alerted_at IS NULL").
+			Where("status <> ?", StatusDisabled).
+			Where("(last_success_at IS NULL OR last_success_at <= ?)", lastAttemptAt).
+			Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("mark webhook failing: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("mark webhook failing: %w", err)
+		}
+		alert = n == 1
+		return nil
+	})
+	return alert, err
+}

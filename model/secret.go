@@ -1,0 +1,76 @@
+package model
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SecretPrefix marks a webhook signing secret, as in Standard Webhooks and Svix.
+const SecretPrefix = "whsec_"
+
+// sealedPrefix versions the ciphertext format so the server key or cipher can change later.
+const sealedPrefix = "v1:"
+
+// SecretBox encrypts webhook secrets at rest with AES-256-GCM under the server key
+// (WEBHOOKD_SECRET_KEY). A stolen database dump alone does not reveal any secret.
+type SecretBox struct {
+	aead cipher.AEAD
+}
+
+// NewSecretBox builds a SecretBox from a 32-byte key.
+func NewSecretBox(key []byte) (*SecretBox, error) {
+	if len(key) != 32 {
+		return nil, fmt.Errorf("secret key must be 32 bytes, got %d", len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
+	return &SecretBox{aead: aead}, nil
+}
+
+// Seal encrypts plain with a fresh random nonce and returns "v1:" + base64(nonce || ciphertext).
+func (b *SecretBox) Seal(plain string) (string, error) {
+	nonce := make([]byte, b.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", fmt.Errorf("nonce: %w", err)
+	}
+	sealed := b.aead.Seal(nonce, nonce, []byte(plain), nil)
+	return sealedPrefix + base64.StdEncoding.EncodeToString(sealed), nil
+}
+
+// Open decrypts a value made by Seal.
+func (b *SecretBox) Open(sealed string) (string, error) {
+	raw, ok := strings.CutPrefix(sealed, sealedPrefix)
+	if !ok {
+		return "", errors.New("sealed secret: unknown format")
+	}
+	data, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil || len(data) < b.aead.NonceSize() {
+		return "", errors.New("sealed secret: malformed")
+	}
+	nonce, ct := data[:b.aead.NonceSize()], data[b.aead.NonceSize():]
+	plain, err := b.aead.Open(nil, nonce, ct, nil)
+	if err != nil {
+		return "", fmt.Errorf("sealed secret: %w", err)
+	}
+	return string(plain), nil
+}
+
+// NewWebhookSecret returns "whsec_" + base64 of 32 random bytes.
+func NewWebhookSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("webhook secret: %w", err)
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b), nil
+}

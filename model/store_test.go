@@ -1,0 +1,216 @@
+package model_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func forEachBackend(t *testing.T, fn func(t *testing.T, db *bun.DB)) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) { fn(t, b.Open(t)) })
+	}
+}
+
+func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- model.Migrate(ctx, db)
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("concurrent migrate: %v", err)
+			}
+		}
+		n, err := db.NewSelect().Table("schema_migrations").Count(ctx)
+		if err != nil || n != 1 {
+			t.Fatalf("schema_migrations rows = %d, %v; want 1", n, err)
+		}
+	})
+}
+
+func TestAPIKeys(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		k1, a1, err := model.CreateAPIKey(ctx, db, "owner@example.com", "first")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k2, a2, err := model.CreateAPIKey(ctx, db, "owner@example.com", "second")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a1.ID != a2.ID {
+			t.Fatalf("same owner e-mail got two accounts: %d, %d", a1.ID, a2.ID)
+		}
+		if k1 == k2 || !strings.HasPrefix(k1, "whk_") || len(k1) < len("whk_")+22 {
+			t.Fatalf("keys %q %q", k1, k2)
+		}
+		for _, k := range []string{k1, k2} {
+			acc, err := model.Authenticate(ctx, db, k)
+			if err != nil || acc.ID != a1.ID || acc.OwnerEmail != "owner@example.com" {
+				t.Fatalf("Authenticate(%q) = %v, %v", k, acc, err)
+			}
+		}
+		// Same lookup id, different rest: must fail the constant-time hash comparison.
+		forged := k1[:len(k1)-4] + "AAAA"
+		if forged == k1 {
+			forged = k1[:len(k1)-4] + "BBBB"
+		}
+		for _, bad := range []string{"", "whk_", forged, "sk_live_" + k1[4:], k1 + "x"} {
+			if _, err := model.Authenticate(ctx, db, bad); !errors.Is(err, model.ErrUnauthorized) {
+				t.Fatalf("Authenticate(%q) err = %v, want ErrUnauthorized", bad, err)
+			}
+		}
+		if _, _, err := model.CreateAPIKey(ctx, db, "not-an-email", ""); err == nil {
+			t.Fatal("an owner e-mail without @ was accepted")
+		}
+	})
+}
+
+func TestWebhookQueries(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, err := model.CreateAPIKey(ctx, db, "hooks@example.com", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, other, err := model.CreateAPIKey(ctx, db, "other@example.com", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		scope := model.WebhookScope{AccountID: acc.ID, Variant: model.VariantA}
+		now := model.Now()
+		w := &model.Webhook{AccountID: acc.ID, Variant: model.VariantA, URL: "https://a.example.com/", EventType: "campaign.created", Status: model.StatusPending, Secret: "v1:x", CreatedAt: now, UpdatedAt: now}
+		if err := model.CreateWebhook(ctx, db, w, 2); err != nil {
+			t.Fatal(err)
+		}
+		got, err := model.GetWebhook(ctx, db, scope, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.CreatedAt.Equal(now) || got.URL != w.URL || got.FailureCount != 0 || got.LastStatus != nil {
+			t.Fatalf("read back %+v, wrote %+v", got, w)
+		}
+		for _, s := range []model.WebhookScope{{AccountID: other.ID, Variant: model.VariantA}, {AccountID: acc.ID, Variant: model.VariantB}} {
+			if _, err := model.GetWebhook(ctx, db, s, w.ID); !errors.Is(err, model.ErrNotFound) {
+				t.Fatalf("scope %+v sees the webhook: %v", s, err)
+			}
+			if _, err := model.UpdateWebhookURL(ctx, db, s, w.ID, "https://evil.example.com/"); !errors.Is(err, model.ErrNotFound) {
+				t.Fatalf("scope %+v updates the webhook: %v", s, err)
+			}
+			if err := model.DeleteWebhook(ctx, db, s, w.ID); !errors.Is(err, model.ErrNotFound) {
+				t.Fatalf("scope %+v deletes the webhook: %v", s, err)
+			}
+		}
+		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://b.example.com/")
+		if err != nil || updated.URL != "https://b.example.com/" || !updated.UpdatedAt.After(w.UpdatedAt) {
+			t.Fatalf("update = %+v, %v", updated, err)
+		}
+		if err := model.DeleteWebhook(ctx, db, scope, w.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := model.GetWebhook(ctx, db, scope, w.ID); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("deleted webhook readable: %v", err)
+		}
+		if _, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://c.example.com/"); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("deleted webhook updatable: %v", err)
+		}
+		if err := model.DeleteWebhook(ctx, db, scope, w.ID); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("deleted webhook deleted twice: %v", err)
+		}
+	})
+}
+
+// TestWebhookLimitUnderConcurrency: concurrent creates never exceed the limit.
+func TestWebhookLimitUnderConcurrency(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, err := model.CreateAPIKey(ctx, db, "limit@example.com", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const limit, tries = 5, 20
+		var wg sync.WaitGroup
+		results := make(chan error, tries)
+		for i := 0; i < tries; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				now := model.Now()
+				results <- model.CreateWebhook(ctx, db, &model.Webhook{AccountID: acc.ID, Variant: model.VariantB, URL: fmt.Sprintf("https://%d.example.com/", i), EventType: "lead.captured", Status: model.StatusActive, Secret: "v1:x", CreatedAt: now, UpdatedAt: now}, limit)
+			}(i)
+		}
+		wg.Wait()
+		close(results)
+		ok, refused := 0, 0
+		for err := range results {
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, model.ErrLimitReached):
+				refused++
+			default:
+				t.Fatalf("create: %v", err)
+			}
+		}
+		if ok != limit || refused != tries-limit {
+			t.Fatalf("created %d, refused %d; want %d and %d", ok, refused, limit, tries-limit)
+		}
+	})
+}
+
+func TestSecretBox(t *testing.T) {
+	box, err := model.NewSecretBox(bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := model.NewWebhookSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := box.Seal(secret)
+	b, _ := box.Seal(secret)
+	if a == b {
+		t.Fatal("two seals of one secret are equal: the nonce is not random")
+	}
+	if strings.Contains(a, secret) || strings.Contains(a, secret[len("whsec_"):]) {
+		t.Fatal("sealed value contains the secret")
+	}
+	if got, err := box.Open(a); err != nil || got != secret {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	other, _ := model.NewSecretBox(bytes.Repeat([]byte{2}, 32))
+	if _, err := other.Open(a); err == nil {
+		t.Fatal("a different key opened the secret")
+	}
+	tampered := a[:len(a)-2] + "AA"
+	if tampered != a {
+		if _, err := box.Open(tampered); err == nil {
+			t.Fatal("a tampered ciphertext opened")
+		}
+	}
+	if _, err := model.NewSecretBox([]byte("short")); err == nil {
+		t.Fatal("a short key was accepted")
+	}
+}

@@ -1,0 +1,192 @@
+package model
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Webhook binds one receiver URL to one event type for one account and variant.
+type Webhook struct {
+	bun.BaseModel `bun:"table:webhooks"`
+
+	ID        int64   `bun:"id,pk,autoincrement"`
+	AccountID int64   `bun:"account_id,notnull"`
+	Variant   Variant `bun:"variant,notnull"`
+	URL       string  `bun:"url,notnull"`
+	EventType string  `bun:"event_type,notnull"`
+	Status    string  `bun:"status,notnull"`
+	// Secret and PreviousSecret hold SecretBox ciphertext, never the plain secret.
+	Secret                  string     `bun:"secret,notnull"`
+	PreviousSecret          *string    `bun:"previous_secret"`
+	PreviousSecretExpiresAt *time.Time `bun:"previous_secret_expires_at"`
+	CreatedAt               time.Time  `bun:"created_at,notnull"`
+	UpdatedAt               time.Time  `bun:"updated_at,notnull"`
+	LastTriggeredAt         *time.Time `bun:"last_triggered_at"`
+	LastStatus              *string    `bun:"last_status"`
+	FailureCount            int        `bun:"failure_count,notnull"`
+	DeletedAt               *time.Time `bun:"deleted_at,soft_delete,nullzero"`
+}
+
+// WebhookScope names the webhooks one caller may see: those of one account in one variant.
+type WebhookScope struct {
+	AccountID int64
+	Variant   Variant
+}
+
+func (s WebhookScope) apply(q *bun.SelectQuery) *bun.SelectQuery {
+	return q.Where("account_id = ?", s.AccountID).Where("variant = ?", s.Variant)
+}
+
+// WebhookFilter selects a page of webhooks, ordered by id.
+type WebhookFilter struct {
+	EventType string
+	Status    string
+	After     int64
+	Limit     int64
+}
+
+// CreateWebhook inserts w, refusing with ErrLimitReached when its account already holds max webhooks
+// of that variant. The limit check and the insert run in one transaction holding the account row.
+func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error {
+	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if IsPostgres(tx) {
+			// SQLite transactions here already hold the database write lock; PostgreSQL needs the
+			// account row locked so concurrent creates cannot both pass the count.
+			if _, err := tx.NewSelect().Model((*Account)(nil)).Column("id").Where("id = ?", w.AccountID).For("UPDATE").Exec(ctx); err != nil {
+				return fmt.Errorf("lock account: %w", err)
+			}
+		}
+		n, err := tx.NewSelect().Model((*Webhook)(nil)).Where("account_id = ?", w.AccountID).Where("variant = ?", w.Variant).Count(ctx)
+		if err != nil {
+			return fmt.Errorf("count webhooks: %w", err)
+		}
+		if n >= max {
+			return ErrLimitReached
+		}
+		if _, err := tx.NewInsert().Model(w).Returning("id").Exec(ctx); err != nil {
+			return fmt.Errorf("insert webhook: %w", err)
+		}
+		return nil
+	})
+}
+
+// GetWebhook loads one live webhook within scope, or ErrNotFound.
+func GetWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Webhook, error) {
+	w := &Webhook{}
+	err := scope.apply(db.NewSelect().Model(w)).Where("id = ?", id).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load webhook: %w", err)
+	}
+	return w, nil
+}
+
+// ListWebhooks returns one page of live webhooks within scope.
+func ListWebhooks(ctx context.Context, db bun.IDB, scope WebhookScope, f WebhookFilter) ([]Webhook, error) {
+	hooks := []Webhook{}
+	q := scope.apply(db.NewSelect().Model(&hooks)).Where("id > ?", f.After).OrderExpr("id ASC").Limit(f.Limit)
+	if f.EventType != "" {
+		q = q.Where("event_type = ?", f.EventType)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list webhooks: %w", err)
+	}
+	return hooks, nil
+}
+
+// UpdateWebhookURL sets a new receiver URL and resets the status to the variant's initial one.
+func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, url string) (*Webhook, error) {
+	var w *Webhook
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		now := Now()
+		// status_at moves too, so an attempt that started before the update cannot overwrite the
+		// reset status when it finishes; alerted_at clears, so the new URL is alerted on afresh.
+		res, err := tx.NewUpdate().Model((*Webhook)(nil)).
+			Set("url = ?", url).
+			Set("status = ?", scope.Variant.InitialStatus()).
+			Set("status_at = ?", now).
+			Set("alerted_at = NULL").
+			Set("updated_at = ?", now).
+			Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).
+			Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("update webhook: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("update webhook: %w", err)
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		w, err = GetWebhook(ctx, tx, scope, id)
+		return err
+	})
+	return w, err
+}
+
+// DeleteWebhook soft-deletes a webhook within scope. Its deliveries keep their history; running
+// delivery workflows see it gone and stop.
+func DeleteWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) error {
+	res, err := db.NewDelete().Model((*Webhook)(nil)).
+		Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("delete webhook: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("delete webhook: %w", err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// RotateWebhookSecret makes sealedNew the signing secret and keeps the current one as the previous
+// secret until overlapUntil, so receivers can switch without dropping deliveries.
+func RotateWebhookSecret(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, sealedNew string, overlapUntil time.Time) error {
+	res, err := db.NewUpdate().Model((*Webhook)(nil)).
+		Set("previous_secret = secret").
+		Set("previous_secret_expires_at = ?", overlapUntil).
+		Set("secret = ?", sealedNew).
+		Set("updated_at = ?", Now()).
+		Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("rotate webhook secret: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("rotate webhook secret: %w", err)
+	} else if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// StatusCount is the number of live webhooks of one variant in one status.
+type StatusCount struct {
+	Variant Variant `bun:"variant"`
+	Status  string  `bun:"status"`
+	Count   int64   `bun:"count"`
+}
+
+// CountWebhooksByStatus counts live webhooks per variant and status, for the webhooks gauge.
+func CountWebhooksByStatus(ctx context.Context, db bun.IDB) ([]StatusCount, error) {
+	var counts []StatusCount
+	err := db.NewSelect().Model((*Webhook)(nil)).ColumnExpr("variant, status, COUNT(*) AS count").
+		GroupExpr("variant, status").Scan(ctx, &counts)
+	if err != nil {
+		return nil, fmt.Errorf("count webhooks: %w", err)
+	}
+	return counts, nil
+}

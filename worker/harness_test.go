@@ -1,0 +1,195 @@
+package worker_test
+
+import (
+	"encoding/pem"
+	"io"
+	"mime/quotedprintable"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	smtp "github.com/emersion/go-smtp"
+)
+
+// mailbox is a real SMTP server in the test process: alerts travel over SMTP to it.
+type mailbox struct {
+	addr string
+	mu   sync.Mutex
+	msgs []receivedMail
+}
+
+type receivedMail struct {
+	From string
+	To   []string
+	Data string
+}
+
+func startMailbox(t *testing.T) *mailbox {
+	t.Helper()
+	mb := &mailbox{}
+	srv := smtp.NewServer(mb)
+	srv.Domain = "localhost"
+	srv.AllowInsecureAuth = true
+	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb.addr = ln.Addr().String()
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return mb
+}
+
+func (mb *mailbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &mailSession{mb: mb}, nil }
+
+func (mb *mailbox) messages() []receivedMail {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return append([]receivedMail(nil), mb.msgs...)
+}
+
+type mailSession struct {
+	mb   *mailbox
+	from string
+	to   []string
+}
+
+func (s *mailSession) Reset()        { s.from, s.to = "", nil }
+func (s *mailSession) Logout() error { return nil }
+func (s *mailSession) Mail(from string, _ *smtp.MailOptions) error {
+	s.from = from
+	return nil
+}
+func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.to = append(s.to, to)
+	return nil
+}
+func (s *mailSession) Data(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.mb.mu.Lock()
+	s.mb.msgs = append(s.mb.msgs, receivedMail{From: s.from, To: s.to, Data: string(b)})
+	s.mb.mu.Unlock()
+	return nil
+}
+
+// text returns the decoded plain-text body of a received message.
+func (m receivedMail) text(t *testing.T) string {
+	t.Helper()
+	msg, err := mail.ReadMessage(strings.NewReader(m.Data))
+	if err != nil {
+		t.Fatalf("parse mail: %v", err)
+	}
+	var body io.Reader = msg.Body
+	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+		body = quotedprintable.NewReader(body)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatalf("read mail body: %v", err)
+	}
+	return "Subject: " + msg.Header.Get("Subject") + "\n\n" + string(b)
+}
+
+// receiver is a real HTTPS endpoint. Its behaviour per request is set by the test; every request
+// it gets is recorded.
+type receiver struct {
+	srv    *httptest.Server
+	caFile string
+	mu     sync.Mutex
+	reqs   []receivedRequest
+	// respond decides the reply to the n-th request (from 1) on path.
+	respond func(n int, path string, w http.ResponseWriter)
+	conns   int
+}
+
+type receivedRequest struct {
+	Path   string
+	Header http.Header
+	Body   []byte
+	At     time.Time
+}
+
+func startReceiver(t *testing.T) *receiver {
+	t.Helper()
+	rc := &receiver{respond: func(int, string, http.ResponseWriter) {}}
+	rc.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.reqs = append(rc.reqs, receivedRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
+		n := 0
+		for _, q := range rc.reqs {
+			if q.Path == r.URL.Path {
+				n++
+			}
+		}
+		respond := rc.respond
+		rc.mu.Unlock()
+		respond(n, r.URL.Path, w)
+	}))
+	rc.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			rc.mu.Lock()
+			rc.conns++
+			rc.mu.Unlock()
+		}
+	}
+	rc.srv.StartTLS()
+	t.Cleanup(rc.srv.Close)
+	cert := rc.srv.Certificate()
+	rc.caFile = filepath.Join(t.TempDir(), "receiver-ca.pem")
+	if err := os.WriteFile(rc.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func (rc *receiver) setRespond(f func(n int, path string, w http.ResponseWriter)) {
+	rc.mu.Lock()
+	rc.respond = f
+	rc.mu.Unlock()
+}
+
+// url returns the receiver's URL for path. httptest certificates are issued for 127.0.0.1 and
+// example.com; the URL uses the IP, so tests run with private targets allowed unless they say not.
+func (rc *receiver) url(path string) string { return rc.srv.URL + path }
+
+func (rc *receiver) requests(path string) []receivedRequest {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []receivedRequest
+	for _, r := range rc.reqs {
+		if path == "" || r.Path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (rc *receiver) connections() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.conns
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

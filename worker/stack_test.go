@@ -1,0 +1,274 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
+
+	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/worker"
+	"github.com/webhookd/webhookd/worker/temporaltest"
+	"github.com/webhookd/webhookd/workflows"
+)
+
+// stack is the whole service in one test: API and worker on a real Temporal dev server and a real
+// PostgreSQL, delivering to a real HTTPS receiver and alerting through a real SMTP server.
+type stack struct {
+	db       *bun.DB
+	tc       client.Client
+	queue    string
+	apiURL   string
+	rc       *receiver
+	mb       *mailbox
+	registry *prometheus.Registry
+	starter  *workflows.Starter
+	key      string
+}
+
+type stackOptions struct {
+	schedule     []time.Duration
+	timeout      time.Duration
+	allowPrivate bool
+	// noWorker leaves the worker out, for tests that start it themselves.
+	noWorker bool
+}
+
+var testSecretKey = bytes.Repeat([]byte{9}, 32)
+
+var offlineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+	return nil, errors.New("no DNS in tests")
+}}
+
+var unsafeQueueChars = regexp.MustCompile(`[^A-Za-z0-9-]`)
+
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	if o.schedule == nil {
+		o.schedule = []time.Duration{time.Second, time.Second}
+	}
+	if o.timeout == 0 {
+		o.timeout = 2 * time.Second
+	}
+	st := &stack{
+		db:       dbtest.Postgres(t),
+		tc:       temporaltest.Start(t).Client(t),
+		queue:    "it-" + unsafeQueueChars.ReplaceAllString(t.Name(), "-") + fmt.Sprintf("-%d", time.Now().UnixNano()),
+		rc:       startReceiver(t),
+		mb:       startMailbox(t),
+		registry: prometheus.NewRegistry(),
+	}
+	uniqueIDs(t, st.db)
+	box, err := model.NewSecretBox(testSecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := model.AddressPolicy{AllowPrivate: o.allowPrivate}
+	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, Schedule: o.schedule, RetryWindow: time.Hour, AttemptTimeout: o.timeout}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("WEBHOOKD_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+
+	if !o.noWorker {
+		st.startWorker(t, box, policy, o.timeout, logger)
+	}
+	srv, err := api.New(api.Config{
+		DB: st.db, Temporal: st.tc, Starter: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
+		Logger: logger, Registry: st.registry, Gatherer: st.registry, RateLimit: 1000, RateBurst: 1000, MaxWebhooks: 100,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	st.apiURL = ts.URL
+	st.key, _, err = model.CreateAPIKey(context.Background(), st.db, "owner@example.com", "integration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+var idBase atomic.Int64
+
+// uniqueIDs starts each test database's ids at a different base. Every test gets a fresh database
+// but shares one Temporal namespace, and workflow ids are made of event and webhook ids: without
+// this, two tests would both start delivery:1:1 and the second would be rejected as a duplicate.
+func uniqueIDs(t *testing.T, db *bun.DB) {
+	t.Helper()
+	base := (time.Now().UnixNano()/1e6%1e6)*1e6 + idBase.Add(1)*10_000
+	for _, table := range []string{"accounts", "webhooks", "events", "deliveries"} {
+		if _, err := db.ExecContext(context.Background(), fmt.Sprintf("ALTER TABLE %s ALTER COLUMN id RESTART WITH %d", table, base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy model.AddressPolicy, timeout time.Duration, logger *slog.Logger) {
+	t.Helper()
+	httpClient, err := activities.NewHTTPClient(policy, st.rc.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mailer, err := activities.NewMailer("smtp://"+st.mb.addr, "webhookd <alerts@example.com>", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := activities.NewMetrics(st.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := &activities.Activities{
+		DB: st.db, Secrets: box, HTTP: httpClient, Timeout: timeout, Mailer: mailer, Metrics: metrics,
+		UserAgent: "webhookd/test", Log: logger,
+		Links: activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Run(ctx, worker.Config{
+			Client: st.tc, TaskQueue: st.queue, DB: st.db, Activities: acts, Starter: st.starter,
+			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50,
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+}
+
+// call makes a real HTTP request to the API with the variant's credential header.
+func (st *stack) call(t *testing.T, variant, method, path string, body any, header ...string) (int, map[string]any, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, st.apiURL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if variant == "A" {
+		req.Header.Set("x-api-key", st.key)
+	} else {
+		req.Header.Set("Authorization", "Bearer "+st.key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+func collection(variant string) string {
+	if variant == "A" {
+		return "/api/svc/v2"
+	}
+	return "/v2/svc/v2"
+}
+
+// createWebhook registers a webhook and returns its id and secret.
+func (st *stack) createWebhook(t *testing.T, variant, url, eventType string) (int64, string) {
+	t.Helper()
+	status, body, _ := st.call(t, variant, "POST", collection(variant)+"/webhooks", map[string]string{"url": url, "eventType": eventType})
+	if status != http.StatusCreated {
+		t.Fatalf("create webhook: %d %v", status, body)
+	}
+	d := body["data"].(map[string]any)
+	return int64(d["id"].(float64)), d["secret"].(string)
+}
+
+// publish posts an event through the intake endpoint and returns the event id.
+func (st *stack) publish(t *testing.T, variant, eventType string, data any, header ...string) int64 {
+	t.Helper()
+	field := "eventType"
+	if variant == "B" {
+		field = "event"
+	}
+	status, body, _ := st.call(t, variant, "POST", collection(variant)+"/events", map[string]any{field: eventType, "data": data}, header...)
+	if status != http.StatusAccepted {
+		t.Fatalf("publish %s: %d %v", eventType, status, body)
+	}
+	return int64(body["data"].(map[string]any)["id"].(float64))
+}
+
+func (st *stack) webhook(t *testing.T, id int64) model.Webhook {
+	t.Helper()
+	var w model.Webhook
+	if err := st.db.NewSelect().Model(&w).WhereAllWithDeleted().Where("id = ?", id).Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (st *stack) delivery(t *testing.T, eventID, webhookID int64) model.Delivery {
+	t.Helper()
+	var d model.Delivery
+	if err := st.db.NewSelect().Model(&d).Where("event_id = ? AND webhook_id = ?", eventID, webhookID).Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (st *stack) event(t *testing.T, id int64) model.Event {
+	t.Helper()
+	var e model.Event
+	if err := st.db.NewSelect().Model(&e).Where("id = ?", id).Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// waitIdle waits until a delivery workflow has no activity in flight, so a test can assert that
+// nothing more will happen without sleeping.
+func (st *stack) waitIdle(t *testing.T, eventID, webhookID int64, state string) {
+	t.Helper()
+	id := workflows.DeliveryWorkflowID(eventID, webhookID)
+	eventually(t, 30*time.Second, id+" idle in "+state, func() bool {
+		v, err := st.tc.QueryWorkflow(context.Background(), id, "", workflows.QueryState)
+		if err != nil {
+			return false
+		}
+		var ds workflows.DeliveryState
+		if err := v.Get(&ds); err != nil || ds.State != state {
+			return false
+		}
+		desc, err := st.tc.DescribeWorkflowExecution(context.Background(), id, "")
+		return err == nil && len(desc.PendingActivities) == 0
+	})
+}

@@ -1,0 +1,625 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
+)
+
+// start is the workflow's start time in every test; offsets are measured from it.
+var start = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+const retryWindow = 7 * 24 * time.Hour
+
+// scheduleOffsets are the attempt times of the default schedule (spec 6.4): the first attempt at
+// once, then the cumulative delays.
+var scheduleOffsets = []time.Duration{0, time.Minute, 6 * time.Minute, 21 * time.Minute, 81 * time.Minute, 441 * time.Minute}
+
+func input(eventType string) workflows.DeliveryInput {
+	return workflows.DeliveryInput{
+		DeliveryID: 11, EventID: 22, WebhookID: 33, Variant: model.VariantB, EventType: eventType,
+		Schedule: workflows.DefaultSchedule, RetryWindow: retryWindow, AttemptTimeout: 10 * time.Second,
+	}
+}
+
+// failed is what Deliver returns for a receiver that answered 500. Each attempt's error text is
+// distinct so a test can tell which attempt's error reached MarkExhausted and the query.
+func failed(attempt int, at time.Time) activities.DeliverResult {
+	return activities.DeliverResult{StatusCode: 500, ErrorClass: activities.ClassHTTPStatus,
+		Error: fmt.Sprintf("receiver answered 500 (attempt %d)", attempt), AttemptedAt: at}
+}
+
+type deliverCall struct {
+	at time.Duration // since start, in workflow time
+	in activities.DeliverInput
+}
+
+type timedCall[T any] struct {
+	at time.Duration
+	in T
+}
+
+// harness runs DeliveryWorkflow in a TestWorkflowEnvironment with the three activities mocked,
+// recording every call and the workflow time it happened at.
+type harness struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+
+	// deliver decides each attempt's outcome; it sees the attempt number and the activity's own
+	// (Temporal) attempt. Default: every attempt fails.
+	deliver func(in activities.DeliverInput, activityAttempt int32) (activities.DeliverResult, error)
+	// alert is what MarkExhausted answers; alertErr what SendAlert returns.
+	alert    bool
+	alertErr error
+
+	// deliverMock is Deliver's mock, for a test to give attempts a duration with After.
+	deliverMock *testsuite.MockCallWrapper
+
+	mu        sync.Mutex // mock callbacks run outside the workflow goroutine
+	delivers  []deliverCall
+	exhausted []timedCall[activities.ExhaustedInput]
+	alerts    []timedCall[activities.AlertInput]
+	states    []string // DeliveryState search attribute values, in upsert order
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger(t))
+	h := &harness{t: t, env: suite.NewTestWorkflowEnvironment(), alert: true}
+	h.env.SetStartTime(start)
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		return failed(in.Attempt, h.env.Now()), nil
+	}
+
+	var a *activities.Activities
+	h.deliverMock = h.env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
+			h.mu.Lock()
+			h.delivers = append(h.delivers, deliverCall{at: h.since(), in: in})
+			h.mu.Unlock()
+			return h.deliver(in, activity.GetInfo(ctx).Attempt)
+		})
+	h.env.OnActivity(a.MarkExhausted, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ExhaustedInput) (activities.ExhaustedResult, error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.exhausted = append(h.exhausted, timedCall[activities.ExhaustedInput]{h.since(), in})
+			return activities.ExhaustedResult{Alert: h.alert}, nil
+		})
+	h.env.OnActivity(a.SendAlert, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AlertInput) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.alerts = append(h.alerts, timedCall[activities.AlertInput]{h.since(), in})
+			return h.alertErr
+		})
+	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		v, ok := sa.GetKeyword(workflows.AttrDeliveryState)
+		if !ok || sa.Size() != 1 {
+			t.Errorf("upserted search attributes %v, want DeliveryState only", sa.GetUntypedValues())
+		}
+		h.mu.Lock()
+		h.states = append(h.states, v)
+		h.mu.Unlock()
+	}).Return()
+	return h
+}
+
+func (h *harness) since() time.Duration { return h.env.Now().Sub(start) }
+
+// at runs f at workflow time offset d.
+func (h *harness) at(d time.Duration, f func()) { h.env.RegisterDelayedCallback(f, d) }
+
+func (h *harness) signalRetryAt(d time.Duration) {
+	h.at(d, func() { h.env.SignalWorkflow(workflows.SignalRetry, nil) })
+}
+
+func (h *harness) query() workflows.DeliveryState {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(workflows.QueryState)
+	if err != nil {
+		h.t.Fatalf("query %s: %v", workflows.QueryState, err)
+	}
+	var st workflows.DeliveryState
+	if err := v.Get(&st); err != nil {
+		h.t.Fatalf("decode %s: %v", workflows.QueryState, err)
+	}
+	return st
+}
+
+// run executes the workflow to its end and returns its result; it fails the test on a workflow
+// error.
+func (h *harness) run(in workflows.DeliveryInput) workflows.DeliveryState {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("workflow did not complete")
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		h.t.Fatalf("workflow failed: %v", err)
+	}
+	var st workflows.DeliveryState
+	if err := h.env.GetWorkflowResult(&st); err != nil {
+		h.t.Fatalf("workflow result: %v", err)
+	}
+	return st
+}
+
+func (h *harness) deliverOffsets() []time.Duration {
+	var out []time.Duration
+	for _, c := range h.delivers {
+		out = append(out, c.at)
+	}
+	return out
+}
+
+func (h *harness) attemptNumbers() []int {
+	var out []int
+	for _, c := range h.delivers {
+		out = append(out, c.in.Attempt)
+	}
+	return out
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func shift(offsets []time.Duration, by time.Duration) []time.Duration {
+	out := make([]time.Duration, len(offsets))
+	for i, o := range offsets {
+		out[i] = o + by
+	}
+	return out
+}
+
+// TestDeliveryWorkflowSchedule: when every attempt fails, the default schedule makes exactly six
+// attempts at 0, 1m, 6m, 21m, 1h21m and 7h21m, numbered 1..6, each telling the activity when the
+// next one comes.
+func TestDeliveryWorkflowSchedule(t *testing.T) {
+	h := newHarness(t)
+	st := h.run(input("website.published"))
+
+	if got := h.deliverOffsets(); !slices.Equal(got, scheduleOffsets) {
+		t.Errorf("attempt offsets = %v, want %v", got, scheduleOffsets)
+	}
+	if got, want := h.attemptNumbers(), seq(1, 6); !slices.Equal(got, want) {
+		t.Errorf("attempt numbers = %v, want %v", got, want)
+	}
+	wantNext := append(slices.Clone(workflows.DefaultSchedule), 0)
+	for i, c := range h.delivers {
+		if i < len(wantNext) && c.in.NextAttemptIn != wantNext[i] {
+			t.Errorf("attempt %d: NextAttemptIn = %v, want %v", c.in.Attempt, c.in.NextAttemptIn, wantNext[i])
+		}
+		if c.in.DeliveryID != 11 || c.in.EventID != 22 || c.in.WebhookID != 33 {
+			t.Errorf("attempt %d: ids = %d/%d/%d, want 11/22/33", c.in.Attempt, c.in.DeliveryID, c.in.EventID, c.in.WebhookID)
+		}
+	}
+	if st.State != model.DeliveryExhausted || st.Attempts != 6 {
+		t.Errorf("result = %+v, want state %s after 6 attempts", st, model.DeliveryExhausted)
+	}
+}
+
+// TestDeliveryWorkflowDelayCountsFromAttemptEnd: each delay of the schedule starts when the previous
+// attempt has ended ("delay after previous attempt", spec 6.4), so a slow receiver shifts the
+// schedule by its answer times; the state query's NextAttemptAt follows the real timer.
+func TestDeliveryWorkflowDelayCountsFromAttemptEnd(t *testing.T) {
+	h := newHarness(t)
+	took := 20 * time.Second
+	h.deliverMock.After(took) // the mock records its call when the attempt ends
+	var during workflows.DeliveryState
+	h.at(2*time.Minute, func() { during = h.query() })
+	h.run(input("website.published"))
+
+	var want []time.Duration
+	end := time.Duration(0)
+	for i := range 6 {
+		if i > 0 {
+			end += workflows.DefaultSchedule[i-1]
+		}
+		end += took
+		want = append(want, end)
+	}
+	if got := h.deliverOffsets(); !slices.Equal(got, want) {
+		t.Errorf("attempts ended at %v, want %v", got, want)
+	}
+	// Attempt 2 ran from 1m20s to 1m40s; attempt 3 is due 5m after it ended.
+	if wantNext := start.Add(6*time.Minute + 40*time.Second); during.NextAttemptAt == nil || !during.NextAttemptAt.Equal(wantNext) {
+		t.Errorf("state at 2m = %s, want next attempt at 6m40s", fmtState(during))
+	}
+}
+
+// TestDeliveryWorkflowSuccessStopsSchedule: a success on attempt k ends the delivery there, without
+// exhaustion or alert.
+func TestDeliveryWorkflowSuccessStopsSchedule(t *testing.T) {
+	for k := 1; k <= 6; k++ {
+		t.Run(fmt.Sprintf("attempt %d", k), func(t *testing.T) {
+			h := newHarness(t)
+			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+				if in.Attempt == k {
+					return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+				}
+				return failed(in.Attempt, h.env.Now()), nil
+			}
+			st := h.run(input("website.published"))
+
+			if got, want := h.deliverOffsets(), scheduleOffsets[:k]; !slices.Equal(got, want) {
+				t.Errorf("attempt offsets = %v, want %v", got, want)
+			}
+			if len(h.exhausted) != 0 || len(h.alerts) != 0 {
+				t.Errorf("MarkExhausted called %d times, SendAlert %d times; want neither", len(h.exhausted), len(h.alerts))
+			}
+			want := workflows.DeliveryState{State: model.DeliveryDelivered, Attempts: k}
+			if st.State != want.State || st.Attempts != want.Attempts || st.LastError != "" || st.NextAttemptAt != nil {
+				t.Errorf("result = %+v, want %+v", st, want)
+			}
+			if got := h.states[len(h.states)-1]; got != model.DeliveryDelivered {
+				t.Errorf("last DeliveryState upserted = %q, want %q", got, model.DeliveryDelivered)
+			}
+		})
+	}
+}
+
+// TestDeliveryWorkflowExhaustion: when the schedule runs out the webhook is marked exhausted once,
+// with the last attempt's error, and the owner is alerted only when MarkExhausted says this
+// exhaustion moved the webhook into failing.
+func TestDeliveryWorkflowExhaustion(t *testing.T) {
+	for _, alert := range []bool{true, false} {
+		t.Run(fmt.Sprintf("alert=%v", alert), func(t *testing.T) {
+			h := newHarness(t)
+			h.alert = alert
+			st := h.run(input("website.published"))
+
+			if len(h.delivers) != 6 {
+				t.Fatalf("Deliver called %d times, want 6", len(h.delivers))
+			}
+			last := h.delivers[5]
+			lastErr := failed(6, time.Time{}).Error
+			wantEx := activities.ExhaustedInput{DeliveryID: 11, WebhookID: 33, EventID: 22,
+				LastError: lastErr, LastAttemptAt: start.Add(last.at)}
+			if len(h.exhausted) != 1 {
+				t.Fatalf("MarkExhausted called %d times, want once", len(h.exhausted))
+			}
+			got := h.exhausted[0]
+			gotIn := got.in
+			gotIn.LastAttemptAt = time.Time{}
+			wantIn := wantEx
+			wantIn.LastAttemptAt = time.Time{}
+			if gotIn != wantIn || !got.in.LastAttemptAt.Equal(wantEx.LastAttemptAt) || got.at != last.at {
+				t.Errorf("MarkExhausted(%+v) at %v, want (%+v) at %v", got.in, got.at, wantEx, last.at)
+			}
+			if alert {
+				wantAlert := activities.AlertInput{DeliveryID: 11, WebhookID: 33, EventID: 22, LastError: lastErr}
+				if len(h.alerts) != 1 || h.alerts[0].in != wantAlert {
+					t.Errorf("SendAlert calls = %+v, want one with %+v", h.alerts, wantAlert)
+				}
+			} else if len(h.alerts) != 0 {
+				t.Errorf("SendAlert called %d times after MarkExhausted said no alert", len(h.alerts))
+			}
+			if st.State != model.DeliveryExhausted || st.LastError != lastErr {
+				t.Errorf("result = %+v, want state %s, last error %q", st, model.DeliveryExhausted, lastErr)
+			}
+		})
+	}
+}
+
+// TestDeliveryWorkflowAlertFailureDoesNotEndDelivery: a rejected alert e-mail is logged; the
+// workflow still waits for a retry signal.
+func TestDeliveryWorkflowAlertFailureDoesNotEndDelivery(t *testing.T) {
+	h := newHarness(t)
+	h.alertErr = temporal.NewNonRetryableApplicationError("alert recipient refused", activities.ErrTypeMail, nil)
+	h.signalRetryAt(8 * time.Hour)
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		if in.Attempt == 7 {
+			return activities.DeliverResult{Delivered: true, StatusCode: 200, AttemptedAt: h.env.Now()}, nil
+		}
+		return failed(in.Attempt, h.env.Now()), nil
+	}
+	st := h.run(input("website.published"))
+	if len(h.alerts) != 1 {
+		t.Errorf("SendAlert called %d times, want once (a non-retryable mail error is not retried)", len(h.alerts))
+	}
+	if st.State != model.DeliveryDelivered || st.Attempts != 7 {
+		t.Errorf("result = %+v, want delivered on attempt 7 after the retry signal", st)
+	}
+}
+
+// TestDeliveryWorkflowRetrySignalAfterExhaustion: an operator's retry signal after exhaustion runs
+// the schedule again from its first attempt; attempt numbers continue across the restart.
+func TestDeliveryWorkflowRetrySignalAfterExhaustion(t *testing.T) {
+	signalAt := 8*time.Hour + 30*time.Second
+	for _, tc := range []struct {
+		name        string
+		succeedOn   int // attempt number that succeeds; 0: none
+		wantOffsets []time.Duration
+		wantState   string
+		wantMarks   int
+	}{
+		{"success on first retried attempt", 7, append(slices.Clone(scheduleOffsets), signalAt), model.DeliveryDelivered, 1},
+		{"success on third retried attempt", 9, append(slices.Clone(scheduleOffsets), shift(scheduleOffsets[:3], signalAt)...), model.DeliveryDelivered, 1},
+		{"second exhaustion", 0, append(slices.Clone(scheduleOffsets), shift(scheduleOffsets, signalAt)...), model.DeliveryExhausted, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+				if in.Attempt == tc.succeedOn {
+					return activities.DeliverResult{Delivered: true, StatusCode: 200, AttemptedAt: h.env.Now()}, nil
+				}
+				return failed(in.Attempt, h.env.Now()), nil
+			}
+			h.signalRetryAt(signalAt)
+			var beforeSignal workflows.DeliveryState
+			h.at(signalAt-time.Second, func() { beforeSignal = h.query() })
+			st := h.run(input("website.published"))
+
+			if got := h.deliverOffsets(); !slices.Equal(got, tc.wantOffsets) {
+				t.Errorf("attempt offsets = %v, want %v", got, tc.wantOffsets)
+			}
+			if got, want := h.attemptNumbers(), seq(1, len(tc.wantOffsets)); !slices.Equal(got, want) {
+				t.Errorf("attempt numbers = %v, want %v", got, want)
+			}
+			if len(h.exhausted) != tc.wantMarks {
+				t.Errorf("MarkExhausted called %d times, want %d", len(h.exhausted), tc.wantMarks)
+			}
+			if beforeSignal.State != model.DeliveryExhausted || beforeSignal.Attempts != 6 || beforeSignal.NextAttemptAt != nil {
+				t.Errorf("state just before the signal = %+v, want exhausted after 6 attempts, no next attempt", beforeSignal)
+			}
+			if st.State != tc.wantState || st.Attempts != len(tc.wantOffsets) {
+				t.Errorf("result = %+v, want state %s after %d attempts", st, tc.wantState, len(tc.wantOffsets))
+			}
+			// The restart is visible to operators searching by DeliveryState.
+			i := slices.Index(h.states, model.DeliveryExhausted)
+			if i < 0 || i+1 >= len(h.states) || h.states[i+1] != model.DeliveryDelivering {
+				t.Errorf("DeliveryState upserts = %v, want %s then %s on the retry", h.states, model.DeliveryExhausted, model.DeliveryDelivering)
+			}
+		})
+	}
+}
+
+// TestDeliveryWorkflowRetryWindowEnds: without a retry signal an exhausted delivery ends when its
+// retry window closes.
+func TestDeliveryWorkflowRetryWindowEnds(t *testing.T) {
+	h := newHarness(t)
+	in := input("website.published")
+	in.RetryWindow = 3 * 24 * time.Hour
+	st := h.run(in)
+
+	if got, want := h.since(), scheduleOffsets[5]+in.RetryWindow; got != want {
+		t.Errorf("workflow ended at %v, want %v (last attempt + retry window)", got, want)
+	}
+	if st.State != model.DeliveryExhausted || st.Attempts != 6 {
+		t.Errorf("result = %+v, want exhausted after 6 attempts", st)
+	}
+	if got, want := h.states[len(h.states)-1], model.DeliveryExhausted; got != want {
+		t.Errorf("last DeliveryState upserted = %q, want %q", got, want)
+	}
+}
+
+// TestDeliveryWorkflowRetrySignalDuringWait: a retry signal while waiting for the next scheduled
+// attempt makes that attempt at once; the rest of the schedule follows from it.
+func TestDeliveryWorkflowRetrySignalDuringWait(t *testing.T) {
+	h := newHarness(t)
+	signalAt := 3 * time.Minute // attempt 2 ran at 1m, attempt 3 is due at 6m
+	h.signalRetryAt(signalAt)
+	st := h.run(input("website.published"))
+
+	want := []time.Duration{0, time.Minute, signalAt, signalAt + 15*time.Minute,
+		signalAt + 75*time.Minute, signalAt + 435*time.Minute}
+	if got := h.deliverOffsets(); !slices.Equal(got, want) {
+		t.Errorf("attempt offsets = %v, want %v", got, want)
+	}
+	if got := h.attemptNumbers(); !slices.Equal(got, seq(1, 6)) {
+		t.Errorf("attempt numbers = %v, want 1..6", got)
+	}
+	if st.Attempts != 6 || len(h.exhausted) != 1 {
+		t.Errorf("result %+v, MarkExhausted calls %d; want 6 attempts and one exhaustion", st, len(h.exhausted))
+	}
+}
+
+// TestDeliveryWorkflowWebhookGone: a deleted webhook cancels the delivery at once.
+func TestDeliveryWorkflowWebhookGone(t *testing.T) {
+	for _, goneOn := range []int{1, 3} {
+		t.Run(fmt.Sprintf("attempt %d", goneOn), func(t *testing.T) {
+			h := newHarness(t)
+			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+				if in.Attempt == goneOn {
+					return activities.DeliverResult{WebhookGone: true}, nil
+				}
+				return failed(in.Attempt, h.env.Now()), nil
+			}
+			st := h.run(input("website.published"))
+
+			if got, want := h.deliverOffsets(), scheduleOffsets[:goneOn]; !slices.Equal(got, want) {
+				t.Errorf("attempt offsets = %v, want %v", got, want)
+			}
+			if len(h.exhausted) != 0 || len(h.alerts) != 0 {
+				t.Errorf("MarkExhausted called %d times, SendAlert %d times; want neither", len(h.exhausted), len(h.alerts))
+			}
+			if st.State != model.DeliveryCanceled || st.Attempts != goneOn {
+				t.Errorf("result = %+v, want %s after %d attempts", st, model.DeliveryCanceled, goneOn)
+			}
+			if got := h.since(); got != scheduleOffsets[goneOn-1] {
+				t.Errorf("workflow ended at %v, want %v (right after the attempt)", got, scheduleOffsets[goneOn-1])
+			}
+			if got := h.states[len(h.states)-1]; got != model.DeliveryCanceled {
+				t.Errorf("last DeliveryState upserted = %q, want %q", got, model.DeliveryCanceled)
+			}
+		})
+	}
+}
+
+// TestDeliveryWorkflowTestEventNotRetried: a failed webhook.test marks the webhook failing and
+// alerts the owner at once (spec 3.2), with no retry schedule.
+func TestDeliveryWorkflowTestEventNotRetried(t *testing.T) {
+	h := newHarness(t)
+	st := h.run(input(model.EventTest))
+
+	if len(h.delivers) != 1 {
+		t.Fatalf("Deliver called %d times, want once", len(h.delivers))
+	}
+	if c := h.delivers[0]; c.at != 0 || c.in.Attempt != 1 || c.in.NextAttemptIn != 0 {
+		t.Errorf("attempt = %+v at %v, want attempt 1 at 0 with no next attempt", c.in, c.at)
+	}
+	if len(h.exhausted) != 1 || h.exhausted[0].at != 0 || h.exhausted[0].in.LastError != failed(1, time.Time{}).Error {
+		t.Errorf("MarkExhausted calls = %+v, want one at 0 with attempt 1's error", h.exhausted)
+	}
+	if len(h.alerts) != 1 || h.alerts[0].at != 0 {
+		t.Errorf("SendAlert calls = %+v, want one at 0", h.alerts)
+	}
+	if st.State != model.DeliveryExhausted || st.Attempts != 1 {
+		t.Errorf("result = %+v, want exhausted after 1 attempt", st)
+	}
+}
+
+// TestDeliveryWorkflowStateQuery: the state query shows where the delivery is in its schedule.
+func TestDeliveryWorkflowStateQuery(t *testing.T) {
+	h := newHarness(t)
+	type probe struct {
+		at   time.Duration
+		want workflows.DeliveryState
+	}
+	ptr := func(d time.Duration) *time.Time { at := start.Add(d); return &at }
+	probes := []probe{
+		{30 * time.Second, workflows.DeliveryState{State: model.DeliveryRetrying, Attempts: 1, NextAttemptAt: ptr(time.Minute), LastError: failed(1, start).Error}},
+		{3 * time.Minute, workflows.DeliveryState{State: model.DeliveryRetrying, Attempts: 2, NextAttemptAt: ptr(6 * time.Minute), LastError: failed(2, start).Error}},
+		{time.Hour, workflows.DeliveryState{State: model.DeliveryRetrying, Attempts: 4, NextAttemptAt: ptr(81 * time.Minute), LastError: failed(4, start).Error}},
+		{7 * time.Hour, workflows.DeliveryState{State: model.DeliveryRetrying, Attempts: 5, NextAttemptAt: ptr(441 * time.Minute), LastError: failed(5, start).Error}},
+		{8 * time.Hour, workflows.DeliveryState{State: model.DeliveryExhausted, Attempts: 6, LastError: failed(6, start).Error}},
+	}
+	got := make([]workflows.DeliveryState, len(probes))
+	for i, p := range probes {
+		h.at(p.at, func() { got[i] = h.query() })
+	}
+	h.run(input("website.published"))
+
+	for i, p := range probes {
+		g := got[i]
+		if g.State != p.want.State || g.Attempts != p.want.Attempts || g.LastError != p.want.LastError ||
+			!equalTimePtr(g.NextAttemptAt, p.want.NextAttemptAt) {
+			t.Errorf("state at %v = %s, want %s", p.at, fmtState(g), fmtState(p.want))
+		}
+	}
+}
+
+func equalTimePtr(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+func fmtState(s workflows.DeliveryState) string {
+	next := "<nil>"
+	if s.NextAttemptAt != nil {
+		next = s.NextAttemptAt.Sub(start).String() + " after start"
+	}
+	return fmt.Sprintf("{%s attempts=%d next=%s lastError=%q}", s.State, s.Attempts, next, s.LastError)
+}
+
+// TestDeliveryWorkflowSearchAttribute: the DeliveryState search attribute follows the delivery,
+// so operators can find retrying and exhausted deliveries in the Web UI.
+func TestDeliveryWorkflowSearchAttribute(t *testing.T) {
+	h := newHarness(t)
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		if in.Attempt == 3 {
+			return activities.DeliverResult{Delivered: true, StatusCode: 200, AttemptedAt: h.env.Now()}, nil
+		}
+		return failed(in.Attempt, h.env.Now()), nil
+	}
+	st := h.run(input("website.published"))
+
+	want := []string{model.DeliveryRetrying, model.DeliveryRetrying, model.DeliveryDelivered}
+	if !slices.Equal(h.states, want) {
+		t.Errorf("DeliveryState upserts = %v, want %v", h.states, want)
+	}
+	if st.State != model.DeliveryDelivered {
+		t.Errorf("result state = %s, want %s", st.State, model.DeliveryDelivered)
+	}
+}
+
+// TestDeliveryWorkflowDeliverError documents what an infrastructure failure does: Deliver returns
+// an error only when our own side (the database) failed. Temporal retries it (1s doubling to 1m,
+// without limit) within the same delivery attempt, so an outage delays the delivery but never
+// exhausts or loses it.
+func TestDeliveryWorkflowDeliverError(t *testing.T) {
+	dbDown := errors.New("load delivery 11: connection refused")
+
+	t.Run("transient", func(t *testing.T) {
+		h := newHarness(t)
+		h.deliver = func(in activities.DeliverInput, activityAttempt int32) (activities.DeliverResult, error) {
+			if activityAttempt < 3 {
+				return activities.DeliverResult{}, dbDown
+			}
+			return activities.DeliverResult{Delivered: true, StatusCode: 200, AttemptedAt: h.env.Now()}, nil
+		}
+		st := h.run(input("website.published"))
+		if got, want := h.deliverOffsets(), []time.Duration{0, time.Second, 3 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("activity attempts at %v, want %v", got, want)
+		}
+		if got := h.attemptNumbers(); !slices.Equal(got, []int{1, 1, 1}) {
+			t.Errorf("delivery attempt numbers = %v, want 1 each time (activity retries are one delivery attempt)", got)
+		}
+		if st.State != model.DeliveryDelivered || st.Attempts != 1 {
+			t.Errorf("result = %+v, want delivered on attempt 1", st)
+		}
+	})
+
+	t.Run("long outage", func(t *testing.T) {
+		// An outage must not lose the delivery: Deliver keeps being retried (1s doubling to 1m,
+		// no attempt limit) until the database answers, and nothing is exhausted meanwhile. The
+		// test environment caps "unlimited" at 10 activity attempts (the SDK's
+		// defaultMaximumAttemptsForUnitTest), so the outage here ends before the tenth.
+		h := newHarness(t)
+		h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+			if h.since() < 200*time.Second {
+				return activities.DeliverResult{}, dbDown
+			}
+			return activities.DeliverResult{Delivered: true, StatusCode: 200, AttemptedAt: h.env.Now()}, nil
+		}
+		st := h.run(input("website.published"))
+		if st.State != model.DeliveryDelivered || st.Attempts != 1 {
+			t.Fatalf("result = %+v, want delivered on delivery attempt 1 once the database is back", st)
+		}
+		if n := len(h.deliverOffsets()); n != 10 {
+			t.Errorf("Deliver ran %d times through the outage, want 10 (0s, 1s, 3s, ... 243s)", n)
+		}
+		if len(h.exhausted) != 0 || len(h.alerts) != 0 {
+			t.Errorf("MarkExhausted called %d times, SendAlert %d times; want neither", len(h.exhausted), len(h.alerts))
+		}
+	})
+}
+
+// testLogger sends the SDK's log lines to the test's log, shown when it fails or with -v.
+func testLogger(t *testing.T) log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

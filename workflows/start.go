@@ -1,0 +1,74 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// Starter starts delivery workflows. The API starts them right after an event commits; the
+// worker's sweeper starts any that a crash left behind. Starting twice is harmless: the workflow id
+// of an event x webhook pair is rejected the second time.
+type Starter struct {
+	Client         client.Client
+	TaskQueue      string
+	Schedule       []time.Duration
+	RetryWindow    time.Duration
+	AttemptTimeout time.Duration
+}
+
+// Start starts one workflow per delivery and returns the ids of those that now exist (started now
+// or before). It stops at the first error, returning what it had started.
+func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64, error) {
+	started := make([]int64, 0, len(refs))
+	for _, r := range refs {
+		opts := client.StartWorkflowOptions{
+			ID:                    DeliveryWorkflowID(r.EventID, r.WebhookID),
+			TaskQueue:             s.TaskQueue,
+			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, // one workflow per pair, ever
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				AttrWebhookID.ValueSet(r.WebhookID),
+				AttrEventType.ValueSet(r.EventType),
+				AttrVariant.ValueSet(string(r.Variant)),
+				AttrDeliveryState.ValueSet(model.DeliveryDelivering),
+			),
+		}
+		in := DeliveryInput{
+			DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
+			Schedule: s.Schedule, RetryWindow: s.RetryWindow, AttemptTimeout: s.AttemptTimeout,
+		}
+		_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, in)
+		var already *serviceerror.WorkflowExecutionAlreadyStarted
+		if err != nil && !errors.As(err, &already) {
+			return started, fmt.Errorf("start %s: %w", opts.ID, err)
+		}
+		started = append(started, r.DeliveryID)
+	}
+	return started, nil
+}
+
+// Retry sends the retry signal to the delivery workflow of each ref and returns the delivery ids it
+// reached. A workflow that has ended (its retry window closed) is skipped.
+func Retry(ctx context.Context, c client.Client, refs []model.DeliveryRef) ([]int64, error) {
+	signaled := make([]int64, 0, len(refs))
+	for _, r := range refs {
+		err := c.SignalWorkflow(ctx, DeliveryWorkflowID(r.EventID, r.WebhookID), "", SignalRetry, nil)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			return signaled, fmt.Errorf("signal %s: %w", DeliveryWorkflowID(r.EventID, r.WebhookID), err)
+		}
+		signaled = append(signaled, r.DeliveryID)
+	}
+	return signaled, nil
+}

@@ -11,7 +11,9 @@ import (
 	"github.com/webhookd/webhookd/model"
 )
 
-func eventsPath(v variantCase) string { return strings.TrimSuffix(v.collection, "/webhooks") + "/events" }
+func eventsPath(v variantCase) string {
+	return strings.TrimSuffix(v.collection, "/webhooks") + "/events"
+}
 
 func eventBody(v variantCase, eventType string, data any) string {
 	field := "eventType"

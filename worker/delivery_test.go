@@ -1,10 +1,13 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +42,7 @@ var sampleData = map[string]any{
 func TestDeliversEveryEventType(t *testing.T) {
 	st := newStack(t, stackOptions{allowPrivate: true})
 	st.rc.setRespond(func(int, string, http.ResponseWriter) {})
+	var verify []map[string]string // variant B bodies as received, for an independent check
 	for _, variant := range []string{"A", "B"} {
 		for _, et := range model.Variant(variant).EventTypes() {
 			path := "/" + variant + "/" + et
@@ -56,6 +60,11 @@ func TestDeliversEveryEventType(t *testing.T) {
 			eventually(t, 30*time.Second, et+" delivered", func() bool { return len(st.rc.requests(path)) == want })
 			got := st.rc.requests(path)[want-1]
 			checkDelivery(t, st, got, variant, et, id, secret)
+			if variant == "B" {
+				for _, r := range st.rc.requests(path) {
+					verify = append(verify, map[string]string{"body": string(r.Body), "secret": secret})
+				}
+			}
 			if h := got.Header.Get("Webhook-Id"); h != fmt.Sprintf("msg_%d_%d", eventID, id) {
 				t.Errorf("%s webhook-id = %q", et, h)
 			}
@@ -66,6 +75,16 @@ func TestDeliversEveryEventType(t *testing.T) {
 			}
 		}
 	}
+	// Node verifies the received variant B bodies the way the spec tells receivers to.
+	for i, answer := range verifyWithNode(t, verify) {
+		if answer != "ok" {
+			t.Errorf("node rejects the signature of %s: %s", verify[i]["body"], answer)
+		}
+	}
+	if len(verify) != 10 {
+		t.Fatalf("node verified %d variant B bodies, want 10 (5 tests, 5 events)", len(verify))
+	}
+
 	families, err := st.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -471,4 +490,30 @@ func TestURLChangeAndDeleteDuringRetries(t *testing.T) {
 	if n := len(st.rc.requests("/gone")); n != 1 {
 		t.Fatalf("deleted webhook got %d posts, want 1 (before the delete)", n)
 	}
+}
+
+// verifyWithNode runs activities/testdata/verify-signature.mjs, an independent JavaScript
+// implementation of the receiver's check, over every request and returns its answers.
+func verifyWithNode(t *testing.T, reqs []map[string]string) []string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("node (Node.js) is required to verify signatures as receivers do: %v", err)
+	}
+	var in bytes.Buffer
+	for _, r := range reqs {
+		line, _ := json.Marshal(r)
+		in.Write(line)
+		in.WriteByte('\n')
+	}
+	cmd := exec.Command("node", filepath.Join("..", "activities", "testdata", "verify-signature.mjs"))
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	answers := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(answers) != len(reqs) {
+		t.Fatalf("node answered %d lines for %d bodies", len(answers), len(reqs))
+	}
+	return answers
 }

@@ -39,6 +39,10 @@ func Run(ctx context.Context, cfg Config) error {
 	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
 		w = sdkworker.New(cfg.Client, cfg.TaskQueue, sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentDeliveries,
+			// More pollers than the default two keep tasks flowing when many short deliveries
+			// finish at once (measured with cmd/loadtest).
+			MaxConcurrentWorkflowTaskPollers: 4,
+			MaxConcurrentActivityTaskPollers: 8,
 		})
 		w.RegisterWorkflow(workflows.DeliveryWorkflow)
 		w.RegisterActivity(cfg.Activities)

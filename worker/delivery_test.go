@@ -517,3 +517,42 @@ func verifyWithNode(t *testing.T, reqs []map[string]string) []string {
 	}
 	return answers
 }
+
+// TestRotationSignsWithBothSecrets: after a rotation the Standard Webhooks header carries a
+// signature with the new secret and one with the old, and the variant B body is signed with the new.
+func TestRotationSignsWithBothSecrets(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true})
+	id, old := st.createWebhook(t, "B", st.rc.url("/rotate"), "presave.completed")
+	status, body, _ := st.call(t, "B", "POST", fmt.Sprintf("/v2/svc/v2/webhooks/%d/secret/rotate", id), nil)
+	if status != http.StatusOK {
+		t.Fatalf("rotate: %d %v", status, body)
+	}
+	next := body["data"].(map[string]any)["secret"].(string)
+	eventID := st.publish(t, "B", "presave.completed", sampleData["presave.completed"])
+	eventually(t, 30*time.Second, "delivery after rotation", func() bool {
+		for _, r := range st.rc.requests("/rotate") {
+			if r.Header.Get("Webhook-Id") == fmt.Sprintf("msg_%d_%d", eventID, id) {
+				return true
+			}
+		}
+		return false
+	})
+	var got receivedRequest
+	for _, r := range st.rc.requests("/rotate") {
+		if r.Header.Get("Webhook-Id") == fmt.Sprintf("msg_%d_%d", eventID, id) {
+			got = r
+		}
+	}
+	ts, _ := strconv.ParseInt(got.Header.Get("Webhook-Timestamp"), 10, 64)
+	want, err := activities.StandardSignature(got.Header.Get("Webhook-Id"), time.Unix(ts, 0), got.Body, next, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := got.Header.Get("Webhook-Signature"); h != want || len(strings.Fields(h)) != 2 {
+		t.Fatalf("webhook-signature = %q, want %q (new, then old)", h, want)
+	}
+	answers := verifyWithNode(t, []map[string]string{{"body": string(got.Body), "secret": next}, {"body": string(got.Body), "secret": old}})
+	if answers[0] != "ok" || !strings.HasPrefix(answers[1], "mismatch") {
+		t.Fatalf("body signature with new / old secret: %v; want ok / mismatch", answers)
+	}
+}

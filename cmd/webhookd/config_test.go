@@ -1,0 +1,97 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.DatabaseURL != "sqlite:.data/webhookd.db" || cfg.TemporalAddress != "127.0.0.1:7233" ||
+		cfg.TemporalNamespace != "default" || cfg.TaskQueue != "webhookd" || cfg.AllowPrivateTargets || cfg.AllowHTTPTargets ||
+		cfg.RateLimit != 20 || cfg.RateBurst != 40 || cfg.DeliveryTimeout != 5*time.Second || cfg.RetryWindow != 7*24*time.Hour {
+		t.Fatalf("defaults = %+v", cfg)
+	}
+	want := []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}
+	if len(cfg.RetrySchedule) != len(want) {
+		t.Fatalf("schedule = %v", cfg.RetrySchedule)
+	}
+	for i := range want {
+		if cfg.RetrySchedule[i] != want[i] {
+			t.Fatalf("schedule = %v, want %v", cfg.RetrySchedule, want)
+		}
+	}
+}
+
+// TestConfigRefusesBadValues: every malformed value, and an unknown WEBHOOKD_ variable, stops the
+// process with a message naming the variable.
+func TestConfigRefusesBadValues(t *testing.T) {
+	for _, kv := range []string{
+		"WEBHOOKD_HTTP_ADDR=8080",
+		"WEBHOOKD_DATABASE_URL=mysql://x",
+		"TEMPORAL_ADDRESS=nohost",
+		"WEBHOOKD_SECRET_KEY=c2hvcnQ=",
+		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=maybe",
+		"WEBHOOKD_ALLOW_HTTP_TARGETS=2",
+		"WEBHOOKD_RATE_LIMIT=-1",
+		"WEBHOOKD_RATE_BURST=lots",
+		"WEBHOOKD_MAX_WEBHOOKS=0",
+		"WEBHOOKD_RETRY_SCHEDULE=1m,soon",
+		"WEBHOOKD_RETRY_WINDOW=forever",
+		"WEBHOOKD_DELIVERY_TIMEOUT=0s",
+		"WEBHOOKD_SMTP_URL=http://mail",
+		"WEBHOOKD_MAIL_FROM=not an address",
+		"WEBHOOKD_PUBLIC_URL=/relative",
+		"WEBHOOKD_LOG_LEVEL=loud",
+		"WEBHOOKD_LOG_FORMAT=xml",
+		"WEBHOOKD_RETRY_SCHEDUL=1m",
+	} {
+		name, _, _ := strings.Cut(kv, "=")
+		_, err := loadConfig([]string{kv})
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: err = %v, want an error naming %s", kv, err, name)
+		}
+	}
+}
+
+func TestConfigReadsValues(t *testing.T) {
+	cfg, err := loadConfig([]string{
+		"WEBHOOKD_RETRY_SCHEDULE=2s, 2s,2s", "WEBHOOKD_RATE_LIMIT=5", "WEBHOOKD_ALLOW_PRIVATE_TARGETS=true",
+		"WEBHOOKD_SECRET_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "WEBHOOKD_DATABASE_URL=postgres://u@db:5432/w",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.RetrySchedule) != 3 || cfg.RateLimit != 5 || cfg.RateBurst != 10 || !cfg.AllowPrivateTargets || len(cfg.SecretKey) != 32 {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+}
+
+// TestSecretKeyRules: SQLite without a key generates one once and reuses it; PostgreSQL without a
+// key is refused, since replicas would not share a generated key.
+func TestSecretKeyRules(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := loadConfig([]string{"WEBHOOKD_DATA_DIR=" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, err := cfg.secretKey()
+	if err != nil || len(k1) != 32 {
+		t.Fatalf("generated key = %d bytes, %v", len(k1), err)
+	}
+	k2, err := cfg.secretKey()
+	if err != nil || string(k1) != string(k2) {
+		t.Fatal("the generated key is not reused")
+	}
+	pg, err := loadConfig([]string{"WEBHOOKD_DATABASE_URL=postgres://u@db/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.secretKey(); err == nil || !strings.Contains(err.Error(), "WEBHOOKD_SECRET_KEY") {
+		t.Fatalf("PostgreSQL without a key: %v", err)
+	}
+}

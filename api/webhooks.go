@@ -55,11 +55,7 @@ func (h *webhookHandlers) create(c echo.Context) error {
 	if err := h.checkURL(c, req.URL); err != nil {
 		return err
 	}
-	secret, err := model.NewWebhookSecret()
-	if err != nil {
-		return err
-	}
-	sealed, err := h.secrets.Seal(secret)
+	secret, sealed, err := h.secrets.NewSealedWebhookSecret()
 	if err != nil {
 		return err
 	}
@@ -217,11 +213,7 @@ func (h *webhookHandlers) rotateSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	secret, err := model.NewWebhookSecret()
-	if err != nil {
-		return err
-	}
-	sealed, err := h.secrets.Seal(secret)
+	secret, sealed, err := h.secrets.NewSealedWebhookSecret()
 	if err != nil {
 		return err
 	}

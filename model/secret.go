@@ -74,3 +74,16 @@ func NewWebhookSecret() (string, error) {
 	}
 	return SecretPrefix + base64.StdEncoding.EncodeToString(b), nil
 }
+
+// NewSealedWebhookSecret makes a new webhook secret and returns it with its ciphertext.
+func (b *SecretBox) NewSealedWebhookSecret() (plain, sealed string, err error) {
+	plain, err = NewWebhookSecret()
+	if err != nil {
+		return "", "", err
+	}
+	sealed, err = b.Seal(plain)
+	if err != nil {
+		return "", "", err
+	}
+	return plain, sealed, nil
+}

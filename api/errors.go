@@ -57,7 +57,6 @@ func unauthorized(message string) *apiError {
 
 var (
 	errNotFound        = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such resource"}
-	errWebhookNotFound = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "webhook not found"}
 	errTooLarge        = &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge, message: "request body is larger than 64 KiB"}
 	errRateLimited     = &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, message: "too many requests for this API key; retry after the time in Retry-After"}
 	errUnavailable     = &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, message: "the service is temporarily unavailable; nothing was changed, retry later"}

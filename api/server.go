@@ -129,6 +129,13 @@ func New(cfg Config) (*Server, error) {
 		g.POST("/webhooks/:id/retry", h.retry, small)
 		g.GET("/webhooks/:id/deliveries", h.deliveries)
 		g.POST("/events", h.publishEvent, large)
+		if v == variantA {
+			ch := &campaignHandlers{Server: s}
+			g.GET("/campaigns", ch.list)
+			g.POST("/campaigns", ch.create, small)
+			g.GET("/campaigns/:id", ch.get)
+			g.PATCH("/campaigns/:id", ch.patch, small)
+		}
 	}
 	s.echo = e
 	return s, nil

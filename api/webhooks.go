@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -92,24 +90,11 @@ func (h *webhookHandlers) create(c echo.Context) error {
 
 func (h *webhookHandlers) list(c echo.Context) error {
 	q := c.QueryParams()
-	f := model.WebhookFilter{Limit: defaultPageSize}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return invalidField("limit", "limit must be an integer")
-		}
-		if n < 1 || n > maxPageSize {
-			return validationFailed("limit", "limit must be between 1 and %d", maxPageSize)
-		}
-		f.Limit = n
+	limit, after, err := pageParams(c)
+	if err != nil {
+		return err
 	}
-	if s := q.Get("after"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return invalidField("after", "after must be a non-negative integer webhook id")
-		}
-		f.After = n
-	}
+	f := model.WebhookFilter{Limit: limit, After: after}
 	if s := q.Get("eventType"); s != "" {
 		if !h.v.model.Registrable(s) {
 			return validationFailed("eventType", "unknown eventType %q; one of %v", s, h.v.model.EventTypes())
@@ -131,13 +116,7 @@ func (h *webhookHandlers) list(c echo.Context) error {
 	}
 	if int64(len(hooks)) > f.Limit {
 		hooks = hooks[:f.Limit]
-		next := url.Values{}
-		for k, v := range q {
-			next[k] = v
-		}
-		next.Set("limit", strconv.FormatInt(f.Limit, 10))
-		next.Set("after", strconv.FormatInt(hooks[len(hooks)-1].ID, 10))
-		c.Response().Header().Set("Link", fmt.Sprintf(`<%s?%s>; rel="next"`, c.Request().URL.Path, next.Encode()))
+		setNextLink(c, f.Limit, hooks[len(hooks)-1].ID)
 	}
 	data := make([]any, len(hooks))
 	for i := range hooks {
@@ -277,17 +256,6 @@ func (h *webhookHandlers) checkURL(c echo.Context, raw string) error {
 	return nil
 }
 
-func webhookID(c echo.Context) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return 0, invalidField("id", "webhook id must be a positive integer")
-	}
-	return id, nil
-}
+func webhookID(c echo.Context) (int64, error) { return pathID(c, "webhook") }
 
-func notFoundAsWebhook(err error) error {
-	if errors.Is(err, model.ErrNotFound) {
-		return errWebhookNotFound
-	}
-	return err
-}
+func notFoundAsWebhook(err error) error { return notFoundAs(err, "webhook") }

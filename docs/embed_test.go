@@ -66,8 +66,8 @@ func TestManagementOperationsDocumentErrors(t *testing.T) {
 			}
 		}
 	}
-	if seen != 20 {
-		t.Errorf("found %d management operations, want 20 (10 per variant)", seen)
+	if seen != 24 {
+		t.Errorf("found %d management operations, want 24 (10 per variant, 4 campaign operations)", seen)
 	}
 }
 

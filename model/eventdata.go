@@ -52,7 +52,7 @@ type field struct {
 // Metrics an analytics.threshold event may report (spec 6.2).
 var AnalyticsMetrics = []string{"pageViews", "uniqueVisitors", "totalClicks", "signups"}
 
-var campaignData = []field{
+var campaignFields = []field{
 	{name: "id", kind: kindID}, {name: "name", kind: kindText}, {name: "platform", kind: kindText},
 	{name: "status", kind: kindText}, {name: "startDate", kind: kindTimeMillis}, {name: "endDate", kind: kindTimeMillis},
 	{name: "budget", kind: kindNumber},
@@ -62,11 +62,11 @@ var campaignData = []field{
 // required (nullable ones may be null) and no other field is accepted, so receivers get exactly the
 // documented shape.
 var eventData = map[string][]field{
-	"campaign.created":    campaignData,
-	"campaign.updated":    campaignData,
-	"campaign.processing": campaignData,
-	"campaign.completed":  campaignData,
-	"campaign.failed":     campaignData,
+	"campaign.created":    campaignFields,
+	"campaign.updated":    campaignFields,
+	"campaign.processing": campaignFields,
+	"campaign.completed":  campaignFields,
+	"campaign.failed":     campaignFields,
 	"website.published": {
 		{name: "websiteId", kind: kindID}, {name: "brandId", kind: kindID}, {name: "slug", kind: kindText},
 		{name: "url", kind: kindURL}, {name: "publishedAt", kind: kindTime}, {name: "scheduledPublish", kind: kindBool},

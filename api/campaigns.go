@@ -1,0 +1,255 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// campaignHandlers serves variant A's campaigns: the domain whose changes emit campaign events
+// (spec 3.4 and 6.1). Each change and its event commit in one transaction.
+type campaignHandlers struct {
+	*Server
+}
+
+type campaignJSON struct {
+	ID        int64   `json:"id"`
+	Name      string  `json:"name"`
+	Platform  string  `json:"platform"`
+	Status    string  `json:"status"`
+	StartDate isoTime `json:"startDate"`
+	EndDate   isoTime `json:"endDate"`
+	Budget    float64 `json:"budget"`
+	CreatedAt isoTime `json:"createdAt"`
+	UpdatedAt isoTime `json:"updatedAt"`
+}
+
+func presentCampaign(c *model.Campaign) campaignJSON {
+	return campaignJSON{ID: c.ID, Name: c.Name, Platform: c.Platform, Status: c.Status, StartDate: isoTime(c.StartDate),
+		EndDate: isoTime(c.EndDate), Budget: c.Budget, CreatedAt: isoTime(c.CreatedAt), UpdatedAt: isoTime(c.UpdatedAt)}
+}
+
+type createCampaignRequest struct {
+	Name      *string  `json:"name"`
+	Platform  *string  `json:"platform"`
+	Budget    *float64 `json:"budget"`
+	StartDate *string  `json:"startDate"`
+	EndDate   *string  `json:"endDate"`
+}
+
+type patchCampaignRequest struct {
+	Name    *string  `json:"name"`
+	Budget  *float64 `json:"budget"`
+	EndDate *string  `json:"endDate"`
+	Paused  *bool    `json:"paused"`
+}
+
+func (h *campaignHandlers) create(c echo.Context) error {
+	var req createCampaignRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if err := checkCampaignName(req.Name, true); err != nil {
+		return err
+	}
+	if req.Platform == nil || !slices.Contains(model.CampaignPlatforms, *req.Platform) {
+		return validationFailed("platform", "platform is required and one of %s", strings.Join(model.CampaignPlatforms, ", "))
+	}
+	if err := checkBudget(req.Budget, true); err != nil {
+		return err
+	}
+	start, err := parseCampaignDate("startDate", req.StartDate, true)
+	if err != nil {
+		return err
+	}
+	end, err := parseCampaignDate("endDate", req.EndDate, true)
+	if err != nil {
+		return err
+	}
+	if !end.After(start) {
+		return validationFailed("endDate", "endDate must be after startDate")
+	}
+	now := model.Now()
+	camp := &model.Campaign{AccountID: accountOf(c).ID, Name: *req.Name, Platform: *req.Platform, Status: model.CampaignActive,
+		Budget: *req.Budget, StartDate: start, EndDate: end, CreatedAt: now, UpdatedAt: now}
+	err = h.emit(c.Request().Context(), "campaign.created", func(ctx context.Context, tx bun.Tx) (*model.Campaign, error) {
+		return camp, model.InsertCampaign(ctx, tx, camp)
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, variantA.success(presentCampaign(camp), "Campaign created"))
+}
+
+func (h *campaignHandlers) patch(c echo.Context) error {
+	id, err := pathID(c, "campaign")
+	if err != nil {
+		return err
+	}
+	var req patchCampaignRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if err := checkCampaignName(req.Name, false); err != nil {
+		return err
+	}
+	if err := checkBudget(req.Budget, false); err != nil {
+		return err
+	}
+	ch := model.CampaignChange{Name: req.Name, Budget: req.Budget, Paused: req.Paused}
+	if req.EndDate != nil {
+		end, err := parseCampaignDate("endDate", req.EndDate, false)
+		if err != nil {
+			return err
+		}
+		ch.EndDate = &end
+	}
+	var camp *model.Campaign
+	var res *model.PublishResult
+	err = h.db.RunInTx(c.Request().Context(), nil, func(ctx context.Context, tx bun.Tx) error {
+		updated, notable, err := model.UpdateCampaign(ctx, tx, accountOf(c).ID, id, ch)
+		if err != nil {
+			return err
+		}
+		camp = updated
+		if ch.EndDate != nil && !camp.EndDate.After(camp.StartDate) {
+			return validationFailed("endDate", "endDate must be after startDate")
+		}
+		if !notable {
+			return nil
+		}
+		res, err = h.publishCampaign(ctx, tx, "campaign.updated", camp)
+		return err
+	})
+	if err != nil {
+		return notFoundAs(err, "campaign")
+	}
+	if res != nil {
+		h.dispatch(c.Request().Context(), res)
+	}
+	return c.JSON(http.StatusOK, variantA.success(presentCampaign(camp), "Campaign updated"))
+}
+
+func (h *campaignHandlers) get(c echo.Context) error {
+	id, err := pathID(c, "campaign")
+	if err != nil {
+		return err
+	}
+	camp, err := model.GetCampaign(c.Request().Context(), h.db, accountOf(c).ID, id)
+	if err != nil {
+		return notFoundAs(err, "campaign")
+	}
+	return c.JSON(http.StatusOK, variantA.success(presentCampaign(camp), "Campaign retrieved"))
+}
+
+func (h *campaignHandlers) list(c echo.Context) error {
+	limit, after, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	cs, err := model.ListCampaigns(c.Request().Context(), h.db, accountOf(c).ID, after, limit+1)
+	if err != nil {
+		return err
+	}
+	if int64(len(cs)) > limit {
+		cs = cs[:limit]
+		setNextLink(c, limit, cs[len(cs)-1].ID)
+	}
+	out := make([]campaignJSON, len(cs))
+	for i := range cs {
+		out[i] = presentCampaign(&cs[i])
+	}
+	return c.JSON(http.StatusOK, variantA.success(out, "Campaigns retrieved"))
+}
+
+// emit runs change in a transaction with the event it causes, then starts the deliveries.
+func (h *campaignHandlers) emit(ctx context.Context, eventType string, change func(context.Context, bun.Tx) (*model.Campaign, error)) error {
+	var res *model.PublishResult
+	err := h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		camp, err := change(ctx, tx)
+		if err != nil {
+			return err
+		}
+		res, err = h.publishCampaign(ctx, tx, eventType, camp)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	h.dispatch(ctx, res)
+	return nil
+}
+
+func (h *campaignHandlers) publishCampaign(ctx context.Context, tx bun.Tx, eventType string, camp *model.Campaign) (*model.PublishResult, error) {
+	data, err := camp.EventData()
+	if err != nil {
+		return nil, err
+	}
+	return h.publish(ctx, tx, model.NewEvent{AccountID: camp.AccountID, Variant: model.VariantA, EventType: eventType, Data: data})
+}
+
+func checkCampaignName(name *string, required bool) error {
+	switch {
+	case name == nil && required:
+		return validationFailed("name", "name is required")
+	case name == nil:
+		return nil
+	case strings.TrimSpace(*name) == "" || len(*name) > 200:
+		return validationFailed("name", "name must be 1 to 200 characters")
+	}
+	return nil
+}
+
+func checkBudget(b *float64, required bool) error {
+	switch {
+	case b == nil && required:
+		return validationFailed("budget", "budget is required")
+	case b == nil:
+		return nil
+	case *b < 0 || math.IsInf(*b, 0) || math.IsNaN(*b):
+		return validationFailed("budget", "budget must be a non-negative number")
+	}
+	return nil
+}
+
+// parseCampaignDate accepts any ISO 8601 timestamp; it is stored to the millisecond in UTC, as
+// CampaignData carries it.
+func parseCampaignDate(field string, s *string, required bool) (time.Time, error) {
+	if s == nil {
+		if required {
+			return time.Time{}, validationFailed(field, "%s is required", field)
+		}
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return time.Time{}, validationFailed(field, "%s must be an ISO 8601 timestamp such as 2026-03-01T00:00:00.000Z", field)
+	}
+	return t.UTC().Truncate(time.Millisecond), nil
+}
+
+// pathID reads the :id parameter of a resource.
+func pathID(c echo.Context, what string) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, invalidField("id", "%s id must be a positive integer", what)
+	}
+	return id, nil
+}
+
+func notFoundAs(err error, what string) error {
+	if errors.Is(err, model.ErrNotFound) {
+		return &apiError{status: http.StatusNotFound, code: codeNotFound, message: what + " not found"}
+	}
+	return err
+}

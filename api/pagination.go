@@ -1,0 +1,43 @@
+package api
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+)
+
+// pageParams reads ?limit= (default 50, 1..200) and ?after= (an id, exclusive).
+func pageParams(c echo.Context) (limit, after int64, err error) {
+	limit = defaultPageSize
+	if s := c.QueryParam("limit"); s != "" {
+		n, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil {
+			return 0, 0, invalidField("limit", "limit must be an integer")
+		}
+		if n < 1 || n > maxPageSize {
+			return 0, 0, validationFailed("limit", "limit must be between 1 and %d", maxPageSize)
+		}
+		limit = n
+	}
+	if s := c.QueryParam("after"); s != "" {
+		n, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil || n < 0 {
+			return 0, 0, invalidField("after", "after must be a non-negative integer id")
+		}
+		after = n
+	}
+	return limit, after, nil
+}
+
+// setNextLink points a Link header at the page after lastID, keeping the request's filters.
+func setNextLink(c echo.Context, limit, lastID int64) {
+	next := url.Values{}
+	for k, v := range c.QueryParams() {
+		next[k] = v
+	}
+	next.Set("limit", strconv.FormatInt(limit, 10))
+	next.Set("after", strconv.FormatInt(lastID, 10))
+	c.Response().Header().Set("Link", fmt.Sprintf(`<%s?%s>; rel="next"`, c.Request().URL.Path, next.Encode()))
+}

@@ -56,11 +56,11 @@ func unauthorized(message string) *apiError {
 }
 
 var (
-	errNotFound        = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such resource"}
-	errTooLarge        = &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge, message: "request body is larger than 64 KiB"}
-	errRateLimited     = &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, message: "too many requests for this API key; retry after the time in Retry-After"}
-	errUnavailable     = &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, message: "the service is temporarily unavailable; nothing was changed, retry later"}
-	errInternal        = &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error"}
+	errNotFound    = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such resource"}
+	errTooLarge    = &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge, message: "request body is larger than 64 KiB"}
+	errRateLimited = &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, message: "too many requests for this API key; retry after the time in Retry-After"}
+	errUnavailable = &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, message: "the service is temporarily unavailable; nothing was changed, retry later"}
+	errInternal    = &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error"}
 )
 
 // handleError is Echo's HTTPErrorHandler: every error leaves through here, shaped as the envelope of

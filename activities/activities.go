@@ -4,6 +4,7 @@
 package activities
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -38,9 +39,14 @@ type Activities struct {
 	// HTTP is the one shared delivery client: keep-alive, no redirects, dial-time address checks.
 	HTTP *http.Client
 	// Timeout bounds one delivery attempt: connect, TLS, request and response.
-	Timeout   time.Duration
-	Mailer    Mailer
-	Links     Links
+	Timeout time.Duration
+	Mailer  Mailer
+	Links   Links
+	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
+	SiteBaseURL string
+	// Dispatch starts delivery workflows of events an activity emitted; nil leaves them to the
+	// worker's sweeper. It is a function because activities cannot import the workflows package.
+	Dispatch  func(ctx context.Context, refs []model.DeliveryRef) error
 	Metrics   *Metrics
 	UserAgent string
 	// Now is the clock; nil means model.Now.

@@ -110,11 +110,7 @@ func (s *Server) dispatch(ctx context.Context, res *model.PublishResult) {
 	// sweeper starts the workflows once Temporal is back.
 	startCtx, cancel := context.WithTimeout(ctx, dispatchTimeout)
 	defer cancel()
-	started, err := s.starter.Start(startCtx, res.Refs())
-	if err != nil {
+	if err := s.starter.Dispatch(startCtx, s.db, res.Refs()); err != nil {
 		s.log.Warn("start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
-	}
-	if err := model.MarkDispatched(context.WithoutCancel(ctx), s.db, started); err != nil {
-		s.log.Warn("mark deliveries dispatched; the sweeper will retry", "event", res.Event.ID, "err", err)
 	}
 }

@@ -50,6 +50,8 @@ type Config struct {
 	RateLimit   float64
 	RateBurst   int
 	MaxWebhooks int64
+	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
+	SiteBaseURL string
 }
 
 // Server holds what the handlers need.
@@ -62,6 +64,7 @@ type Server struct {
 	resolver          *net.Resolver
 	log               *slog.Logger
 	maxWebhooks       int64
+	siteBaseURL       string
 	retryAfterSeconds int
 	echo              *echo.Echo
 }
@@ -70,6 +73,9 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.SiteBaseURL == "" {
+		cfg.SiteBaseURL = "https://sites.example.com"
 	}
 	if cfg.MaxWebhooks <= 0 {
 		cfg.MaxWebhooks = 100
@@ -83,6 +89,7 @@ func New(cfg Config) (*Server, error) {
 		resolver:          cfg.Resolver,
 		log:               cfg.Logger,
 		maxWebhooks:       cfg.MaxWebhooks,
+		siteBaseURL:       cfg.SiteBaseURL,
 		retryAfterSeconds: int(math.Max(1, math.Ceil(1/cfg.RateLimit))),
 	}
 	e := echo.New()
@@ -129,6 +136,15 @@ func New(cfg Config) (*Server, error) {
 		g.POST("/webhooks/:id/retry", h.retry, small)
 		g.GET("/webhooks/:id/deliveries", h.deliveries)
 		g.POST("/events", h.publishEvent, large)
+		if v == variantB {
+			wh := &websiteHandlers{Server: s}
+			g.GET("/websites", wh.list)
+			g.POST("/websites", wh.create, small)
+			g.GET("/websites/:id", wh.get)
+			g.DELETE("/websites/:id", wh.delete)
+			g.POST("/websites/:id/publish", wh.publishWebsite, small)
+			g.POST("/websites/:id/archive", wh.archive, small)
+		}
 		if v == variantA {
 			ch := &campaignHandlers{Server: s}
 			g.GET("/campaigns", ch.list)

@@ -66,8 +66,8 @@ func TestManagementOperationsDocumentErrors(t *testing.T) {
 			}
 		}
 	}
-	if seen != 24 {
-		t.Errorf("found %d management operations, want 24 (10 per variant, 4 campaign operations)", seen)
+	if seen != 30 {
+		t.Errorf("found %d management operations, want 30 (10 per variant, 4 campaign and 6 website operations)", seen)
 	}
 }
 

@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -50,15 +49,10 @@ type campaignData struct {
 
 // EventData renders the campaign as the canonical CampaignData of its events.
 func (c *Campaign) EventData() (string, error) {
-	raw, err := json.Marshal(campaignData{
+	return canonicalData(campaignData{
 		ID: c.ID, Name: c.Name, Platform: c.Platform, Status: c.Status,
 		StartDate: c.StartDate.UTC().Format(TimeMillis), EndDate: c.EndDate.UTC().Format(TimeMillis), Budget: c.Budget,
 	})
-	if err != nil {
-		return "", err
-	}
-	canonical, err := CanonicalJSON(raw)
-	return string(canonical), err
 }
 
 // TimeMillis is ISO 8601 UTC with milliseconds, as JavaScript's Date.toISOString writes it.

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"encoding/json"
 	"encoding/pem"
 	"io"
 	"mime/quotedprintable"
@@ -193,3 +194,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

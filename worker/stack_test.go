@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,13 @@ type stack struct {
 	registry *prometheus.Registry
 	starter  *workflows.Starter
 	key      string
+
+	box        *model.SecretBox
+	policy     model.AddressPolicy
+	timeout    time.Duration
+	logger     *slog.Logger
+	stopWorker func()
+	metrics    *activities.Metrics
 }
 
 type stackOptions struct {
@@ -88,12 +96,14 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 
+	st.box, st.policy, st.timeout, st.logger = box, policy, o.timeout, logger
 	if !o.noWorker {
-		st.startWorker(t, box, policy, o.timeout, logger)
+		st.stopWorker = st.startWorker(t, box, policy, o.timeout, logger)
 	}
 	srv, err := api.New(api.Config{
 		DB: st.db, Temporal: st.tc, Starter: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
 		Logger: logger, Registry: st.registry, Gatherer: st.registry, RateLimit: 1000, RateBurst: 1000, MaxWebhooks: 100,
+		SiteBaseURL: "https://sites.example.com",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +133,8 @@ func uniqueIDs(t *testing.T, db *bun.DB) {
 	}
 }
 
-func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy model.AddressPolicy, timeout time.Duration, logger *slog.Logger) {
+// startWorker runs a worker until the test ends or the returned stop is called.
+func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy model.AddressPolicy, timeout time.Duration, logger *slog.Logger) (stop func()) {
 	t.Helper()
 	httpClient, err := activities.NewHTTPClient(policy, st.rc.caFile)
 	if err != nil {
@@ -133,14 +144,20 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy model.Ad
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics, err := activities.NewMetrics(st.registry)
-	if err != nil {
-		t.Fatal(err)
+	if st.metrics == nil {
+		if st.metrics, err = activities.NewMetrics(st.registry); err != nil {
+			t.Fatal(err)
+		}
 	}
+	metrics := st.metrics
 	acts := &activities.Activities{
 		DB: st.db, Secrets: box, HTTP: httpClient, Timeout: timeout, Mailer: mailer, Metrics: metrics,
 		UserAgent: "webhookd/test", Log: logger,
-		Links: activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
+		Links:       activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
+		SiteBaseURL: "https://sites.example.com",
+	}
+	acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error {
+		return st.starter.Dispatch(ctx, st.db, refs)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -150,12 +167,17 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy model.Ad
 			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50,
 		})
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // call makes a real HTTP request to the API with the variant's credential header.

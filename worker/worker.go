@@ -45,6 +45,7 @@ func Run(ctx context.Context, cfg Config) error {
 			MaxConcurrentActivityTaskPollers: 8,
 		})
 		w.RegisterWorkflow(workflows.DeliveryWorkflow)
+		w.RegisterWorkflow(workflows.WebsitePublishWorkflow)
 		w.RegisterActivity(cfg.Activities)
 		err := w.Start()
 		if err == nil {
@@ -85,13 +86,9 @@ func Sweep(ctx context.Context, db *bun.DB, s *workflows.Starter, minAge time.Du
 		if err != nil || len(refs) == 0 {
 			return total, err
 		}
-		started, startErr := s.Start(ctx, refs)
-		if err := model.MarkDispatched(ctx, db, started); err != nil {
+		if err := s.Dispatch(ctx, db, refs); err != nil {
 			return total, err
 		}
-		total += len(started)
-		if startErr != nil {
-			return total, startErr
-		}
+		total += len(refs)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/uptrace/bun"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -71,4 +72,38 @@ func Retry(ctx context.Context, c client.Client, refs []model.DeliveryRef) ([]in
 		signaled = append(signaled, r.DeliveryID)
 	}
 	return signaled, nil
+}
+
+// SchedulePublish starts (or replaces) the scheduled publication of a website.
+func (s *Starter) SchedulePublish(ctx context.Context, websiteID int64, at time.Time) error {
+	_, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       WebsitePublishWorkflowID(websiteID),
+		TaskQueue:                s.TaskQueue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, WebsitePublishWorkflow, WebsitePublishInput{WebsiteID: websiteID, ScheduledAt: at})
+	if err != nil {
+		return fmt.Errorf("schedule publication of website %d: %w", websiteID, err)
+	}
+	return nil
+}
+
+// CancelPublish cancels a website's scheduled publication, if there is one.
+func (s *Starter) CancelPublish(ctx context.Context, websiteID int64) error {
+	err := s.Client.CancelWorkflow(ctx, WebsitePublishWorkflowID(websiteID), "")
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("cancel publication of website %d: %w", websiteID, err)
+	}
+	return nil
+}
+
+// Dispatch starts the delivery workflows of refs and records which exist now. What it could not
+// start stays in the outbox for the sweeper.
+func (s *Starter) Dispatch(ctx context.Context, db bun.IDB, refs []model.DeliveryRef) error {
+	started, err := s.Start(ctx, refs)
+	if merr := model.MarkDispatched(context.WithoutCancel(ctx), db, started); merr != nil {
+		return merr
+	}
+	return err
 }

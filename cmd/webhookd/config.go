@@ -44,6 +44,7 @@ type Config struct {
 	MailFrom        string
 	PublicURL       string
 	TemporalUIURL   string
+	SiteBaseURL     string
 	SweepInterval   time.Duration
 	// MaxConcurrentDeliveries bounds concurrent delivery attempts per worker process.
 	MaxConcurrentDeliveries int
@@ -56,7 +57,7 @@ var knownVariables = []string{
 	"WEBHOOKD_RATE_LIMIT", "WEBHOOKD_RATE_BURST", "WEBHOOKD_MAX_WEBHOOKS", "WEBHOOKD_LOG_LEVEL",
 	"WEBHOOKD_LOG_FORMAT", "WEBHOOKD_RETRY_SCHEDULE", "WEBHOOKD_RETRY_WINDOW", "WEBHOOKD_DELIVERY_TIMEOUT",
 	"WEBHOOKD_EXTRA_CA_FILE", "WEBHOOKD_SMTP_URL", "WEBHOOKD_MAIL_FROM", "WEBHOOKD_PUBLIC_URL",
-	"WEBHOOKD_TEMPORAL_UI_URL", "WEBHOOKD_SWEEP_INTERVAL", "WEBHOOKD_MAX_CONCURRENT_DELIVERIES",
+	"WEBHOOKD_TEMPORAL_UI_URL", "WEBHOOKD_SITE_BASE_URL", "WEBHOOKD_SWEEP_INTERVAL", "WEBHOOKD_MAX_CONCURRENT_DELIVERIES",
 	// Read by the test suite, not by the service; allowed so a test shell can run the binary.
 	"WEBHOOKD_TEST_DATABASE_URL",
 }
@@ -153,7 +154,8 @@ func loadConfig(environ []string) (Config, error) {
 	cfg.MailFrom = get("WEBHOOKD_MAIL_FROM", "webhookd <webhookd@localhost>")
 	cfg.PublicURL = get("WEBHOOKD_PUBLIC_URL", "http://"+cfg.HTTPAddr)
 	cfg.TemporalUIURL = get("WEBHOOKD_TEMPORAL_UI_URL", "http://127.0.0.1:8233")
-	for k, v := range map[string]string{"WEBHOOKD_PUBLIC_URL": cfg.PublicURL, "WEBHOOKD_TEMPORAL_UI_URL": cfg.TemporalUIURL} {
+	cfg.SiteBaseURL = get("WEBHOOKD_SITE_BASE_URL", "https://sites.example.com")
+	for k, v := range map[string]string{"WEBHOOKD_PUBLIC_URL": cfg.PublicURL, "WEBHOOKD_TEMPORAL_UI_URL": cfg.TemporalUIURL, "WEBHOOKD_SITE_BASE_URL": cfg.SiteBaseURL} {
 		if u, err := url.Parse(v); err != nil || !u.IsAbs() {
 			errs = append(errs, fmt.Errorf("%s: %q is not an absolute URL", k, v))
 		}

@@ -76,7 +76,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 			DB: db, Temporal: tc, Starter: starter, Secrets: secrets, Policy: policy,
 			Logger:   logger.With("component", "api"),
 			Registry: registry, Gatherer: registry,
-			RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks,
+			RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks, SiteBaseURL: cfg.SiteBaseURL,
 		})
 		if err != nil {
 			return err
@@ -110,6 +110,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		if err != nil {
 			return err
 		}
+		acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error { return starter.Dispatch(ctx, db, refs) }
 		go func() {
 			defer close(workerDone)
 			err := worker.Run(ctx, worker.Config{
@@ -171,6 +172,7 @@ func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy mode
 	return &activities.Activities{
 		DB: db, Secrets: secrets, HTTP: httpClient, Timeout: cfg.DeliveryTimeout, Mailer: mailer,
 		Metrics: metrics, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
-		Links: activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.TemporalNamespace},
+		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.TemporalNamespace},
+		SiteBaseURL: cfg.SiteBaseURL,
 	}, nil
 }

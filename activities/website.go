@@ -1,0 +1,58 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// PublishWebsiteInput names a scheduled publication.
+type PublishWebsiteInput struct {
+	WebsiteID   int64
+	ScheduledAt time.Time
+}
+
+// PublishScheduledWebsite publishes a website whose scheduled time has come, with its
+// website.published event in the same transaction. It does nothing when the schedule is no longer
+// the website's (rescheduled, published by hand, archived): a stale timer never publishes.
+func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) error {
+	var res *model.PublishResult
+	err := a.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		w, err := model.GetWebsite(ctx, tx, 0, in.WebsiteID, true)
+		if errors.Is(err, model.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if w.Status != model.WebsiteDraft || w.ScheduledAt == nil || !w.ScheduledAt.Equal(in.ScheduledAt) {
+			activity.GetLogger(ctx).Info("stale website schedule ignored", "website", w.ID, "status", w.Status)
+			return nil
+		}
+		ev, err := w.Publish(a.SiteBaseURL, true)
+		if err != nil {
+			return err
+		}
+		if err := model.SaveWebsite(ctx, tx, w); err != nil {
+			return err
+		}
+		res, err = model.InsertEvent(ctx, tx, ev)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("publish website %d: %w", in.WebsiteID, err)
+	}
+	if res != nil && a.Dispatch != nil {
+		// The sweeper would start these too; starting them now saves its interval.
+		if err := a.Dispatch(ctx, res.Refs()); err != nil {
+			activity.GetLogger(ctx).Warn("start deliveries; the sweeper will", "err", err)
+		}
+	}
+	return nil
+}

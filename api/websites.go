@@ -1,0 +1,217 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// websiteHandlers serves variant B's websites, whose lifecycle emits website events (spec 3.3).
+type websiteHandlers struct {
+	*Server
+}
+
+var slugPattern = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$`)
+
+type websiteJSON struct {
+	ID          int64    `json:"id"`
+	BrandID     int64    `json:"brandId"`
+	Slug        string   `json:"slug"`
+	URL         string   `json:"url"`
+	Status      string   `json:"status"`
+	ScheduledAt *isoTime `json:"scheduledAt"`
+	PublishedAt *isoTime `json:"publishedAt"`
+	ArchivedAt  *isoTime `json:"archivedAt"`
+	CreatedAt   isoTime  `json:"createdAt"`
+	UpdatedAt   isoTime  `json:"updatedAt"`
+}
+
+func (h *websiteHandlers) present(w *model.Website) websiteJSON {
+	return websiteJSON{ID: w.ID, BrandID: w.BrandID, Slug: w.Slug, URL: w.URL(h.siteBaseURL), Status: w.Status,
+		ScheduledAt: optionalTime(w.ScheduledAt), PublishedAt: optionalTime(w.PublishedAt), ArchivedAt: optionalTime(w.ArchivedAt),
+		CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt)}
+}
+
+func (h *websiteHandlers) create(c echo.Context) error {
+	var req struct {
+		BrandID *int64  `json:"brandId"`
+		Slug    *string `json:"slug"`
+	}
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.BrandID == nil || *req.BrandID < 1 {
+		return validationFailed("brandId", "brandId is required and must be a positive integer")
+	}
+	if req.Slug == nil || !slugPattern.MatchString(*req.Slug) {
+		return validationFailed("slug", "slug is required: 1 to 64 lowercase letters, digits and inner hyphens")
+	}
+	now := model.Now()
+	w := &model.Website{AccountID: accountOf(c).ID, BrandID: *req.BrandID, Slug: *req.Slug, Status: model.WebsiteDraft, CreatedAt: now, UpdatedAt: now}
+	if err := model.InsertWebsite(c.Request().Context(), h.db, w); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, variantB.success(h.present(w), "Website created"))
+}
+
+func (h *websiteHandlers) get(c echo.Context) error {
+	id, err := pathID(c, "website")
+	if err != nil {
+		return err
+	}
+	w, err := model.GetWebsite(c.Request().Context(), h.db, accountOf(c).ID, id, false)
+	if err != nil {
+		return notFoundAs(err, "website")
+	}
+	return c.JSON(http.StatusOK, variantB.success(h.present(w), "Website retrieved"))
+}
+
+func (h *websiteHandlers) list(c echo.Context) error {
+	limit, after, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	ws, err := model.ListWebsites(c.Request().Context(), h.db, accountOf(c).ID, after, limit+1)
+	if err != nil {
+		return err
+	}
+	if int64(len(ws)) > limit {
+		ws = ws[:limit]
+		setNextLink(c, limit, ws[len(ws)-1].ID)
+	}
+	out := make([]websiteJSON, len(ws))
+	for i := range ws {
+		out[i] = h.present(&ws[i])
+	}
+	return c.JSON(http.StatusOK, variantB.success(out, "Websites retrieved"))
+}
+
+// publishWebsite publishes now (website.published with scheduledPublish false), or with a future
+// scheduledAt schedules a durable Temporal timer that publishes then.
+func (h *websiteHandlers) publishWebsite(c echo.Context) error {
+	id, err := pathID(c, "website")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		ScheduledAt *string `json:"scheduledAt"`
+	}
+	if c.Request().ContentLength != 0 {
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+	}
+	ctx := c.Request().Context()
+	if req.ScheduledAt != nil {
+		at, err := time.Parse(time.RFC3339Nano, *req.ScheduledAt)
+		if err != nil {
+			return validationFailed("scheduledAt", "scheduledAt must be an ISO 8601 timestamp")
+		}
+		at = at.UTC().Truncate(time.Millisecond)
+		if !at.After(time.Now()) {
+			return validationFailed("scheduledAt", "scheduledAt must be in the future; omit it to publish now")
+		}
+		if h.starter == nil {
+			return errUnavailable
+		}
+		var w *model.Website
+		err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			if w, err = model.GetWebsite(ctx, tx, accountOf(c).ID, id, true); err != nil {
+				return err
+			}
+			if w.Status != model.WebsiteDraft {
+				return conflict("a " + w.Status + " website cannot be scheduled for publication")
+			}
+			w.ScheduledAt = &at
+			if err := model.SaveWebsite(ctx, tx, w); err != nil {
+				return err
+			}
+			// Started before commit: if Temporal refuses, nothing is saved. A timer whose
+			// schedule did not commit finds the schedule changed and publishes nothing.
+			return h.starter.SchedulePublish(ctx, w.ID, at)
+		})
+		if err != nil {
+			return notFoundAs(err, "website")
+		}
+		return c.JSON(http.StatusAccepted, variantB.success(h.present(w), "Website scheduled for publication"))
+	}
+	w, err := h.transition(c, id, func(w *model.Website) (*model.NewEvent, error) {
+		ev, err := w.Publish(h.siteBaseURL, false)
+		return &ev, err
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, variantB.success(h.present(w), "Website published"))
+}
+
+func (h *websiteHandlers) archive(c echo.Context) error {
+	return h.retire(c, model.WebsiteArchived, "Website archived")
+}
+
+func (h *websiteHandlers) delete(c echo.Context) error {
+	return h.retire(c, model.WebsiteDeleted, "Website deleted")
+}
+
+func (h *websiteHandlers) retire(c echo.Context, to, message string) error {
+	id, err := pathID(c, "website")
+	if err != nil {
+		return err
+	}
+	w, err := h.transition(c, id, func(w *model.Website) (*model.NewEvent, error) { return w.Archive(to) })
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, variantB.success(h.present(w), message))
+}
+
+// transition applies a lifecycle move with its event in one transaction, then starts the
+// deliveries and cancels any scheduled publication (whose activity would find nothing to do anyway).
+func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.Website) (*model.NewEvent, error)) (*model.Website, error) {
+	ctx := c.Request().Context()
+	var w *model.Website
+	var res *model.PublishResult
+	err := h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		if w, err = model.GetWebsite(ctx, tx, accountOf(c).ID, id, true); err != nil {
+			return err
+		}
+		ev, err := move(w)
+		if errors.Is(err, model.ErrInvalidTransition) {
+			return conflict(err.Error())
+		}
+		if err != nil {
+			return err
+		}
+		if err := model.SaveWebsite(ctx, tx, w); err != nil {
+			return err
+		}
+		if ev != nil {
+			res, err = h.publish(ctx, tx, *ev)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, notFoundAs(err, "website")
+	}
+	if res != nil {
+		h.dispatch(ctx, res)
+	}
+	if h.starter != nil {
+		if err := h.starter.CancelPublish(ctx, w.ID); err != nil {
+			h.log.Warn("cancel scheduled publication", "website", w.ID, "err", err)
+		}
+	}
+	return w, nil
+}
+
+func conflict(message string) *apiError {
+	return &apiError{status: http.StatusConflict, code: codeConflict, message: message}
+}

@@ -1,0 +1,70 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/model/dbtest"
+)
+
+// TestWebsites: validation names the field, transitions follow spec 3.3 with 409 for the invalid
+// ones, and another account's website is 404.
+func TestWebsites(t *testing.T) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b.Open(t))
+			v := variants[1]
+			auth := v.auth(newKey(t, e.db))
+			created := e.do(t, "POST", "/v2/svc/v2/websites", auth, `{"brandId":3,"slug":"spring-tour"}`)
+			created.expect(t, http.StatusCreated, "")
+			w := created.data(t)
+			if w["status"] != "draft" || w["url"] != "https://sites.example.com/spring-tour" || w["publishedAt"] != nil {
+				t.Fatalf("created website = %v", w)
+			}
+			one := fmt.Sprintf("/v2/svc/v2/websites/%s", jsonNumber(w["id"]))
+
+			for _, tc := range []struct {
+				name, method, path, body string
+				status                   int
+				field                    string
+			}{
+				{"bad slug", "POST", "/v2/svc/v2/websites", `{"brandId":3,"slug":"Spring Tour"}`, 422, "slug"},
+				{"missing brand", "POST", "/v2/svc/v2/websites", `{"slug":"x"}`, 422, "brandId"},
+				{"brand wrong type", "POST", "/v2/svc/v2/websites", `{"brandId":"3","slug":"x"}`, 400, "brandId"},
+				{"schedule in the past", "POST", one + "/publish", `{"scheduledAt":"` + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + `"}`, 422, "scheduledAt"},
+				{"schedule not a time", "POST", one + "/publish", `{"scheduledAt":"soon"}`, 422, "scheduledAt"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					r := e.do(t, tc.method, tc.path, auth, tc.body)
+					r.expect(t, tc.status, "")
+					v.errEnvelope(t, r)
+					if r.body["field"] != tc.field {
+						t.Fatalf("field = %v, want %s: %s", r.body["field"], tc.field, r.raw)
+					}
+				})
+			}
+
+			intruder := v.auth(newKey(t, e.db))
+			for _, req := range [][2]string{{"GET", one}, {"POST", one + "/publish"}, {"POST", one + "/archive"}, {"DELETE", one}} {
+				e.do(t, req[0], req[1], intruder, "").expect(t, 404, "not_found")
+			}
+
+			published := e.do(t, "POST", one+"/publish", auth, "")
+			published.expect(t, 200, "")
+			if published.data(t)["status"] != "published" || published.data(t)["publishedAt"] == nil {
+				t.Fatalf("published = %v", published.data(t))
+			}
+			e.do(t, "POST", one+"/publish", auth, "").expect(t, http.StatusConflict, "conflict")
+			e.do(t, "POST", one+"/archive", auth, "").expect(t, 200, "")
+			e.do(t, "POST", one+"/archive", auth, "").expect(t, http.StatusConflict, "conflict")
+			e.do(t, "POST", one+"/publish", auth, "").expect(t, http.StatusConflict, "conflict")
+			e.do(t, "DELETE", one, auth, "").expect(t, 200, "")
+			e.do(t, "GET", one, auth, "").expect(t, 404, "not_found")
+			if n := len(e.do(t, "GET", "/v2/svc/v2/websites", auth, "").list(t)); n != 0 {
+				t.Fatalf("deleted website listed: %d", n)
+			}
+		})
+	}
+}

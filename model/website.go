@@ -1,0 +1,153 @@
+package model
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Website lifecycle (spec 3.3).
+const (
+	WebsiteDraft     = "draft"
+	WebsitePublished = "published"
+	WebsiteArchived  = "archived"
+	WebsiteDeleted   = "deleted"
+)
+
+// ErrInvalidTransition is returned for a lifecycle move the website's state does not allow.
+var ErrInvalidTransition = errors.New("invalid website transition")
+
+// Website is a variant B fan website.
+type Website struct {
+	bun.BaseModel `bun:"table:websites"`
+
+	ID          int64      `bun:"id,pk,autoincrement"`
+	AccountID   int64      `bun:"account_id,notnull"`
+	BrandID     int64      `bun:"brand_id,notnull"`
+	Slug        string     `bun:"slug,notnull"`
+	Status      string     `bun:"status,notnull"`
+	ScheduledAt *time.Time `bun:"scheduled_at"`
+	PublishedAt *time.Time `bun:"published_at"`
+	ArchivedAt  *time.Time `bun:"archived_at"`
+	CreatedAt   time.Time  `bun:"created_at,notnull"`
+	UpdatedAt   time.Time  `bun:"updated_at,notnull"`
+}
+
+// InsertWebsite stores a new draft website.
+func InsertWebsite(ctx context.Context, db bun.IDB, w *Website) error {
+	if _, err := db.NewInsert().Model(w).Returning("id").Exec(ctx); err != nil {
+		return fmt.Errorf("insert website: %w", err)
+	}
+	return nil
+}
+
+// GetWebsite loads an account's website (deleted ones are gone), or ErrNotFound. With lock, the
+// row stays locked until the transaction ends on PostgreSQL (SQLite transactions here hold the
+// database write lock anyway).
+func GetWebsite(ctx context.Context, db bun.IDB, accountID, id int64, lock bool) (*Website, error) {
+	w := &Website{}
+	q := db.NewSelect().Model(w).Where("id = ?", id).Where("status <> ?", WebsiteDeleted)
+	if accountID != 0 {
+		q = q.Where("account_id = ?", accountID)
+	}
+	if lock && IsPostgres(db) {
+		q = q.For("UPDATE")
+	}
+	if err := q.Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		return nil, fmt.Errorf("load website: %w", err)
+	}
+	return w, nil
+}
+
+// ListWebsites returns one page of an account's websites, ordered by id.
+func ListWebsites(ctx context.Context, db bun.IDB, accountID, after, limit int64) ([]Website, error) {
+	ws := []Website{}
+	err := db.NewSelect().Model(&ws).Where("account_id = ?", accountID).Where("status <> ?", WebsiteDeleted).
+		Where("id > ?", after).OrderExpr("id ASC").Limit(limit).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list websites: %w", err)
+	}
+	return ws, nil
+}
+
+// SaveWebsite writes a website's lifecycle fields.
+func SaveWebsite(ctx context.Context, db bun.IDB, w *Website) error {
+	w.UpdatedAt = Now()
+	_, err := db.NewUpdate().Model(w).Column("status", "scheduled_at", "published_at", "archived_at", "updated_at").WherePK().Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("save website: %w", err)
+	}
+	return nil
+}
+
+// PublishedData is the canonical data of website.published (spec 6.2).
+func (w *Website) PublishedData(siteURL string, scheduled bool) (string, error) {
+	return canonicalData(struct {
+		WebsiteID        int64  `json:"websiteId"`
+		BrandID          int64  `json:"brandId"`
+		Slug             string `json:"slug"`
+		URL              string `json:"url"`
+		PublishedAt      string `json:"publishedAt"`
+		ScheduledPublish bool   `json:"scheduledPublish"`
+	}{w.ID, w.BrandID, w.Slug, siteURL, w.PublishedAt.UTC().Format(TimeMillis), scheduled})
+}
+
+// ArchivedData is the canonical data of website.archived (spec 6.2).
+func (w *Website) ArchivedData() (string, error) {
+	return canonicalData(struct {
+		WebsiteID  int64  `json:"websiteId"`
+		BrandID    int64  `json:"brandId"`
+		Slug       string `json:"slug"`
+		ArchivedAt string `json:"archivedAt"`
+	}{w.ID, w.BrandID, w.Slug, w.ArchivedAt.UTC().Format(TimeMillis)})
+}
+
+func canonicalData(v any) (string, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	out, err := CanonicalJSON(raw)
+	return string(out), err
+}
+
+// URL is the website's public address under the site base URL (WEBHOOKD_SITE_BASE_URL).
+func (w *Website) URL(base string) string {
+	return strings.TrimSuffix(base, "/") + "/" + w.Slug
+}
+
+// Publish moves a draft to published now and returns the event to emit with it.
+func (w *Website) Publish(siteBase string, scheduled bool) (NewEvent, error) {
+	if w.Status != WebsiteDraft {
+		return NewEvent{}, fmt.Errorf("%w: a %s website cannot be published", ErrInvalidTransition, w.Status)
+	}
+	now := Now()
+	w.Status, w.PublishedAt, w.ScheduledAt = WebsitePublished, &now, nil
+	data, err := w.PublishedData(w.URL(siteBase), scheduled)
+	return NewEvent{AccountID: w.AccountID, Variant: VariantB, EventType: "website.published", Data: data}, err
+}
+
+// Archive moves a draft or published website to archived (or deleted) and returns the event to
+// emit with it. Deleting an archived website emits nothing more: it was announced when archived.
+func (w *Website) Archive(to string) (*NewEvent, error) {
+	switch {
+	case to == WebsiteDeleted && w.Status == WebsiteArchived:
+		w.Status = WebsiteDeleted
+		return nil, nil
+	case w.Status != WebsiteDraft && w.Status != WebsitePublished:
+		return nil, fmt.Errorf("%w: the website is already %s", ErrInvalidTransition, w.Status)
+	}
+	now := Now()
+	w.Status, w.ArchivedAt, w.ScheduledAt = to, &now, nil
+	data, err := w.ArchivedData()
+	return &NewEvent{AccountID: w.AccountID, Variant: VariantB, EventType: "website.archived", Data: data}, err
+}

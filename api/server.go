@@ -144,6 +144,9 @@ func New(cfg Config) (*Server, error) {
 			g.DELETE("/websites/:id", wh.delete)
 			g.POST("/websites/:id/publish", wh.publishWebsite, small)
 			g.POST("/websites/:id/archive", wh.archive, small)
+			g.POST("/websites/:id/leads", wh.lead, small)
+			g.POST("/websites/:id/presaves", wh.presave, small)
+			g.POST("/websites/:id/analytics", wh.analytics, small)
 		}
 		if v == variantA {
 			ch := &campaignHandlers{Server: s}

@@ -35,6 +35,7 @@ import (
 // PostgreSQL, delivering to a real HTTPS receiver and alerting through a real SMTP server.
 type stack struct {
 	db       *bun.DB
+	dbURL    string
 	tc       client.Client
 	queue    string
 	apiURL   string
@@ -76,8 +77,15 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.timeout == 0 {
 		o.timeout = 2 * time.Second
 	}
+	dbURL := dbtest.PostgresURL(t)
+	db, err := model.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
 	st := &stack{
-		db:       dbtest.Postgres(t),
+		db:       db,
+		dbURL:    dbURL,
 		tc:       temporaltest.Start(t).Client(t),
 		queue:    "it-" + unsafeQueueChars.ReplaceAllString(t.Name(), "-") + fmt.Sprintf("-%d", time.Now().UnixNano()),
 		rc:       startReceiver(t),

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/uptrace/bun"
@@ -28,6 +30,9 @@ Usage:
   webhookd migrate                         apply database migrations
   webhookd apikey create --owner-email E [--name N]
                                            issue an API key (printed alone on the last line)
+  webhookd threshold set --website ID --metric M --value N
+                                           set an analytics threshold (operators only)
+  webhookd threshold list [--website ID]   list thresholds
   webhookd version                         print the version
 
 Configuration comes from the environment; see docs/configuration.md.
@@ -86,6 +91,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return nil
 	case "apikey":
 		return apikeyCommand(ctx, cfg, args[1:], stdout, stderr)
+	case "threshold":
+		return thresholdCommand(ctx, cfg, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
@@ -137,5 +144,57 @@ func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stder
 	}
 	fmt.Fprintf(stdout, "account %d (%s): new API key, shown once; store it now\n", account.ID, account.OwnerEmail)
 	fmt.Fprintln(stdout, key)
+	return nil
+}
+
+// thresholdCommand sets and lists analytics thresholds. Thresholds are an operator's business
+// (spec 6.2: set through a partnership manager or support), so they have no API.
+func thresholdCommand(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "set" && args[0] != "list") {
+		return errors.New("usage: webhookd threshold set --website ID --metric M --value N | webhookd threshold list [--website ID]")
+	}
+	fs := flag.NewFlagSet("threshold "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	website := fs.Int64("website", 0, "website id")
+	metric := fs.String("metric", "", "pageViews, uniqueVisitors, totalClicks or signups")
+	value := fs.Int64("value", 0, "threshold value (a positive integer)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if args[0] == "set" {
+		if *website < 1 || !slices.Contains(model.AnalyticsMetrics, *metric) || *value < 1 {
+			return fmt.Errorf("--website must be a website id, --metric one of %s, --value a positive integer", strings.Join(model.AnalyticsMetrics, ", "))
+		}
+		th, err := model.SetThreshold(ctx, db, *website, *metric, *value)
+		if errors.Is(err, model.ErrNotFound) {
+			return fmt.Errorf("website %d not found", *website)
+		}
+		if err != nil {
+			return err
+		}
+		note := ""
+		if th.CrossedAt != nil {
+			note = " (the counter is already past it: it will not fire)"
+		}
+		fmt.Fprintf(stdout, "threshold set: website %d, %s reaching %d%s\n", *website, *metric, *value, note)
+		return nil
+	}
+	ths, err := model.ListThresholds(ctx, db, *website)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "WEBSITE\tMETRIC\tVALUE\tCROSSED")
+	for _, th := range ths {
+		crossed := "-"
+		if th.CrossedAt != nil {
+			crossed = th.CrossedAt.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		fmt.Fprintf(stdout, "%d\t%s\t%d\t%s\n", th.WebsiteID, th.Metric, th.Value, crossed)
+	}
 	return nil
 }

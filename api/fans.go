@@ -1,0 +1,223 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/nyaruka/phonenumbers"
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// Fan intake: the website platform's backend reports leads, pre-saves and analytics for a
+// website; each emits its event (and counts toward analytics thresholds) in one transaction.
+
+type leadRequest struct {
+	CollectDataID string            `json:"collectDataId"`
+	Email         string            `json:"email"`
+	Phone         string            `json:"phone"`
+	Name          string            `json:"name"`
+	CustomFields  map[string]string `json:"customFields"`
+	Source        struct {
+		Referrer  string `json:"referrer"`
+		UserAgent string `json:"userAgent"`
+		IPAddress string `json:"ipAddress"`
+		Country   string `json:"country"`
+	} `json:"source"`
+}
+
+type presaveRequest struct {
+	Platform    string  `json:"platform"`
+	FanEmail    *string `json:"fanEmail"`
+	ReleaseDate string  `json:"releaseDate"`
+	ReleaseURL  string  `json:"releaseUrl"`
+	Boosts      struct {
+		FollowedArtist bool `json:"followedArtist"`
+		SavedCatalog   bool `json:"savedCatalog"`
+		EmailCollected bool `json:"emailCollected"`
+	} `json:"boosts"`
+}
+
+// lead is POST /websites/<id>/leads: emits lead.captured at once.
+func (h *websiteHandlers) lead(c echo.Context) error {
+	var req leadRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.CustomFields == nil {
+		req.CustomFields = map[string]string{}
+	}
+	phone, err := normalizePhone(req.Phone, req.Source.Country)
+	if err != nil {
+		return err
+	}
+	return h.fanEvent(c, "lead.captured", func(w *model.Website) any {
+		return struct {
+			WebsiteID     int64             `json:"websiteId"`
+			BrandID       int64             `json:"brandId"`
+			CollectDataID string            `json:"collectDataId"`
+			Email         string            `json:"email"`
+			Phone         string            `json:"phone"`
+			Name          string            `json:"name"`
+			CustomFields  map[string]string `json:"customFields"`
+			Source        any               `json:"source"`
+		}{w.ID, w.BrandID, req.CollectDataID, req.Email, phone, req.Name, req.CustomFields, req.Source}
+	})
+}
+
+// presave is POST /websites/<id>/presaves: emits presave.completed.
+func (h *websiteHandlers) presave(c echo.Context) error {
+	var req presaveRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	return h.fanEvent(c, "presave.completed", func(w *model.Website) any {
+		return struct {
+			WebsiteID   int64   `json:"websiteId"`
+			BrandID     int64   `json:"brandId"`
+			Platform    string  `json:"platform"`
+			FanEmail    *string `json:"fanEmail"`
+			ReleaseDate string  `json:"releaseDate"`
+			ReleaseURL  string  `json:"releaseUrl"`
+			Boosts      any     `json:"boosts"`
+		}{w.ID, w.BrandID, req.Platform, req.FanEmail, req.ReleaseDate, req.ReleaseURL, req.Boosts}
+	})
+}
+
+// fanEvent validates the event data built from a website, then stores the event with a signup
+// counted (and any threshold that crossed) in one transaction.
+func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(*model.Website) any) error {
+	id, err := pathID(c, "website")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var results []*model.PublishResult
+	err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		w, err := model.GetWebsite(ctx, tx, accountOf(c).ID, id, true)
+		if err != nil {
+			return err
+		}
+		if w.Status != model.WebsitePublished {
+			return conflict("the website is " + w.Status + "; fans reach published websites only")
+		}
+		raw, err := json.Marshal(build(w))
+		if err != nil {
+			return err
+		}
+		data, err := model.CanonicalJSON(raw)
+		if err != nil {
+			return err
+		}
+		if err := model.ValidateEventData(eventType, data); err != nil {
+			var de *model.DataError
+			if errors.As(err, &de) {
+				field := strings.TrimPrefix(de.Field, "data.")
+				return validationFailed(field, "%s %s", field, de.Reason)
+			}
+			return err
+		}
+		res, err := h.publish(ctx, tx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)})
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+		more, err := h.count(ctx, tx, w, model.MetricSignups, 1)
+		results = append(results, more...)
+		return err
+	})
+	if err != nil {
+		return notFoundAs(err, "website")
+	}
+	for _, res := range results {
+		h.dispatch(ctx, res)
+	}
+	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"eventId": results[0].Event.ID, "matched": results[0].Event.Matched}, "Event accepted"))
+}
+
+// analytics is POST /websites/<id>/analytics {metric, increment}.
+func (h *websiteHandlers) analytics(c echo.Context) error {
+	id, err := pathID(c, "website")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Metric    string `json:"metric"`
+		Increment *int64 `json:"increment"`
+	}
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	counted := []string{"pageViews", "uniqueVisitors", "totalClicks"}
+	switch {
+	case req.Metric == model.MetricSignups:
+		return validationFailed("metric", "signups are counted by webhookd from leads and pre-saves")
+	case !slices.Contains(counted, req.Metric):
+		return validationFailed("metric", "metric must be one of %s", strings.Join(counted, ", "))
+	case req.Increment == nil || *req.Increment < 1 || *req.Increment > 1_000_000:
+		return validationFailed("increment", "increment must be an integer from 1 to 1000000")
+	}
+	ctx := c.Request().Context()
+	var value int64
+	var results []*model.PublishResult
+	err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		w, err := model.GetWebsite(ctx, tx, accountOf(c).ID, id, true)
+		if err != nil {
+			return err
+		}
+		var evs []model.NewEvent
+		if value, evs, err = model.AddToCounter(ctx, tx, w, req.Metric, *req.Increment); err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			res, err := h.publish(ctx, tx, ev)
+			if err != nil {
+				return err
+			}
+			results = append(results, res)
+		}
+		return nil
+	})
+	if err != nil {
+		return notFoundAs(err, "website")
+	}
+	for _, res := range results {
+		h.dispatch(ctx, res)
+	}
+	return c.JSON(http.StatusOK, variantB.success(map[string]any{"metric": req.Metric, "value": value}, "Counted"))
+}
+
+// count adds to a counter and publishes the threshold events it causes, in tx.
+func (h *websiteHandlers) count(ctx context.Context, tx bun.Tx, w *model.Website, metric string, n int64) ([]*model.PublishResult, error) {
+	_, evs, err := model.AddToCounter(ctx, tx, w, metric, n)
+	if err != nil {
+		return nil, err
+	}
+	var results []*model.PublishResult
+	for _, ev := range evs {
+		res, err := h.publish(ctx, tx, ev)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// normalizePhone brings a phone number to E.164; a national number needs the fan's country.
+func normalizePhone(phone, country string) (string, error) {
+	if strings.TrimSpace(phone) == "" {
+		return "", validationFailed("phone", "phone is required")
+	}
+	num, err := phonenumbers.Parse(phone, strings.ToUpper(country))
+	if err != nil || !phonenumbers.IsValidNumber(num) {
+		return "", validationFailed("phone", "phone is not a valid number (international +CC form, or national with source.country)")
+	}
+	return phonenumbers.Format(num, phonenumbers.E164), nil
+}

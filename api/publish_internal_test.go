@@ -1,0 +1,57 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+)
+
+// TestPublishInRolledBackTransaction: an event published inside a domain change's transaction
+// disappears with it when the transaction rolls back: no event, no delivery, nothing to dispatch.
+func TestPublishInRolledBackTransaction(t *testing.T) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			ctx := context.Background()
+			_, acc, err := model.CreateAPIKey(ctx, db, "rollback@example.com", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := model.Now()
+			w := &model.Webhook{AccountID: acc.ID, Variant: model.VariantA, URL: "https://r.example.com/", EventType: "campaign.updated",
+				Status: model.StatusPending, Secret: "v1:x", CreatedAt: now, UpdatedAt: now}
+			if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+				t.Fatal(err)
+			}
+			s := &Server{db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			failed := errors.New("the domain change failed after publishing")
+			var res *model.PublishResult
+			err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+				var err error
+				if res, err = s.publish(ctx, tx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.updated", Data: `{}`}); err != nil {
+					return err
+				}
+				if len(res.Deliveries) != 1 {
+					t.Errorf("inside the transaction: %d deliveries, want 1", len(res.Deliveries))
+				}
+				return failed
+			})
+			if !errors.Is(err, failed) {
+				t.Fatalf("transaction error = %v", err)
+			}
+			for _, table := range []string{"events", "deliveries"} {
+				n, err := db.NewSelect().Table(table).Count(ctx)
+				if err != nil || n != 0 {
+					t.Fatalf("%s after rollback: %d rows, %v", table, n, err)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +143,41 @@ func mustParse(t *testing.T, s string) time.Time {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestRescheduleAndPublishByHand: scheduling again replaces the timer (the later schedule
+// publishes once, at its own time), and publishing by hand cancels a pending schedule.
+func TestRescheduleAndPublishByHand(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true})
+	st.createWebhook(t, "B", st.rc.url("/pub"), "website.published")
+	moved := st.createWebsite(t, "moved")
+	byHand := st.createWebsite(t, "by-hand")
+	schedule := func(id int64, in time.Duration) {
+		t.Helper()
+		at := time.Now().Add(in).UTC().Format(time.RFC3339Nano)
+		if s, b, _ := st.call(t, "B", "POST", fmt.Sprintf("/v2/svc/v2/websites/%d/publish", id), map[string]string{"scheduledAt": at}); s != http.StatusAccepted {
+			t.Fatalf("schedule: %d %v", s, b)
+		}
+	}
+	schedule(moved, time.Hour)
+	schedule(moved, 2*time.Second) // replaces the hour-long timer
+	schedule(byHand, time.Hour)
+	if s, b, _ := st.call(t, "B", "POST", fmt.Sprintf("/v2/svc/v2/websites/%d/publish", byHand), nil); s != 200 {
+		t.Fatalf("publish by hand: %d %v", s, b)
+	}
+	eventually(t, 30*time.Second, "both published", func() bool { return len(deliveredData(t, st, "/pub")) == 2 })
+	got := strings.Join(deliveredData(t, st, "/pub"), "\n")
+	for _, want := range []string{fmt.Sprintf(`"websiteId":%d,`, moved), `"scheduledPublish":true`, fmt.Sprintf(`"websiteId":%d,`, byHand), `"scheduledPublish":false`} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("deliveries lack %s:\n%s", want, got)
+		}
+	}
+	eventually(t, 30*time.Second, "the hand-published website's timer canceled", func() bool {
+		desc, err := st.tc.DescribeWorkflowExecution(context.Background(), workflows.WebsitePublishWorkflowID(byHand), "")
+		return err == nil && desc.WorkflowExecutionInfo.Status == enums.WORKFLOW_EXECUTION_STATUS_CANCELED
+	})
+	n, err := st.db.NewSelect().Table("events").Where("event_type = 'website.published'").Count(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("website.published events = %d, %v; want 2", n, err)
+	}
 }

@@ -50,8 +50,14 @@ echo "starting webhookd (log: $data/webhookd.log)"
 bin/webhookd serve >"$data/webhookd.log" 2>&1 &
 pids+=($!)
 
+# Readiness over bash's /dev/tcp: the stack needs nothing but Go installed.
+ready() {
+  (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}" &&
+    printf 'GET /readyz HTTP/1.0\r\nHost: %s\r\n\r\n' "$addr" >&3 &&
+    head -n 1 <&3 | grep -q ' 200 ') 2>/dev/null
+}
 for _ in $(seq 1 120); do
-  curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break
+  ready && break
   kill -0 "${pids[1]}" 2>/dev/null || { echo "webhookd exited; see $data/webhookd.log" >&2; tail -20 "$data/webhookd.log" >&2; exit 1; }
   sleep 0.5
 done

@@ -128,7 +128,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 			return err
 		}
 		results = append(results, res)
-		more, err := h.count(ctx, tx, w, model.MetricSignups, 1)
+		_, more, err := h.count(ctx, tx, w, model.MetricSignups, 1)
 		results = append(results, more...)
 		return err
 	})
@@ -171,18 +171,8 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		var evs []model.NewEvent
-		if value, evs, err = model.AddToCounter(ctx, tx, w, req.Metric, *req.Increment); err != nil {
-			return err
-		}
-		for _, ev := range evs {
-			res, err := h.publish(ctx, tx, ev)
-			if err != nil {
-				return err
-			}
-			results = append(results, res)
-		}
-		return nil
+		value, results, err = h.count(ctx, tx, w, req.Metric, *req.Increment)
+		return err
 	})
 	if err != nil {
 		return notFoundAs(err, "website")
@@ -194,20 +184,20 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 }
 
 // count adds to a counter and publishes the threshold events it causes, in tx.
-func (h *websiteHandlers) count(ctx context.Context, tx bun.Tx, w *model.Website, metric string, n int64) ([]*model.PublishResult, error) {
-	_, evs, err := model.AddToCounter(ctx, tx, w, metric, n)
+func (h *websiteHandlers) count(ctx context.Context, tx bun.Tx, w *model.Website, metric string, n int64) (int64, []*model.PublishResult, error) {
+	value, evs, err := model.AddToCounter(ctx, tx, w, metric, n)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	var results []*model.PublishResult
 	for _, ev := range evs {
 		res, err := h.publish(ctx, tx, ev)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		results = append(results, res)
 	}
-	return results, nil
+	return value, results, nil
 }
 
 // normalizePhone brings a phone number to E.164; a national number needs the fan's country.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,11 +26,7 @@ import (
 // an accepted event is committed but its workflow cannot start, kills the process with SIGKILL, and
 // shows that a worker started afterwards delivers the event anyway (its sweeper finds the outbox).
 func TestCrashAfterCommitLosesNothing(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "webhookd")
-	build := exec.Command("go", "build", "-o", bin, "github.com/webhookd/webhookd/cmd/webhookd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := webhookdBinary(t)
 	dbURL := dbtest.PostgresURL(t)
 	rc := startReceiver(t)
 	apiAddr := freeAddr(t)

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,10 +27,7 @@ func TestFanEventsReachReceivers(t *testing.T) {
 	}
 
 	// The operator sets the threshold with the real command against the same database.
-	bin := filepath.Join(t.TempDir(), "webhookd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/webhookd/webhookd/cmd/webhookd").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := webhookdBinary(t)
 	cmd := exec.Command(bin, "threshold", "set", "--website", fmt.Sprint(site), "--metric", "pageViews", "--value", "100")
 	cmd.Env = append(os.Environ(), "WEBHOOKD_DATABASE_URL="+st.dbURL)
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "threshold set") {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/mail"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -198,3 +199,28 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// webhookdBinary builds the real binary once per test process, for tests that run it.
+func webhookdBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "webhookd-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.path = filepath.Join(dir, "webhookd")
+		built.out, built.err = exec.Command("go", "build", "-o", built.path, "github.com/webhookd/webhookd/cmd/webhookd").CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("build webhookd: %v\n%s", built.err, built.out)
+	}
+	return built.path
+}

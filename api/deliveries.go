@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -103,7 +104,9 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	signaled, err := workflows.Retry(ctx, h.starter.Client, refs)
+	tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+	defer cancel()
+	signaled, err := workflows.Retry(tctx, h.starter.Client, refs)
 	if err != nil {
 		h.log.Warn("retry signal", "webhook", w.ID, "err", err)
 		if len(signaled) == 0 {

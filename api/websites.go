@@ -135,7 +135,13 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 			}
 			// Started before commit: if Temporal refuses, nothing is saved. A timer whose
 			// schedule did not commit finds the schedule changed and publishes nothing.
-			return h.starter.SchedulePublish(ctx, w.ID, at)
+			tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+			defer cancel()
+			if err := h.starter.SchedulePublish(tctx, w.ID, at); err != nil {
+				h.log.Warn("schedule publication", "website", w.ID, "request_id", requestID(c), "err", err)
+				return errUnavailable
+			}
+			return nil
 		})
 		if err != nil {
 			return notFoundAs(err, "website")
@@ -173,16 +179,18 @@ func (h *websiteHandlers) retire(c echo.Context, to, message string) error {
 }
 
 // transition applies a lifecycle move with its event in one transaction, then starts the
-// deliveries and cancels any scheduled publication (whose activity would find nothing to do anyway).
+// deliveries and cancels a scheduled publication if there was one.
 func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.Website) (*model.NewEvent, error)) (*model.Website, error) {
 	ctx := c.Request().Context()
 	var w *model.Website
 	var res *model.PublishResult
+	hadSchedule := false
 	err := h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var err error
 		if w, err = model.GetWebsite(ctx, tx, accountOf(c).ID, id, true); err != nil {
 			return err
 		}
+		hadSchedule = w.ScheduledAt != nil
 		ev, err := move(w)
 		if errors.Is(err, model.ErrInvalidTransition) {
 			return conflict(err.Error())
@@ -204,8 +212,11 @@ func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.
 	if res != nil {
 		h.dispatch(ctx, res)
 	}
-	if h.starter != nil {
-		if err := h.starter.CancelPublish(ctx, w.ID); err != nil {
+	if hadSchedule && h.starter != nil {
+		// Best effort: a timer that fires anyway finds the schedule gone and publishes nothing.
+		tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+		defer cancel()
+		if err := h.starter.CancelPublish(tctx, w.ID); err != nil {
 			h.log.Warn("cancel scheduled publication", "website", w.ID, "err", err)
 		}
 	}

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/workflows"
 )
 
 // TestWebsites: validation names the field, transitions follow spec 3.3 with 409 for the invalid
@@ -66,5 +68,21 @@ func TestWebsites(t *testing.T) {
 				t.Fatalf("deleted website listed: %d", n)
 			}
 		})
+	}
+}
+
+// TestScheduleWithTemporalDown: scheduling needs Temporal; when it is unreachable the answer is
+// 503 and the schedule is not saved (the timer and the row are started and saved together).
+func TestScheduleWithTemporalDown(t *testing.T) {
+	e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) {
+		c.Starter = &workflows.Starter{Client: c.Temporal, TaskQueue: "nowhere"}
+	})
+	auth := variants[1].auth(newKey(t, e.db))
+	one := "/v2/svc/v2/websites/" + jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", auth, `{"brandId":1,"slug":"s"}`).data(t)["id"])
+	at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	r := e.do(t, "POST", one+"/publish", auth, `{"scheduledAt":"`+at+`"}`)
+	r.expect(t, http.StatusServiceUnavailable, "unavailable")
+	if got := e.do(t, "GET", one, auth, "").data(t); got["scheduledAt"] != nil || got["status"] != "draft" {
+		t.Fatalf("after a refused schedule the website is %v", got)
 	}
 }

@@ -1,28 +1,16 @@
 package workflows_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/webhookd/webhookd/activities"
-	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/worker/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
@@ -37,7 +25,7 @@ func historyFiles(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	if len(files) == 0 {
-		t.Fatal("no recorded histories in testdata/delivery-*.json (WEBHOOKD_RECORD_HISTORIES=1 go test -run TestRecordHistories ./workflows/ records them)")
+		t.Fatal("no recorded histories in testdata/delivery-*.json (go test -tags record -run TestRecord ./workflows/ records them)")
 	}
 	return files
 }
@@ -78,156 +66,25 @@ func TestReplayDeliveryHistories(t *testing.T) {
 	})
 }
 
-// TestRecordHistories is a generator, not a test: with WEBHOOKD_RECORD_HISTORIES=1 it runs the real
-// DeliveryWorkflow on a Temporal dev server, with stand-in activities registered under the real
-// activities' names and a schedule of 100 ms delays, and writes each run's history to
-// testdata/delivery-<scenario>.json for TestReplayDeliveryHistories. Re-record after a deliberate,
-// versioned change to the workflow, and keep the old files: they stand for runs still in flight.
-//
-//	WEBHOOKD_RECORD_HISTORIES=1 go test -run TestRecordHistories -count=1 ./workflows/
-func TestRecordHistories(t *testing.T) {
-	if os.Getenv("WEBHOOKD_RECORD_HISTORIES") != "1" {
-		t.Skip("generator: set WEBHOOKD_RECORD_HISTORIES=1 to record testdata/delivery-*.json")
-	}
-	srv := temporaltest.Start(t)
-	c := srv.Client(t)
-	queue := fmt.Sprintf("record-histories-%d", time.Now().UnixNano())
+// websiteHistory is the recorded WebsitePublishWorkflow run that every change must still replay.
+const websiteHistory = "testdata/website-publish.json"
 
-	// The stand-ins answer by delivery id, so each scenario's outcome is fixed by its input.
-	const (
-		retried   = 1 // fails twice, then succeeds
-		exhausted = 2 // fails every scheduled attempt, then succeeds after the retry signal
-		testEvent = 3 // a webhook.test that fails
-	)
-	alertSent := make(chan int64, 3)
-	deliver := func(_ context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
-		now := time.Now().UTC()
-		ok := (in.DeliveryID == retried && in.Attempt == 3) || (in.DeliveryID == exhausted && in.Attempt == 4)
-		if ok {
-			return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
-		}
-		return activities.DeliverResult{StatusCode: 503, ErrorClass: activities.ClassHTTPStatus,
-			Error: "receiver answered 503", AttemptedAt: now}, nil
+// TestReplayWebsitePublishHistory replays a recorded scheduled publication.
+func TestReplayWebsitePublishHistory(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.WebsitePublishWorkflow)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(testLogger(t), websiteHistory); err != nil {
+		t.Fatalf("replay %s: %v", websiteHistory, err)
 	}
-	markExhausted := func(context.Context, activities.ExhaustedInput) (activities.ExhaustedResult, error) {
-		return activities.ExhaustedResult{Alert: true}, nil
+	// And it can fail: publishing without waiting for the timer is another sequence of commands.
+	eager := func(ctx workflow.Context, in workflows.WebsitePublishInput) error {
+		in.ScheduledAt = time.Time{}
+		return workflows.WebsitePublishWorkflow(ctx, in)
 	}
-	sendAlert := func(_ context.Context, in activities.AlertInput) error {
-		alertSent <- in.DeliveryID
-		return nil
+	r = worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(eager, workflow.RegisterOptions{Name: "WebsitePublishWorkflow"})
+	err := r.ReplayWorkflowHistoryFromJSONFile(log.NewStructuredLogger(slog.New(slog.DiscardHandler)), websiteHistory)
+	if err == nil || !strings.Contains(err.Error(), "TMPRL1100") {
+		t.Errorf("replay with a workflow that skips the timer: err = %v, want a nondeterminism error", err)
 	}
-
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflow(workflows.DeliveryWorkflow)
-	// The real activities are methods of *activities.Activities; Temporal names them by method name.
-	w.RegisterActivityWithOptions(deliver, activity.RegisterOptions{Name: "Deliver"})
-	w.RegisterActivityWithOptions(markExhausted, activity.RegisterOptions{Name: "MarkExhausted"})
-	w.RegisterActivityWithOptions(sendAlert, activity.RegisterOptions{Name: "SendAlert"})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-
-	short := 100 * time.Millisecond
-	for _, sc := range []struct {
-		name      string
-		in        workflows.DeliveryInput
-		signal    bool // send the retry signal once the owner was alerted
-		wantState string
-		wantTries int
-	}{
-		{"retried", workflows.DeliveryInput{DeliveryID: retried, EventID: 101, WebhookID: 7, EventType: "website.published",
-			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour}, false, model.DeliveryDelivered, 3},
-		{"exhausted-retried", workflows.DeliveryInput{DeliveryID: exhausted, EventID: 102, WebhookID: 7, EventType: "website.published",
-			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, true, model.DeliveryDelivered, 4},
-		{"test-event", workflows.DeliveryInput{DeliveryID: testEvent, EventID: 103, WebhookID: 8, EventType: model.EventTest,
-			Schedule: []time.Duration{short, short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryExhausted, 1},
-	} {
-		t.Run(sc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			sc.in.Variant = model.VariantB
-			sc.in.AttemptTimeout = 5 * time.Second
-			id := workflows.DeliveryWorkflowID(sc.in.EventID, sc.in.WebhookID)
-			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID:        id,
-				TaskQueue: queue,
-				TypedSearchAttributes: temporal.NewSearchAttributes(
-					workflows.AttrWebhookID.ValueSet(sc.in.WebhookID),
-					workflows.AttrEventType.ValueSet(sc.in.EventType),
-					workflows.AttrVariant.ValueSet(string(sc.in.Variant)),
-					workflows.AttrDeliveryState.ValueSet(model.DeliveryDelivering),
-				),
-			}, workflows.DeliveryWorkflow, sc.in)
-			if err != nil {
-				t.Fatalf("start %s: %v", id, err)
-			}
-			if sc.signal {
-				select {
-				case got := <-alertSent:
-					if got != sc.in.DeliveryID {
-						t.Fatalf("alert for delivery %d, want %d", got, sc.in.DeliveryID)
-					}
-				case <-ctx.Done():
-					t.Fatalf("no alert for delivery %d: %v", sc.in.DeliveryID, ctx.Err())
-				}
-				if err := c.SignalWorkflow(ctx, id, run.GetRunID(), workflows.SignalRetry, nil); err != nil {
-					t.Fatalf("signal %s: %v", id, err)
-				}
-			}
-			var st workflows.DeliveryState
-			if err := run.Get(ctx, &st); err != nil {
-				t.Fatalf("run %s: %v", id, err)
-			}
-			if st.State != sc.wantState || st.Attempts != sc.wantTries {
-				t.Fatalf("result %+v, want %s after %d attempts", st, sc.wantState, sc.wantTries)
-			}
-			if !sc.signal && sc.wantState == model.DeliveryExhausted {
-				select { // the failed test event alerts its owner
-				case <-alertSent:
-				default:
-					t.Fatalf("delivery %d was exhausted without an alert", sc.in.DeliveryID)
-				}
-			}
-
-			hist, err := fetchHistory(ctx, c, id, run.GetRunID())
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-			if err != nil {
-				t.Fatalf("encode history: %v", err)
-			}
-			file := filepath.Join("testdata", "delivery-"+sc.name+".json")
-			if err := os.MkdirAll("testdata", 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(file, append(data, '\n'), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			// What was just written must replay, or TestReplayDeliveryHistories would fail on it.
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflows.DeliveryWorkflow)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(testLogger(t), file); err != nil {
-				t.Fatalf("replay the recorded %s: %v", file, err)
-			}
-			t.Logf("recorded %s: %d events", file, len(hist.Events))
-		})
-	}
-}
-
-func fetchHistory(ctx context.Context, c client.Client, id, runID string) (*historypb.History, error) {
-	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	hist := &historypb.History{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return nil, fmt.Errorf("history of %s: %w", id, err)
-		}
-		hist.Events = append(hist.Events, ev)
-	}
-	if len(hist.Events) == 0 {
-		return nil, errors.New("history of " + id + " is empty")
-	}
-	return hist, nil
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -82,8 +81,11 @@ func (h *campaignHandlers) create(c echo.Context) error {
 	now := model.Now()
 	camp := &model.Campaign{AccountID: accountOf(c).ID, Name: *req.Name, Platform: *req.Platform, Status: model.CampaignActive,
 		Budget: *req.Budget, StartDate: start, EndDate: end, CreatedAt: now, UpdatedAt: now}
-	err = h.emit(c.Request().Context(), "campaign.created", func(ctx context.Context, tx bun.Tx) (*model.Campaign, error) {
-		return camp, model.InsertCampaign(ctx, tx, camp)
+	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
+		if err := model.InsertCampaign(ctx, cs.tx, camp); err != nil {
+			return err
+		}
+		return emitCampaign(ctx, cs, "campaign.created", camp)
 	})
 	if err != nil {
 		return err
@@ -115,9 +117,8 @@ func (h *campaignHandlers) patch(c echo.Context) error {
 		ch.EndDate = &end
 	}
 	var camp *model.Campaign
-	var res *model.PublishResult
-	err = h.db.RunInTx(c.Request().Context(), nil, func(ctx context.Context, tx bun.Tx) error {
-		updated, notable, err := model.UpdateCampaign(ctx, tx, accountOf(c).ID, id, ch)
+	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
+		updated, notable, err := model.UpdateCampaign(ctx, cs.tx, accountOf(c).ID, id, ch)
 		if err != nil {
 			return err
 		}
@@ -128,14 +129,10 @@ func (h *campaignHandlers) patch(c echo.Context) error {
 		if !notable {
 			return nil
 		}
-		res, err = h.publishCampaign(ctx, tx, "campaign.updated", camp)
-		return err
+		return emitCampaign(ctx, cs, "campaign.updated", camp)
 	})
 	if err != nil {
 		return notFoundAs(err, "campaign")
-	}
-	if res != nil {
-		h.dispatch(c.Request().Context(), res)
 	}
 	return c.JSON(http.StatusOK, variantA.success(presentCampaign(camp), "Campaign updated"))
 }
@@ -172,30 +169,14 @@ func (h *campaignHandlers) list(c echo.Context) error {
 	return c.JSON(http.StatusOK, variantA.success(out, "Campaigns retrieved"))
 }
 
-// emit runs change in a transaction with the event it causes, then starts the deliveries.
-func (h *campaignHandlers) emit(ctx context.Context, eventType string, change func(context.Context, bun.Tx) (*model.Campaign, error)) error {
-	var res *model.PublishResult
-	err := h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		camp, err := change(ctx, tx)
-		if err != nil {
-			return err
-		}
-		res, err = h.publishCampaign(ctx, tx, eventType, camp)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	h.dispatch(ctx, res)
-	return nil
-}
-
-func (h *campaignHandlers) publishCampaign(ctx context.Context, tx bun.Tx, eventType string, camp *model.Campaign) (*model.PublishResult, error) {
+// emitCampaign emits a campaign event with the campaign's CampaignData.
+func emitCampaign(ctx context.Context, cs *changeSet, eventType string, camp *model.Campaign) error {
 	data, err := camp.EventData()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return h.publish(ctx, tx, model.NewEvent{AccountID: camp.AccountID, Variant: model.VariantA, EventType: eventType, Data: data})
+	_, err = cs.emit(ctx, model.NewEvent{AccountID: camp.AccountID, Variant: model.VariantA, EventType: eventType, Data: data})
+	return err
 }
 
 func checkCampaignName(name *string, required bool) error {

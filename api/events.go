@@ -68,7 +68,7 @@ func (h *webhookHandlers) publishEvent(c echo.Context) error {
 	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		return invalidField("Idempotency-Key", "Idempotency-Key must be at most %d printable ASCII characters", maxIdempotencyKey)
 	}
-	res, err := h.publish(c.Request().Context(), h.db, model.NewEvent{
+	res, err := h.publish(c.Request().Context(), model.NewEvent{
 		AccountID: accountOf(c).ID, Variant: h.v.model, EventType: eventType, Data: string(data),
 		IdempotencyKey: key, RequestHash: model.HashRequest(eventType, string(data)),
 	})
@@ -87,18 +87,50 @@ func (h *webhookHandlers) publishEvent(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, h.v.success(body, msg))
 }
 
-// publish stores an event with its deliveries in db (a transaction of the caller's, or the
-// database), then starts the delivery workflows. A failure to start them is not the client's
-// problem: the deliveries are stored, and the worker's sweeper starts them.
-func (s *Server) publish(ctx context.Context, db bun.IDB, ne model.NewEvent) (*model.PublishResult, error) {
-	res, err := model.InsertEvent(ctx, db, ne)
+// changeSet is one domain change in progress: its transaction and the events it emits.
+type changeSet struct {
+	tx      bun.Tx
+	results []*model.PublishResult
+}
+
+// emit stores an event and its deliveries in the change's transaction: they commit, or roll
+// back, with the change.
+func (cs *changeSet) emit(ctx context.Context, ne model.NewEvent) (*model.PublishResult, error) {
+	res, err := model.InsertEvent(ctx, cs.tx, ne)
 	if err != nil {
 		return nil, err
 	}
-	if _, inTx := db.(bun.Tx); !inTx {
+	cs.results = append(cs.results, res)
+	return res, nil
+}
+
+// change runs fn in one transaction, then starts the deliveries of every event it emitted. A
+// failure to start them is not the client's problem: the deliveries are stored, and the worker's
+// sweeper starts them.
+func (s *Server) change(ctx context.Context, fn func(ctx context.Context, cs *changeSet) error) error {
+	var cs *changeSet
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		cs = &changeSet{tx: tx}
+		return fn(ctx, cs)
+	})
+	if err != nil {
+		return err
+	}
+	for _, res := range cs.results {
 		s.dispatch(ctx, res)
 	}
-	return res, nil
+	return nil
+}
+
+// publish stores one event on its own (the intake, a test event) and starts its deliveries.
+func (s *Server) publish(ctx context.Context, ne model.NewEvent) (*model.PublishResult, error) {
+	var res *model.PublishResult
+	err := s.change(ctx, func(ctx context.Context, cs *changeSet) error {
+		var err error
+		res, err = cs.emit(ctx, ne)
+		return err
+	})
+	return res, err
 }
 
 // dispatch starts the workflows of a committed publish.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/nyaruka/phonenumbers"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -97,10 +96,9 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	var results []*model.PublishResult
-	err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		w, err := model.GetWebsite(ctx, tx, accountOf(c).ID, id, true)
+	var first *model.PublishResult
+	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
+		w, err := model.GetWebsite(ctx, cs.tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
 		}
@@ -123,22 +121,16 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 			}
 			return err
 		}
-		res, err := h.publish(ctx, tx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)})
-		if err != nil {
+		if first, err = cs.emit(ctx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)}); err != nil {
 			return err
 		}
-		results = append(results, res)
-		_, more, err := h.count(ctx, tx, w, model.MetricSignups, 1)
-		results = append(results, more...)
+		_, err = count(ctx, cs, w, model.MetricSignups, 1)
 		return err
 	})
 	if err != nil {
 		return notFoundAs(err, "website")
 	}
-	for _, res := range results {
-		h.dispatch(ctx, res)
-	}
-	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"eventId": results[0].Event.ID, "matched": results[0].Event.Matched}, "Event accepted"))
+	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"eventId": first.Event.ID, "matched": first.Event.Matched}, "Event accepted"))
 }
 
 // analytics is POST /websites/<id>/analytics {metric, increment}.
@@ -163,41 +155,33 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	case req.Increment == nil || *req.Increment < 1 || *req.Increment > 1_000_000:
 		return validationFailed("increment", "increment must be an integer from 1 to 1000000")
 	}
-	ctx := c.Request().Context()
 	var value int64
-	var results []*model.PublishResult
-	err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		w, err := model.GetWebsite(ctx, tx, accountOf(c).ID, id, true)
+	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
+		w, err := model.GetWebsite(ctx, cs.tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
 		}
-		value, results, err = h.count(ctx, tx, w, req.Metric, *req.Increment)
+		value, err = count(ctx, cs, w, req.Metric, *req.Increment)
 		return err
 	})
 	if err != nil {
 		return notFoundAs(err, "website")
 	}
-	for _, res := range results {
-		h.dispatch(ctx, res)
-	}
 	return c.JSON(http.StatusOK, variantB.success(map[string]any{"metric": req.Metric, "value": value}, "Counted"))
 }
 
-// count adds to a counter and publishes the threshold events it causes, in tx.
-func (h *websiteHandlers) count(ctx context.Context, tx bun.Tx, w *model.Website, metric string, n int64) (int64, []*model.PublishResult, error) {
-	value, evs, err := model.AddToCounter(ctx, tx, w, metric, n)
+// count adds to a counter and emits the threshold events it causes, in the change.
+func count(ctx context.Context, cs *changeSet, w *model.Website, metric string, n int64) (int64, error) {
+	value, evs, err := model.AddToCounter(ctx, cs.tx, w, metric, n)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
-	var results []*model.PublishResult
 	for _, ev := range evs {
-		res, err := h.publish(ctx, tx, ev)
-		if err != nil {
-			return 0, nil, err
+		if _, err := cs.emit(ctx, ev); err != nil {
+			return 0, err
 		}
-		results = append(results, res)
 	}
-	return value, results, nil
+	return value, nil
 }
 
 // normalizePhone brings a phone number to E.164; a national number needs the fan's country.

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -32,10 +30,9 @@ func TestPublishInRolledBackTransaction(t *testing.T) {
 			}
 			s := &Server{db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			failed := errors.New("the domain change failed after publishing")
-			var res *model.PublishResult
-			err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-				var err error
-				if res, err = s.publish(ctx, tx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.updated", Data: `{}`}); err != nil {
+			err = s.change(ctx, func(ctx context.Context, cs *changeSet) error {
+				res, err := cs.emit(ctx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.updated", Data: `{}`})
+				if err != nil {
 					return err
 				}
 				if len(res.Deliveries) != 1 {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -63,17 +62,15 @@ func (h *webhookHandlers) create(c echo.Context) error {
 		Status: h.v.model.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 	}
 	// A variant B webhook and its test event commit together: no webhook without its test.
-	var test *model.PublishResult
-	err = h.db.RunInTx(c.Request().Context(), nil, func(ctx context.Context, tx bun.Tx) error {
-		if err := model.CreateWebhook(ctx, tx, w, h.maxWebhooks); err != nil {
+	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
+		if err := model.CreateWebhook(ctx, cs.tx, w, h.maxWebhooks); err != nil {
 			return err
 		}
 		if h.v.model != model.VariantB {
 			return nil
 		}
-		var perr error
-		test, perr = h.publish(ctx, tx, testEvent(w))
-		return perr
+		_, err := cs.emit(ctx, testEvent(w))
+		return err
 	})
 	if errors.Is(err, model.ErrLimitReached) {
 		return &apiError{status: http.StatusUnprocessableEntity, code: codeLimitExceeded,
@@ -81,9 +78,6 @@ func (h *webhookHandlers) create(c echo.Context) error {
 	}
 	if err != nil {
 		return err
-	}
-	if test != nil {
-		h.dispatch(c.Request().Context(), test)
 	}
 	return c.JSON(http.StatusCreated, h.v.success(h.v.present(w, secret), "Webhook created"))
 }
@@ -215,7 +209,7 @@ func testEvent(w *model.Webhook) model.NewEvent {
 
 // publishTest sends a fresh test event to a webhook.
 func (h *webhookHandlers) publishTest(c echo.Context, w *model.Webhook) (*model.PublishResult, error) {
-	return h.publish(c.Request().Context(), h.db, testEvent(w))
+	return h.publish(c.Request().Context(), testEvent(w))
 }
 
 func (h *webhookHandlers) load(c echo.Context) (*model.Webhook, error) {

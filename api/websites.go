@@ -178,16 +178,15 @@ func (h *websiteHandlers) retire(c echo.Context, to, message string) error {
 	return c.JSON(http.StatusOK, variantB.success(h.present(w), message))
 }
 
-// transition applies a lifecycle move with its event in one transaction, then starts the
-// deliveries and cancels a scheduled publication if there was one.
+// transition applies a lifecycle move with its event in one change, then cancels a scheduled
+// publication if there was one.
 func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.Website) (*model.NewEvent, error)) (*model.Website, error) {
 	ctx := c.Request().Context()
 	var w *model.Website
-	var res *model.PublishResult
 	hadSchedule := false
-	err := h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := h.change(ctx, func(ctx context.Context, cs *changeSet) error {
 		var err error
-		if w, err = model.GetWebsite(ctx, tx, accountOf(c).ID, id, true); err != nil {
+		if w, err = model.GetWebsite(ctx, cs.tx, accountOf(c).ID, id, true); err != nil {
 			return err
 		}
 		hadSchedule = w.ScheduledAt != nil
@@ -198,19 +197,16 @@ func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.
 		if err != nil {
 			return err
 		}
-		if err := model.SaveWebsite(ctx, tx, w); err != nil {
+		if err := model.SaveWebsite(ctx, cs.tx, w); err != nil {
 			return err
 		}
 		if ev != nil {
-			res, err = h.publish(ctx, tx, *ev)
+			_, err = cs.emit(ctx, *ev)
 		}
 		return err
 	})
 	if err != nil {
 		return nil, notFoundAs(err, "website")
-	}
-	if res != nil {
-		h.dispatch(ctx, res)
 	}
 	if hadSchedule && h.starter != nil {
 		// Best effort: a timer that fires anyway finds the schedule gone and publishes nothing.

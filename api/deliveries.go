@@ -44,16 +44,9 @@ func (h *webhookHandlers) deliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := int64(defaultPageSize)
-	if s := c.QueryParam("limit"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return invalidField("limit", "limit must be an integer")
-		}
-		if n < 1 || n > maxPageSize {
-			return validationFailed("limit", "limit must be between 1 and %d", maxPageSize)
-		}
-		limit = n
+	limit, err := limitParam(c)
+	if err != nil {
+		return err
 	}
 	var before int64
 	if s := c.QueryParam("before"); s != "" {

@@ -137,9 +137,6 @@ func (s *Server) toAPIError(c echo.Context, err error) *apiError {
 func (s *Server) dependenciesUp(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if err := s.db.PingContext(ctx); err != nil {
-		return false
-	}
 	var probe int
 	if err := s.db.NewRaw("SELECT 1").Scan(ctx, &probe); err != nil {
 		return false

@@ -8,18 +8,26 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// pageParams reads ?limit= (default 50, 1..200) and ?after= (an id, exclusive).
+// limitParam reads ?limit= (default 50, 1..200).
+func limitParam(c echo.Context) (int64, error) {
+	s := c.QueryParam("limit")
+	if s == "" {
+		return defaultPageSize, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, invalidField("limit", "limit must be an integer")
+	}
+	if n < 1 || n > maxPageSize {
+		return 0, validationFailed("limit", "limit must be between 1 and %d", maxPageSize)
+	}
+	return n, nil
+}
+
+// pageParams reads ?limit= and ?after= (an id, exclusive).
 func pageParams(c echo.Context) (limit, after int64, err error) {
-	limit = defaultPageSize
-	if s := c.QueryParam("limit"); s != "" {
-		n, perr := strconv.ParseInt(s, 10, 64)
-		if perr != nil {
-			return 0, 0, invalidField("limit", "limit must be an integer")
-		}
-		if n < 1 || n > maxPageSize {
-			return 0, 0, validationFailed("limit", "limit must be between 1 and %d", maxPageSize)
-		}
-		limit = n
+	if limit, err = limitParam(c); err != nil {
+		return 0, 0, err
 	}
 	if s := c.QueryParam("after"); s != "" {
 		n, perr := strconv.ParseInt(s, 10, 64)

@@ -94,8 +94,14 @@ func Authenticate(ctx context.Context, db bun.IDB, plain string) (*Account, erro
 		return nil, ErrUnauthorized
 	}
 	lookup := plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen]
-	var key APIKey
-	err := db.NewSelect().Model(&key).Where("lookup = ?", lookup).Where("revoked_at IS NULL").Scan(ctx)
+	// One query per request: the key's hash with its account.
+	var row struct {
+		KeyHash string `bun:"key_hash"`
+		Account `bun:",extend"`
+	}
+	err := db.NewSelect().TableExpr("api_keys AS k").Join("JOIN accounts AS a ON a.id = k.account_id").
+		ColumnExpr("k.key_hash, a.id, a.owner_email, a.created_at").
+		Where("k.lookup = ?", lookup).Where("k.revoked_at IS NULL").Scan(ctx, &row)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Compare anyway so an unknown lookup id costs the same as a wrong key.
 		subtle.ConstantTimeCompare([]byte(hashAPIKey(plain)), []byte(hashAPIKey("")))
@@ -104,14 +110,11 @@ func Authenticate(ctx context.Context, db bun.IDB, plain string) (*Account, erro
 	if err != nil {
 		return nil, fmt.Errorf("load api key: %w", err)
 	}
-	if subtle.ConstantTimeCompare([]byte(hashAPIKey(plain)), []byte(key.KeyHash)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(hashAPIKey(plain)), []byte(row.KeyHash)) != 1 {
 		return nil, ErrUnauthorized
 	}
-	account := &Account{}
-	if err := db.NewSelect().Model(account).Where("id = ?", key.AccountID).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load account: %w", err)
-	}
-	return account, nil
+	account := row.Account
+	return &account, nil
 }
 
 // GetAccount loads an account by id.

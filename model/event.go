@@ -210,13 +210,17 @@ func (r *PublishResult) Refs() []DeliveryRef {
 	return refs
 }
 
+// selectRefs selects DeliveryRefs: deliveries (d) with their event's variant and type (e).
+func selectRefs(db bun.IDB) *bun.SelectQuery {
+	return db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
+		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.variant, e.event_type")
+}
+
 // UndispatchedDeliveries returns deliveries created before olderThan whose workflow was never
 // started: the outbox a crash left behind.
 func UndispatchedDeliveries(ctx context.Context, db bun.IDB, olderThan time.Time, limit int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.variant, e.event_type").
-		Where("d.dispatched_at IS NULL").Where("d.created_at < ?", olderThan).
+	err := selectRefs(db).Where("d.dispatched_at IS NULL").Where("d.created_at < ?", olderThan).
 		OrderExpr("d.id ASC").Limit(limit).Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find undispatched deliveries: %w", err)
@@ -237,9 +241,7 @@ func SetDeliveryState(ctx context.Context, db bun.IDB, deliveryID int64, state s
 // ExhaustedDeliveries returns the exhausted deliveries of a webhook, for a manual retry.
 func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.variant, e.event_type").
-		Where("d.webhook_id = ?", webhookID).Where("d.state = ?", DeliveryExhausted).
+	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state = ?", DeliveryExhausted).
 		OrderExpr("d.id ASC").Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find exhausted deliveries: %w", err)

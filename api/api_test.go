@@ -137,6 +137,17 @@ func (r response) expect(t *testing.T, status int, code string) {
 	}
 }
 
+// expectError checks an error response: status, the variant's error envelope, and, when field is
+// given, the field it names.
+func (r response) expectError(t *testing.T, v variantCase, status int, field string) {
+	t.Helper()
+	r.expect(t, status, "")
+	v.errEnvelope(t, r)
+	if field != "" && r.body["field"] != field {
+		t.Fatalf("field = %v, want %s: %s", r.body["field"], field, r.raw)
+	}
+}
+
 // variantCase is one row of DESIGN.md's variant table, seen from a client.
 type variantCase struct {
 	name       string

@@ -88,12 +88,7 @@ func TestCampaigns(t *testing.T) {
 				{"patch paused wrong type", "PATCH", one, `{"paused":"yes"}`, 400, "paused"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					r := e.do(t, tc.method, tc.path, auth, tc.body)
-					r.expect(t, tc.status, "")
-					v.errEnvelope(t, r)
-					if r.body["field"] != tc.field {
-						t.Fatalf("field = %v, want %s: %s", r.body["field"], tc.field, r.raw)
-					}
+					e.do(t, tc.method, tc.path, auth, tc.body).expectError(t, v, tc.status, tc.field)
 				})
 			}
 			if n := len(campaignEvents(t, e, key)); n != 4 {

@@ -75,10 +75,7 @@ func TestPublishEvent(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				r := e.do(t, "POST", eventsPath(v), auth, tc.body)
 				r.expect(t, tc.status, tc.code)
-				v.errEnvelope(t, r)
-				if tc.field != "" && r.body["field"] != tc.field {
-					t.Fatalf("field = %v, want %s: %s", r.body["field"], tc.field, r.raw)
-				}
+				r.expectError(t, v, tc.status, tc.field)
 			})
 		}
 		n, err := e.db.NewSelect().Model((*model.Event)(nil)).Where("account_id = ?", ev.AccountID).Where("event_type <> ?", model.EventTest).Count(context.Background())

@@ -51,12 +51,7 @@ func TestFanIntake(t *testing.T) {
 				{"increment zero", "/analytics", `{"metric":"pageViews","increment":0}`, 422, "increment"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					r := e.do(t, "POST", site+tc.path, auth, tc.body)
-					r.expect(t, tc.status, "")
-					v.errEnvelope(t, r)
-					if r.body["field"] != tc.field {
-						t.Fatalf("field = %v, want %s: %s", r.body["field"], tc.field, r.raw)
-					}
+					e.do(t, "POST", site+tc.path, auth, tc.body).expectError(t, v, tc.status, tc.field)
 				})
 			}
 			counted := e.do(t, "POST", site+"/analytics", auth, `{"metric":"pageViews","increment":5}`)

@@ -39,12 +39,7 @@ func TestWebsites(t *testing.T) {
 				{"schedule not a time", "POST", one + "/publish", `{"scheduledAt":"soon"}`, 422, "scheduledAt"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					r := e.do(t, tc.method, tc.path, auth, tc.body)
-					r.expect(t, tc.status, "")
-					v.errEnvelope(t, r)
-					if r.body["field"] != tc.field {
-						t.Fatalf("field = %v, want %s: %s", r.body["field"], tc.field, r.raw)
-					}
+					e.do(t, tc.method, tc.path, auth, tc.body).expectError(t, v, tc.status, tc.field)
 				})
 			}
 

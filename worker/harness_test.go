@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"encoding/json"
 	"encoding/pem"
 	"io"
 	"mime/quotedprintable"
@@ -195,10 +194,6 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 var built struct {
 	once sync.Once

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -31,7 +32,7 @@ func deliveredData(t *testing.T, st *stack, path string) []string {
 			Event string         `json:"event"`
 			Data  map[string]any `json:"data"`
 		}
-		if err := jsonUnmarshal(r.Body, &body); err != nil {
+		if err := json.Unmarshal(r.Body, &body); err != nil {
 			t.Fatal(err)
 		}
 		if body.Event != model.EventTest {
@@ -59,7 +60,7 @@ func TestWebsiteLifecycleEvents(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "website.published delivered", func() bool { return len(deliveredData(t, st, "/published")) == 1 })
 	wantPublished := fmt.Sprintf(`"data":{"websiteId":%d,"brandId":3,"slug":"spring-tour","url":"https://sites.example.com/spring-tour","publishedAt":%q,"scheduledPublish":false}`, id, publishedAt)
-	if got := deliveredData(t, st, "/published")[0]; !contains(got, wantPublished) {
+	if got := deliveredData(t, st, "/published")[0]; !strings.Contains(got, wantPublished) {
 		t.Fatalf("website.published body = %s\nwant %s", got, wantPublished)
 	}
 
@@ -75,7 +76,7 @@ func TestWebsiteLifecycleEvents(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "website.archived delivered", func() bool { return len(deliveredData(t, st, "/archived")) == 1 })
 	wantArchived := fmt.Sprintf(`"data":{"websiteId":%d,"brandId":3,"slug":"spring-tour","archivedAt":%q}`, id, archivedAt)
-	if got := deliveredData(t, st, "/archived")[0]; !contains(got, wantArchived) {
+	if got := deliveredData(t, st, "/archived")[0]; !strings.Contains(got, wantArchived) {
 		t.Fatalf("website.archived body = %s\nwant %s", got, wantArchived)
 	}
 	// Deleting an archived website emits nothing more; deleting a draft emits website.archived.
@@ -120,7 +121,7 @@ func TestScheduledPublishSurvivesWorkerRestart(t *testing.T) {
 	st.stopWorker = st.startWorker(t, st.box, st.policy, st.timeout, st.logger)
 
 	eventually(t, 30*time.Second, "scheduled publication delivered", func() bool { return len(deliveredData(t, st, "/scheduled")) == 1 })
-	if got := deliveredData(t, st, "/scheduled")[0]; !contains(got, fmt.Sprintf(`"websiteId":%d,`, kept)) || !contains(got, `"scheduledPublish":true`) {
+	if got := deliveredData(t, st, "/scheduled")[0]; !strings.Contains(got, fmt.Sprintf(`"websiteId":%d,`, kept)) || !strings.Contains(got, `"scheduledPublish":true`) {
 		t.Fatalf("scheduled website.published = %s", got)
 	}
 	eventually(t, 30*time.Second, "the archived website's publication workflow canceled", func() bool {

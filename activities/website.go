@@ -42,7 +42,7 @@ func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebs
 		if err := model.SaveWebsite(ctx, tx, w); err != nil {
 			return err
 		}
-		res, err = model.InsertEvent(ctx, tx, ev)
+		res, err = model.InsertEvent(ctx, tx, *ev)
 		return err
 	})
 	if err != nil {

@@ -148,10 +148,7 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 		}
 		return c.JSON(http.StatusAccepted, variantB.success(h.present(w), "Website scheduled for publication"))
 	}
-	w, err := h.transition(c, id, func(w *model.Website) (*model.NewEvent, error) {
-		ev, err := w.Publish(h.siteBaseURL, false)
-		return &ev, err
-	})
+	w, err := h.transition(c, id, func(w *model.Website) (*model.NewEvent, error) { return w.Publish(h.siteBaseURL, false) })
 	if err != nil {
 		return err
 	}

@@ -126,14 +126,14 @@ func (w *Website) URL(base string) string {
 }
 
 // Publish moves a draft to published now and returns the event to emit with it.
-func (w *Website) Publish(siteBase string, scheduled bool) (NewEvent, error) {
+func (w *Website) Publish(siteBase string, scheduled bool) (*NewEvent, error) {
 	if w.Status != WebsiteDraft {
-		return NewEvent{}, fmt.Errorf("%w: a %s website cannot be published", ErrInvalidTransition, w.Status)
+		return nil, fmt.Errorf("%w: a %s website cannot be published", ErrInvalidTransition, w.Status)
 	}
 	now := Now()
 	w.Status, w.PublishedAt, w.ScheduledAt = WebsitePublished, &now, nil
 	data, err := w.PublishedData(w.URL(siteBase), scheduled)
-	return NewEvent{AccountID: w.AccountID, Variant: VariantB, EventType: "website.published", Data: data}, err
+	return &NewEvent{AccountID: w.AccountID, Variant: VariantB, EventType: "website.published", Data: data}, err
 }
 
 // Archive moves a draft or published website to archived (or deleted) and returns the event to

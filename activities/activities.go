@@ -6,42 +6,48 @@ package activities
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/uptrace/bun"
 
+	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 )
 
-// Error types of non-retryable application errors raised by activities.
+// Error types of application errors raised by activities. BadInput and MailRejected are
+// non-retryable; HostBusy is retried at the time the error names (NextRetryDelay).
 const (
 	ErrTypeBadInput = "BadInput"
 	ErrTypeMail     = "MailRejected"
+	// ErrTypeHostBusy: the receiver's host already has its cap of attempts in flight. No request
+	// was made; the attempt is rescheduled without holding a worker slot while it waits.
+	ErrTypeHostBusy = "HostBusy"
 )
 
-// Attempt error classes, recorded with every failed attempt and used as a metrics label.
+// Attempt error classes, recorded with every failed attempt and used as a metrics label. Failures
+// of the exchange itself are named by egress; the receiver's answers are judged here.
 const (
-	ClassTimeout    = "timeout"
-	ClassRefused    = "refused"
-	ClassTLS        = "tls"
-	ClassRedirect   = "redirect"
-	ClassBlocked    = "blocked"
-	ClassHTTPStatus = "http_status"
-	ClassDNS        = "dns"
-	ClassNetwork    = "network"
+	ClassTimeout          = egress.ClassTimeout
+	ClassRefused          = egress.ClassRefused
+	ClassTLS              = egress.ClassTLS
+	ClassBlocked          = egress.ClassBlocked
+	ClassDNS              = egress.ClassDNS
+	ClassNetwork          = egress.ClassNetwork
+	ClassCircuitOpen      = egress.ClassCircuitOpen
+	ClassResponseTooLarge = egress.ClassResponseTooLarge
+	ClassRedirect         = "redirect"
+	ClassHTTPStatus       = "http_status"
 )
 
 // Activities carries what the activities need. Build it once per worker process.
 type Activities struct {
 	DB      *bun.DB
 	Secrets *model.SecretBox
-	// HTTP is the one shared delivery client: keep-alive, no redirects, dial-time address checks.
-	HTTP *http.Client
-	// Timeout bounds one delivery attempt: connect, TLS, request and response.
-	Timeout time.Duration
-	Mailer  Mailer
-	Links   Links
+	// Egress is the one shared delivery client: keep-alive, no redirects, dial-time address
+	// checks, bounded replies and per-host limits. Its timeout bounds one delivery attempt.
+	Egress *egress.Client
+	Mailer Mailer
+	Links  Links
 	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
 	SiteBaseURL string
 	// Dispatch starts delivery workflows of events an activity emitted; nil leaves them to the
@@ -49,6 +55,9 @@ type Activities struct {
 	Dispatch  func(ctx context.Context, refs []model.DeliveryRef) error
 	Metrics   *Metrics
 	UserAgent string
+	// Disable says when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
+	// WEBHOOKD_DISABLE_MIN_EXHAUSTED); the zero rule never does.
+	Disable model.DisableRule
 	// Now is the clock; nil means model.Now.
 	Now func() time.Time
 	Log *slog.Logger
@@ -65,6 +74,9 @@ type DeliverInput struct {
 	// NextAttemptIn is the delay before the next scheduled attempt if this one fails; zero when this
 	// is the last one. It is recorded so the REST API can show when the next try comes.
 	NextAttemptIn time.Duration
+	// MaxRetryDelay bounds how long a receiver's Retry-After may push the next attempt: the
+	// schedule's longest delay.
+	MaxRetryDelay time.Duration
 }
 
 // DeliverResult is the outcome of one attempt.
@@ -72,9 +84,15 @@ type DeliverResult struct {
 	Delivered bool
 	// WebhookGone is true when the webhook was deleted: the delivery ends without posting.
 	WebhookGone bool
-	StatusCode  int
-	ErrorClass  string
-	Error       string
+	// WebhookDisabled is true when the webhook is disabled: nothing was posted and the delivery
+	// was recorded as exhausted, for a manual retry to pick up once the webhook is enabled.
+	WebhookDisabled bool
+	// NextAttemptIn is the wait before the next attempt after a failure: the scheduled delay, or
+	// longer when a 429 or 503 answer asked for it with Retry-After (up to MaxRetryDelay).
+	NextAttemptIn time.Duration
+	StatusCode    int
+	ErrorClass    string
+	Error         string
 	// AttemptedAt is when the attempt started; exhaustion compares it with the webhook's latest
 	// status change.
 	AttemptedAt time.Time
@@ -89,10 +107,12 @@ type ExhaustedInput struct {
 	LastAttemptAt time.Time
 }
 
-// ExhaustedResult says whether this exhaustion moved the webhook into failing, which is when the
-// owner is alerted: once per move, not once per delivery.
+// ExhaustedResult says whether this exhaustion moved the webhook into failing or disabled it,
+// which is when the owner is e-mailed: once per move, not once per delivery. At most one is true.
 type ExhaustedResult struct {
 	Alert bool
+	// Disabled: this exhaustion disabled the webhook (Activities.Disable).
+	Disabled bool
 }
 
 // AlertInput names the delivery whose exhaustion the owner is told about.
@@ -101,4 +121,6 @@ type AlertInput struct {
 	WebhookID  int64
 	EventID    int64
 	LastError  string
+	// Disabled sends the e-mail that the webhook was disabled instead of the failing one.
+	Disabled bool
 }

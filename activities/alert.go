@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -12,18 +13,20 @@ import (
 )
 
 // MarkExhausted moves the webhook into its variant's failing status once a delivery's schedule has
-// run out, and says whether the owner should be alerted (only when this call made the move).
+// run out, disables it when a.Disable says it has failed long enough, and says which e-mail the
+// owner should get (only when this call made the move).
 func (a *Activities) MarkExhausted(ctx context.Context, in ExhaustedInput) (ExhaustedResult, error) {
-	alert, err := model.MarkExhausted(ctx, a.DB, in.DeliveryID, in.WebhookID, in.LastAttemptAt)
+	res, err := model.MarkExhausted(ctx, a.DB, in.DeliveryID, in.WebhookID, in.LastAttemptAt, a.Disable)
 	if err != nil {
 		return ExhaustedResult{}, err
 	}
-	activity.GetLogger(ctx).Info("delivery exhausted", "delivery", in.DeliveryID, "webhook", in.WebhookID, "alert", alert)
-	return ExhaustedResult{Alert: alert}, nil
+	activity.GetLogger(ctx).Info("delivery exhausted", "delivery", in.DeliveryID, "webhook", in.WebhookID, "alert", res.Alert, "disabled", res.Disabled)
+	return ExhaustedResult{Alert: res.Alert, Disabled: res.Disabled}, nil
 }
 
 // SendAlert e-mails the webhook's owner that the webhook is failing, with what failed and how to
-// retry from the API and from the Temporal Web UI.
+// retry from the API and from the Temporal Web UI; or, with in.Disabled, that it was disabled and
+// how to enable it and replay what failed.
 func (a *Activities) SendAlert(ctx context.Context, in AlertInput) error {
 	target, err := model.LoadDeliveryTarget(ctx, a.DB, in.DeliveryID)
 	if err != nil {
@@ -34,6 +37,9 @@ func (a *Activities) SendAlert(ctx context.Context, in AlertInput) error {
 		return fmt.Errorf("load account of webhook %d: %w", in.WebhookID, err)
 	}
 	m := alertMail(a.Links, account.OwnerEmail, &target.Webhook, target.Event.EventType, in.LastError)
+	if in.Disabled {
+		m = disabledMail(a.Links, account.OwnerEmail, &target.Webhook, target.Event.EventType, in.LastError)
+	}
 	if err := a.Mailer.Send(ctx, m); err != nil {
 		if strings.Contains(err.Error(), "recipient") {
 			return temporal.NewNonRetryableApplicationError("alert recipient refused", ErrTypeMail, err)
@@ -43,7 +49,7 @@ func (a *Activities) SendAlert(ctx context.Context, in AlertInput) error {
 	if a.Metrics != nil {
 		a.Metrics.Alerts.Inc()
 	}
-	activity.GetLogger(ctx).Info("alert sent", "webhook", in.WebhookID, "to", account.OwnerEmail)
+	activity.GetLogger(ctx).Info("alert sent", "webhook", in.WebhookID, "to", account.OwnerEmail, "disabled", in.Disabled)
 	return nil
 }
 
@@ -54,11 +60,20 @@ type Links struct {
 	TemporalNSpace string
 }
 
+// collectionOf returns the webhook collection path and the credential header of a variant, as an
+// e-mail shows them.
+func collectionOf(v model.Variant) (collection, auth string) {
+	if v == model.VariantB {
+		return "/v2/svc/v2/webhooks", "Authorization: Bearer <your API key>"
+	}
+	return "/api/svc/v2/webhooks", "x-api-key: <your API key>"
+}
+
 func alertMail(l Links, to string, w *model.Webhook, eventType, lastError string) Mail {
-	collection, auth := "/api/svc/v2/webhooks", "x-api-key: <your API key>"
+	collection, auth := collectionOf(w.Variant)
 	status := model.StatusFailed
 	if w.Variant == model.VariantB {
-		collection, auth, status = "/v2/svc/v2/webhooks", "Authorization: Bearer <your API key>", model.StatusFailing
+		status = model.StatusFailing
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your webhook %d is now %s: webhookd could not deliver an event to it.\n\n", w.ID, status)
@@ -73,6 +88,35 @@ func alertMail(l Links, to string, w *model.Webhook, eventType, lastError string
 	return Mail{
 		To:      to,
 		Subject: fmt.Sprintf("[webhookd] webhook %d is %s (%s)", w.ID, status, eventType),
+		Body:    b.String(),
+	}
+}
+
+// disabledMail tells the owner that the service disabled the webhook: since when it failed, that
+// nothing is attempted any more while events are kept, and the two calls that undo it.
+func disabledMail(l Links, to string, w *model.Webhook, eventType, lastError string) Mail {
+	collection, auth := collectionOf(w.Variant)
+	base := strings.TrimSuffix(l.APIBaseURL, "/")
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your webhook %d is now disabled: ", w.ID)
+	if w.FailingSince != nil {
+		fmt.Fprintf(&b, "it has failed without a single successful delivery since %s", w.FailingSince.UTC().Format(time.RFC3339))
+	} else {
+		b.WriteString("it has failed without a single successful delivery for too long")
+	}
+	fmt.Fprintf(&b, " (%d deliveries exhausted).\n\n", w.ExhaustedCount)
+	fmt.Fprintf(&b, "Webhook:     %d\nURL:         %s\nEvent type:  %s\nLast error:  %s\n\n", w.ID, w.URL, eventType, lastError)
+	b.WriteString("webhookd makes no further delivery attempts to it. New events for it are kept, undelivered,\n")
+	b.WriteString("until you replay them.\n\n")
+	b.WriteString("Once the receiver is fixed, re-enable the webhook (this resends nothing):\n\n")
+	fmt.Fprintf(&b, "  curl -X POST %s%s/%d/enable -H '%s'\n\n", base, collection, w.ID, auth)
+	b.WriteString("To replay what failed, including the events kept while it was disabled, retry its\n")
+	b.WriteString("deliveries (this re-enables the webhook too):\n\n")
+	fmt.Fprintf(&b, "  curl -X POST %s%s/%d/retry -H '%s'\n\n", base, collection, w.ID, auth)
+	fmt.Fprintf(&b, "The delivery log is at GET %s/%d/deliveries.\n", collection, w.ID)
+	return Mail{
+		To:      to,
+		Subject: fmt.Sprintf("[webhookd] webhook %d is disabled (%s)", w.ID, eventType),
 		Body:    b.String(),
 	}
 }

@@ -3,30 +3,23 @@ package activities
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 )
 
-const (
-	// maxResponseRead is how much of a receiver's reply is read; the rest is discarded unread.
-	maxResponseRead = 64 << 10
-	// maxResponseKept is how much of it the attempt log keeps.
-	maxResponseKept = 1 << 10
-)
+// maxResponseKept is how much of a receiver's reply the attempt log keeps.
+const maxResponseKept = 1 << 10
 
 // Deliver makes one attempt: it loads the event and webhook, builds and signs the body, POSTs it
 // and records the outcome. The receiver's failure is a result, not an error: Temporal never
@@ -43,6 +36,14 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			return DeliverResult{}, err
 		}
 		return DeliverResult{WebhookGone: true}, nil
+	}
+	if w.Disabled() {
+		// Held, not lost: a manual retry once the webhook is enabled delivers it.
+		const reason = "the webhook is disabled; enable it and retry to deliver this event"
+		if err := model.HoldDelivery(ctx, a.DB, in.DeliveryID, reason); err != nil {
+			return DeliverResult{}, err
+		}
+		return DeliverResult{WebhookDisabled: true, Error: reason}, nil
 	}
 	secrets, err := a.signingSecrets(w)
 	if err != nil {
@@ -62,20 +63,33 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if err != nil {
 		return DeliverResult{}, fmt.Errorf("sign delivery %d: %w", in.DeliveryID, err)
 	}
-	status, respBody, postErr := a.post(ctx, w.URL, body, http.Header{
+	resp, postErr := a.Egress.Post(ctx, w.URL, http.Header{
 		"Content-Type":      {"application/json"},
 		"User-Agent":        {a.UserAgent},
 		"X-Service-Event":   {ev.EventType},
 		"Webhook-Id":        {msgID},
 		"Webhook-Timestamp": {strconv.FormatInt(started.Unix(), 10)},
 		"Webhook-Signature": {signature},
-	})
+	}, body)
 	latency := a.now().Sub(started)
+	var busy *egress.HostBusyError
+	if errors.As(postErr, &busy) {
+		// Nothing was sent, so there is no attempt to record. Temporal brings the activity back at
+		// the host's appointment, and no worker slot is held meanwhile. Benign: expected under
+		// load, so the SDK logs it at debug level and counts no activity failure.
+		return DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy: "+busy.Error(), ErrTypeHostBusy,
+			temporal.ApplicationErrorOptions{NextRetryDelay: busy.RetryIn, Category: temporal.ApplicationErrorCategoryBenign})
+	}
+	var status int
+	var respBody []byte
+	if resp != nil {
+		status, respBody = resp.StatusCode, resp.Body
+	}
 
 	res := DeliverResult{StatusCode: status, AttemptedAt: started}
 	switch {
 	case postErr != nil:
-		res.ErrorClass, res.Error = classify(postErr)
+		res.ErrorClass, res.Error = egress.Classify(postErr)
 	case status >= 300 && status < 400:
 		res.ErrorClass, res.Error = ClassRedirect, fmt.Sprintf("receiver answered %d (redirects are not followed)", status)
 	case status < 200 || status >= 300:
@@ -92,8 +106,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if !res.Delivered {
 		o.ErrorClass, o.Error = &res.ErrorClass, &res.Error
 		if in.NextAttemptIn > 0 {
+			res.NextAttemptIn = nextAttemptIn(in, resp, a.now())
 			// The workflow's timer starts when this attempt ends.
-			next := started.Add(latency + in.NextAttemptIn)
+			next := started.Add(latency + res.NextAttemptIn)
 			o.NextAttemptAt = &next
 		}
 	}
@@ -112,6 +127,20 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	return res, nil
 }
 
+// nextAttemptIn is the wait before the next attempt: the scheduled one, unless the receiver
+// answered 429 or 503 with a longer Retry-After, which is honoured up to the schedule's longest
+// delay (a receiver cannot park a delivery beyond the schedule).
+func nextAttemptIn(in DeliverInput, resp *egress.Response, now time.Time) time.Duration {
+	if resp == nil || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) {
+		return in.NextAttemptIn
+	}
+	asked, ok := egress.RetryAfter(resp.Header, now)
+	if !ok {
+		return in.NextAttemptIn
+	}
+	return max(in.NextAttemptIn, min(asked, in.MaxRetryDelay))
+}
+
 // signingSecrets returns the webhook's current secret and, during a rotation overlap, the previous
 // one: both sign, so receivers can switch at their own pace.
 func (a *Activities) signingSecrets(w *model.Webhook) ([]string, error) {
@@ -128,52 +157,6 @@ func (a *Activities) signingSecrets(w *model.Webhook) ([]string, error) {
 		secrets = append(secrets, prev)
 	}
 	return secrets, nil
-}
-
-// post sends one request within the attempt timeout and reads at most maxResponseRead of the reply.
-func (a *Activities) post(ctx context.Context, url string, body []byte, header http.Header) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header = header
-	resp, err := a.HTTP.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseRead))
-	if err != nil && !errors.Is(err, io.EOF) {
-		// The status line arrived but the body did not finish in time: the exchange failed.
-		return resp.StatusCode, data, err
-	}
-	return resp.StatusCode, data, nil
-}
-
-// classify names why an exchange failed, for the attempt log and metrics, with a message that is
-// safe to show the webhook's owner.
-func classify(err error) (class, message string) {
-	var dnsErr *net.DNSError
-	var certErr *tls.CertificateVerificationError
-	var unknownAuth x509.UnknownAuthorityError
-	var hostErr x509.HostnameError
-	var recordErr tls.RecordHeaderError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, model.ErrBlockedAddress):
-		return ClassBlocked, "the receiver's address is not public; webhookd does not connect to it"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return ClassTimeout, "the receiver did not answer in time"
-	case errors.As(err, &dnsErr):
-		return ClassDNS, "the receiver's host name does not resolve: " + dnsErr.Err
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return ClassRefused, "the receiver refused the connection"
-	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr), errors.As(err, &recordErr):
-		return ClassTLS, "TLS handshake failed: " + err.Error()
-	}
-	return ClassNetwork, "network error: " + err.Error()
 }
 
 func truncateUTF8(b []byte, n int) string {

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"strconv"
@@ -32,6 +34,23 @@ func decodeJSON(c echo.Context, dst any) error {
 		return invalidRequest("request body must hold a single JSON object")
 	}
 	return nil
+}
+
+// decodeNoBody accepts the body of an operation that takes no parameters: none, an empty one or
+// {}. Anything else is refused as decodeJSON refuses it, an unknown field naming the field.
+func decodeNoBody(c echo.Context) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		if tooLarge(err) {
+			return errTooLarge
+		}
+		return fmt.Errorf("read request body: %w", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	c.Request().Body = io.NopCloser(bytes.NewReader(body))
+	return decodeJSON(c, &struct{}{})
 }
 
 func decodeError(err error) error {

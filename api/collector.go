@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,7 +36,13 @@ func (c *webhooksCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
-		for _, s := range v.Statuses() {
+		// A disabled webhook counts as disabled in both variants, though variant A has no such
+		// status: an operator wants that number.
+		statuses := v.Statuses()
+		if !slices.Contains(statuses, model.StatusDisabled) {
+			statuses = append(statuses, model.StatusDisabled)
+		}
+		for _, s := range statuses {
 			var n int64
 			for _, sc := range counts {
 				if sc.Variant == v && sc.Status == s {

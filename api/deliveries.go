@@ -82,8 +82,8 @@ func (h *webhookHandlers) deliveries(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.v.success(out, "Deliveries retrieved"))
 }
 
-// retry is POST <collection>/<id>/retry: every exhausted delivery of the webhook runs its schedule
-// again, and a variant B webhook gets a fresh test event (and leaves disabled, if it was).
+// retry is POST <collection>/<id>/retry: the webhook is enabled if it was disabled, every exhausted
+// delivery of it runs its schedule again, and a variant B webhook gets a fresh test event.
 func (h *webhookHandlers) retry(c echo.Context) error {
 	w, err := h.load(c)
 	if err != nil {
@@ -92,6 +92,11 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 	ctx := c.Request().Context()
 	if h.starter == nil {
 		return errUnavailable
+	}
+	// Enabled before the signals: a retried attempt that still found the webhook disabled would
+	// be held again instead of delivered.
+	if err := model.ReenableWebhook(ctx, h.db, w.ID); err != nil {
+		return err
 	}
 	refs, err := model.ExhaustedDeliveries(ctx, h.db, w.ID)
 	if err != nil {
@@ -111,9 +116,6 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 	}
 	body := map[string]any{"retried": len(signaled)}
 	if h.v.model == model.VariantB {
-		if err := model.ReenableWebhook(ctx, h.db, w.ID); err != nil {
-			return err
-		}
 		res, err := h.publishTest(c, w)
 		if err != nil {
 			return err

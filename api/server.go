@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
+	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/docs"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/workflows"
@@ -39,7 +40,7 @@ type Config struct {
 	// Starter starts delivery workflows; nil leaves all starting to the worker's sweeper.
 	Starter *workflows.Starter
 	Secrets *model.SecretBox
-	Policy  model.AddressPolicy
+	Policy  egress.AddressPolicy
 	// Resolver resolves receiver host names at registration; nil means net.DefaultResolver.
 	Resolver *net.Resolver
 	Logger   *slog.Logger
@@ -60,7 +61,7 @@ type Server struct {
 	temporal          client.Client
 	starter           *workflows.Starter
 	secrets           *model.SecretBox
-	policy            model.AddressPolicy
+	policy            egress.AddressPolicy
 	resolver          *net.Resolver
 	log               *slog.Logger
 	maxWebhooks       int64
@@ -134,6 +135,8 @@ func New(cfg Config) (*Server, error) {
 		g.GET("/webhooks/:id/secret", h.secret)
 		g.POST("/webhooks/:id/secret/rotate", h.rotateSecret, small)
 		g.POST("/webhooks/:id/retry", h.retry, small)
+		g.POST("/webhooks/:id/disable", h.disable, small)
+		g.POST("/webhooks/:id/enable", h.enable, small)
 		g.GET("/webhooks/:id/deliveries", h.deliveries)
 		g.POST("/events", h.publishEvent, large)
 		if v == variantB {

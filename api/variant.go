@@ -41,7 +41,7 @@ var variantA = &variant{
 	},
 	present: func(w *model.Webhook, secret string) any {
 		return webhookA{
-			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
+			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status, Disabled: w.Disabled(),
 			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt), Secret: secret,
 		}
 	},
@@ -126,10 +126,14 @@ func (t isoTime) MarshalJSON() ([]byte, error) {
 }
 
 type webhookA struct {
-	ID        int64   `json:"id"`
-	URL       string  `json:"url"`
-	EventType string  `json:"eventType"`
-	Status    string  `json:"status"`
+	ID        int64  `json:"id"`
+	URL       string `json:"url"`
+	EventType string `json:"eventType"`
+	Status    string `json:"status"`
+	// Disabled is variant A's view of a disabled webhook: the specification's statuses have no
+	// such value, and a field a client does not know breaks it less than a status it does not
+	// know. Variant B's status says disabled instead.
+	Disabled  bool    `json:"disabled"`
 	CreatedAt isoTime `json:"createdAt"`
 	UpdatedAt isoTime `json:"updatedAt"`
 	Secret    string  `json:"secret,omitempty"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -241,7 +242,7 @@ func (h *webhookHandlers) checkURL(c echo.Context, raw string) error {
 		return validationFailed("url", "url is required")
 	}
 	if err := h.policy.CheckURL(c.Request().Context(), raw, h.resolver); err != nil {
-		var ue *model.URLError
+		var ue *egress.URLError
 		if errors.As(err, &ue) {
 			return validationFailed("url", "%s", ue.Reason)
 		}

@@ -83,7 +83,7 @@ func TestWebhookLifecycle(t *testing.T) {
 }
 
 // TestUpdateResetsStatus proves PUT moves a webhook back to the initial status, whatever the
-// delivery engine had set.
+// delivery engine had set, and enables a disabled webhook (a new URL is a new receiver).
 func TestUpdateResetsStatus(t *testing.T) {
 	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
 		auth := v.auth(newKey(t, e.db))
@@ -92,11 +92,13 @@ func TestUpdateResetsStatus(t *testing.T) {
 		if _, err := e.db.NewUpdate().Table("webhooks").Set("status = ?", failing).Where("id = ?", id).Exec(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		e.do(t, "POST", fmt.Sprintf("%s/%d/disable", v.collection, id), auth, "").expect(t, http.StatusOK, "")
 		r := e.do(t, "PUT", fmt.Sprintf("%s/%d", v.collection, id), auth, `{"url":"https://b.example.com/"}`)
 		r.expect(t, http.StatusOK, "")
 		if r.data(t)["status"] != v.initialStatus {
 			t.Fatalf("status after update = %v, want %s", r.data(t)["status"], v.initialStatus)
 		}
+		checkDisabled(t, v, r.data(t), false, v.initialStatus)
 	})
 }
 

@@ -185,11 +185,11 @@ func TestStatusRulesB(t *testing.T) {
 		if got.Status != model.StatusActive || got.FailureCount != 2 || *got.LastStatus != model.LastStatusFailed || !got.LastTriggeredAt.Equal(base.Add(2*time.Second)) {
 			t.Fatalf("after two failures: %+v", got)
 		}
-		alert, err := model.MarkExhausted(ctx, db, d1, w.ID, base.Add(time.Second))
+		alert, err := exhaust(ctx, db, d1, w.ID, base.Add(time.Second))
 		if err != nil || !alert {
 			t.Fatalf("first exhaustion alert = %v, %v", alert, err)
 		}
-		alert, err = model.MarkExhausted(ctx, db, d2, w.ID, base.Add(2*time.Second))
+		alert, err = exhaust(ctx, db, d2, w.ID, base.Add(2*time.Second))
 		if err != nil || alert {
 			t.Fatalf("second exhaustion alerted again: %v, %v", alert, err)
 		}
@@ -203,12 +203,12 @@ func TestStatusRulesB(t *testing.T) {
 		}
 		// The next move into failing alerts again.
 		attempt(t, db, w, d2, 2, false, base.Add(4*time.Second))
-		if alert, err := model.MarkExhausted(ctx, db, d2, w.ID, base.Add(4*time.Second)); err != nil || !alert {
+		if alert, err := exhaust(ctx, db, d2, w.ID, base.Add(4*time.Second)); err != nil || !alert {
 			t.Fatalf("re-armed alert = %v, %v", alert, err)
 		}
 		// An exhaustion older than the latest status change does not fail a healed webhook.
 		attempt(t, db, w, d1, 3, true, base.Add(5*time.Second))
-		if alert, err := model.MarkExhausted(ctx, db, d2, w.ID, base.Add(4*time.Second)); err != nil || alert {
+		if alert, err := exhaust(ctx, db, d2, w.ID, base.Add(4*time.Second)); err != nil || alert {
 			t.Fatalf("stale exhaustion = %v, %v", alert, err)
 		}
 		if got := reload(t, db, w.ID); got.Status != model.StatusActive {

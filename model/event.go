@@ -97,7 +97,8 @@ func HashRequest(parts ...string) string {
 // InsertEvent stores an event and one pending delivery per subscribed webhook in one transaction
 // (db may already be one: a domain change and its event commit together). Deliveries are the
 // outbox: the caller starts their workflows after commit, and the worker's sweeper starts any that a
-// crash left behind.
+// crash left behind. A disabled webhook gets its delivery too: the attempt holds it without posting,
+// so what arrived while it was disabled is kept for a manual retry.
 func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, error) {
 	var res *PublishResult
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -121,8 +122,7 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 		}
 		var hookIDs []int64
 		q := tx.NewSelect().Model((*Webhook)(nil)).Column("id").
-			Where("account_id = ?", ne.AccountID).Where("variant = ?", ne.Variant).
-			Where("status != ?", StatusDisabled).OrderExpr("id ASC")
+			Where("account_id = ?", ne.AccountID).Where("variant = ?", ne.Variant).OrderExpr("id ASC")
 		if ne.OnlyWebhook != 0 {
 			q = q.Where("id = ?", ne.OnlyWebhook)
 		} else {
@@ -197,6 +197,7 @@ type DeliveryRef struct {
 	DeliveryID int64   `bun:"delivery_id"`
 	EventID    int64   `bun:"event_id"`
 	WebhookID  int64   `bun:"webhook_id"`
+	AccountID  int64   `bun:"account_id"`
 	Variant    Variant `bun:"variant"`
 	EventType  string  `bun:"event_type"`
 }
@@ -205,15 +206,16 @@ type DeliveryRef struct {
 func (r *PublishResult) Refs() []DeliveryRef {
 	refs := make([]DeliveryRef, len(r.Deliveries))
 	for i, d := range r.Deliveries {
-		refs[i] = DeliveryRef{DeliveryID: d.ID, EventID: d.EventID, WebhookID: d.WebhookID, Variant: r.Event.Variant, EventType: r.Event.EventType}
+		refs[i] = DeliveryRef{DeliveryID: d.ID, EventID: d.EventID, WebhookID: d.WebhookID, AccountID: r.Event.AccountID,
+			Variant: r.Event.Variant, EventType: r.Event.EventType}
 	}
 	return refs
 }
 
-// selectRefs selects DeliveryRefs: deliveries (d) with their event's variant and type (e).
+// selectRefs selects DeliveryRefs: deliveries (d) with their event's account, variant and type (e).
 func selectRefs(db bun.IDB) *bun.SelectQuery {
 	return db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.variant, e.event_type")
+		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.account_id, e.variant, e.event_type")
 }
 
 // UndispatchedDeliveries returns deliveries created before olderThan whose workflow was never
@@ -234,6 +236,18 @@ func SetDeliveryState(ctx context.Context, db bun.IDB, deliveryID int64, state s
 		Where("id = ?", deliveryID).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("set delivery state: %w", err)
+	}
+	return nil
+}
+
+// HoldDelivery records that a delivery stopped without an attempt because its webhook is
+// disabled: it is exhausted, with reason as its last error, so a manual retry picks it up.
+func HoldDelivery(ctx context.Context, db bun.IDB, deliveryID int64, reason string) error {
+	_, err := db.NewUpdate().Model((*Delivery)(nil)).
+		Set("state = ?", DeliveryExhausted).Set("last_error = ?", reason).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
+		Where("id = ?", deliveryID).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("hold delivery: %w", err)
 	}
 	return nil
 }
@@ -297,16 +311,6 @@ func ClaimForRetry(ctx context.Context, db bun.IDB, deliveryIDs []int64) error {
 		Where("id IN (?)", bun.In(deliveryIDs)).Where("state = ?", DeliveryExhausted).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("claim deliveries for retry: %w", err)
-	}
-	return nil
-}
-
-// ReenableWebhook moves a disabled webhook back to active (a manual retry's promise).
-func ReenableWebhook(ctx context.Context, db bun.IDB, webhookID int64) error {
-	_, err := db.NewUpdate().Model((*Webhook)(nil)).Set("status = ?", StatusActive).Set("updated_at = ?", Now()).
-		Where("id = ?", webhookID).Where("status = ?", StatusDisabled).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("re-enable webhook: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 // Package model holds webhookd's persistent domain: accounts and their API keys, webhooks, events,
 // deliveries and delivery attempts, the SQL migrations that create them, and the rules that belong to
-// the data itself (variants, event types, statuses, secrets, receiver address policy). Query functions
+// the data itself (variants, event types, statuses, secrets). Query functions
 // take bun.IDB so callers can compose them in one transaction.
 package model
 

@@ -111,6 +111,7 @@ func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bo
 		q = q.Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", StatusFailed, now).
 			Set("status = ?", StatusFailed)
 	case success:
+		// failing -> active; disabled stays disabled until the webhook is enabled.
 		q = q.Set("last_success_at = ?", at).Set("updated_at = CASE WHEN status = ? THEN ? ELSE updated_at END", StatusFailing, now).
 			Set("status = CASE WHEN status = ? THEN ? ELSE status END", StatusFailing, StatusActive).
 			Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusSuccess).
@@ -119,21 +120,39 @@ func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bo
 		q = q.Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusFailed).
 			Set("failure_count = failure_count + 1")
 	}
+	// The failure record that auto-disable reads (DisableRule). A success clears it but does not
+	// enable a disabled webhook: only its owner does (enable, a new URL, a manual retry).
+	if success {
+		q = q.Set("failing_since = NULL, exhausted_count = 0")
+	} else {
+		q = q.Set("failing_since = COALESCE(failing_since, ?)", at)
+	}
 	if _, err := q.Exec(ctx); err != nil {
 		return fmt.Errorf("update webhook status: %w", err)
 	}
 	return nil
 }
 
-// MarkExhausted records that a delivery's schedule ran out and moves its webhook into the
-// variant's failing status. It reports whether this call made that move, which is when the owner
-// is alerted: a webhook already failing (and alerted) is not alerted again until a success clears
-// it. lastAttemptAt guards against an older delivery failing a webhook that a newer success healed.
-func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64, lastAttemptAt time.Time) (alert bool, err error) {
-	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewUpdate().Model((*Delivery)(nil)).
+// MarkExhausted records that a delivery's schedule ran out, moves its webhook into the variant's
+// failing status and, when rule says the webhook has failed long enough, disables it.
+//
+// Alert reports that this call made the move into failing: a webhook already failing (and
+// alerted) is not alerted again until a success clears it. Disabled reports that this call
+// disabled the webhook; then Alert is false, so the owner gets one e-mail, the disable one.
+// Both moves are compare-and-set on the webhook row, so concurrent exhaustions make each once.
+// lastAttemptAt guards against an older delivery failing a webhook that a newer success healed.
+func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64, lastAttemptAt time.Time, rule DisableRule) (ExhaustResult, error) {
+	var res ExhaustResult
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		// Only the call that exhausts the delivery counts it: a retried activity counts once.
+		marked, err := tx.NewUpdate().Model((*Delivery)(nil)).
 			Set("state = ?", DeliveryExhausted).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-			Where("id = ?", deliveryID).Exec(ctx); err != nil {
+			Where("id = ?", deliveryID).Where("state <> ?", DeliveryExhausted).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("update delivery: %w", err)
+		}
+		counted, err := marked.RowsAffected()
+		if err != nil {
 			return fmt.Errorf("update delivery: %w", err)
 		}
 		w := &Webhook{}
@@ -148,24 +167,66 @@ func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64,
 			failing = StatusFailed
 		}
 		now := Now()
-		res, err := tx.NewUpdate().Model((*Webhook)(nil)).
+		healed := "(last_success_at IS NULL OR last_success_at <= ?)"
+		moved, err := tx.NewUpdate().Model((*Webhook)(nil)).
 			Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", failing, now).
 			Set("status = ?", failing).
 			Set("alerted_at = ?", now).
 			Where("id = ?", webhookID).
 			Where("alerted_at IS NULL").
+			Where("disabled_at IS NULL").
 			Where("status <> ?", StatusDisabled).
-			Where("(last_success_at IS NULL OR last_success_at <= ?)", lastAttemptAt).
+			Where(healed, lastAttemptAt).
 			Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("mark webhook failing: %w", err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
+		if res.Alert, err = affectedOne(moved); err != nil {
 			return fmt.Errorf("mark webhook failing: %w", err)
 		}
-		alert = n == 1
+		if counted == 0 {
+			return nil
+		}
+		// An exhaustion older than the last success is not part of the current failure. Its
+		// attempt normally set failing_since already; a missing start time counts from now.
+		since := lastAttemptAt
+		if since.IsZero() {
+			since = now
+		}
+		if _, err := tx.NewUpdate().Model((*Webhook)(nil)).
+			Set("exhausted_count = exhausted_count + 1").
+			Set("failing_since = COALESCE(failing_since, ?)", since).
+			Where("id = ?", webhookID).Where(healed, lastAttemptAt).
+			Exec(ctx); err != nil {
+			return fmt.Errorf("count exhausted delivery: %w", err)
+		}
+		if rule.After <= 0 {
+			return nil
+		}
+		disabled, err := setDisabled(tx.NewUpdate().Model((*Webhook)(nil)), now, DisabledAuto).
+			Where("id = ?", webhookID).
+			Where("failing_since <= ?", now.Add(-rule.After)).
+			Where("exhausted_count >= ?", rule.MinExhausted).
+			Where(healed, lastAttemptAt).
+			Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("disable webhook: %w", err)
+		}
+		if res.Disabled, err = affectedOne(disabled); err != nil {
+			return fmt.Errorf("disable webhook: %w", err)
+		}
+		if res.Disabled {
+			res.Alert = false // one e-mail per move: the disable one says it all
+		}
 		return nil
 	})
-	return alert, err
+	if err != nil {
+		return ExhaustResult{}, err
+	}
+	return res, nil
+}
+
+func affectedOne(r sql.Result) (bool, error) {
+	n, err := r.RowsAffected()
+	return n == 1, err
 }

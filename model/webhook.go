@@ -29,7 +29,15 @@ type Webhook struct {
 	LastTriggeredAt         *time.Time `bun:"last_triggered_at"`
 	LastStatus              *string    `bun:"last_status"`
 	FailureCount            int        `bun:"failure_count,notnull"`
-	DeletedAt               *time.Time `bun:"deleted_at,soft_delete,nullzero"`
+	// DisabledAt is set while the webhook is disabled (see Disabled); DisabledReason is
+	// DisabledAuto or DisabledManual then.
+	DisabledAt     *time.Time `bun:"disabled_at"`
+	DisabledReason *string    `bun:"disabled_reason"`
+	// FailingSince is the start of the oldest failed attempt since the last success, and
+	// ExhaustedCount the deliveries exhausted since then; a success clears both.
+	FailingSince   *time.Time `bun:"failing_since"`
+	ExhaustedCount int        `bun:"exhausted_count,notnull"`
+	DeletedAt      *time.Time `bun:"deleted_at,soft_delete,nullzero"`
 }
 
 // WebhookScope names the webhooks one caller may see: those of one account in one variant.
@@ -104,7 +112,8 @@ func ListWebhooks(ctx context.Context, db bun.IDB, scope WebhookScope, f Webhook
 	return hooks, nil
 }
 
-// UpdateWebhookURL sets a new receiver URL and resets the status to the variant's initial one.
+// UpdateWebhookURL sets a new receiver URL and resets the status to the variant's initial one. A
+// new URL is a new receiver, so a disabled webhook is enabled and its failure record starts afresh.
 func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, url string) (*Webhook, error) {
 	var w *Webhook
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -116,6 +125,7 @@ func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id in
 			Set("status = ?", scope.Variant.InitialStatus()).
 			Set("status_at = ?", now).
 			Set("alerted_at = NULL").
+			Set("disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, exhausted_count = 0").
 			Set("updated_at = ?", now).
 			Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).
 			Exec(ctx)
@@ -180,11 +190,13 @@ type StatusCount struct {
 	Count   int64   `bun:"count"`
 }
 
-// CountWebhooksByStatus counts live webhooks per variant and status, for the webhooks gauge.
+// CountWebhooksByStatus counts live webhooks per variant and status, for the webhooks gauge. A
+// disabled webhook counts as StatusDisabled in both variants, whatever variant A's status says.
 func CountWebhooksByStatus(ctx context.Context, db bun.IDB) ([]StatusCount, error) {
 	var counts []StatusCount
-	err := db.NewSelect().Model((*Webhook)(nil)).ColumnExpr("variant, status, COUNT(*) AS count").
-		GroupExpr("variant, status").Scan(ctx, &counts)
+	err := db.NewSelect().Model((*Webhook)(nil)).
+		ColumnExpr("variant, CASE WHEN disabled_at IS NULL THEN status ELSE ? END AS status, COUNT(*) AS count", StatusDisabled).
+		GroupExpr("1, 2").Scan(ctx, &counts)
 	if err != nil {
 		return nil, fmt.Errorf("count webhooks: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker/temporaltest"
@@ -90,7 +91,7 @@ func TestCrashAfterCommitLosesNothing(t *testing.T) {
 	st.queue = fmt.Sprintf("crash-%d", time.Now().UnixNano())
 	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, Schedule: []time.Duration{time.Second}, RetryWindow: time.Hour, AttemptTimeout: 2 * time.Second}
 	box, _ := model.NewSecretBox(testSecretKey)
-	st.startWorker(t, box, model.AddressPolicy{AllowPrivate: true}, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st.startWorker(t, box, egress.AddressPolicy{AllowPrivate: true}, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	eventually(t, 60*time.Second, "delivery after the crash", func() bool { return len(rc.requests("/after-crash")) == 1 })
 	st.waitDelivered(t, eventID)

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
@@ -46,11 +47,12 @@ type stack struct {
 	key      string
 
 	box        *model.SecretBox
-	policy     model.AddressPolicy
+	policy     egress.AddressPolicy
 	timeout    time.Duration
 	logger     *slog.Logger
 	stopWorker func()
 	metrics    *activities.Metrics
+	opts       stackOptions
 }
 
 type stackOptions struct {
@@ -59,6 +61,11 @@ type stackOptions struct {
 	allowPrivate bool
 	// noWorker leaves the worker out, for tests that start it themselves.
 	noWorker bool
+	// Receiver isolation and auto-disable; zero values take egress's defaults and never disable.
+	hostConcurrency int
+	breakerFailures int
+	breakerCooldown time.Duration
+	disable         model.DisableRule
 }
 
 var testSecretKey = bytes.Repeat([]byte{9}, 32)
@@ -97,14 +104,15 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := model.AddressPolicy{AllowPrivate: o.allowPrivate}
-	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, Schedule: o.schedule, RetryWindow: time.Hour, AttemptTimeout: o.timeout}
+	policy := egress.AddressPolicy{AllowPrivate: o.allowPrivate}
+	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, RetryTaskQueue: workflows.RetryTaskQueue(st.queue),
+		Schedule: o.schedule, Jitter: workflows.DefaultJitter, RetryWindow: time.Hour, AttemptTimeout: o.timeout}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("WEBHOOKD_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 
-	st.box, st.policy, st.timeout, st.logger = box, policy, o.timeout, logger
+	st.box, st.policy, st.timeout, st.logger, st.opts = box, policy, o.timeout, logger, o
 	if !o.noWorker {
 		st.stopWorker = st.startWorker(t, box, policy, o.timeout, logger)
 	}
@@ -142,9 +150,15 @@ func uniqueIDs(t *testing.T, db *bun.DB) {
 }
 
 // startWorker runs a worker until the test ends or the returned stop is called.
-func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy model.AddressPolicy, timeout time.Duration, logger *slog.Logger) (stop func()) {
+func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.AddressPolicy, timeout time.Duration, logger *slog.Logger) (stop func()) {
 	t.Helper()
-	httpClient, err := activities.NewHTTPClient(policy, st.rc.caFile)
+	roots, err := egress.RootCAs(st.rc.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := st.opts
+	out, err := egress.New(egress.Options{Policy: policy, RootCAs: roots, Timeout: timeout,
+		HostConcurrency: o.hostConcurrency, BreakerFailures: o.breakerFailures, BreakerCooldown: o.breakerCooldown})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +173,7 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy model.Ad
 	}
 	metrics := st.metrics
 	acts := &activities.Activities{
-		DB: st.db, Secrets: box, HTTP: httpClient, Timeout: timeout, Mailer: mailer, Metrics: metrics,
+		DB: st.db, Secrets: box, Egress: out, Mailer: mailer, Metrics: metrics, Disable: o.disable,
 		UserAgent: "webhookd/test", Log: logger,
 		Links:       activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
 		SiteBaseURL: "https://sites.example.com",
@@ -172,7 +186,7 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy model.Ad
 	go func() {
 		done <- worker.Run(ctx, worker.Config{
 			Client: st.tc, TaskQueue: st.queue, DB: st.db, Activities: acts, Starter: st.starter,
-			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50,
+			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50, MaxConcurrentRetries: 25,
 		})
 	}()
 	var once sync.Once

@@ -27,28 +27,20 @@ type Config struct {
 	// SweepInterval is how often the outbox is swept; deliveries younger than it are left to the
 	// API, which starts them itself right after commit.
 	SweepInterval time.Duration
-	// MaxConcurrentDeliveries bounds the delivery attempts this process runs at once.
+	// MaxConcurrentDeliveries bounds the first attempts this process runs at once, and
+	// MaxConcurrentRetries the later ones, on the retry task queue (zero: half as many).
 	MaxConcurrentDeliveries int
+	MaxConcurrentRetries    int
 }
 
 // Run runs the worker and the sweeper until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	// Temporal may still be starting (or briefly away): keep trying instead of taking the process,
 	// and with it the API, down.
-	var w sdkworker.Worker
+	var workers []sdkworker.Worker
 	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
-		w = sdkworker.New(cfg.Client, cfg.TaskQueue, sdkworker.Options{
-			MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentDeliveries,
-			// More pollers than the default two keep tasks flowing when many short deliveries
-			// finish at once (measured with cmd/loadtest).
-			MaxConcurrentWorkflowTaskPollers: 4,
-			MaxConcurrentActivityTaskPollers: 8,
-		})
-		w.RegisterWorkflow(workflows.DeliveryWorkflow)
-		w.RegisterWorkflow(workflows.WebsitePublishWorkflow)
-		w.RegisterActivity(cfg.Activities)
-		err := w.Start()
-		if err == nil {
+		var err error
+		if workers, err = start(cfg); err == nil {
 			break
 		}
 		cfg.Logger.Warn("temporal worker not started; retrying", "err", err, "in", backoff)
@@ -58,8 +50,12 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-time.After(backoff):
 		}
 	}
-	defer w.Stop()
-	cfg.Logger.Info("temporal worker started", "task_queue", cfg.TaskQueue)
+	defer func() {
+		for _, w := range workers {
+			w.Stop()
+		}
+	}()
+	cfg.Logger.Info("temporal worker started", "task_queue", cfg.TaskQueue, "retry_task_queue", workflows.RetryTaskQueue(cfg.TaskQueue))
 
 	tick := time.NewTicker(cfg.SweepInterval)
 	defer tick.Stop()
@@ -75,6 +71,40 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+}
+
+// start starts the two workers of a process: one for workflows and first attempts, and one with
+// its own activity slots for retried attempts, so that however many retries are due, a fresh
+// event's first attempt finds a free slot.
+func start(cfg Config) ([]sdkworker.Worker, error) {
+	main := sdkworker.New(cfg.Client, cfg.TaskQueue, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentDeliveries,
+		// More pollers than the default two keep tasks flowing when many short deliveries
+		// finish at once (measured with cmd/loadtest).
+		MaxConcurrentWorkflowTaskPollers: 4,
+		MaxConcurrentActivityTaskPollers: 8,
+	})
+	main.RegisterWorkflow(workflows.DeliveryWorkflow)
+	main.RegisterWorkflow(workflows.WebsitePublishWorkflow)
+	main.RegisterActivity(cfg.Activities)
+	if err := main.Start(); err != nil {
+		return nil, err
+	}
+	slots := cfg.MaxConcurrentRetries
+	if slots <= 0 {
+		slots = max(1, cfg.MaxConcurrentDeliveries/2)
+	}
+	retries := sdkworker.New(cfg.Client, workflows.RetryTaskQueue(cfg.TaskQueue), sdkworker.Options{
+		MaxConcurrentActivityExecutionSize: slots,
+		MaxConcurrentActivityTaskPollers:   4,
+		DisableWorkflowWorker:              true,
+	})
+	retries.RegisterActivity(cfg.Activities)
+	if err := retries.Start(); err != nil {
+		main.Stop()
+		return nil, err
+	}
+	return []sdkworker.Worker{main, retries}, nil
 }
 
 // Sweep starts the workflows of deliveries older than minAge that were never started, and returns

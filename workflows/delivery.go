@@ -3,7 +3,10 @@
 package workflows
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -15,6 +18,14 @@ import (
 
 // TaskQueue is the default task queue of the delivery worker (WEBHOOKD_TASK_QUEUE overrides it).
 const TaskQueue = "webhookd"
+
+// RetryTaskQueue names the task queue of retried attempts next to queue: retries have their own
+// worker slots, so a backlog of them never starves the first attempts of fresh events.
+func RetryTaskQueue(queue string) string { return queue + "-retry" }
+
+// DefaultJitter is the largest fraction added to a retry delay (+10%), so that deliveries that
+// failed together do not come back in one wave.
+const DefaultJitter = 0.1
 
 // Names an operator uses from the Temporal Web UI or CLI.
 const (
@@ -53,6 +64,11 @@ type DeliveryInput struct {
 	RetryWindow time.Duration
 	// AttemptTimeout bounds one HTTP attempt (the activity's own timeout is a little longer).
 	AttemptTimeout time.Duration
+	// RetryTaskQueue is where attempts after the first run; empty means the workflow's own queue
+	// (workflows started before it existed).
+	RetryTaskQueue string
+	// Jitter is the largest fraction added to each retry delay; zero adds none.
+	Jitter float64
 }
 
 // DeliveryState is what the state query returns.
@@ -78,14 +94,25 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, er
 	}
 
 	var a *activities.Activities
-	deliverCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	deliverOpts := workflow.ActivityOptions{
 		StartToCloseTimeout: in.AttemptTimeout + 10*time.Second,
 		// A receiver's failure is a result, not an error, so only our own infrastructure failures
-		// (the database) are retried here, for as long as they last: giving up would lose the
+		// (the database) and a receiver host at its concurrency cap (which names its own next
+		// retry time) are retried here, for as long as they last: giving up would lose the
 		// delivery. The schedule below is the receiver's retry policy.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}},
-	})
+	}
+	firstCtx := workflow.WithActivityOptions(ctx, deliverOpts)
+	retryCtx := firstCtx
+	if in.RetryTaskQueue != "" {
+		deliverOpts.TaskQueue = in.RetryTaskQueue
+		retryCtx = workflow.WithActivityOptions(ctx, deliverOpts)
+	}
+	var maxDelay time.Duration
+	if len(in.Schedule) > 0 {
+		maxDelay = slices.Max(in.Schedule)
+	}
 	dbCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute},
@@ -102,50 +129,65 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, er
 	}
 	for {
 		var last activities.DeliverResult
+		var delay time.Duration // before the next attempt: the schedule's, jittered, or longer if the receiver asked
+	attempts:
 		for i := 0; i <= len(delays); i++ {
 			if i > 0 {
-				next := workflow.Now(ctx).Add(delays[i-1])
+				next := workflow.Now(ctx).Add(delay)
 				st.NextAttemptAt = &next
 				if err := setState(model.DeliveryRetrying); err != nil {
 					return st, err
 				}
 				// An operator's retry signal during the wait means "try now".
-				if _, err := sleepUnlessRetried(ctx, retry, delays[i-1]); err != nil {
+				if _, err := sleepUnlessRetried(ctx, retry, delay); err != nil {
 					return st, err
 				}
 				st.NextAttemptAt = nil
 			}
 			var nextIn time.Duration
 			if i < len(delays) {
-				nextIn = delays[i]
+				nextIn = JitteredDelay(delays[i], in.Jitter, in.DeliveryID, st.Attempts+1)
 			}
 			st.Attempts++
-			in := activities.DeliverInput{DeliveryID: in.DeliveryID, EventID: in.EventID, WebhookID: in.WebhookID, Attempt: st.Attempts, NextAttemptIn: nextIn}
-			if err := workflow.ExecuteActivity(deliverCtx, a.Deliver, in).Get(ctx, &last); err != nil {
+			attemptCtx := firstCtx
+			if st.Attempts > 1 {
+				attemptCtx = retryCtx
+			}
+			in := activities.DeliverInput{DeliveryID: in.DeliveryID, EventID: in.EventID, WebhookID: in.WebhookID, Attempt: st.Attempts,
+				NextAttemptIn: nextIn, MaxRetryDelay: maxDelay}
+			if err := workflow.ExecuteActivity(attemptCtx, a.Deliver, in).Get(ctx, &last); err != nil {
 				return st, err
 			}
+			st.LastError = last.Error
 			switch {
 			case last.WebhookGone:
 				return st, setState(model.DeliveryCanceled)
 			case last.Delivered:
-				st.LastError = ""
 				return st, setState(model.DeliveryDelivered)
+			case last.WebhookDisabled:
+				break attempts // no more attempts until the webhook is enabled and the delivery retried
 			}
-			st.LastError = last.Error
+			// The activity recorded the wait it chose (at least the schedule's, longer when the
+			// receiver sent Retry-After); histories from before it did so carry zero.
+			delay = max(nextIn, last.NextAttemptIn)
 		}
 
-		exhausted := activities.ExhaustedInput{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastError: last.Error, LastAttemptAt: last.AttemptedAt}
+		// A disabled webhook's delivery was recorded as exhausted by the activity, and its owner
+		// was told when it was disabled.
 		var res activities.ExhaustedResult
-		if err := workflow.ExecuteActivity(dbCtx, a.MarkExhausted, exhausted).Get(ctx, &res); err != nil {
-			return st, err
+		if !last.WebhookDisabled {
+			exhausted := activities.ExhaustedInput{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastError: last.Error, LastAttemptAt: last.AttemptedAt}
+			if err := workflow.ExecuteActivity(dbCtx, a.MarkExhausted, exhausted).Get(ctx, &res); err != nil {
+				return st, err
+			}
 		}
 		if err := setState(model.DeliveryExhausted); err != nil {
 			return st, err
 		}
-		if res.Alert {
-			alert := activities.AlertInput{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastError: last.Error}
+		if res.Alert || res.Disabled {
+			alert := activities.AlertInput{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastError: last.Error, Disabled: res.Disabled}
 			if err := workflow.ExecuteActivity(mailCtx, a.SendAlert, alert).Get(ctx, nil); err != nil {
-				// The webhook is already marked failing; a lost e-mail must not end the delivery.
+				// The webhook is already marked; a lost e-mail must not end the delivery.
 				workflow.GetLogger(ctx).Error("alert not sent", "webhook", in.WebhookID, "err", err)
 			}
 		}
@@ -160,6 +202,22 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, er
 			return st, err
 		}
 	}
+}
+
+// JitteredDelay adds up to jitter*d to d. The fraction comes from a hash of the delivery and the
+// attempt, so it is deterministic (as workflow code must be) yet differs between deliveries that
+// failed together, and between the attempts of one delivery.
+func JitteredDelay(d time.Duration, jitter float64, deliveryID int64, attempt int) time.Duration {
+	if jitter <= 0 || d <= 0 {
+		return d
+	}
+	h := fnv.New64a()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(deliveryID))
+	binary.LittleEndian.PutUint64(b[8:], uint64(attempt))
+	_, _ = h.Write(b[:])
+	u := float64(h.Sum64()>>11) / (1 << 53) // uniform in [0, 1)
+	return d + time.Duration(u*jitter*float64(d))
 }
 
 // sleepUnlessRetried waits d on a durable timer; a retry signal ends the wait early, and it reports

@@ -46,8 +46,9 @@ func failed(attempt int, at time.Time) activities.DeliverResult {
 }
 
 type deliverCall struct {
-	at time.Duration // since start, in workflow time
-	in activities.DeliverInput
+	at    time.Duration // since start, in workflow time
+	in    activities.DeliverInput
+	queue string // the task queue the attempt ran on
 }
 
 type timedCall[T any] struct {
@@ -64,8 +65,9 @@ type harness struct {
 	// deliver decides each attempt's outcome; it sees the attempt number and the activity's own
 	// (Temporal) attempt. Default: every attempt fails.
 	deliver func(in activities.DeliverInput, activityAttempt int32) (activities.DeliverResult, error)
-	// alert is what MarkExhausted answers; alertErr what SendAlert returns.
+	// alert and disable are what MarkExhausted answers; alertErr what SendAlert returns.
 	alert    bool
+	disable  bool
 	alertErr error
 
 	// deliverMock is Deliver's mock, for a test to give attempts a duration with After.
@@ -92,7 +94,7 @@ func newHarness(t *testing.T) *harness {
 	h.deliverMock = h.env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 			h.mu.Lock()
-			h.delivers = append(h.delivers, deliverCall{at: h.since(), in: in})
+			h.delivers = append(h.delivers, deliverCall{at: h.since(), in: in, queue: activity.GetInfo(ctx).TaskQueue})
 			h.mu.Unlock()
 			return h.deliver(in, activity.GetInfo(ctx).Attempt)
 		})
@@ -101,7 +103,7 @@ func newHarness(t *testing.T) *harness {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.exhausted = append(h.exhausted, timedCall[activities.ExhaustedInput]{h.since(), in})
-			return activities.ExhaustedResult{Alert: h.alert}, nil
+			return activities.ExhaustedResult{Alert: h.alert, Disabled: h.disable}, nil
 		})
 	h.env.OnActivity(a.SendAlert, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AlertInput) error {

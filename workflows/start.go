@@ -19,9 +19,14 @@ import (
 // worker's sweeper starts any that a crash left behind. Starting twice is harmless: the workflow id
 // of an event x webhook pair is rejected the second time.
 type Starter struct {
-	Client         client.Client
-	TaskQueue      string
+	Client    client.Client
+	TaskQueue string
+	// RetryTaskQueue takes the attempts after the first (RetryTaskQueue(TaskQueue) in production);
+	// empty keeps them on TaskQueue.
+	RetryTaskQueue string
 	Schedule       []time.Duration
+	// Jitter is the largest fraction added to each retry delay.
+	Jitter         float64
 	RetryWindow    time.Duration
 	AttemptTimeout time.Duration
 }
@@ -32,8 +37,12 @@ func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64,
 	started := make([]int64, 0, len(refs))
 	for _, r := range refs {
 		opts := client.StartWorkflowOptions{
-			ID:                    DeliveryWorkflowID(r.EventID, r.WebhookID),
-			TaskQueue:             s.TaskQueue,
+			ID:        DeliveryWorkflowID(r.EventID, r.WebhookID),
+			TaskQueue: s.TaskQueue,
+			// Matching dispatches the tasks of a queue round-robin across fairness keys (where the
+			// server has fairness enabled), so one account's backlog cannot queue ahead of
+			// another's. The workflow's activities inherit the key.
+			Priority:              temporal.Priority{FairnessKey: FairnessKey(r.AccountID)},
 			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, // one workflow per pair, ever
 			TypedSearchAttributes: temporal.NewSearchAttributes(
 				AttrWebhookID.ValueSet(r.WebhookID),
@@ -45,6 +54,7 @@ func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64,
 		in := DeliveryInput{
 			DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
 			Schedule: s.Schedule, RetryWindow: s.RetryWindow, AttemptTimeout: s.AttemptTimeout,
+			RetryTaskQueue: s.RetryTaskQueue, Jitter: s.Jitter,
 		}
 		_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, in)
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
@@ -55,6 +65,9 @@ func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64,
 	}
 	return started, nil
 }
+
+// FairnessKey is the Temporal fairness key of an account's deliveries.
+func FairnessKey(accountID int64) string { return fmt.Sprintf("account:%d", accountID) }
 
 // Retry sends the retry signal to the delivery workflow of each ref and returns the delivery ids it
 // reached. A workflow that has ended (its retry window closed) is skipped.

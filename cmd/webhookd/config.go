@@ -46,8 +46,22 @@ type Config struct {
 	TemporalUIURL   string
 	SiteBaseURL     string
 	SweepInterval   time.Duration
-	// MaxConcurrentDeliveries bounds concurrent delivery attempts per worker process.
+	// MaxConcurrentDeliveries bounds concurrent first attempts per worker process, and
+	// MaxConcurrentRetries the later attempts, which have their own task queue.
 	MaxConcurrentDeliveries int
+	MaxConcurrentRetries    int
+	// RetryJitter is the largest fraction added to each retry delay.
+	RetryJitter float64
+	// HostConcurrency caps one receiver host's attempts in flight per worker process;
+	// BreakerFailures consecutive timeouts or connection failures open its breaker for
+	// BreakerCooldown.
+	HostConcurrency int
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// DisableAfter is how long a webhook may fail without a success before it is disabled (zero:
+	// never), once at least DisableMinExhausted of its deliveries were exhausted.
+	DisableAfter        time.Duration
+	DisableMinExhausted int
 }
 
 // knownVariables lists every WEBHOOKD_ variable; any other is a typo and stops the process.
@@ -58,6 +72,8 @@ var knownVariables = []string{
 	"WEBHOOKD_LOG_FORMAT", "WEBHOOKD_RETRY_SCHEDULE", "WEBHOOKD_RETRY_WINDOW", "WEBHOOKD_DELIVERY_TIMEOUT",
 	"WEBHOOKD_EXTRA_CA_FILE", "WEBHOOKD_SMTP_URL", "WEBHOOKD_MAIL_FROM", "WEBHOOKD_PUBLIC_URL",
 	"WEBHOOKD_TEMPORAL_UI_URL", "WEBHOOKD_SITE_BASE_URL", "WEBHOOKD_SWEEP_INTERVAL", "WEBHOOKD_MAX_CONCURRENT_DELIVERIES",
+	"WEBHOOKD_MAX_CONCURRENT_RETRIES", "WEBHOOKD_RETRY_JITTER", "WEBHOOKD_HOST_CONCURRENCY", "WEBHOOKD_BREAKER_FAILURES",
+	"WEBHOOKD_BREAKER_COOLDOWN", "WEBHOOKD_DISABLE_AFTER", "WEBHOOKD_DISABLE_MIN_EXHAUSTED",
 	// Read by the test suite, not by the service; allowed so a test shell can run the binary.
 	"WEBHOOKD_TEST_DATABASE_URL",
 }
@@ -149,6 +165,21 @@ func loadConfig(environ []string) (Config, error) {
 	cfg.DeliveryTimeout = duration("WEBHOOKD_DELIVERY_TIMEOUT", "5s")
 	cfg.SweepInterval = duration("WEBHOOKD_SWEEP_INTERVAL", "5s")
 	cfg.MaxConcurrentDeliveries = int(positive("WEBHOOKD_MAX_CONCURRENT_DELIVERIES", "200"))
+	cfg.MaxConcurrentRetries = int(positive("WEBHOOKD_MAX_CONCURRENT_RETRIES", "100"))
+	cfg.HostConcurrency = int(positive("WEBHOOKD_HOST_CONCURRENCY", "16"))
+	cfg.BreakerFailures = int(positive("WEBHOOKD_BREAKER_FAILURES", "5"))
+	cfg.BreakerCooldown = duration("WEBHOOKD_BREAKER_COOLDOWN", "10s")
+	cfg.DisableMinExhausted = int(positive("WEBHOOKD_DISABLE_MIN_EXHAUSTED", "5"))
+	jitter := get("WEBHOOKD_RETRY_JITTER", "0.1")
+	if f, err := strconv.ParseFloat(jitter, 64); err != nil || f < 0 || f > 1 {
+		errs = append(errs, fmt.Errorf("WEBHOOKD_RETRY_JITTER: %q is not a fraction from 0 to 1 (0.1 adds up to 10%%)", jitter))
+	} else {
+		cfg.RetryJitter = f
+	}
+	// "0" turns auto-disable off.
+	if get("WEBHOOKD_DISABLE_AFTER", "120h") != "0" {
+		cfg.DisableAfter = duration("WEBHOOKD_DISABLE_AFTER", "120h")
+	}
 	cfg.ExtraCAFile = get("WEBHOOKD_EXTRA_CA_FILE", "")
 	cfg.SMTPURL = get("WEBHOOKD_SMTP_URL", "")
 	cfg.MailFrom = get("WEBHOOKD_MAIL_FROM", "webhookd <webhookd@localhost>")

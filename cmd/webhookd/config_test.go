@@ -13,7 +13,9 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.DatabaseURL != "sqlite:.data/webhookd.db" || cfg.TemporalAddress != "127.0.0.1:7233" ||
 		cfg.TemporalNamespace != "default" || cfg.TaskQueue != "webhookd" || cfg.AllowPrivateTargets || cfg.AllowHTTPTargets ||
-		cfg.RateLimit != 20 || cfg.RateBurst != 40 || cfg.DeliveryTimeout != 5*time.Second || cfg.RetryWindow != 7*24*time.Hour {
+		cfg.RateLimit != 20 || cfg.RateBurst != 40 || cfg.DeliveryTimeout != 5*time.Second || cfg.RetryWindow != 7*24*time.Hour ||
+		cfg.RetryJitter != 0.1 || cfg.MaxConcurrentRetries != 100 || cfg.HostConcurrency != 16 || cfg.BreakerFailures != 5 ||
+		cfg.BreakerCooldown != 10*time.Second || cfg.DisableAfter != 120*time.Hour || cfg.DisableMinExhausted != 5 {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 	want := []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}
@@ -49,6 +51,14 @@ func TestConfigRefusesBadValues(t *testing.T) {
 		"WEBHOOKD_LOG_LEVEL=loud",
 		"WEBHOOKD_LOG_FORMAT=xml",
 		"WEBHOOKD_RETRY_SCHEDUL=1m",
+		"WEBHOOKD_RETRY_JITTER=1.5",
+		"WEBHOOKD_RETRY_JITTER=-0.1",
+		"WEBHOOKD_MAX_CONCURRENT_RETRIES=0",
+		"WEBHOOKD_HOST_CONCURRENCY=none",
+		"WEBHOOKD_BREAKER_FAILURES=-3",
+		"WEBHOOKD_BREAKER_COOLDOWN=10",
+		"WEBHOOKD_DISABLE_AFTER=5d",
+		"WEBHOOKD_DISABLE_MIN_EXHAUSTED=0",
 	} {
 		name, _, _ := strings.Cut(kv, "=")
 		_, err := loadConfig([]string{kv})
@@ -68,6 +78,13 @@ func TestConfigReadsValues(t *testing.T) {
 	}
 	if len(cfg.RetrySchedule) != 3 || cfg.RateLimit != 5 || cfg.RateBurst != 10 || !cfg.AllowPrivateTargets || len(cfg.SecretKey) != 32 {
 		t.Fatalf("cfg = %+v", cfg)
+	}
+	cfg, err = loadConfig([]string{"WEBHOOKD_RETRY_JITTER=0", "WEBHOOKD_DISABLE_AFTER=0", "WEBHOOKD_BREAKER_COOLDOWN=2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RetryJitter != 0 || cfg.DisableAfter != 0 || cfg.BreakerCooldown != 2*time.Second {
+		t.Fatalf("jitter off, auto-disable off: cfg = %+v", cfg)
 	}
 }
 

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	temporallog "go.temporal.io/sdk/log"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/worker"
@@ -62,10 +61,10 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	}
 	defer tc.Close()
 	starter := &workflows.Starter{
-		Client: tc, TaskQueue: cfg.TaskQueue, Schedule: cfg.RetrySchedule,
-		RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
+		Client: tc, TaskQueue: cfg.TaskQueue, RetryTaskQueue: workflows.RetryTaskQueue(cfg.TaskQueue),
+		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
 	}
-	policy := model.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
+	policy := egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -116,7 +115,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 			err := worker.Run(ctx, worker.Config{
 				Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Starter: starter,
 				Logger: logger.With("component", "worker"), SweepInterval: cfg.SweepInterval,
-				MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries,
+				MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries, MaxConcurrentRetries: cfg.MaxConcurrentRetries,
 			})
 			if err != nil {
 				errc <- err
@@ -142,21 +141,20 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	return err
 }
 
-// newActivities builds the delivery worker's dependencies: the one shared HTTP client, the mailer
-// and the delivery metrics.
-func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy model.AddressPolicy, reg prometheus.Registerer, logger *slog.Logger) (*activities.Activities, error) {
-	httpClient, err := activities.NewHTTPClient(policy, cfg.ExtraCAFile)
+// newActivities builds the delivery worker's dependencies: the one shared delivery client, the
+// mailer and the delivery metrics. Both clients trust the same roots, read once.
+func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egress.AddressPolicy, reg prometheus.Registerer, logger *slog.Logger) (*activities.Activities, error) {
+	roots, err := egress.RootCAs(cfg.ExtraCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("WEBHOOKD_EXTRA_CA_FILE: %w", err)
+	}
+	out, err := egress.New(egress.Options{
+		Policy: policy, RootCAs: roots, Timeout: cfg.DeliveryTimeout,
+		HostConcurrency: cfg.HostConcurrency, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
+		Registerer: reg, Logger: logger.With("component", "egress"),
+	})
 	if err != nil {
 		return nil, err
-	}
-	roots, err := x509.SystemCertPool()
-	if err != nil {
-		roots = x509.NewCertPool()
-	}
-	if cfg.ExtraCAFile != "" {
-		if pem, err := os.ReadFile(cfg.ExtraCAFile); err == nil {
-			roots.AppendCertsFromPEM(pem)
-		}
 	}
 	mailer, err := activities.NewMailer(cfg.SMTPURL, cfg.MailFrom, filepath.Join(cfg.DataDir, "mail"), roots)
 	if err != nil {
@@ -170,9 +168,10 @@ func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy mode
 		return nil, err
 	}
 	return &activities.Activities{
-		DB: db, Secrets: secrets, HTTP: httpClient, Timeout: cfg.DeliveryTimeout, Mailer: mailer,
+		DB: db, Secrets: secrets, Egress: out, Mailer: mailer,
 		Metrics: metrics, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.TemporalNamespace},
 		SiteBaseURL: cfg.SiteBaseURL,
+		Disable:     model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},
 	}, nil
 }

@@ -33,6 +33,7 @@ bin/temporal server start-dev \
   --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port" \
   --db-filename "$data/temporal.db" --namespace "${TEMPORAL_NAMESPACE:-default}" --log-level warn \
   --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
+  --dynamic-config-value matching.enableFairness=true \
   --search-attribute WebhookId=Int --search-attribute EventType=Keyword \
   --search-attribute Variant=Keyword --search-attribute DeliveryState=Keyword \
   >"$data/temporal.log" 2>&1 &

@@ -30,7 +30,7 @@ func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...
 
 const (
 	secret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/5pBqdvU1dc="
-	webhookA  = `{"id":7,"url":"https://example.com/hook","eventType":"campaign.created","status":"pending","createdAt":"2026-11-23T06:42:12.123Z","updatedAt":"2026-11-23T06:42:12.123Z"}`
+	webhookA  = `{"id":7,"url":"https://example.com/hook","eventType":"campaign.created","status":"pending","disabled":false,"createdAt":"2026-11-23T06:42:12.123Z","updatedAt":"2026-11-23T06:42:12.123Z"}`
 	webhookB  = `{"id":8,"url":"https://example.com/hook","eventType":"lead.captured","status":"active","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":null,"lastStatus":null,"failureCount":0}`
 	triggered = `{"id":9,"url":"https://example.com/hook","eventType":"website.published","status":"failing","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":"2026-11-24T01:00:00.000Z","lastStatus":"failed","failureCount":3}`
 )

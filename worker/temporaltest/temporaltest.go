@@ -47,6 +47,12 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 	"DeliveryState": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
+// DynamicConfig is the server configuration webhookd relies on, as dev server flags: fairness
+// dispatches each task queue round-robin across accounts (workflows.FairnessKey), so one account's
+// backlog does not queue ahead of another's. A production cluster sets the same key in its
+// dynamic config (docs/operations.md).
+var DynamicConfig = []string{"--dynamic-config-value", "matching.enableFairness=true"}
+
 // Server is a running Temporal server.
 type Server struct {
 	Address   string
@@ -163,6 +169,7 @@ func launch(bin string) (*Server, error) {
 		"--log-level", "error",
 		"--namespace", namespace,
 	}
+	args = append(args, DynamicConfig...)
 	for _, name := range slices.Sorted(maps.Keys(SearchAttributes)) {
 		// The enum's String is the PascalCase name the CLI takes: Int, Keyword.
 		args = append(args, "--search-attribute", name+"="+SearchAttributes[name].String())

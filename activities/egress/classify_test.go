@@ -1,0 +1,45 @@
+package egress
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	post := func(err error) error { return &url.Error{Op: "Post", URL: "https://example.com/hook", Err: err} }
+	dial := func(err error) error { return post(&net.OpError{Op: "dial", Net: "tcp", Err: err}) }
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"blocked", dial(fmt.Errorf("%w: 127.0.0.1 is loopback", ErrBlockedAddress)), ClassBlocked},
+		{"circuit open", fmt.Errorf("%w: example.com:443", ErrCircuitOpen), ClassCircuitOpen},
+		{"headers too large", post(errors.New("net/http: server response headers exceeded 65536 bytes; aborted")), ClassResponseTooLarge},
+		{"HTTP/2 headers too large", post(errors.New("http2: response header list larger than advertised limit")), ClassResponseTooLarge},
+		{"deadline", post(context.DeadlineExceeded), ClassTimeout},
+		{"net timeout", dial(os.ErrDeadlineExceeded), ClassTimeout},
+		{"dns", dial(&net.DNSError{Err: "no such host", Name: "nope.example", IsNotFound: true}), ClassDNS},
+		{"refused", dial(os.NewSyscallError("connect", syscall.ECONNREFUSED)), ClassRefused},
+		{"unknown authority", post(x509.UnknownAuthorityError{}), ClassTLS},
+		{"reset", post(os.NewSyscallError("read", syscall.ECONNRESET)), ClassNetwork},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class, msg := Classify(tt.err)
+			if class != tt.want || msg == "" {
+				t.Fatalf("Classify(%v) = %q, %q; want class %q", tt.err, class, msg, tt.want)
+			}
+		})
+	}
+	if class, msg := Classify(nil); class != "" || msg != "" {
+		t.Fatalf("Classify(nil) = %q, %q", class, msg)
+	}
+}

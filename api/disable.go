@@ -1,0 +1,40 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// disable is POST <collection>/<id>/disable: the webhook gets no further attempts until it is
+// enabled; its new events are kept for a manual retry. Disabling a disabled webhook keeps the
+// first disabled_at. No e-mail: the owner asked for it.
+func (h *webhookHandlers) disable(c echo.Context) error {
+	return h.toggle(c, model.DisableWebhook, "Webhook disabled")
+}
+
+// enable is POST <collection>/<id>/enable: a fresh start for the webhook (variant B's status is
+// active again, the next exhaustion alerts again). Nothing is replayed and no test event is sent:
+// POST <collection>/<id>/retry does that.
+func (h *webhookHandlers) enable(c echo.Context) error {
+	return h.toggle(c, model.EnableWebhook, "Webhook enabled")
+}
+
+func (h *webhookHandlers) toggle(c echo.Context, change func(context.Context, bun.IDB, model.WebhookScope, int64) (*model.Webhook, error), message string) error {
+	id, err := webhookID(c)
+	if err != nil {
+		return err
+	}
+	if err := decodeNoBody(c); err != nil {
+		return err
+	}
+	w, err := change(c.Request().Context(), h.db, h.scope(c), id)
+	if err != nil {
+		return notFoundAsWebhook(err)
+	}
+	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), message))
+}

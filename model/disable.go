@@ -1,0 +1,99 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Who disabled a webhook, kept in its disabled_reason.
+const (
+	// DisabledAuto: the service, because the webhook failed for too long (DisableRule).
+	DisabledAuto = "auto"
+	// DisabledManual: the owner, at POST <collection>/<id>/disable.
+	DisabledManual = "manual"
+)
+
+// DisableRule says when exhausted deliveries disable their webhook: once it has failed without a
+// single success for After, and at least MinExhausted of its deliveries were exhausted since its
+// last success. A zero After never disables. The service's defaults are 120h (5 days) and 5
+// (WEBHOOKD_DISABLE_AFTER, WEBHOOKD_DISABLE_MIN_EXHAUSTED).
+type DisableRule struct {
+	After        time.Duration
+	MinExhausted int
+}
+
+// Disabled reports whether the webhook is disabled: no attempt may be made for it.
+func (w *Webhook) Disabled() bool { return w.DisabledAt != nil }
+
+// ExhaustResult says what an exhaustion did to its webhook, which is when the owner is e-mailed:
+// once per move, and only the disable e-mail when one exhaustion did both.
+type ExhaustResult struct {
+	// Alert: this call moved the webhook into its variant's failing status.
+	Alert bool
+	// Disabled: this call disabled the webhook.
+	Disabled bool
+}
+
+// setDisabled disables the webhooks q selects that are not disabled yet. Variant B's status says
+// so too; variant A keeps its specified statuses and shows the disabled flag instead.
+func setDisabled(q *bun.UpdateQuery, now time.Time, reason string) *bun.UpdateQuery {
+	return q.Set("disabled_at = ?", now).Set("disabled_reason = ?", reason).
+		Set("status = CASE WHEN variant = ? THEN ? ELSE status END", VariantB, StatusDisabled).
+		Set("updated_at = ?", now).
+		Where("disabled_at IS NULL")
+}
+
+// setEnabled enables the disabled webhooks q selects, as a fresh start: the failure record and the
+// alert are cleared, so the next exhaustion alerts again and auto-disable counts from zero.
+// status_at moves, so an attempt that started while the webhook was disabled cannot set its status.
+func setEnabled(q *bun.UpdateQuery, now time.Time) *bun.UpdateQuery {
+	return q.Set("disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, exhausted_count = 0, alerted_at = NULL").
+		Set("status = CASE WHEN variant = ? THEN ? ELSE status END", VariantB, StatusActive).
+		Set("status_at = ?", now).
+		Set("updated_at = ?", now).
+		Where("disabled_at IS NOT NULL")
+}
+
+// DisableWebhook disables a webhook within scope on its owner's request and returns it. Disabling a
+// disabled webhook changes nothing, so the first disabled_at and reason stay.
+func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Webhook, error) {
+	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
+		return setDisabled(q, Now(), DisabledManual)
+	})
+}
+
+// EnableWebhook enables a webhook within scope and returns it. Enabling an enabled webhook changes
+// nothing. Deliveries held while it was disabled stay exhausted until a manual retry.
+func EnableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Webhook, error) {
+	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
+		return setEnabled(q, Now())
+	})
+}
+
+// ReenableWebhook enables a webhook the caller already found in its scope, as EnableWebhook does:
+// a manual retry's promise in both variants.
+func ReenableWebhook(ctx context.Context, db bun.IDB, webhookID int64) error {
+	if _, err := setEnabled(db.NewUpdate().Model((*Webhook)(nil)).Where("id = ?", webhookID), Now()).Exec(ctx); err != nil {
+		return fmt.Errorf("re-enable webhook: %w", err)
+	}
+	return nil
+}
+
+// changeWebhook applies change to one webhook within scope and reads it back, or ErrNotFound.
+func changeWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, change func(*bun.UpdateQuery) *bun.UpdateQuery) (*Webhook, error) {
+	var w *Webhook
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		q := tx.NewUpdate().Model((*Webhook)(nil)).
+			Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant)
+		if _, err := change(q).Exec(ctx); err != nil {
+			return fmt.Errorf("change webhook: %w", err)
+		}
+		var err error
+		w, err = GetWebhook(ctx, tx, scope, id)
+		return err
+	})
+	return w, err
+}

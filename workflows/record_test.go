@@ -46,10 +46,29 @@ func TestRecordHistories(t *testing.T) {
 		retried   = 1 // fails twice, then succeeds
 		exhausted = 2 // fails every scheduled attempt, then succeeds after the retry signal
 		testEvent = 3 // a webhook.test that fails
+		// held: on the retry queue with jitter; attempt 1 finds its host busy once, then gets a
+		// 429 asking for a longer wait; attempt 2 finds the webhook disabled and is held; the
+		// retry signal delivers it.
+		held = 4
 	)
-	alertSent := make(chan int64, 3)
-	deliver := func(_ context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
+	alertSent := make(chan int64, 4)
+	deliver := func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 		now := time.Now().UTC()
+		if in.DeliveryID == held {
+			switch {
+			case in.Attempt == 1 && activity.GetInfo(ctx).Attempt == 1:
+				return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy", activities.ErrTypeHostBusy,
+					temporal.ApplicationErrorOptions{NextRetryDelay: 200 * time.Millisecond, Category: temporal.ApplicationErrorCategoryBenign})
+			case in.Attempt == 1:
+				return activities.DeliverResult{StatusCode: 429, ErrorClass: activities.ClassHTTPStatus, Error: "receiver answered 429",
+					AttemptedAt: now, NextAttemptIn: 300 * time.Millisecond}, nil
+			case in.Attempt == 2:
+				alertSent <- in.DeliveryID // nobody is alerted about a held delivery: this tells the recorder to signal
+				return activities.DeliverResult{WebhookDisabled: true, Error: "the webhook is disabled"}, nil
+			default:
+				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
+			}
+		}
 		ok := (in.DeliveryID == retried && in.Attempt == 3) || (in.DeliveryID == exhausted && in.Attempt == 4)
 		if ok {
 			return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
@@ -75,6 +94,12 @@ func TestRecordHistories(t *testing.T) {
 		t.Fatalf("start worker: %v", err)
 	}
 	t.Cleanup(w.Stop)
+	retries := worker.New(c, workflows.RetryTaskQueue(queue), worker.Options{DisableWorkflowWorker: true})
+	retries.RegisterActivityWithOptions(deliver, activity.RegisterOptions{Name: "Deliver"})
+	if err := retries.Start(); err != nil {
+		t.Fatalf("start retry worker: %v", err)
+	}
+	t.Cleanup(retries.Stop)
 
 	short := 100 * time.Millisecond
 	for _, sc := range []struct {
@@ -90,6 +115,9 @@ func TestRecordHistories(t *testing.T) {
 			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, true, model.DeliveryDelivered, 4},
 		{"test-event", workflows.DeliveryInput{DeliveryID: testEvent, EventID: 103, WebhookID: 8, EventType: model.EventTest,
 			Schedule: []time.Duration{short, short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryExhausted, 1},
+		{"held-retried", workflows.DeliveryInput{DeliveryID: held, EventID: 104, WebhookID: 9, EventType: "website.published",
+			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
+			Jitter: workflows.DefaultJitter}, true, model.DeliveryDelivered, 3},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

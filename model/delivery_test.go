@@ -70,6 +70,45 @@ func TestInsertEventFansOut(t *testing.T) {
 	})
 }
 
+// TestUndispatchedTakeTurns: the sweeper's batch takes accounts in turns, so an account whose one
+// delivery missed its start is not queued behind another account's backlog.
+func TestUndispatchedTakeTurns(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, noisy, _ := model.CreateAPIKey(ctx, db, "noisy@example.com", "")
+		_, quiet, _ := model.CreateAPIKey(ctx, db, "quiet@example.com", "")
+		for range 5 {
+			newWebhook(t, db, noisy.ID, model.VariantA, "campaign.created")
+		}
+		newWebhook(t, db, quiet.ID, model.VariantA, "campaign.created")
+		for range 3 {
+			if _, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: noisy.ID, Variant: model.VariantA, EventType: "campaign.created", Data: `{}`}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		late, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: quiet.ID, Variant: model.VariantA, EventType: "campaign.created", Data: `{}`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs, err := model.UndispatchedDeliveries(ctx, db, model.Now().Add(time.Second), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(refs) != 2 || refs[0].AccountID != noisy.ID || refs[1].AccountID != quiet.ID || refs[1].DeliveryID != late.Deliveries[0].ID {
+			t.Fatalf("first batch of 2 = %+v, want the noisy account's oldest, then the quiet account's one", refs)
+		}
+		all, err := model.UndispatchedDeliveries(ctx, db, model.Now().Add(time.Second), 100)
+		if err != nil || len(all) != 16 {
+			t.Fatalf("all undispatched = %d, %v; want 15 + 1", len(all), err)
+		}
+		for i := 1; i < len(all); i++ {
+			if all[i].AccountID == noisy.ID && all[i-1].AccountID == noisy.ID && all[i].DeliveryID < all[i-1].DeliveryID {
+				t.Fatalf("one account's deliveries out of order: %d after %d", all[i].DeliveryID, all[i-1].DeliveryID)
+			}
+		}
+	})
+}
+
 func TestIdempotencyKeys(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()

@@ -220,10 +220,17 @@ func selectRefs(db bun.IDB) *bun.SelectQuery {
 
 // UndispatchedDeliveries returns deliveries created before olderThan whose workflow was never
 // started: the outbox a crash left behind.
+//
+// Accounts take turns: the oldest of each account first, then the second oldest of each, and so
+// on, so that one account's backlog of thousands does not hold back another account's one
+// delivery that missed its start.
 func UndispatchedDeliveries(ctx context.Context, db bun.IDB, olderThan time.Time, limit int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.dispatched_at IS NULL").Where("d.created_at < ?", olderThan).
-		OrderExpr("d.id ASC").Limit(limit).Scan(ctx, &refs)
+	turns := selectRefs(db).ColumnExpr("ROW_NUMBER() OVER (PARTITION BY e.account_id ORDER BY d.id) AS turn").
+		Where("d.dispatched_at IS NULL").Where("d.created_at < ?", olderThan)
+	err := db.NewSelect().TableExpr("(?) AS u", turns).
+		ColumnExpr("delivery_id, event_id, webhook_id, account_id, variant, event_type").
+		OrderExpr("turn ASC, delivery_id ASC").Limit(limit).Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find undispatched deliveries: %w", err)
 	}

@@ -29,6 +29,13 @@ test: bin/temporal postgres
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
 
+# Receiver isolation (docs/performance.md): a throwaway stack on ports of its own, a hanging
+# receiver and a healthy one. SCENARIO=hanging|isolation runs one, ARGS='-rate 5' passes loadtest
+# flags, WEBHOOKD_BIN=... measures another build.
+.PHONY: bench-isolation
+bench-isolation:
+	deployments/dev/bench-isolation.sh $(SCENARIO) $(ARGS)
+
 fmt:
 	gofmt -w .
 

@@ -1,214 +1,158 @@
-// Command loadtest measures how many deliveries per second a running webhookd stack sustains: it
-// serves a fast HTTPS receiver, registers one webhook, publishes N events through the API as fast as
-// it can, and reports the time from the first publish to the last delivery received.
+// Command loadtest measures a running webhookd stack from the outside, through the API and HTTPS
+// receivers it serves itself. It has three scenarios:
 //
-// The stack must trust the receiver's certificate and allow a loopback receiver, so the first run
+//   - throughput (the default): one fast receiver and one webhook; it publishes N events as fast as
+//     it can and reports the intake rate and the time from the first publish to the last delivery.
+//   - hanging: issue 7's experiment. Account B's webhooks point at a receiver that accepts the
+//     connection and never answers; account C's one webhook points at a healthy receiver. It reports
+//     C's event-to-receipt time while idle, then while B's deliveries hang.
+//   - isolation: the benchmark behind docs/performance.md. C publishes at a steady open-loop rate,
+//     first alone, then while B publishes as much to a receiver that answers at once (the control),
+//     then to one that never answers; it reports C's p50, p99 and max event-to-receipt per phase.
+//
+// The stack must trust the receivers' certificate and allow loopback receivers, so the first run
 // writes the certificate and tells how to start the stack:
 //
 //	go run ./cmd/loadtest -init
 //	WEBHOOKD_EXTRA_CA_FILE=.data/loadtest-cert.pem WEBHOOKD_ALLOW_PRIVATE_TARGETS=true make run
 //	go run ./cmd/loadtest -key whk_... -events 1000
+//
+// deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging and isolation
+// scenarios on a stack of their own. The isolation defaults (10 events/s each, B with 20 webhooks)
+// overload a Temporal dev server whatever B's receiver does, so that script scales them down.
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"math/big"
-	"net"
-	"net/http"
 	"os"
-	"sort"
-	"sync"
-	"sync/atomic"
+	"os/signal"
+	"syscall"
 	"time"
 )
 
+// config is what the flags ask for; each scenario reads the part it needs.
+type config struct {
+	scenario string
+	api      string
+	key      string // account C in the hanging and isolation scenarios
+	noisyKey string // account B, whose receiver hangs
+
+	listen      string // the healthy receiver
+	hangListen  string // the hanging receiver
+	healthyHost string // host name in the healthy webhook's URL
+	certFile    string
+	keyFile     string
+	timeout     time.Duration
+
+	// throughput
+	events      int
+	concurrency int
+
+	// hanging and isolation
+	noisyHooks int
+
+	// hanging
+	baseline    int
+	noisyEvents int
+	probes      int
+	probeEvery  time.Duration
+
+	// isolation
+	rate     float64
+	duration time.Duration
+	control  bool
+	progress time.Duration
+}
+
+// incompleteError reports a run that printed its figures although its wait ended before every
+// delivery arrived: the figures marked ≥ are lower bounds. It exits with status 2, so a script can
+// tell it from a failure to measure at all.
+type incompleteError struct {
+	missing int
+	waited  time.Duration
+}
+
+func (e *incompleteError) Error() string {
+	return fmt.Sprintf("%d deliveries had not arrived %s after the last publish; figures marked ≥ are lower bounds",
+		e.missing, e.waited)
+}
+
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	var incomplete *incompleteError
+	if errors.As(err, &incomplete) {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(2)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	api := flag.String("api", "http://127.0.0.1:8080", "webhookd API base URL")
-	key := flag.String("key", "", "API key (printed by make run)")
-	events := flag.Int("events", 1000, "events to publish")
-	concurrency := flag.Int("concurrency", 16, "concurrent publishers")
-	listen := flag.String("listen", "127.0.0.1:9443", "receiver address")
-	certFile := flag.String("cert", ".data/loadtest-cert.pem", "receiver certificate (give it to the stack as WEBHOOKD_EXTRA_CA_FILE)")
-	keyFile := flag.String("cert-key", ".data/loadtest-key.pem", "receiver private key")
+func run(ctx context.Context) error {
+	var cfg config
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, hanging or isolation")
+	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
+	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging and isolation scenarios")
+	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging and isolation)")
+	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9443", "healthy receiver address")
+	flag.StringVar(&cfg.hangListen, "hang-listen", "127.0.0.1:9444", "hanging receiver address (hanging and isolation)")
+	flag.StringVar(&cfg.healthyHost, "healthy-host", "localhost",
+		"host name in the healthy webhook's URL: another name than the hanging receiver's 127.0.0.1, as two customers' hosts would be")
+	flag.StringVar(&cfg.certFile, "cert", ".data/loadtest-cert.pem", "receiver certificate (give it to the stack as WEBHOOKD_EXTRA_CA_FILE)")
+	flag.StringVar(&cfg.keyFile, "cert-key", ".data/loadtest-key.pem", "receiver private key")
 	initOnly := flag.Bool("init", false, "only write the receiver certificate, then exit")
-	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "after the last publish, wait this long for deliveries at most")
+	flag.IntVar(&cfg.events, "events", 1000, "events to publish (throughput)")
+	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput)")
+	flag.IntVar(&cfg.noisyHooks, "noisy-hooks", 0, "account B's webhooks on the hanging receiver (default 100 for hanging, 20 for isolation)")
+	flag.IntVar(&cfg.baseline, "baseline", 5, "C events published one at a time on the idle stack (hanging)")
+	flag.IntVar(&cfg.noisyEvents, "noisy-events", 10, "events B publishes (hanging)")
+	flag.IntVar(&cfg.probes, "probes", 10, "C events published while B's deliveries hang (hanging)")
+	flag.DurationVar(&cfg.probeEvery, "probe-every", time.Second, "interval between those C events (hanging)")
+	flag.Float64Var(&cfg.rate, "rate", 10, "events per second each account publishes (isolation)")
+	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation)")
+	flag.BoolVar(&cfg.control, "control", true, "add a phase where B's receiver answers at once, to tell what the hang costs from what B's traffic costs (isolation)")
+	flag.DurationVar(&cfg.progress, "progress", 5*time.Second, "interval between progress lines")
 	flag.Parse()
 
-	if _, err := os.Stat(*certFile); errors.Is(err, os.ErrNotExist) || *initOnly {
-		if err := writeCert(*certFile, *keyFile); err != nil {
+	if _, err := os.Stat(cfg.certFile); errors.Is(err, os.ErrNotExist) || *initOnly {
+		if err := writeCert(cfg.certFile, cfg.keyFile); err != nil {
 			return err
 		}
-		fmt.Printf("wrote %s; start the stack with:\n  WEBHOOKD_EXTRA_CA_FILE=%s WEBHOOKD_ALLOW_PRIVATE_TARGETS=true make run\n", *certFile, *certFile)
+		fmt.Printf("wrote %s; start the stack with:\n  WEBHOOKD_EXTRA_CA_FILE=%s WEBHOOKD_ALLOW_PRIVATE_TARGETS=true make run\n", cfg.certFile, cfg.certFile)
 		if *initOnly {
 			return nil
 		}
 	}
-	if *key == "" {
+	if cfg.key == "" {
 		return errors.New("-key is required (make run prints one)")
 	}
-	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+	cert, err := tls.LoadX509KeyPair(cfg.certFile, cfg.keyFile)
 	if err != nil {
 		return err
 	}
-
-	var received atomic.Int64
-	var mu sync.Mutex
-	var last time.Time
-	done := make(chan struct{})
-	target := int64(*events)
-	srv := &http.Server{
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			if r.Header.Get("X-Service-Event") != "campaign.created" {
-				return
-			}
-			n := received.Add(1)
-			mu.Lock()
-			last = time.Now()
-			mu.Unlock()
-			if n == target {
-				close(done)
-			}
-		}),
+	if cfg.rate <= 0 || cfg.duration <= 0 || cfg.progress <= 0 || cfg.probeEvery <= 0 {
+		return errors.New("-rate, -duration, -progress and -probe-every must be positive")
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	defer srv.Close()
-
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency}}
-	call := func(method, path string, body any) (map[string]any, error) {
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, *api+path, bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("x-api-key", *key)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
+	switch cfg.scenario {
+	case "throughput":
+		return throughput(ctx, cfg, cert)
+	case "hanging", "isolation":
+		if cfg.noisyKey == "" || cfg.noisyKey == cfg.key {
+			return fmt.Errorf("-scenario %s needs -noisy-key, the key of a second account", cfg.scenario)
 		}
-		defer resp.Body.Close()
-		var out map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return nil, fmt.Errorf("%s %s: %d", method, path, resp.StatusCode)
+		if cfg.scenario == "hanging" {
+			return hanging(ctx, cfg, cert)
 		}
-		if resp.StatusCode >= 300 {
-			return out, fmt.Errorf("%s %s: %d %v", method, path, resp.StatusCode, out)
-		}
-		return out, nil
+		return isolation(ctx, cfg, cert)
 	}
-	hook, err := call("POST", "/api/svc/v2/webhooks", map[string]string{"url": "https://" + ln.Addr().String() + "/hook", "eventType": "campaign.created"})
-	if err != nil {
-		return fmt.Errorf("register the receiver: %w", err)
-	}
-	hookID := hook["data"].(map[string]any)["id"]
-	defer func() { _, _ = call("DELETE", fmt.Sprintf("/api/svc/v2/webhooks/%v", hookID), nil) }()
-
-	data := map[string]any{"id": 1, "name": "Load", "platform": "meta", "status": "active",
-		"startDate": "2026-01-01T00:00:00.000Z", "endDate": "2026-12-31T00:00:00.000Z", "budget": 100}
-	var latencies []time.Duration
-	var latMu sync.Mutex
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	var publishErr atomic.Value
-	start := time.Now()
-	for i := 0; i < *concurrency; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range jobs {
-				t0 := time.Now()
-				if _, err := call("POST", "/api/svc/v2/events", map[string]any{"eventType": "campaign.created", "data": data}); err != nil {
-					publishErr.Store(err)
-					continue
-				}
-				latMu.Lock()
-				latencies = append(latencies, time.Since(t0))
-				latMu.Unlock()
-			}
-		}()
-	}
-	for i := 0; i < *events; i++ {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	published := time.Since(start)
-	if err, _ := publishErr.Load().(error); err != nil {
-		return fmt.Errorf("publish: %w", err)
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("only %d of %d deliveries arrived within %s", received.Load(), *events, *timeout)
-	}
-	mu.Lock()
-	total := last.Sub(start)
-	mu.Unlock()
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	fmt.Printf("events: %d, publish concurrency: %d\n", *events, *concurrency)
-	fmt.Printf("intake:     %.0f events/s (%s), publish latency p50 %s p99 %s\n",
-		float64(*events)/published.Seconds(), published.Round(time.Millisecond),
-		latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)*99/100].Round(time.Microsecond))
-	fmt.Printf("deliveries: %.0f deliveries/s (first publish to last delivery: %s)\n", float64(*events)/total.Seconds(), total.Round(time.Millisecond))
-	return nil
-}
-
-// writeCert makes a self-signed certificate for 127.0.0.1 and localhost.
-func writeCert(certFile, keyFile string) error {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: "webhookd loadtest receiver"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		return err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(priv)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(".data", 0o700); err != nil {
-		return err
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	return fmt.Errorf("-scenario %q: want throughput, hanging or isolation", cfg.scenario)
 }

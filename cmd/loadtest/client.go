@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// apiClient calls webhookd's variant A API (x-api-key) as one account.
+type apiClient struct {
+	base string
+	key  string
+	http *http.Client
+}
+
+// newAPIClient keeps up to conns connections open, so that concurrent publishers do not pay a
+// connection setup per event.
+func newAPIClient(base, key string, conns int) *apiClient {
+	return &apiClient{base: base, key: key, http: &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: conns},
+	}}
+}
+
+// statusError is a reply outside 2xx; it keeps the start of the body, which names the problem.
+type statusError struct {
+	method, path string
+	status       int
+	retryAfter   time.Duration
+	body         string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s", e.method, e.path, e.status, e.body)
+}
+
+// published is what POST /events answers.
+type published struct {
+	ID      int64 `json:"id"`
+	Matched int   `json:"matched"`
+}
+
+// publish sends one campaign.created event.
+func (c *apiClient) publish(ctx context.Context) (published, error) {
+	data := map[string]any{"id": 1, "name": "Load", "platform": "meta", "status": "active",
+		"startDate": "2026-01-01T00:00:00.000Z", "endDate": "2026-12-31T00:00:00.000Z", "budget": 100}
+	var out published
+	err := c.do(ctx, http.MethodPost, "/api/svc/v2/events", map[string]any{"eventType": "campaign.created", "data": data}, &out)
+	return out, err
+}
+
+// createWebhook registers a campaign.created webhook and returns its id.
+func (c *apiClient) createWebhook(ctx context.Context, url string) (int64, error) {
+	var out struct {
+		ID int64 `json:"id"`
+	}
+	err := c.doPatiently(ctx, http.MethodPost, "/api/svc/v2/webhooks", map[string]string{"url": url, "eventType": "campaign.created"}, &out)
+	if err != nil {
+		return 0, fmt.Errorf("register %s: %w", url, err)
+	}
+	return out.ID, nil
+}
+
+func (c *apiClient) deleteWebhook(ctx context.Context, id int64) error {
+	return c.doPatiently(ctx, http.MethodDelete, fmt.Sprintf("/api/svc/v2/webhooks/%d", id), nil, nil)
+}
+
+// doPatiently is do, waiting out the API's rate limit: setting up and tearing down many webhooks
+// may exceed it on a stack with the default limit, and that is not what loadtest measures.
+func (c *apiClient) doPatiently(ctx context.Context, method, path string, body, out any) error {
+	for {
+		err := c.do(ctx, method, path, body, out)
+		var se *statusError
+		if !errors.As(err, &se) || se.status != http.StatusTooManyRequests {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(max(se.retryAfter, 100*time.Millisecond)):
+		}
+	}
+}
+
+// do sends one request and decodes the data of the reply's envelope into out, unless out is nil.
+func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", c.key)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read the reply: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		secs, _ := strconv.Atoi(resp.Header.Get("Retry-After")) // absent or malformed: retry soon
+		return &statusError{method: method, path: path, status: resp.StatusCode,
+			retryAfter: time.Duration(secs) * time.Second, body: string(raw[:min(len(raw), 300)])}
+	}
+	if out == nil {
+		return nil
+	}
+	var envelope struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &envelope); err != nil {
+		return fmt.Errorf("%s %s: %d with a body that is not JSON: %w", method, path, resp.StatusCode, err)
+	}
+	if err := json.Unmarshal(envelope.Data, out); err != nil {
+		return fmt.Errorf("%s %s: unexpected data %s: %w", method, path, envelope.Data, err)
+	}
+	return nil
+}

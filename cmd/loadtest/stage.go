@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// stage is what the hanging and isolation scenarios share: account C's one webhook at a healthy
+// receiver, and account B's webhooks at a receiver that never answers.
+type stage struct {
+	healthy *arrivals
+	hanging *hangingReceiver
+	c, b    *apiClient
+	cHook   int64
+	bHooks  []int64
+	stops   []func()
+}
+
+// setUp starts both receivers and registers the webhooks. The healthy webhook's URL names
+// cfg.healthyHost, the hanging ones the listening IP: two customers' receivers are two hosts, and
+// a per-host limit must see them as such.
+func setUp(ctx context.Context, cfg config, cert tls.Certificate, noisyHooks int) (*stage, error) {
+	// Open-loop publishers run concurrently: keep enough connections to the API.
+	s := &stage{healthy: newArrivals(), hanging: &hangingReceiver{},
+		c: newAPIClient(cfg.api, cfg.key, 64), b: newAPIClient(cfg.api, cfg.noisyKey, 64)}
+	healthyAddr, stop, err := serveTLS(cfg.listen, cert, s.healthy)
+	if err != nil {
+		return nil, fmt.Errorf("healthy receiver: %w", err)
+	}
+	s.stops = append(s.stops, stop)
+	hangAddr, stop, err := serveTLS(cfg.hangListen, cert, s.hanging)
+	if err != nil {
+		s.tearDown(ctx)
+		return nil, fmt.Errorf("hanging receiver: %w", err)
+	}
+	s.stops = append(s.stops, stop)
+
+	_, port, err := net.SplitHostPort(healthyAddr)
+	if err != nil {
+		s.tearDown(ctx)
+		return nil, err
+	}
+	healthyURL := "https://" + net.JoinHostPort(cfg.healthyHost, port) + "/hook"
+	if s.cHook, err = s.c.createWebhook(ctx, healthyURL); err != nil {
+		s.tearDown(ctx)
+		return nil, fmt.Errorf("account C (-key): %w", err)
+	}
+	for i := range noisyHooks {
+		id, err := s.b.createWebhook(ctx, fmt.Sprintf("https://%s/hook/%d", hangAddr, i))
+		if err != nil {
+			s.tearDown(ctx)
+			return nil, fmt.Errorf("account B (-noisy-key): %w", err)
+		}
+		s.bHooks = append(s.bHooks, id)
+	}
+	fmt.Printf("account C: webhook %d at %s (answers 204 at once)\n", s.cHook, healthyURL)
+	fmt.Printf("account B: %d webhooks at https://%s/hook/... (reads the request, never answers)\n", noisyHooks, hangAddr)
+	return s, nil
+}
+
+// tearDown deletes the webhooks, so that deliveries still queued are canceled rather than
+// attempted, then stops the receivers. It runs after an interrupt too.
+func (s *stage) tearDown(ctx context.Context) {
+	deleteWebhooks(ctx, s.b, s.bHooks)
+	if s.cHook != 0 {
+		deleteWebhooks(ctx, s.c, []int64{s.cHook})
+	}
+	for _, stop := range s.stops {
+		stop()
+	}
+}
+
+// deleteWebhooks deletes what a run registered, even when the run was interrupted.
+func deleteWebhooks(ctx context.Context, c *apiClient, ids []int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, id := range ids {
+		if err := c.deleteWebhook(ctx, id); err != nil {
+			fmt.Fprintf(os.Stderr, "loadtest: delete webhook %d: %v\n", id, err)
+		}
+	}
+}

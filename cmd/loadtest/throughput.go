@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// throughput registers one webhook at a fast receiver, publishes cfg.events events with
+// cfg.concurrency clients as fast as the API takes them, and reports the intake rate and the time
+// from the first publish to the last delivery received.
+func throughput(ctx context.Context, cfg config, cert tls.Certificate) error {
+	counter := newDeliveryCounter(int64(cfg.events))
+	addr, stop, err := serveTLS(cfg.listen, cert, counter)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	client := newAPIClient(cfg.api, cfg.key, cfg.concurrency)
+	hookID, err := client.createWebhook(ctx, "https://"+addr+"/hook")
+	if err != nil {
+		return fmt.Errorf("register the receiver: %w", err)
+	}
+	defer deleteWebhooks(ctx, client, []int64{hookID})
+
+	start := time.Now()
+	latencies, err := publishClosedLoop(ctx, client, cfg.events, cfg.concurrency)
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	published := time.Since(start)
+
+	waitCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	select {
+	case <-counter.done:
+	case <-waitCtx.Done():
+		return fmt.Errorf("only %d of %d deliveries arrived within %s", counter.received.Load(), cfg.events, cfg.timeout)
+	}
+	total := counter.lastArrival().Sub(start)
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	fmt.Printf("events: %d, publish concurrency: %d\n", cfg.events, cfg.concurrency)
+	fmt.Printf("intake:     %.0f events/s (%s), publish latency p50 %s p99 %s\n",
+		float64(cfg.events)/published.Seconds(), published.Round(time.Millisecond),
+		latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)*99/100].Round(time.Microsecond))
+	fmt.Printf("deliveries: %.0f deliveries/s (first publish to last delivery: %s)\n", float64(cfg.events)/total.Seconds(), total.Round(time.Millisecond))
+	return nil
+}
+
+// publishClosedLoop publishes n events with the given number of clients, each publishing its next
+// event when the previous one is accepted, and returns each publish's latency.
+func publishClosedLoop(ctx context.Context, client *apiClient, n, clients int) ([]time.Duration, error) {
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		lastErr   error
+	)
+	jobs := make(chan struct{})
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range jobs {
+				t0 := time.Now()
+				_, err := client.publish(ctx)
+				mu.Lock()
+				if err != nil {
+					lastErr = err
+				} else {
+					latencies = append(latencies, time.Since(t0))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	wg.Wait()
+	return latencies, lastErr
+}
+
+// deliveryCounter is the throughput receiver: it counts campaign.created deliveries and closes
+// done when the expected number has arrived.
+type deliveryCounter struct {
+	expected int64
+	received atomic.Int64
+	done     chan struct{}
+	mu       sync.Mutex
+	last     time.Time
+}
+
+func newDeliveryCounter(expected int64) *deliveryCounter {
+	return &deliveryCounter{expected: expected, done: make(chan struct{})}
+}
+
+func (c *deliveryCounter) ServeHTTP(_ http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body) // the arrival is what counts, not the body
+	if r.Header.Get("X-Service-Event") != "campaign.created" {
+		return
+	}
+	n := c.received.Add(1)
+	c.mu.Lock()
+	c.last = time.Now()
+	c.mu.Unlock()
+	if n == c.expected {
+		close(c.done)
+	}
+}
+
+func (c *deliveryCounter) lastArrival() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}

@@ -166,7 +166,13 @@ func loadConfig(environ []string) (Config, error) {
 	cfg.SweepInterval = duration("WEBHOOKD_SWEEP_INTERVAL", "5s")
 	cfg.MaxConcurrentDeliveries = int(positive("WEBHOOKD_MAX_CONCURRENT_DELIVERIES", "200"))
 	cfg.MaxConcurrentRetries = int(positive("WEBHOOKD_MAX_CONCURRENT_RETRIES", "100"))
-	cfg.HostConcurrency = int(positive("WEBHOOKD_HOST_CONCURRENCY", "16"))
+	// A receiver host may hold a small share of the first-attempt slots (16 of the default 200),
+	// or isolation is gone: a cap of half the slots or more is refused.
+	cfg.HostConcurrency = int(positive("WEBHOOKD_HOST_CONCURRENCY", strconv.Itoa(max(2, cfg.MaxConcurrentDeliveries/12))))
+	if cfg.MaxConcurrentDeliveries > 0 && cfg.HostConcurrency > cfg.MaxConcurrentDeliveries/2 {
+		errs = append(errs, fmt.Errorf("WEBHOOKD_HOST_CONCURRENCY: %d is more than half of WEBHOOKD_MAX_CONCURRENT_DELIVERIES (%d): one receiver host could take the worker's slots",
+			cfg.HostConcurrency, cfg.MaxConcurrentDeliveries))
+	}
 	cfg.BreakerFailures = int(positive("WEBHOOKD_BREAKER_FAILURES", "5"))
 	cfg.BreakerCooldown = duration("WEBHOOKD_BREAKER_COOLDOWN", "10s")
 	cfg.DisableMinExhausted = int(positive("WEBHOOKD_DISABLE_MIN_EXHAUSTED", "5"))

@@ -86,6 +86,14 @@ func TestConfigReadsValues(t *testing.T) {
 	if cfg.RetryJitter != 0 || cfg.DisableAfter != 0 || cfg.BreakerCooldown != 2*time.Second {
 		t.Fatalf("jitter off, auto-disable off: cfg = %+v", cfg)
 	}
+	// The host cap follows the slots unless set, and may not take half of them.
+	cfg, err = loadConfig([]string{"WEBHOOKD_MAX_CONCURRENT_DELIVERIES=10"})
+	if err != nil || cfg.HostConcurrency != 2 {
+		t.Fatalf("10 slots: host cap = %d, %v; want 2", cfg.HostConcurrency, err)
+	}
+	if _, err := loadConfig([]string{"WEBHOOKD_MAX_CONCURRENT_DELIVERIES=10", "WEBHOOKD_HOST_CONCURRENCY=6"}); err == nil || !strings.Contains(err.Error(), "WEBHOOKD_HOST_CONCURRENCY") {
+		t.Fatalf("a host cap over half the slots: err = %v", err)
+	}
 }
 
 // TestSecretKeyRules: SQLite without a key generates one once and reuses it; PostgreSQL without a

@@ -82,6 +82,10 @@ type DeliveryState struct {
 // DeliveryWorkflow delivers one event to one webhook: an attempt, then one more after each delay of
 // the schedule, durable across crashes. When the last attempt fails it marks the webhook failing
 // (alerting the owner once), then waits for a retry signal, which runs the schedule again.
+//
+// Attempts after the first run on the retry task queue; each delay gets its jitter, or is longer
+// when the receiver asked with Retry-After. An attempt that finds the webhook disabled posts
+// nothing: the delivery is held as exhausted and waits for the retry signal like any other.
 func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, error) {
 	st := DeliveryState{State: model.DeliveryDelivering}
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (DeliveryState, error) { return st, nil }); err != nil {

@@ -58,3 +58,30 @@ func (c *webhooksCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+var dependencyUp = prometheus.NewDesc("webhookd_dependency_up",
+	"Whether a dependency answers (1) or not (0), checked at scrape time: database or temporal.", []string{"dependency"}, nil)
+
+// dependencyCollector reports webhookd_dependency_up{dependency}, so an alert can fire on Temporal
+// being away although readiness (the database only) stays green.
+type dependencyCollector struct{ s *Server }
+
+func (c dependencyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- dependencyUp }
+
+func (c dependencyCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	database, temporal := c.s.checkDependencies(ctx)
+	for name, state := range map[string]string{"database": database, "temporal": temporal} {
+		up := 0.0
+		if state == "ok" {
+			up = 1
+		}
+		m, err := prometheus.NewConstMetric(dependencyUp, prometheus.GaugeValue, up, name)
+		if err != nil {
+			c.s.log.Warn("dependency gauge", "err", err)
+			return
+		}
+		ch <- m
+	}
+}

@@ -106,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 		if err := cfg.Registry.Register(newWebhooksCollector(cfg.DB, cfg.Logger)); err != nil {
 			return nil, fmt.Errorf("register webhooks gauge: %w", err)
 		}
+		if err := cfg.Registry.Register(dependencyCollector{s}); err != nil {
+			return nil, fmt.Errorf("register dependency gauge: %w", err)
+		}
 	}
 	e.Use(middleware.Recover())
 
@@ -179,22 +182,35 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 only when the database and Temporal both answer, so a load balancer sends no
-// traffic to an instance that would only return 503.
+// readyz answers 200 when the database answers: intake and management need nothing else, since
+// the outbox holds deliveries while Temporal is away. Temporal's state is reported beside it
+// (status "degraded"), so a load balancer keeps every replica while operators still see it.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	checks := map[string]string{"database": "ok", "temporal": "ok"}
+	database, temporal := s.checkDependencies(ctx)
 	status, code := "ok", http.StatusOK
+	switch {
+	case database != "ok":
+		status, code = "unavailable", http.StatusServiceUnavailable
+	case temporal != "ok":
+		status = "degraded"
+	}
+	return c.JSON(code, map[string]any{"status": status, "checks": map[string]string{"database": database, "temporal": temporal}})
+}
+
+// checkDependencies asks the database and Temporal whether they answer: "ok" or "unavailable".
+func (s *Server) checkDependencies(ctx context.Context) (database, temporal string) {
+	database, temporal = "ok", "ok"
 	if err := s.db.PingContext(ctx); err != nil {
 		s.log.Warn("readiness: database", "err", err)
-		checks["database"], status, code = "unavailable", "unavailable", http.StatusServiceUnavailable
+		database = "unavailable"
 	}
 	if s.temporal == nil {
-		checks["temporal"], status, code = "unavailable", "unavailable", http.StatusServiceUnavailable
+		temporal = "unavailable"
 	} else if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		s.log.Warn("readiness: temporal", "err", err)
-		checks["temporal"], status, code = "unavailable", "unavailable", http.StatusServiceUnavailable
+		temporal = "unavailable"
 	}
-	return c.JSON(code, map[string]any{"status": status, "checks": checks})
+	return database, temporal
 }

@@ -88,7 +88,7 @@ func TestCheckAcceptsDocumentedResponses(t *testing.T) {
 		{name: "B rotate", method: "POST", target: "/v2/svc/v2/webhooks/8/secret/rotate", status: 200,
 			body: `{"data":{"secret":"` + secret + `","previousSecretExpiresAt":"2026-11-24T06:42:12.123Z"},"message":"rotated","isError":false}`},
 		{name: "readiness failing", method: "GET", target: "/readyz", status: 503,
-			body: `{"status":"unavailable","checks":{"database":"ok","temporal":"unavailable"}}`},
+			body: `{"status":"unavailable","checks":{"database":"unavailable","temporal":"ok"}}`},
 		{name: "openapi document", method: "GET", target: "/openapi.yaml", status: 200,
 			header: map[string]string{"Content-Type": "application/yaml"}, body: "openapi: 3.0.3\n"},
 		{name: "metrics", method: "GET", target: "/metrics", status: 200,

@@ -19,7 +19,10 @@ cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
-trap cleanup EXIT INT TERM
+# Ctrl-C or a TERM exits at once (through cleanup); only a process dying on its own reaches the
+# message at the end.
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 for port in "$temporal_port" "$ui_port" "${addr##*:}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then

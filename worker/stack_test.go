@@ -66,6 +66,8 @@ type stackOptions struct {
 	breakerFailures int
 	breakerCooldown time.Duration
 	disable         model.DisableRule
+	// stopTimeout lets attempts in flight finish when the worker stops.
+	stopTimeout time.Duration
 }
 
 var testSecretKey = bytes.Repeat([]byte{9}, 32)
@@ -186,7 +188,7 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 	go func() {
 		done <- worker.Run(ctx, worker.Config{
 			Client: st.tc, TaskQueue: st.queue, DB: st.db, Activities: acts, Starter: st.starter,
-			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50, MaxConcurrentRetries: 25,
+			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50, MaxConcurrentRetries: 25, StopTimeout: o.stopTimeout,
 		})
 	}()
 	var once sync.Once

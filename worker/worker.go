@@ -5,6 +5,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -31,6 +32,9 @@ type Config struct {
 	// MaxConcurrentRetries the later ones, on the retry task queue (zero: half as many).
 	MaxConcurrentDeliveries int
 	MaxConcurrentRetries    int
+	// StopTimeout is how long a stopping worker lets attempts in flight finish (a deploy must not
+	// cut a POST in half and send it again); zero cancels them at once.
+	StopTimeout time.Duration
 }
 
 // Run runs the worker and the sweeper until ctx ends.
@@ -51,9 +55,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	defer func() {
+		// Both workers drain at once, so a stop takes StopTimeout at most, not twice that.
+		var wg sync.WaitGroup
 		for _, w := range workers {
-			w.Stop()
+			wg.Go(w.Stop)
 		}
+		wg.Wait()
 	}()
 	cfg.Logger.Info("temporal worker started", "task_queue", cfg.TaskQueue, "retry_task_queue", workflows.RetryTaskQueue(cfg.TaskQueue))
 
@@ -83,6 +90,7 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 		// finish at once (measured with cmd/loadtest).
 		MaxConcurrentWorkflowTaskPollers: 4,
 		MaxConcurrentActivityTaskPollers: 8,
+		WorkerStopTimeout:                cfg.StopTimeout,
 	})
 	main.RegisterWorkflow(workflows.DeliveryWorkflow)
 	main.RegisterWorkflow(workflows.WebsitePublishWorkflow)
@@ -98,6 +106,7 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 		MaxConcurrentActivityExecutionSize: slots,
 		MaxConcurrentActivityTaskPollers:   4,
 		DisableWorkflowWorker:              true,
+		WorkerStopTimeout:                  cfg.StopTimeout,
 	})
 	retries.RegisterActivity(cfg.Activities)
 	if err := retries.Start(); err != nil {

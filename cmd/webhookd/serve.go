@@ -116,6 +116,8 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 				Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Starter: starter,
 				Logger: logger.With("component", "worker"), SweepInterval: cfg.SweepInterval,
 				MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries, MaxConcurrentRetries: cfg.MaxConcurrentRetries,
+				// An attempt in flight at a deploy finishes: its timeout, plus recording it.
+				StopTimeout: cfg.DeliveryTimeout + 5*time.Second,
 			})
 			if err != nil {
 				errc <- err

@@ -75,19 +75,21 @@ func alertMail(l Links, to string, w *model.Webhook, eventType, lastError string
 	if w.Variant == model.VariantB {
 		status = model.StatusFailing
 	}
+	base := strings.TrimSuffix(l.APIBaseURL, "/")
 	var b strings.Builder
-	fmt.Fprintf(&b, "Your webhook %d is now %s: webhookd could not deliver an event to it.\n\n", w.ID, status)
+	// "is failing" in both variants: variant A's status is "failed", which does not read as a sentence.
+	fmt.Fprintf(&b, "Your webhook %d is failing (status %q): webhookd could not deliver an event to it.\n\n", w.ID, status)
 	fmt.Fprintf(&b, "Webhook:     %d\nURL:         %s\nEvent type:  %s\nLast error:  %s\n\n", w.ID, w.URL, eventType, lastError)
 	b.WriteString("Once the receiver is fixed, retry the failed deliveries:\n\n")
-	fmt.Fprintf(&b, "  curl -X POST %s%s/%d/retry -H '%s'\n\n", strings.TrimSuffix(l.APIBaseURL, "/"), collection, w.ID, auth)
-	fmt.Fprintf(&b, "The delivery log is at GET %s/%d/deliveries.\n\n", collection, w.ID)
+	fmt.Fprintf(&b, "  curl -X POST %s%s/%d/retry -H '%s'\n\n", base, collection, w.ID, auth)
+	fmt.Fprintf(&b, "The delivery log is at GET %s%s/%d/deliveries.\n\n", base, collection, w.ID)
 	if l.TemporalUIURL != "" {
 		fmt.Fprintf(&b, "Operators: in the Temporal Web UI (%s/namespaces/%s/workflows) search\n", strings.TrimSuffix(l.TemporalUIURL, "/"), l.TemporalNSpace)
 		fmt.Fprintf(&b, "  WebhookId=%d AND DeliveryState=\"exhausted\"\nand send the signal \"retry\" to a delivery.\n", w.ID)
 	}
 	return Mail{
 		To:      to,
-		Subject: fmt.Sprintf("[webhookd] webhook %d is %s (%s)", w.ID, status, eventType),
+		Subject: fmt.Sprintf("[webhookd] webhook %d is failing (%s)", w.ID, eventType),
 		Body:    b.String(),
 	}
 }

@@ -6,15 +6,18 @@ TEMPORAL_CLI_VERSION := v1.5.1
 .PHONY: build run postgres test bench fmt vet clean
 
 build:
+	@echo "==> building bin/webhookd (the first build downloads modules: 1-3 minutes; then seconds)"
 	go build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/webhookd ./cmd/webhookd
 
 # The Temporal CLI hosts the dev server for `make run` and the integration tests. It is pinned
 # (@latest does not build) and installed once, since building it takes minutes.
 bin/temporal:
+	@echo "==> installing the Temporal CLI $(TEMPORAL_CLI_VERSION) into bin/ (once; usually 5-8 minutes on 2 cores, silent while it compiles)"
 	GOBIN=$(CURDIR)/bin go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 
 # The tests start throwaway PostgreSQL clusters of their own, so they need the server binaries.
 postgres:
+	@echo "==> checking for the PostgreSQL server binaries (installed with apt when absent: about a minute)"
 	deployments/dev/ensure-postgres.sh
 
 run: build bin/temporal

@@ -119,6 +119,12 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 // Sweep starts the workflows of deliveries older than minAge that were never started, and returns
 // how many it started.
 func Sweep(ctx context.Context, db *bun.DB, s *workflows.Starter, minAge time.Duration) (int, error) {
+	// One replica sweeps at a time; the others skip this round.
+	unlock, ok, err := model.LockSweep(ctx, db)
+	if err != nil || !ok {
+		return 0, err
+	}
+	defer unlock()
 	total := 0
 	for {
 		refs, err := model.UndispatchedDeliveries(ctx, db, model.Now().Add(-minAge), 200)

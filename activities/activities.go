@@ -77,6 +77,10 @@ type DeliverInput struct {
 	// MaxRetryDelay bounds how long a receiver's Retry-After may push the next attempt: the
 	// schedule's longest delay.
 	MaxRetryDelay time.Duration
+	// AttemptTimeout bounds the HTTP exchange: the workflow input's value, from which the
+	// activity's StartToClose is derived too, so the exchange always ends first. Zero (workflows
+	// started before it was carried) leaves the egress client's own timeout.
+	AttemptTimeout time.Duration
 }
 
 // DeliverResult is the outcome of one attempt.

@@ -27,6 +27,9 @@ const maxResponseKept = 1 << 10
 // infrastructure failed (the database), and Temporal retries that.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	target, err := model.LoadDeliveryTarget(ctx, a.DB, in.DeliveryID)
+	if errors.Is(err, model.ErrNotFound) {
+		return DeliverResult{}, a.failPermanently(ctx, in, ErrTypeDeliveryMissing, "the delivery row does not exist", err)
+	}
 	if err != nil {
 		return DeliverResult{}, fmt.Errorf("load delivery %d: %w", in.DeliveryID, err)
 	}
@@ -47,7 +50,10 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 	secrets, err := a.signingSecrets(w)
 	if err != nil {
-		return DeliverResult{}, err
+		// Opening a secret reads no database: it fails the same way every time until an operator
+		// restores the key the secret was sealed with.
+		return DeliverResult{}, a.failPermanently(ctx, in, ErrTypeSecretUnreadable,
+			"the webhook's signing secret cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
 	}
 	ev := &target.Event
 	var body []byte
@@ -63,7 +69,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if err != nil {
 		return DeliverResult{}, fmt.Errorf("sign delivery %d: %w", in.DeliveryID, err)
 	}
-	resp, postErr := a.Egress.Post(ctx, w.URL, http.Header{
+	resp, postErr := a.Egress.PostWithin(ctx, in.AttemptTimeout, w.URL, http.Header{
 		"Content-Type":      {"application/json"},
 		"User-Agent":        {a.UserAgent},
 		"X-Service-Event":   {ev.EventType},
@@ -141,18 +147,23 @@ func nextAttemptIn(in DeliverInput, resp *egress.Response, now time.Time) time.D
 	return max(in.NextAttemptIn, min(asked, in.MaxRetryDelay))
 }
 
-// signingSecrets returns the webhook's current secret and, during a rotation overlap, the previous
-// one: both sign, so receivers can switch at their own pace.
+// signingSecrets returns the webhook's current secret first, then every rotated-out secret still
+// inside its own overlap (newest first): all sign, so receivers can switch at their own pace, even
+// across several rotations. The variant B body signature uses the first, the current one.
 func (a *Activities) signingSecrets(w *model.Webhook) ([]string, error) {
 	current, err := a.Secrets.Open(w.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
 	}
 	secrets := []string{current}
-	if w.PreviousSecret != nil && w.PreviousSecretExpiresAt != nil && a.now().Before(*w.PreviousSecretExpiresAt) {
-		prev, err := a.Secrets.Open(*w.PreviousSecret)
+	now := a.now()
+	for _, p := range w.PreviousSecrets {
+		if !now.Before(p.ExpiresAt) {
+			continue
+		}
+		prev, err := a.Secrets.Open(p.Secret)
 		if err != nil {
-			return nil, fmt.Errorf("open previous secret of webhook %d: %w", w.ID, err)
+			return nil, fmt.Errorf("open previous secret %d of webhook %d: %w", p.ID, w.ID, err)
 		}
 		secrets = append(secrets, prev)
 	}

@@ -15,6 +15,9 @@ type Metrics struct {
 	Deliveries      *prometheus.CounterVec
 	AttemptDuration *prometheus.HistogramVec
 	Alerts          prometheus.Counter
+	// InternalFailures counts deliveries ended by an internal error no retry can fix, by its
+	// error type (ErrTypeDeliveryMissing, ErrTypeSecretUnreadable). Alert on any increase.
+	InternalFailures *prometheus.CounterVec
 }
 
 // NewMetrics registers the delivery metrics with reg.
@@ -33,8 +36,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "webhookd_alerts_total",
 			Help: "Failure alerts e-mailed to webhook owners.",
 		}),
+		InternalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_delivery_internal_failures_total",
+			Help: "Deliveries ended by an internal error that no retry can fix (a missing delivery row, an unreadable secret), by error type.",
+		}, []string{"error_type"}),
 	}
-	for _, c := range []prometheus.Collector{m.Deliveries, m.AttemptDuration, m.Alerts} {
+	for _, c := range []prometheus.Collector{m.Deliveries, m.AttemptDuration, m.Alerts, m.InternalFailures} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register delivery metrics: %w", err)
 		}

@@ -45,7 +45,7 @@ type testEnv struct {
 
 type serverOption func(*api.Config)
 
-func newEnv(t *testing.T, db *bun.DB, opts ...serverOption) *testEnv {
+func newEnv(t testing.TB, db *bun.DB, opts ...serverOption) *testEnv {
 	t.Helper()
 	box, err := model.NewSecretBox(testKey)
 	if err != nil {
@@ -231,7 +231,7 @@ func forEach(t *testing.T, fn func(t *testing.T, e *testEnv, v variantCase)) {
 
 var accountSeq atomic.Int64
 
-func newKey(t *testing.T, db *bun.DB) string {
+func newKey(t testing.TB, db *bun.DB) string {
 	t.Helper()
 	key, _, err := model.CreateAPIKey(context.Background(), db, fmt.Sprintf("owner%d-%s@example.com", accountSeq.Add(1), strings.ReplaceAll(t.Name(), "/", "-")), "test")
 	if err != nil {

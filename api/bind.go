@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/model"
 )
 
 // decodeJSON reads the request body into dst strictly: JSON only, one value, no unknown fields, and
@@ -69,12 +72,33 @@ func decodeError(err error) error {
 		if typ.Field == "" {
 			return invalidRequest("request body must be a JSON object, not %s", typ.Value)
 		}
+		if unsafeInteger(typ) {
+			return validationFailed(typ.Field, "%s %s", typ.Field, model.UnsafeIntegerReason)
+		}
 		return invalidField(typ.Field, "field %s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.Kind().String()), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
 		return invalidField(field, "unknown field %q", field)
 	}
 	return invalidRequest("malformed JSON")
+}
+
+// unsafeInteger reports whether an integer field failed to decode only because its integer value is
+// too large for Go's type: that is a value out of range (422, as for one beyond 2^53-1 that does
+// fit), not a wrong type.
+func unsafeInteger(typ *json.UnmarshalTypeError) bool {
+	switch typ.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return false
+	}
+	lit, ok := strings.CutPrefix(typ.Value, "number ")
+	if !ok {
+		return false
+	}
+	_, isInteger, safe := model.JSONInteger(lit)
+	return isInteger && !safe
 }
 
 func tooLarge(err error) bool {

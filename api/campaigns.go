@@ -187,6 +187,8 @@ func checkCampaignName(name *string, required bool) error {
 		return nil
 	case strings.TrimSpace(*name) == "" || len(*name) > 200:
 		return validationFailed("name", "name must be 1 to 200 characters")
+	case !model.SafeText(*name):
+		return validationFailed("name", "name must not contain U+0000 (NUL)")
 	}
 	return nil
 }
@@ -203,8 +205,8 @@ func checkBudget(b *float64, required bool) error {
 	return nil
 }
 
-// parseCampaignDate accepts any ISO 8601 timestamp; it is stored to the millisecond in UTC, as
-// CampaignData carries it.
+// parseCampaignDate accepts any ISO 8601 timestamp in the years 0001 to 9999 (UTC); it is stored to
+// the millisecond in UTC, as CampaignData carries it.
 func parseCampaignDate(field string, s *string, required bool) (time.Time, error) {
 	if s == nil {
 		if required {
@@ -216,7 +218,11 @@ func parseCampaignDate(field string, s *string, required bool) (time.Time, error
 	if err != nil {
 		return time.Time{}, validationFailed(field, "%s must be an ISO 8601 timestamp such as 2026-03-01T00:00:00.000Z", field)
 	}
-	return t.UTC().Truncate(time.Millisecond), nil
+	t = t.UTC().Truncate(time.Millisecond)
+	if !model.TimeInRange(t) {
+		return time.Time{}, validationFailed(field, "%s must be in the years 0001 to 9999 (UTC)", field)
+	}
+	return t, nil
 }
 
 // pathID reads the :id parameter of a resource.

@@ -86,6 +86,13 @@ func TestCampaigns(t *testing.T) {
 				{"patch end before start", "PATCH", one, `{"endDate":"2020-01-01T00:00:00Z"}`, 422, "endDate"},
 				{"patch unknown field", "PATCH", one, `{"platform":"google"}`, 400, "platform"},
 				{"patch paused wrong type", "PATCH", one, `{"paused":"yes"}`, 400, "paused"},
+				// Issue 8: PostgreSQL text cannot hold U+0000 nor its timestamps year 0; both databases refuse alike.
+				{"NUL in name", "POST", "/api/svc/v2/campaigns", `{"name":"a\u0000b","platform":"meta","budget":1,"startDate":"2026-01-01T00:00:00Z","endDate":"2026-02-01T00:00:00Z"}`, 422, "name"},
+				{"patch NUL in name", "PATCH", one, `{"name":"\u0000"}`, 422, "name"},
+				{"year 0000 start", "POST", "/api/svc/v2/campaigns", `{"name":"x","platform":"meta","budget":1,"startDate":"0000-01-01T00:00:00Z","endDate":"2026-02-01T00:00:00Z"}`, 422, "startDate"},
+				{"year 0 by offset", "POST", "/api/svc/v2/campaigns", `{"name":"x","platform":"meta","budget":1,"startDate":"0001-01-01T00:00:00+01:00","endDate":"2026-02-01T00:00:00Z"}`, 422, "startDate"},
+				{"year 10000 by offset", "POST", "/api/svc/v2/campaigns", `{"name":"x","platform":"meta","budget":1,"startDate":"2026-01-01T00:00:00Z","endDate":"9999-12-31T23:59:59-01:00"}`, 422, "endDate"},
+				{"patch year 0000 end", "PATCH", one, `{"endDate":"0000-01-01T00:00:00Z"}`, 422, "endDate"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					e.do(t, tc.method, tc.path, auth, tc.body).expectError(t, v, tc.status, tc.field)

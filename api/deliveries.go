@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 type attemptJSON struct {
@@ -102,11 +101,20 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.DeliveryID
+	}
+	attempts, err := model.DeliveryAttempts(ctx, h.db, ids)
+	if err != nil {
+		return err
+	}
 	tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
 	defer cancel()
-	signaled, err := workflows.Retry(tctx, h.starter.Client, refs)
+	// Signaled when its workflow still waits in the retry window, a new run when it has ended.
+	signaled, err := h.starter.Retry(tctx, refs, attempts)
 	if err != nil {
-		h.log.Warn("retry signal", "webhook", w.ID, "err", err)
+		h.log.Warn("retry", "webhook", w.ID, "retried", len(signaled), "of", len(refs), "err", err)
 		if len(signaled) == 0 {
 			return errUnavailable
 		}

@@ -104,6 +104,9 @@ func (s *Server) toAPIError(c echo.Context, err error) *apiError {
 		case http.StatusNotFound:
 			return errNotFound
 		case http.StatusRequestEntityTooLarge:
+			if limit, ok := c.Get(contextBodyLimit).(string); ok {
+				return &apiError{status: he.Code, code: codePayloadTooLarge, message: "request body is larger than " + limit}
+			}
 			return errTooLarge
 		case http.StatusTooManyRequests:
 			return errRateLimited
@@ -122,6 +125,11 @@ func (s *Server) toAPIError(c echo.Context, err error) *apiError {
 	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 		// The client went away; nothing useful can be sent, but keep the log quiet and honest.
 		s.log.Info("client canceled request", "request_id", requestID(c))
+		return errUnavailable
+	case model.IsBusy(err):
+		// Locks held by other work (SQLite's single writer, a PostgreSQL lock timeout, deadlock or
+		// serialization failure): the transaction rolled back and a retry can succeed.
+		s.log.Warn("database busy", "request_id", requestID(c), "err", err)
 		return errUnavailable
 	}
 	if !s.dependenciesUp(c.Request().Context()) {

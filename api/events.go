@@ -57,7 +57,9 @@ func (h *webhookHandlers) publishEvent(c echo.Context) error {
 	} else if err != nil {
 		return invalidField("data", "data is not valid JSON")
 	}
-	if err := model.ValidateEventData(eventType, data); err != nil {
+	// The data as sent, not its canonical form, whose float64 numbers have already rounded an
+	// unsafe integer to another one.
+	if err := model.ValidateEventData(eventType, req.Data); err != nil {
 		var de *model.DataError
 		if errors.As(err, &de) {
 			return validationFailed(de.Field, "%s %s", de.Field, de.Reason)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/webhookd/webhookd/model"
@@ -78,6 +80,15 @@ func TestPublishEvent(t *testing.T) {
 				r.expectError(t, v, tc.status, tc.field)
 			})
 		}
+		// The 413 names the limit of the route: 256 KiB for events, 64 KiB for management calls.
+		big := e.do(t, "POST", eventsPath(v), auth, eventBody(v, v.eventType, mergeMap(data, "pad", strings.Repeat("x", 300<<10))))
+		if msg, _ := big.body["message"].(string); !strings.Contains(msg, "256 KiB") {
+			t.Errorf("413 on events says %q, want the 256 KiB limit", msg)
+		}
+		small := e.do(t, "POST", v.collection, auth, `{"url":"https://x.example.com/`+strings.Repeat("a", 70<<10)+`","eventType":"`+v.eventType+`"}`)
+		if msg, _ := small.body["message"].(string); small.status != 413 || !strings.Contains(msg, "64 KiB") {
+			t.Errorf("413 on webhooks: %d %q, want the 64 KiB limit", small.status, msg)
+		}
 		n, err := e.db.NewSelect().Model((*model.Event)(nil)).Where("account_id = ?", ev.AccountID).Where("event_type <> ?", model.EventTest).Count(context.Background())
 		if err != nil || n != 1 {
 			t.Fatalf("refused events were stored: %d, %v", n, err)
@@ -105,6 +116,69 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 		conflict.expect(t, http.StatusConflict, "conflict")
 		v.errEnvelope(t, conflict)
 		e.do(t, "POST", eventsPath(v), withKey(strings.Repeat("k", 300)), body).expect(t, 400, "invalid_request")
+	})
+}
+
+// TestIdempotencyKeyConcurrent: twenty identical requests with one Idempotency-Key at once all get
+// 202 with the same event: one stores it with its deliveries, nineteen are replays (issue 8: on
+// PostgreSQL the losers used to fail on the unique index with 500).
+func TestIdempotencyKeyConcurrent(t *testing.T) {
+	const n = 20
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		key := newKey(t, e.db)
+		auth := v.auth(key)
+		e.do(t, "POST", v.collection, auth, createBody("https://r.example.com/", v.eventType)).expect(t, 201, "")
+		body := eventBody(v, v.eventType, validData[v.name])
+		start := make(chan struct{})
+		recs := make([]*httptest.ResponseRecorder, n)
+		var wg sync.WaitGroup
+		for i := range recs {
+			req := httptest.NewRequest("POST", eventsPath(v), strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "race-"+v.name)
+			auth(req)
+			recs[i] = httptest.NewRecorder()
+			wg.Go(func() {
+				<-start
+				e.srv.ServeHTTP(recs[i], req)
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		replayed, ids := 0, map[float64]bool{}
+		for _, rec := range recs {
+			if rec.Code != http.StatusAccepted {
+				t.Fatalf("status = %d, want 202: %s", rec.Code, rec.Body)
+			}
+			var r struct {
+				Data struct {
+					ID float64 `json:"id"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+				t.Fatalf("body %s: %v", rec.Body, err)
+			}
+			ids[r.Data.ID] = true
+			if rec.Header().Get("Idempotent-Replayed") == "true" {
+				replayed++
+			}
+		}
+		if len(ids) != 1 || replayed != n-1 {
+			t.Fatalf("event ids %v, %d replayed; want one id and %d replayed", ids, replayed, n-1)
+		}
+		ctx := context.Background()
+		var events []model.Event
+		if err := e.db.NewSelect().Model(&events).Where("idempotency_key = ?", "race-"+v.name).Scan(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(events) != 1 || !ids[float64(events[0].ID)] {
+			t.Fatalf("stored events with the key: %+v, answered ids %v", events, ids)
+		}
+		deliveries, err := e.db.NewSelect().Model((*model.Delivery)(nil)).Where("event_id = ?", events[0].ID).Count(ctx)
+		if err != nil || deliveries != 1 || events[0].Matched != 1 {
+			t.Fatalf("deliveries of the event = %d (matched %d), %v; want 1", deliveries, events[0].Matched, err)
+		}
 	})
 }
 

@@ -113,7 +113,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		if err != nil {
 			return err
 		}
-		if err := model.ValidateEventData(eventType, data); err != nil {
+		if err := model.ValidateEventData(eventType, raw); err != nil {
 			var de *model.DataError
 			if errors.As(err, &de) {
 				field := strings.TrimPrefix(de.Field, "data.")
@@ -130,7 +130,8 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 	if err != nil {
 		return notFoundAs(err, "website")
 	}
-	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"eventId": first.Event.ID, "matched": first.Event.Matched}, "Event accepted"))
+	// The same shape as POST <prefix>/events answers: one intake reply everywhere.
+	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"id": first.Event.ID, "event": first.Event.EventType, "matched": first.Event.Matched}, "Event accepted"))
 }
 
 // analytics is POST /websites/<id>/analytics {metric, increment}.

@@ -29,11 +29,15 @@ func TestFanIntake(t *testing.T) {
 			r := e.do(t, "POST", site+"/leads", auth, leadBody)
 			r.expect(t, http.StatusAccepted, "")
 			var ev model.Event
-			if err := e.db.NewSelect().Model(&ev).Where("id = ?", r.data(t)["eventId"]).Scan(context.Background()); err != nil {
+			if err := e.db.NewSelect().Model(&ev).Where("id = ?", r.data(t)["id"]).Scan(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if want := `"phone":"+4915123456789"`; ev.EventType != "lead.captured" || !strings.Contains(ev.Data, want) {
 				t.Fatalf("lead event %s, want %s", ev.Data, want)
+			}
+			// One intake reply everywhere: the shape POST /events answers.
+			if d := r.data(t); d["event"] != "lead.captured" || d["matched"] == nil || len(d) != 3 {
+				t.Fatalf("lead reply data = %v, want {id, event, matched}", d)
 			}
 			e.do(t, "POST", site+"/presaves", auth, `{"platform":"spotify","fanEmail":null,"releaseDate":"2026-12-01T00:00:00Z","releaseUrl":"https://open.example.com/a","boosts":{"followedArtist":true,"savedCatalog":false,"emailCollected":false}}`).expect(t, http.StatusAccepted, "")
 

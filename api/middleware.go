@@ -18,6 +18,8 @@ const (
 	headerRequestID = "X-Request-Id"
 	contextAccount  = "webhookd.account"
 	contextKeyID    = "webhookd.key"
+	// contextBodyLimit names the body limit of the route, for the 413 message.
+	contextBodyLimit = "webhookd.bodylimit"
 )
 
 // A client-supplied request id is kept only when it is short and plain, so it cannot forge log lines.

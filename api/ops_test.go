@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -151,4 +153,40 @@ func TestRequestIDIsKeptOrMade(t *testing.T) {
 
 func jsonNumber(v any) string {
 	return fmt.Sprintf("%.0f", v.(float64))
+}
+
+// TestWrongMethodIs405: a path that exists with other methods answers 405 with Allow, in the
+// variant's envelope; a path that does not exist stays 404.
+func TestWrongMethodIs405(t *testing.T) {
+	e := newEnv(t, dbtest.SQLite(t))
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        []string
+	}{
+		{"PATCH", "/api/svc/v2/webhooks/1", 405, []string{"GET", "PUT", "DELETE"}},
+		{"DELETE", "/v2/svc/v2/webhooks", 405, []string{"GET", "POST"}},
+		{"GET", "/v2/svc/v2/events", 405, []string{"POST"}},
+		{"PUT", "/api/svc/v2/campaigns/7", 405, []string{"GET", "PATCH"}},
+		{"GET", "/api/svc/v2/nothing-here", 404, nil},
+	} {
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+		if rec.Code != tc.status {
+			t.Errorf("%s %s = %d %s, want %d", tc.method, tc.path, rec.Code, rec.Body, tc.status)
+			continue
+		}
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("%s %s: %v: %s", tc.method, tc.path, err, rec.Body)
+		}
+		if strings.HasPrefix(tc.path, "/api/") && body["success"] != false || strings.HasPrefix(tc.path, "/v2/") && body["isError"] != true {
+			t.Errorf("%s %s: body %s is not the variant's error envelope", tc.method, tc.path, rec.Body)
+		}
+		for _, m := range tc.allow {
+			if !strings.Contains(rec.Header().Get("Allow"), m) {
+				t.Errorf("%s %s: Allow = %q, want it to list %s", tc.method, tc.path, rec.Header().Get("Allow"), m)
+			}
+		}
+	}
 }

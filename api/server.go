@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -127,43 +128,61 @@ func New(cfg Config) (*Server, error) {
 		DenyHandler:         func(echo.Context, string, error) error { return errRateLimited },
 	})
 	for _, v := range []*variant{variantA, variantB} {
-		g := e.Group(v.prefix, withVariant(v), s.authenticate(v), limiter)
-		small, large := middleware.BodyLimit(maxBodyBytes), middleware.BodyLimit(maxEventBytes)
+		// The variant, auth and rate limit go on each route rather than on the group: group
+		// middleware makes Echo register a catch-all that answers 404 where a path exists with
+		// other methods, which must be 405 with Allow.
+		g := e.Group(v.prefix)
+		common := []echo.MiddlewareFunc{withVariant(v), s.authenticate(v), limiter}
+		with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc { return append(slices.Clone(common), m...) }
+		small, large := bodyLimit(maxBodyBytes, "64 KiB"), bodyLimit(maxEventBytes, "256 KiB")
 		h := &webhookHandlers{Server: s, v: v}
-		g.GET("/webhooks", h.list)
-		g.POST("/webhooks", h.create, small)
-		g.GET("/webhooks/:id", h.get)
-		g.PUT("/webhooks/:id", h.update, small)
-		g.DELETE("/webhooks/:id", h.delete)
-		g.GET("/webhooks/:id/secret", h.secret)
-		g.POST("/webhooks/:id/secret/rotate", h.rotateSecret, small)
-		g.POST("/webhooks/:id/retry", h.retry, small)
-		g.POST("/webhooks/:id/disable", h.disable, small)
-		g.POST("/webhooks/:id/enable", h.enable, small)
-		g.GET("/webhooks/:id/deliveries", h.deliveries)
-		g.POST("/events", h.publishEvent, large)
+		g.GET("/webhooks", h.list, with()...)
+		g.POST("/webhooks", h.create, with(small)...)
+		g.GET("/webhooks/:id", h.get, with()...)
+		g.PUT("/webhooks/:id", h.update, with(small)...)
+		g.DELETE("/webhooks/:id", h.delete, with()...)
+		g.GET("/webhooks/:id/secret", h.secret, with()...)
+		g.POST("/webhooks/:id/secret/rotate", h.rotateSecret, with(small)...)
+		g.POST("/webhooks/:id/retry", h.retry, with(small)...)
+		g.POST("/webhooks/:id/disable", h.disable, with(small)...)
+		g.POST("/webhooks/:id/enable", h.enable, with(small)...)
+		g.GET("/webhooks/:id/deliveries", h.deliveries, with()...)
+		g.POST("/events", h.publishEvent, with(large)...)
 		if v == variantB {
 			wh := &websiteHandlers{Server: s}
-			g.GET("/websites", wh.list)
-			g.POST("/websites", wh.create, small)
-			g.GET("/websites/:id", wh.get)
-			g.DELETE("/websites/:id", wh.delete)
-			g.POST("/websites/:id/publish", wh.publishWebsite, small)
-			g.POST("/websites/:id/archive", wh.archive, small)
-			g.POST("/websites/:id/leads", wh.lead, small)
-			g.POST("/websites/:id/presaves", wh.presave, small)
-			g.POST("/websites/:id/analytics", wh.analytics, small)
+			g.GET("/websites", wh.list, with()...)
+			g.POST("/websites", wh.create, with(small)...)
+			g.GET("/websites/:id", wh.get, with()...)
+			g.DELETE("/websites/:id", wh.delete, with()...)
+			g.POST("/websites/:id/publish", wh.publishWebsite, with(small)...)
+			g.POST("/websites/:id/archive", wh.archive, with(small)...)
+			g.POST("/websites/:id/leads", wh.lead, with(small)...)
+			g.POST("/websites/:id/presaves", wh.presave, with(small)...)
+			g.POST("/websites/:id/analytics", wh.analytics, with(small)...)
 		}
 		if v == variantA {
 			ch := &campaignHandlers{Server: s}
-			g.GET("/campaigns", ch.list)
-			g.POST("/campaigns", ch.create, small)
-			g.GET("/campaigns/:id", ch.get)
-			g.PATCH("/campaigns/:id", ch.patch, small)
+			g.GET("/campaigns", ch.list, with()...)
+			g.POST("/campaigns", ch.create, with(small)...)
+			g.GET("/campaigns/:id", ch.get, with()...)
+			g.PATCH("/campaigns/:id", ch.patch, with(small)...)
 		}
 	}
 	s.echo = e
 	return s, nil
+}
+
+// bodyLimit refuses bodies over limit and tells the error handler the limit's name, so a 413 says
+// which limit the request broke.
+func bodyLimit(limit, name string) echo.MiddlewareFunc {
+	limited := middleware.BodyLimit(limit)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := limited(next)
+		return func(c echo.Context) error {
+			c.Set(contextBodyLimit, name)
+			return h(c)
+		}
+	}
 }
 
 // ServeHTTP makes the server an http.Handler.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
 )
 
 const (
@@ -162,7 +163,31 @@ func (h *webhookHandlers) delete(c echo.Context) error {
 	if err := model.DeleteWebhook(c.Request().Context(), h.db, h.scope(c), id); err != nil {
 		return notFoundAsWebhook(err)
 	}
+	h.endDeliveries(c.Request().Context(), id)
 	return c.JSON(http.StatusOK, h.v.success(nil, "Webhook deleted"))
+}
+
+// endDeliveries ends the deliveries of a webhook just deleted: the unfinished ones are marked
+// canceled and their workflows canceled, so none waits out its retry window. The webhook is gone
+// whatever happens here: what is not reached (Temporal away) ends by itself, as any later attempt
+// finds the webhook deleted and cancels its delivery.
+func (h *webhookHandlers) endDeliveries(ctx context.Context, webhookID int64) {
+	refs, err := model.OpenDeliveries(ctx, h.db, webhookID)
+	if err == nil {
+		err = model.CancelOpenDeliveries(ctx, h.db, webhookID)
+	}
+	if err != nil {
+		h.log.Warn("cancel deliveries of a deleted webhook", "webhook", webhookID, "err", err)
+		return
+	}
+	if h.starter == nil || len(refs) == 0 {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+	defer cancel()
+	if canceled, err := workflows.Cancel(tctx, h.starter.Client, refs); err != nil {
+		h.log.Warn("cancel delivery workflows of a deleted webhook", "webhook", webhookID, "canceled", len(canceled), "of", len(refs), "err", err)
+	}
 }
 
 type secretResponse struct {
@@ -193,6 +218,12 @@ func (h *webhookHandlers) rotateSecret(c echo.Context) error {
 	}
 	until := model.Now().Add(secretOverlap)
 	if err := model.RotateWebhookSecret(c.Request().Context(), h.db, h.scope(c), id, sealed, until); err != nil {
+		var limit *model.RotationLimitError
+		if errors.As(err, &limit) {
+			return &apiError{status: http.StatusConflict, code: codeConflict, message: fmt.Sprintf(
+				"the secret was rotated %d times within 24 hours and every previous secret still signs; rotate again after %s, when the oldest expires",
+				model.MaxPreviousSecrets, limit.RetryAt.UTC().Format("2006-01-02T15:04:05.000Z"))}
+		}
 		return notFoundAsWebhook(err)
 	}
 	expires := isoTime(until)

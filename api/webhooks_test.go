@@ -332,7 +332,7 @@ func TestSecrets(t *testing.T) {
 func dumpDatabase(t *testing.T, e *testEnv) string {
 	t.Helper()
 	var b strings.Builder
-	for _, table := range []string{"accounts", "api_keys", "webhooks"} {
+	for _, table := range []string{"accounts", "api_keys", "webhooks", "webhook_previous_secrets"} {
 		rows, err := e.db.QueryContext(context.Background(), "SELECT * FROM "+table)
 		if err != nil {
 			t.Fatal(err)

@@ -50,6 +50,9 @@ func (h *websiteHandlers) create(c echo.Context) error {
 	if req.BrandID == nil || *req.BrandID < 1 {
 		return validationFailed("brandId", "brandId is required and must be a positive integer")
 	}
+	if !model.SafeInteger(*req.BrandID) {
+		return validationFailed("brandId", "brandId %s", model.UnsafeIntegerReason)
+	}
 	if req.Slug == nil || !slugPattern.MatchString(*req.Slug) {
 		return validationFailed("slug", "slug is required: 1 to 64 lowercase letters, digits and inner hyphens")
 	}
@@ -108,43 +111,24 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 			return err
 		}
 	}
-	ctx := c.Request().Context()
 	if req.ScheduledAt != nil {
 		at, err := time.Parse(time.RFC3339Nano, *req.ScheduledAt)
 		if err != nil {
 			return validationFailed("scheduledAt", "scheduledAt must be an ISO 8601 timestamp")
 		}
 		at = at.UTC().Truncate(time.Millisecond)
+		if !model.TimeInRange(at) {
+			return validationFailed("scheduledAt", "scheduledAt must be in the years 0001 to 9999 (UTC)")
+		}
 		if !at.After(time.Now()) {
 			return validationFailed("scheduledAt", "scheduledAt must be in the future; omit it to publish now")
 		}
 		if h.starter == nil {
 			return errUnavailable
 		}
-		var w *model.Website
-		err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			if w, err = model.GetWebsite(ctx, tx, accountOf(c).ID, id, true); err != nil {
-				return err
-			}
-			if w.Status != model.WebsiteDraft {
-				return conflict("a " + w.Status + " website cannot be scheduled for publication")
-			}
-			w.ScheduledAt = &at
-			if err := model.SaveWebsite(ctx, tx, w); err != nil {
-				return err
-			}
-			// Started before commit: if Temporal refuses, nothing is saved. A timer whose
-			// schedule did not commit finds the schedule changed and publishes nothing.
-			tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
-			defer cancel()
-			if err := h.starter.SchedulePublish(tctx, w.ID, at); err != nil {
-				h.log.Warn("schedule publication", "website", w.ID, "request_id", requestID(c), "err", err)
-				return errUnavailable
-			}
-			return nil
-		})
+		w, err := h.schedule(c, id, at)
 		if err != nil {
-			return notFoundAs(err, "website")
+			return err
 		}
 		return c.JSON(http.StatusAccepted, variantB.success(h.present(w), "Website scheduled for publication"))
 	}
@@ -153,6 +137,68 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, variantB.success(h.present(w), "Website published"))
+}
+
+// schedule saves a website's scheduled time, then starts its timer. No transaction stays open
+// across the call to Temporal: on SQLite that would hold the one write lock of every account for
+// as long as Temporal takes to answer.
+//
+// The row is the truth and the timer follows it: a timer that fires for a time the row no longer
+// holds publishes nothing. When the timer cannot be started the schedule is put back as it was
+// (compare-and-set, so a later change is kept) and the client gets 503 with nothing changed.
+func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*model.Website, error) {
+	ctx := c.Request().Context()
+	var w *model.Website
+	var prev *time.Time
+	var prevUpdatedAt time.Time
+	err := h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		if w, err = model.GetWebsite(ctx, tx, accountOf(c).ID, id, true); err != nil {
+			return err
+		}
+		if w.Status != model.WebsiteDraft {
+			return conflict("a " + w.Status + " website cannot be scheduled for publication")
+		}
+		prev, prevUpdatedAt, w.ScheduledAt = w.ScheduledAt, w.UpdatedAt, &at
+		return model.SaveWebsite(ctx, tx, w)
+	})
+	if err != nil {
+		return nil, notFoundAs(err, "website")
+	}
+	// Two schedules of one website can commit in one order and reach Temporal in the other,
+	// leaving the timer on the older time. So after starting a timer, read the row again and
+	// follow it until the timer started last is for the time the row holds.
+	want := at
+	for i := range 3 {
+		tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+		err := h.starter.SchedulePublish(tctx, w.ID, want)
+		cancel()
+		if err != nil && i > 0 {
+			// Only following another request's schedule failed; that request answers for it.
+			h.log.Warn("follow a newer schedule", "website", w.ID, "request_id", requestID(c), "err", err)
+			return w, nil
+		}
+		if err != nil {
+			h.log.Warn("schedule publication", "website", w.ID, "request_id", requestID(c), "err", err)
+			// Undone without the request's cancellation: the client may be gone, and the row must
+			// not keep promising a publication that no timer will make.
+			restored, uerr := model.UnscheduleWebsite(context.WithoutCancel(ctx), h.db, w.ID, at, prev, prevUpdatedAt)
+			if uerr != nil {
+				h.log.Error("undo schedule after Temporal refused", "website", w.ID, "request_id", requestID(c), "err", uerr)
+			} else if !restored {
+				h.log.Info("schedule changed again before it could be undone", "website", w.ID, "request_id", requestID(c))
+			}
+			return nil, errUnavailable
+		}
+		cur, err := model.GetWebsite(ctx, h.db, accountOf(c).ID, id, false)
+		if err != nil || cur.Status != model.WebsiteDraft || cur.ScheduledAt == nil || cur.ScheduledAt.Equal(want) {
+			// Current, or published, archived or deleted since: a leftover timer then finds the
+			// schedule gone and publishes nothing.
+			return w, nil
+		}
+		want = *cur.ScheduledAt
+	}
+	return w, nil
 }
 
 func (h *websiteHandlers) archive(c echo.Context) error {

@@ -35,8 +35,14 @@ func TestWebsites(t *testing.T) {
 				{"bad slug", "POST", "/v2/svc/v2/websites", `{"brandId":3,"slug":"Spring Tour"}`, 422, "slug"},
 				{"missing brand", "POST", "/v2/svc/v2/websites", `{"slug":"x"}`, 422, "brandId"},
 				{"brand wrong type", "POST", "/v2/svc/v2/websites", `{"brandId":"3","slug":"x"}`, 400, "brandId"},
+				// Issue 8: delivered as JSON to JavaScript, 2^63-1 would arrive as 9223372036854776000.
+				{"brand 2^63-1", "POST", "/v2/svc/v2/websites", `{"brandId":9223372036854775807,"slug":"x"}`, 422, "brandId"},
+				{"brand 2^63", "POST", "/v2/svc/v2/websites", `{"brandId":9223372036854775808,"slug":"x"}`, 422, "brandId"},
+				{"brand 2^53", "POST", "/v2/svc/v2/websites", `{"brandId":9007199254740992,"slug":"x"}`, 422, "brandId"},
+				{"brand fraction", "POST", "/v2/svc/v2/websites", `{"brandId":3.5,"slug":"x"}`, 400, "brandId"},
 				{"schedule in the past", "POST", one + "/publish", `{"scheduledAt":"` + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + `"}`, 422, "scheduledAt"},
 				{"schedule not a time", "POST", one + "/publish", `{"scheduledAt":"soon"}`, 422, "scheduledAt"},
+				{"schedule past year 9999 in UTC", "POST", one + "/publish", `{"scheduledAt":"9999-12-31T23:59:59-01:00"}`, 422, "scheduledAt"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					e.do(t, tc.method, tc.path, auth, tc.body).expectError(t, v, tc.status, tc.field)
@@ -67,7 +73,7 @@ func TestWebsites(t *testing.T) {
 }
 
 // TestScheduleWithTemporalDown: scheduling needs Temporal; when it is unreachable the answer is
-// 503 and the schedule is not saved (the timer and the row are started and saved together).
+// 503 and the website is as before (the saved schedule is undone when its timer cannot start).
 func TestScheduleWithTemporalDown(t *testing.T) {
 	e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) {
 		c.Starter = &workflows.Starter{Client: c.Temporal, TaskQueue: "nowhere"}

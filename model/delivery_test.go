@@ -208,8 +208,8 @@ func TestStatusRulesA(t *testing.T) {
 	})
 }
 
-// TestStatusRulesB: every attempt updates lastTriggered, lastStatus, failureCount; exhaustion moves
-// to failing and alerts once; a success heals and re-arms the alert.
+// TestStatusRulesB: every attempt updates lastTriggered and lastStatus, each exhausted delivery
+// failureCount; exhaustion moves to failing and alerts once; a success heals and re-arms the alert.
 func TestStatusRulesB(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
@@ -221,8 +221,8 @@ func TestStatusRulesB(t *testing.T) {
 		attempt(t, db, w, d1, 1, false, base.Add(time.Second))
 		attempt(t, db, w, d2, 1, false, base.Add(2*time.Second))
 		got := reload(t, db, w.ID)
-		if got.Status != model.StatusActive || got.FailureCount != 2 || *got.LastStatus != model.LastStatusFailed || !got.LastTriggeredAt.Equal(base.Add(2*time.Second)) {
-			t.Fatalf("after two failures: %+v", got)
+		if got.Status != model.StatusActive || got.FailureCount != 0 || *got.LastStatus != model.LastStatusFailed || !got.LastTriggeredAt.Equal(base.Add(2*time.Second)) {
+			t.Fatalf("after two failed attempts: %+v", got)
 		}
 		alert, err := exhaust(ctx, db, d1, w.ID, base.Add(time.Second))
 		if err != nil || !alert {
@@ -232,8 +232,8 @@ func TestStatusRulesB(t *testing.T) {
 		if err != nil || alert {
 			t.Fatalf("second exhaustion alerted again: %v, %v", alert, err)
 		}
-		if got := reload(t, db, w.ID); got.Status != model.StatusFailing {
-			t.Fatalf("after exhaustion: %s", got.Status)
+		if got := reload(t, db, w.ID); got.Status != model.StatusFailing || got.FailureCount != 2 {
+			t.Fatalf("after exhaustion: %s, failureCount %d", got.Status, got.FailureCount)
 		}
 		attempt(t, db, w, d1, 2, true, base.Add(3*time.Second))
 		got = reload(t, db, w.ID)
@@ -253,5 +253,58 @@ func TestStatusRulesB(t *testing.T) {
 		if got := reload(t, db, w.ID); got.Status != model.StatusActive {
 			t.Fatalf("stale exhaustion failed a healed webhook: %s", got.Status)
 		}
+	})
+}
+
+// TestFailureCountCountsDeliveries: failureCount is failed deliveries since the last success (issue
+// 8, #10): the attempts of one delivery add nothing until its schedule is exhausted, then 1, once
+// even when the exhausting activity runs twice; a success resets it, and an exhaustion older than
+// that success does not count.
+func TestFailureCountCountsDeliveries(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "count@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		base := model.Now()
+		count := func(want int, when string) {
+			t.Helper()
+			if got := reload(t, db, w.ID).FailureCount; got != want {
+				t.Fatalf("failureCount %s = %d, want %d", when, got, want)
+			}
+		}
+
+		d1 := deliveryFor(t, db, acc.ID, w)
+		for n := 1; n <= 6; n++ {
+			attempt(t, db, w, d1, n, false, base.Add(time.Duration(n)*time.Second))
+		}
+		count(0, "after 6 failed attempts of one delivery")
+		for range 2 { // a retried MarkExhausted activity
+			if _, err := exhaust(ctx, db, d1, w.ID, base.Add(6*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count(1, "after that delivery is exhausted")
+
+		d2 := deliveryFor(t, db, acc.ID, w)
+		for n := 1; n <= 6; n++ {
+			attempt(t, db, w, d2, n, false, base.Add(time.Duration(10+n)*time.Second))
+		}
+		if _, err := exhaust(ctx, db, d2, w.ID, base.Add(16*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		count(2, "after a second exhausted delivery")
+
+		d3 := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, d3, 1, false, base.Add(20*time.Second))
+		attempt(t, db, w, d3, 2, true, base.Add(21*time.Second))
+		count(0, "after a success")
+
+		// d4 failed before the success and is exhausted after it: not part of the current failure.
+		d4 := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, d4, 1, false, base.Add(19*time.Second))
+		if _, err := exhaust(ctx, db, d4, w.ID, base.Add(19*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		count(0, "after an exhaustion older than the success")
 	})
 }

@@ -114,11 +114,30 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data,
 			OccurredAt: now, CreatedAt: now,
 		}
+		ins := tx.NewInsert().Model(ev).Returning("id")
 		if ne.IdempotencyKey != "" {
 			ev.IdempotencyKey, ev.RequestHash = &ne.IdempotencyKey, &ne.RequestHash
+			// Two requests with one key can both find it new. On PostgreSQL the second insert
+			// waits for the first transaction and then, instead of failing on the unique index,
+			// inserts nothing; the winner's event is then read back below.
+			ins = ins.On("CONFLICT (account_id, variant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING")
 		}
-		if _, err := tx.NewInsert().Model(ev).Returning("id").Exec(ctx); err != nil {
+		r, err := ins.Exec(ctx)
+		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return fmt.Errorf("insert event: %w", err)
+		} else if n == 0 {
+			// The conflicting row is committed now (read committed: this statement's snapshot
+			// sees it), so the request is answered as the winner's replay, or refused as a
+			// reuse with another body.
+			prev, err := findIdempotent(ctx, tx, ne, now)
+			if err == nil && prev == nil {
+				err = errors.New("idempotency key conflicted but no event holds it")
+			}
+			res = prev
+			return err
 		}
 		var hookIDs []int64
 		q := tx.NewSelect().Model((*Webhook)(nil)).Column("id").

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -25,13 +24,14 @@ func (e *DataError) Error() string { return e.Field + ": " + e.Reason }
 type kind int
 
 const (
-	kindID         kind = iota // integer >= 1
-	kindNumber                 // any JSON number
+	kindID         kind = iota // integer from 1 to MaxSafeInteger
+	kindCount                  // integer from 0 to MaxSafeInteger
+	kindNumber                 // any finite JSON number
 	kindString                 // any string, may be empty
 	kindText                   // non-empty string
 	kindBool                   //
-	kindTime                   // ISO 8601 / RFC 3339 timestamp
-	kindTimeMillis             // ISO 8601 UTC with milliseconds, 2006-01-02T15:04:05.000Z
+	kindTime                   // ISO 8601 / RFC 3339 timestamp in years 0001 to 9999 (UTC)
+	kindTimeMillis             // ISO 8601 UTC with milliseconds, 2006-01-02T15:04:05.000Z, years 0001 to 9999
 	kindURL                    // absolute http(s) URL
 	kindEmail                  //
 	kindPhone                  // E.164
@@ -95,7 +95,7 @@ var eventData = map[string][]field{
 	"analytics.threshold": {
 		{name: "websiteId", kind: kindID}, {name: "brandId", kind: kindID},
 		{name: "metric", kind: kindEnum, enum: AnalyticsMetrics},
-		{name: "value", kind: kindNumber}, {name: "threshold", kind: kindNumber}, {name: "thresholdType", kind: kindText},
+		{name: "value", kind: kindCount}, {name: "threshold", kind: kindCount}, {name: "thresholdType", kind: kindText},
 	},
 	EventTest: {{name: "message", kind: kindText}, {name: "webhookId", kind: kindID}},
 }
@@ -106,7 +106,8 @@ var (
 )
 
 // ValidateEventData checks data against the shape of eventType, returning a *DataError naming the
-// first field at fault.
+// first field at fault. Give it the data as the client sent it, not its canonical form: canonical
+// numbers are float64s, where an unsafe integer has already become another (see JSONInteger).
 func ValidateEventData(eventType string, data json.RawMessage) error {
 	fields, ok := eventData[eventType]
 	if !ok {
@@ -158,13 +159,23 @@ func checkObject(path string, v any, fields []field) error {
 func checkValue(path string, val any, f field) error {
 	bad := func(reason string) error { return &DataError{Field: path, Reason: reason} }
 	switch f.kind {
-	case kindID:
+	case kindID, kindCount:
+		low, what := int64(1), "a positive integer"
+		if f.kind == kindCount {
+			low, what = 0, "a non-negative integer"
+		}
 		n, ok := val.(json.Number)
 		if !ok {
-			return bad("must be an integer")
+			return bad("must be " + what)
 		}
-		if i, err := strconv.ParseInt(n.String(), 10, 64); err != nil || i < 1 {
-			return bad("must be a positive integer")
+		i, isInt, safe := JSONInteger(n.String())
+		switch {
+		case !isInt:
+			return bad("must be " + what)
+		case !safe:
+			return bad(UnsafeIntegerReason)
+		case i < low:
+			return bad("must be " + what)
 		}
 	case kindNumber:
 		n, ok := val.(json.Number)
@@ -183,9 +194,20 @@ func checkValue(path string, val any, f field) error {
 		if !ok {
 			return bad("must be an object")
 		}
-		for k, v := range obj {
-			if _, ok := v.(string); !ok {
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys) // the first field at fault is the same on every run
+		for _, k := range keys {
+			s, ok := obj[k].(string)
+			switch {
+			case !SafeText(k):
+				return bad("must not have a key containing U+0000 (NUL)")
+			case !ok:
 				return &DataError{Field: path + "." + k, Reason: "must be a string"}
+			case !SafeText(s):
+				return &DataError{Field: path + "." + k, Reason: "must not contain U+0000 (NUL)"}
 			}
 		}
 	case kindObject:
@@ -194,6 +216,9 @@ func checkValue(path string, val any, f field) error {
 		s, ok := val.(string)
 		if !ok {
 			return bad("must be a string")
+		}
+		if !SafeText(s) {
+			return bad("must not contain U+0000 (NUL)")
 		}
 		return checkString(path, s, f)
 	}
@@ -208,12 +233,20 @@ func checkString(path, s string, f field) error {
 			return bad("must not be empty")
 		}
 	case kindTime:
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
 			return bad("must be an ISO 8601 timestamp such as 2026-01-02T15:04:05Z")
 		}
+		if !TimeInRange(t) {
+			return bad("must be in the years 0001 to 9999 (UTC)")
+		}
 	case kindTimeMillis:
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !timeMillisPattern.MatchString(s) {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || !timeMillisPattern.MatchString(s) {
 			return bad("must be an ISO 8601 UTC timestamp with milliseconds such as 2026-01-02T15:04:05.000Z")
+		}
+		if !TimeInRange(t) {
+			return bad("must be in the years 0001 to 9999 (UTC)")
 		}
 	case kindURL:
 		u, err := url.Parse(s)

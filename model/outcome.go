@@ -50,6 +50,11 @@ func LoadDeliveryTarget(ctx context.Context, db bun.IDB, deliveryID int64) (*Del
 	if err := db.NewSelect().Model(&t.Webhook).WhereAllWithDeleted().Where("id = ?", t.Delivery.WebhookID).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load webhook: %w", err)
 	}
+	prev, err := ListPreviousSecrets(ctx, db, t.Webhook.ID)
+	if err != nil {
+		return nil, err
+	}
+	t.Webhook.PreviousSecrets = prev
 	return t, nil
 }
 
@@ -115,15 +120,16 @@ func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bo
 		q = q.Set("last_success_at = ?", at).Set("updated_at = CASE WHEN status = ? THEN ? ELSE updated_at END", StatusFailing, now).
 			Set("status = CASE WHEN status = ? THEN ? ELSE status END", StatusFailing, StatusActive).
 			Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusSuccess).
-			Set("failure_count = 0").Set("alerted_at = NULL")
+			Set("alerted_at = NULL")
 	default:
-		q = q.Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusFailed).
-			Set("failure_count = failure_count + 1")
+		// failure_count counts failed deliveries, not attempts: MarkExhausted adds one per
+		// delivery whose schedule ran out.
+		q = q.Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusFailed)
 	}
-	// The failure record that auto-disable reads (DisableRule). A success clears it but does not
-	// enable a disabled webhook: only its owner does (enable, a new URL, a manual retry).
+	// The failure record that auto-disable reads (DisableRule), and failure_count. A success clears
+	// them but does not enable a disabled webhook: only its owner does (enable, a new URL, a manual retry).
 	if success {
-		q = q.Set("failing_since = NULL, exhausted_count = 0")
+		q = q.Set("failing_since = NULL, exhausted_count = 0, failure_count = 0")
 	} else {
 		q = q.Set("failing_since = COALESCE(failing_since, ?)", at)
 	}
@@ -189,12 +195,15 @@ func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64,
 		}
 		// An exhaustion older than the last success is not part of the current failure. Its
 		// attempt normally set failing_since already; a missing start time counts from now.
+		// failure_count (failed deliveries since the last success) counts here, once per
+		// delivery like exhausted_count, and unlike it survives a new URL or an enable.
 		since := lastAttemptAt
 		if since.IsZero() {
 			since = now
 		}
 		if _, err := tx.NewUpdate().Model((*Webhook)(nil)).
 			Set("exhausted_count = exhausted_count + 1").
+			Set("failure_count = failure_count + 1").
 			Set("failing_since = COALESCE(failing_since, ?)", since).
 			Where("id = ?", webhookID).Where(healed, lastAttemptAt).
 			Exec(ctx); err != nil {

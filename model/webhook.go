@@ -20,15 +20,18 @@ type Webhook struct {
 	URL       string  `bun:"url,notnull"`
 	EventType string  `bun:"event_type,notnull"`
 	Status    string  `bun:"status,notnull"`
-	// Secret and PreviousSecret hold SecretBox ciphertext, never the plain secret.
-	Secret                  string     `bun:"secret,notnull"`
-	PreviousSecret          *string    `bun:"previous_secret"`
-	PreviousSecretExpiresAt *time.Time `bun:"previous_secret_expires_at"`
-	CreatedAt               time.Time  `bun:"created_at,notnull"`
-	UpdatedAt               time.Time  `bun:"updated_at,notnull"`
-	LastTriggeredAt         *time.Time `bun:"last_triggered_at"`
-	LastStatus              *string    `bun:"last_status"`
-	FailureCount            int        `bun:"failure_count,notnull"`
+	// Secret holds SecretBox ciphertext, never the plain secret.
+	Secret string `bun:"secret,notnull"`
+	// PreviousSecrets are the rotated-out secrets, newest first, loaded by LoadDeliveryTarget
+	// only; expired ones may still be among them until the next rotation prunes them.
+	PreviousSecrets []PreviousSecret `bun:"-"`
+	CreatedAt       time.Time        `bun:"created_at,notnull"`
+	UpdatedAt       time.Time        `bun:"updated_at,notnull"`
+	LastTriggeredAt *time.Time       `bun:"last_triggered_at"`
+	LastStatus      *string          `bun:"last_status"`
+	// FailureCount is the number of failed deliveries (schedules exhausted) since the last
+	// successful attempt, not the number of failed attempts.
+	FailureCount int `bun:"failure_count,notnull"`
 	// DisabledAt is set while the webhook is disabled (see Disabled); DisabledReason is
 	// DisabledAuto or DisabledManual then.
 	DisabledAt     *time.Time `bun:"disabled_at"`
@@ -162,25 +165,88 @@ func DeleteWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64
 	return nil
 }
 
-// RotateWebhookSecret makes sealedNew the signing secret and keeps the current one as the previous
-// secret until overlapUntil, so receivers can switch without dropping deliveries.
+// MaxPreviousSecrets bounds the rotated-out secrets that sign beside the current one: a rotation
+// while this many are still inside their overlap is refused (RotationLimitError), so no secret ever
+// stops signing before the expiry its rotation promised.
+const MaxPreviousSecrets = 5
+
+// PreviousSecret is a rotated-out secret of a webhook that keeps signing until ExpiresAt.
+type PreviousSecret struct {
+	bun.BaseModel `bun:"table:webhook_previous_secrets"`
+
+	ID        int64 `bun:"id,pk,autoincrement"`
+	WebhookID int64 `bun:"webhook_id,notnull"`
+	// Secret holds SecretBox ciphertext, never the plain secret.
+	Secret    string    `bun:"secret,notnull"`
+	ExpiresAt time.Time `bun:"expires_at,notnull"`
+	CreatedAt time.Time `bun:"created_at,notnull"`
+}
+
+// RotationLimitError refuses a rotation while MaxPreviousSecrets previous secrets still sign.
+type RotationLimitError struct {
+	// RetryAt is when the oldest of them expires, and a rotation is possible again.
+	RetryAt time.Time
+}
+
+func (e *RotationLimitError) Error() string {
+	return fmt.Sprintf("%d previous secrets still sign; the oldest expires at %s", MaxPreviousSecrets, e.RetryAt.UTC().Format(time.RFC3339))
+}
+
+// RotateWebhookSecret makes sealedNew the signing secret and keeps the current one signing beside it
+// until overlapUntil, so receivers can switch without dropping deliveries. Secrets rotated out
+// earlier keep their own expiry. Expired previous secrets are deleted here.
 func RotateWebhookSecret(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, sealedNew string, overlapUntil time.Time) error {
-	res, err := db.NewUpdate().Model((*Webhook)(nil)).
-		Set("previous_secret = secret").
-		Set("previous_secret_expires_at = ?", overlapUntil).
-		Set("secret = ?", sealedNew).
-		Set("updated_at = ?", Now()).
-		Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).
-		Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("rotate webhook secret: %w", err)
+	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		w := &Webhook{}
+		q := scope.apply(tx.NewSelect().Model(w)).Column("id", "secret").Where("id = ?", id)
+		if IsPostgres(tx) {
+			// Concurrent rotations must each move a different secret out and count each other;
+			// SQLite transactions here already hold the database write lock.
+			q = q.For("UPDATE")
+		}
+		if err := q.Scan(ctx); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return fmt.Errorf("rotate webhook secret: load webhook: %w", err)
+		}
+		now := Now()
+		if _, err := tx.NewDelete().Model((*PreviousSecret)(nil)).
+			Where("webhook_id = ?", id).Where("expires_at <= ?", now).Exec(ctx); err != nil {
+			return fmt.Errorf("rotate webhook secret: prune expired: %w", err)
+		}
+		var live []PreviousSecret
+		if err := tx.NewSelect().Model(&live).Column("expires_at").
+			Where("webhook_id = ?", id).OrderExpr("expires_at ASC").Scan(ctx); err != nil {
+			return fmt.Errorf("rotate webhook secret: count previous: %w", err)
+		}
+		if len(live) >= MaxPreviousSecrets {
+			return &RotationLimitError{RetryAt: live[0].ExpiresAt}
+		}
+		prev := &PreviousSecret{WebhookID: id, Secret: w.Secret, ExpiresAt: overlapUntil, CreatedAt: now}
+		if _, err := tx.NewInsert().Model(prev).Exec(ctx); err != nil {
+			return fmt.Errorf("rotate webhook secret: keep previous: %w", err)
+		}
+		if _, err := tx.NewUpdate().Model((*Webhook)(nil)).
+			Set("secret = ?", sealedNew).
+			Set("updated_at = ?", now).
+			Where("id = ?", id).
+			Exec(ctx); err != nil {
+			return fmt.Errorf("rotate webhook secret: %w", err)
+		}
+		return nil
+	})
+}
+
+// ListPreviousSecrets returns a webhook's rotated-out secrets, newest expiry first, expired ones
+// included until the next rotation prunes them.
+func ListPreviousSecrets(ctx context.Context, db bun.IDB, webhookID int64) ([]PreviousSecret, error) {
+	secrets := []PreviousSecret{}
+	if err := db.NewSelect().Model(&secrets).Where("webhook_id = ?", webhookID).
+		OrderExpr("expires_at DESC, id DESC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list previous secrets: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("rotate webhook secret: %w", err)
-	} else if n == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return secrets, nil
 }
 
 // StatusCount is the number of live webhooks of one variant in one status.

@@ -89,6 +89,22 @@ func SaveWebsite(ctx context.Context, db bun.IDB, w *Website) error {
 	return nil
 }
 
+// UnscheduleWebsite puts a website's schedule back to prev if it still holds at and is still a
+// draft (compare-and-set: a change made since is kept), for a schedule whose timer could not be
+// started, with its updated_at as it was. It reports whether it did.
+func UnscheduleWebsite(ctx context.Context, db bun.IDB, id int64, at time.Time, prev *time.Time, prevUpdatedAt time.Time) (bool, error) {
+	r, err := db.NewUpdate().Model((*Website)(nil)).Set("scheduled_at = ?", prev).Set("updated_at = ?", prevUpdatedAt).
+		Where("id = ?", id).Where("status = ?", WebsiteDraft).Where("scheduled_at = ?", at).Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("undo website schedule: %w", err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("undo website schedule: %w", err)
+	}
+	return n == 1, nil
+}
+
 // PublishedData is the canonical data of website.published (spec 6.2).
 func (w *Website) PublishedData(siteURL string, scheduled bool) (string, error) {
 	return canonicalData(struct {

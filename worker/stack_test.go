@@ -56,8 +56,10 @@ type stack struct {
 }
 
 type stackOptions struct {
-	schedule     []time.Duration
-	timeout      time.Duration
+	schedule []time.Duration
+	timeout  time.Duration
+	// retryWindow is how long exhausted deliveries wait for a retry; zero: an hour.
+	retryWindow  time.Duration
 	allowPrivate bool
 	// noWorker leaves the worker out, for tests that start it themselves.
 	noWorker bool
@@ -86,6 +88,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.timeout == 0 {
 		o.timeout = 2 * time.Second
 	}
+	if o.retryWindow == 0 {
+		o.retryWindow = time.Hour
+	}
 	dbURL := dbtest.PostgresURL(t)
 	db, err := model.Open(context.Background(), dbURL)
 	if err != nil {
@@ -108,7 +113,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	policy := egress.AddressPolicy{AllowPrivate: o.allowPrivate}
 	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, RetryTaskQueue: workflows.RetryTaskQueue(st.queue),
-		Schedule: o.schedule, Jitter: workflows.DefaultJitter, RetryWindow: time.Hour, AttemptTimeout: o.timeout}
+		Schedule: o.schedule, Jitter: workflows.DefaultJitter, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("WEBHOOKD_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -4,6 +4,7 @@ package workflows
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -69,6 +70,9 @@ type DeliveryInput struct {
 	RetryTaskQueue string
 	// Jitter is the largest fraction added to each retry delay; zero adds none.
 	Jitter float64
+	// PriorAttempts is how many attempts earlier runs of this delivery made: a run started by a
+	// manual retry after the previous one ended numbers its attempts on from there.
+	PriorAttempts int
 }
 
 // DeliveryState is what the state query returns.
@@ -86,11 +90,21 @@ type DeliveryState struct {
 // Attempts after the first run on the retry task queue; each delay gets its jitter, or is longer
 // when the receiver asked with Retry-After. An attempt that finds the webhook disabled posts
 // nothing: the delivery is held as exhausted and waits for the retry signal like any other.
-func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, error) {
-	st := DeliveryState{State: model.DeliveryDelivering}
+//
+// Canceling the workflow (the API does when the webhook is deleted) marks the delivery canceled,
+// sets DeliveryState canceled and ends the workflow as canceled. An internal error no retry can fix
+// sets DeliveryState exhausted and fails the workflow; a manual retry from the API starts a new
+// run of an ended workflow (DeliveryInput.PriorAttempts carries the attempt count on).
+func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, err error) {
+	st := DeliveryState{State: model.DeliveryDelivering, Attempts: in.PriorAttempts}
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (DeliveryState, error) { return st, nil }); err != nil {
 		return st, err
 	}
+	defer func() {
+		if ctx.Err() != nil && temporal.IsCanceledError(err) {
+			err = endCanceled(ctx, in, &st, err)
+		}
+	}()
 	retry := workflow.GetSignalChannel(ctx, SignalRetry)
 	setState := func(s string) error {
 		st.State = s
@@ -105,7 +119,7 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, er
 		// retry time) are retried here, for as long as they last: giving up would lose the
 		// delivery. The schedule below is the receiver's retry policy.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}},
+			NonRetryableErrorTypes: activities.PermanentErrorTypes},
 	}
 	firstCtx := workflow.WithActivityOptions(ctx, deliverOpts)
 	retryCtx := firstCtx
@@ -158,9 +172,9 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, er
 				attemptCtx = retryCtx
 			}
 			in := activities.DeliverInput{DeliveryID: in.DeliveryID, EventID: in.EventID, WebhookID: in.WebhookID, Attempt: st.Attempts,
-				NextAttemptIn: nextIn, MaxRetryDelay: maxDelay}
+				NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: in.AttemptTimeout}
 			if err := workflow.ExecuteActivity(attemptCtx, a.Deliver, in).Get(ctx, &last); err != nil {
-				return st, err
+				return st, endOnPermanentError(ctx, &st, setState, err)
 			}
 			st.LastError = last.Error
 			switch {
@@ -198,14 +212,90 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, er
 
 		// Wait for an operator's retry, or end when the window closes.
 		retried, err := sleepUnlessRetried(ctx, retry, in.RetryWindow)
-		if err != nil || !retried {
+		if err != nil {
 			return st, err
+		}
+		if !retried {
+			return st, endWindow(ctx, dbCtx, in, setState)
 		}
 		workflow.GetLogger(ctx).Info("manual retry", "webhook", in.WebhookID, "event", in.EventID)
 		if err := setState(model.DeliveryDelivering); err != nil {
 			return st, err
 		}
 	}
+}
+
+// versionCancel marks the workflows that, canceled (their webhook was deleted), mark their
+// delivery canceled and set DeliveryState before they end; older ones just ended.
+const versionCancel = "cancel-cleanup"
+
+// endCanceled ends a canceled delivery (its webhook was deleted, and the API canceled its
+// workflow): the delivery row and DeliveryState become canceled, and the workflow ends as canceled
+// with cause. The work runs on a disconnected context, because ctx is canceled.
+func endCanceled(ctx workflow.Context, in DeliveryInput, st *DeliveryState, cause error) error {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if workflow.GetVersion(dctx, versionCancel, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return cause
+	}
+	dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute},
+	})
+	var a *activities.Activities
+	if err := workflow.ExecuteActivity(dctx, a.CancelDelivery, in.DeliveryID).Get(dctx, nil); err != nil {
+		return err
+	}
+	st.State, st.NextAttemptAt = model.DeliveryCanceled, nil
+	if err := workflow.UpsertTypedSearchAttributes(dctx, AttrDeliveryState.ValueSet(model.DeliveryCanceled)); err != nil {
+		return err
+	}
+	workflow.GetLogger(ctx).Info("delivery canceled", "webhook", in.WebhookID, "event", in.EventID)
+	return cause
+}
+
+// versionWindowEnd marks the workflows that, when their retry window closes, check whether their
+// webhook was deleted meanwhile; older ones just ended.
+const versionWindowEnd = "window-end-check"
+
+// endWindow ends a delivery whose retry window closed. If its webhook was deleted and the delete
+// could not cancel this workflow (Temporal was away), the delivery ends canceled, as it would have.
+func endWindow(ctx, dbCtx workflow.Context, in DeliveryInput, setState func(string) error) error {
+	if workflow.GetVersion(ctx, versionWindowEnd, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	var a *activities.Activities
+	var gone bool
+	if err := workflow.ExecuteActivity(dbCtx, a.CancelIfWebhookGone, in.DeliveryID).Get(ctx, &gone); err != nil {
+		return err
+	}
+	if gone {
+		return setState(model.DeliveryCanceled)
+	}
+	return nil
+}
+
+// versionPermanentError marks the workflows that, when Deliver fails with an internal error no
+// retry can fix, set DeliveryState to exhausted before failing (a command the older ones lack).
+const versionPermanentError = "permanent-internal-error"
+
+// endOnPermanentError is what a Deliver error does to the workflow: it fails with it. An error
+// no retry can fix (activities.PermanentErrorTypes; the activity already marked the delivery row
+// exhausted) first sets DeliveryState to exhausted, so the delivery shows up in the Web UI with the
+// others an operator has to look at, and a manual retry starts it again once the cause is fixed.
+func endOnPermanentError(ctx workflow.Context, st *DeliveryState, setState func(string) error, err error) error {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || !slices.Contains(activities.PermanentErrorTypes, appErr.Type()) {
+		return err
+	}
+	if workflow.GetVersion(ctx, versionPermanentError, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return err
+	}
+	st.LastError = appErr.Error()
+	workflow.GetLogger(ctx).Error("delivery ended by an internal error", "error_type", appErr.Type(), "err", err)
+	if serr := setState(model.DeliveryExhausted); serr != nil {
+		return serr
+	}
+	return err
 }
 
 // JitteredDelay adds up to jitter*d to d. The fraction comes from a hash of the delivery and the

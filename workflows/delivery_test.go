@@ -69,6 +69,8 @@ type harness struct {
 	alert    bool
 	disable  bool
 	alertErr error
+	// webhookGone is what CancelIfWebhookGone answers when the retry window closes.
+	webhookGone bool
 
 	// deliverMock is Deliver's mock, for a test to give attempts a duration with After.
 	deliverMock *testsuite.MockCallWrapper
@@ -112,6 +114,10 @@ func newHarness(t *testing.T) *harness {
 			h.alerts = append(h.alerts, timedCall[activities.AlertInput]{h.since(), in})
 			return h.alertErr
 		})
+	// The webhook is still there when the retry window closes (TestDeliveryWorkflowWindowEnd
+	// deletes it).
+	h.env.OnActivity(a.CancelIfWebhookGone, mock.Anything, mock.Anything).Return(
+		func(context.Context, int64) (bool, error) { return h.webhookGone, nil }).Maybe()
 	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
 		v, ok := sa.GetKeyword(workflows.AttrDeliveryState)

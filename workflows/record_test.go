@@ -50,10 +50,22 @@ func TestRecordHistories(t *testing.T) {
 		// 429 asking for a longer wait; attempt 2 finds the webhook disabled and is held; the
 		// retry signal delivers it.
 		held = 4
+		// internalError: Deliver fails with an error no retry can fix (an unreadable secret).
+		internalError = 5
+		// canceled: fails every scheduled attempt, then its workflow is canceled in the retry
+		// window (the webhook was deleted).
+		canceled = 6
+		// windowEnded: fails every scheduled attempt; when its retry window closes, its webhook
+		// turns out deleted (a delete that could not cancel the workflow).
+		windowEnded = 7
 	)
 	alertSent := make(chan int64, 4)
 	deliver := func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 		now := time.Now().UTC()
+		if in.DeliveryID == internalError {
+			return activities.DeliverResult{}, temporal.NewNonRetryableApplicationError("delivery 5: the webhook's signing secret cannot be opened",
+				activities.ErrTypeSecretUnreadable, nil)
+		}
 		if in.DeliveryID == held {
 			switch {
 			case in.Attempt == 1 && activity.GetInfo(ctx).Attempt == 1:
@@ -90,6 +102,9 @@ func TestRecordHistories(t *testing.T) {
 	w.RegisterActivityWithOptions(deliver, activity.RegisterOptions{Name: "Deliver"})
 	w.RegisterActivityWithOptions(markExhausted, activity.RegisterOptions{Name: "MarkExhausted"})
 	w.RegisterActivityWithOptions(sendAlert, activity.RegisterOptions{Name: "SendAlert"})
+	w.RegisterActivityWithOptions(func(context.Context, int64) error { return nil }, activity.RegisterOptions{Name: "CancelDelivery"})
+	w.RegisterActivityWithOptions(func(_ context.Context, id int64) (bool, error) { return id == windowEnded, nil },
+		activity.RegisterOptions{Name: "CancelIfWebhookGone"})
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
@@ -108,16 +123,23 @@ func TestRecordHistories(t *testing.T) {
 		signal    bool // send the retry signal once the owner was alerted
 		wantState string
 		wantTries int
+		wantErr   string // the workflow fails with an application error of this type, or "canceled"
 	}{
 		{"retried", workflows.DeliveryInput{DeliveryID: retried, EventID: 101, WebhookID: 7, EventType: "website.published",
-			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour}, false, model.DeliveryDelivered, 3},
+			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour}, false, model.DeliveryDelivered, 3, ""},
 		{"exhausted-retried", workflows.DeliveryInput{DeliveryID: exhausted, EventID: 102, WebhookID: 7, EventType: "website.published",
-			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, true, model.DeliveryDelivered, 4},
+			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, true, model.DeliveryDelivered, 4, ""},
 		{"test-event", workflows.DeliveryInput{DeliveryID: testEvent, EventID: 103, WebhookID: 8, EventType: model.EventTest,
-			Schedule: []time.Duration{short, short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryExhausted, 1},
+			Schedule: []time.Duration{short, short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryExhausted, 1, ""},
 		{"held-retried", workflows.DeliveryInput{DeliveryID: held, EventID: 104, WebhookID: 9, EventType: "website.published",
 			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter}, true, model.DeliveryDelivered, 3},
+			Jitter: workflows.DefaultJitter}, true, model.DeliveryDelivered, 3, ""},
+		{"internal-error", workflows.DeliveryInput{DeliveryID: internalError, EventID: 105, WebhookID: 10, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, false, "", 0, activities.ErrTypeSecretUnreadable},
+		{"canceled", workflows.DeliveryInput{DeliveryID: canceled, EventID: 106, WebhookID: 11, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, true, "", 0, "canceled"},
+		{"window-ended-webhook-gone", workflows.DeliveryInput{DeliveryID: windowEnded, EventID: 107, WebhookID: 12, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryCanceled, 2, ""},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -147,15 +169,30 @@ func TestRecordHistories(t *testing.T) {
 				case <-ctx.Done():
 					t.Fatalf("no alert for delivery %d: %v", sc.in.DeliveryID, ctx.Err())
 				}
-				if err := c.SignalWorkflow(ctx, id, run.GetRunID(), workflows.SignalRetry, nil); err != nil {
+				if sc.wantErr == "canceled" {
+					if err := c.CancelWorkflow(ctx, id, run.GetRunID()); err != nil {
+						t.Fatalf("cancel %s: %v", id, err)
+					}
+				} else if err := c.SignalWorkflow(ctx, id, run.GetRunID(), workflows.SignalRetry, nil); err != nil {
 					t.Fatalf("signal %s: %v", id, err)
 				}
 			}
 			var st workflows.DeliveryState
-			if err := run.Get(ctx, &st); err != nil {
+			if err := run.Get(ctx, &st); sc.wantErr == "canceled" {
+				if !temporal.IsCanceledError(err) {
+					t.Fatalf("run %s: err = %v, want canceled", id, err)
+				}
+			} else if sc.wantErr != "" {
+				var appErr *temporal.ApplicationError
+				if !errors.As(err, &appErr) || appErr.Type() != sc.wantErr {
+					t.Fatalf("run %s: err = %v, want a %s failure", id, err, sc.wantErr)
+				}
+			} else if err != nil {
 				t.Fatalf("run %s: %v", id, err)
 			}
-			if st.State != sc.wantState || st.Attempts != sc.wantTries {
+			if sc.wantErr != "" {
+				// The failure carries no result.
+			} else if st.State != sc.wantState || st.Attempts != sc.wantTries {
 				t.Fatalf("result %+v, want %s after %d attempts", st, sc.wantState, sc.wantTries)
 			}
 			if !sc.signal && sc.wantState == model.DeliveryExhausted {

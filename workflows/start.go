@@ -36,27 +36,9 @@ type Starter struct {
 func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64, error) {
 	started := make([]int64, 0, len(refs))
 	for _, r := range refs {
-		opts := client.StartWorkflowOptions{
-			ID:        DeliveryWorkflowID(r.EventID, r.WebhookID),
-			TaskQueue: s.TaskQueue,
-			// Matching dispatches the tasks of a queue round-robin across fairness keys (where the
-			// server has fairness enabled), so one account's backlog cannot queue ahead of
-			// another's. The workflow's activities inherit the key.
-			Priority:              temporal.Priority{FairnessKey: FairnessKey(r.AccountID)},
-			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, // one workflow per pair, ever
-			TypedSearchAttributes: temporal.NewSearchAttributes(
-				AttrWebhookID.ValueSet(r.WebhookID),
-				AttrEventType.ValueSet(r.EventType),
-				AttrVariant.ValueSet(string(r.Variant)),
-				AttrDeliveryState.ValueSet(model.DeliveryDelivering),
-			),
-		}
-		in := DeliveryInput{
-			DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
-			Schedule: s.Schedule, RetryWindow: s.RetryWindow, AttemptTimeout: s.AttemptTimeout,
-			RetryTaskQueue: s.RetryTaskQueue, Jitter: s.Jitter,
-		}
-		_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, in)
+		opts := s.startOptions(r)
+		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
+		_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, 0))
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
 		if err != nil && !errors.As(err, &already) {
 			return started, fmt.Errorf("start %s: %w", opts.ID, err)
@@ -66,25 +48,82 @@ func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64,
 	return started, nil
 }
 
+func (s *Starter) startOptions(r model.DeliveryRef) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:        DeliveryWorkflowID(r.EventID, r.WebhookID),
+		TaskQueue: s.TaskQueue,
+		// Matching dispatches the tasks of a queue round-robin across fairness keys (where the
+		// server has fairness enabled), so one account's backlog cannot queue ahead of
+		// another's. The workflow's activities inherit the key.
+		Priority: temporal.Priority{FairnessKey: FairnessKey(r.AccountID)},
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			AttrWebhookID.ValueSet(r.WebhookID),
+			AttrEventType.ValueSet(r.EventType),
+			AttrVariant.ValueSet(string(r.Variant)),
+			AttrDeliveryState.ValueSet(model.DeliveryDelivering),
+		),
+	}
+}
+
+func (s *Starter) input(r model.DeliveryRef, priorAttempts int) DeliveryInput {
+	return DeliveryInput{
+		DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
+		Schedule: s.Schedule, RetryWindow: s.RetryWindow, AttemptTimeout: s.AttemptTimeout,
+		RetryTaskQueue: s.RetryTaskQueue, Jitter: s.Jitter, PriorAttempts: priorAttempts,
+	}
+}
+
 // FairnessKey is the Temporal fairness key of an account's deliveries.
 func FairnessKey(accountID int64) string { return fmt.Sprintf("account:%d", accountID) }
 
-// Retry sends the retry signal to the delivery workflow of each ref and returns the delivery ids it
-// reached. A workflow that has ended (its retry window closed) is skipped.
-func Retry(ctx context.Context, c client.Client, refs []model.DeliveryRef) ([]int64, error) {
-	signaled := make([]int64, 0, len(refs))
+// Retry retries each delivery of refs and returns the ids of those it retried. A workflow still
+// running (in its retry window) gets the retry signal. One that has ended (its retry window
+// closed, or it failed) gets a new run under the same workflow id, with today's schedule, counting
+// its attempts on from priorAttempts[delivery id] so the attempt log continues. It stops at the
+// first error, returning what it had retried.
+func (s *Starter) Retry(ctx context.Context, refs []model.DeliveryRef, priorAttempts map[int64]int) ([]int64, error) {
+	retried := make([]int64, 0, len(refs))
 	for _, r := range refs {
-		err := c.SignalWorkflow(ctx, DeliveryWorkflowID(r.EventID, r.WebhookID), "", SignalRetry, nil)
+		id := DeliveryWorkflowID(r.EventID, r.WebhookID)
+		err := s.Client.SignalWorkflow(ctx, id, "", SignalRetry, nil)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut
+			// short its first scheduled wait.
+			opts := s.startOptions(r)
+			opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+			_, err = s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, priorAttempts[r.DeliveryID]))
+			var already *serviceerror.WorkflowExecutionAlreadyStarted
+			if errors.As(err, &already) {
+				err = nil // a concurrent retry started it first
+			}
+		}
+		if err != nil {
+			return retried, fmt.Errorf("retry %s: %w", id, err)
+		}
+		retried = append(retried, r.DeliveryID)
+	}
+	return retried, nil
+}
+
+// Cancel cancels the delivery workflows of refs (their webhook was deleted) and returns the
+// delivery ids it reached. A workflow that has already ended is skipped. Each canceled workflow
+// marks its delivery canceled and ends as canceled.
+func Cancel(ctx context.Context, c client.Client, refs []model.DeliveryRef) ([]int64, error) {
+	canceled := make([]int64, 0, len(refs))
+	for _, r := range refs {
+		id := DeliveryWorkflowID(r.EventID, r.WebhookID)
+		err := c.CancelWorkflow(ctx, id, "")
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			continue
 		}
 		if err != nil {
-			return signaled, fmt.Errorf("signal %s: %w", DeliveryWorkflowID(r.EventID, r.WebhookID), err)
+			return canceled, fmt.Errorf("cancel %s: %w", id, err)
 		}
-		signaled = append(signaled, r.DeliveryID)
+		canceled = append(canceled, r.DeliveryID)
 	}
-	return signaled, nil
+	return canceled, nil
 }
 
 // SchedulePublish starts (or replaces) the scheduled publication of a website.

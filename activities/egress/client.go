@@ -178,6 +178,17 @@ func RootCAs(extraCAFile string) (*x509.CertPool, error) {
 // A reply whose body does not finish within the timeout returns both the Response (status,
 // headers and what was read) and the error.
 func (c *Client) Post(ctx context.Context, rawURL string, header http.Header, body []byte) (*Response, error) {
+	return c.PostWithin(ctx, 0, rawURL, header, body)
+}
+
+// PostWithin is Post with the exchange bounded by timeout instead of the client's Timeout, which
+// stays the ceiling: a timeout of zero, or longer than the client's, takes the client's. The
+// delivery activity passes the attempt timeout frozen in its workflow's input, so the exchange
+// always ends before the activity's own StartToClose, whatever this worker's configuration says.
+func (c *Client) PostWithin(ctx context.Context, timeout time.Duration, rawURL string, header http.Header, body []byte) (*Response, error) {
+	if timeout <= 0 || timeout > c.timeout {
+		timeout = c.timeout
+	}
 	key, err := hostKey(rawURL)
 	if err != nil {
 		return nil, err
@@ -186,13 +197,13 @@ func (c *Client) Post(ctx context.Context, rawURL string, header http.Header, bo
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.exchange(ctx, rawURL, header, body)
+	resp, err := c.exchange(ctx, timeout, rawURL, header, body)
 	c.hosts.release(ticket, judge(ctx, err))
 	return resp, err
 }
 
-func (c *Client) exchange(ctx context.Context, rawURL string, header http.Header, body []byte) (*Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+func (c *Client) exchange(ctx context.Context, timeout time.Duration, rawURL string, header http.Header, body []byte) (*Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 var testHeader = http.Header{"Content-Type": {"application/json"}}
@@ -246,5 +247,38 @@ func TestHostKey(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("hostKey(%q) = %q, %v; want %q", tt.url, got, err, tt.want)
 		}
+	}
+}
+
+// TestPostWithinBoundsTheExchange: the per-call timeout cuts an exchange shorter than the client's
+// Timeout, and the client's Timeout stays the ceiling of a longer one.
+func TestPostWithinBoundsTheExchange(t *testing.T) {
+	release := make(chan struct{})
+	srv, _ := newTLSServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	for _, tc := range []struct {
+		name            string
+		client, perCall time.Duration
+	}{
+		{"per-call shorter than the client's", 10 * time.Second, 200 * time.Millisecond},
+		{"client's is the ceiling", 200 * time.Millisecond, 10 * time.Second},
+		{"zero takes the client's", 200 * time.Millisecond, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Timeout: tc.client})
+			began := time.Now()
+			_, err := c.PostWithin(context.Background(), tc.perCall, srv.URL, testHeader, []byte(`{}`))
+			if class, _ := Classify(err); class != ClassTimeout {
+				t.Fatalf("err = %v (class %q), want a timeout", err, class)
+			}
+			if took := time.Since(began); took > 5*time.Second {
+				t.Fatalf("exchange took %v, want about 200ms", took)
+			}
+		})
 	}
 }

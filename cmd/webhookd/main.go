@@ -167,8 +167,8 @@ func thresholdCommand(ctx context.Context, cfg Config, args []string, stdout, st
 	}
 	defer db.Close()
 	if args[0] == "set" {
-		if *website < 1 || !slices.Contains(model.AnalyticsMetrics, *metric) || *value < 1 {
-			return fmt.Errorf("--website must be a website id, --metric one of %s, --value a positive integer", strings.Join(model.AnalyticsMetrics, ", "))
+		if *website < 1 || !slices.Contains(model.AnalyticsMetrics, *metric) || *value < 1 || !model.SafeInteger(*value) {
+			return fmt.Errorf("--website must be a website id, --metric one of %s, --value a positive integer of at most 2^53-1", strings.Join(model.AnalyticsMetrics, ", "))
 		}
 		th, err := model.SetThreshold(ctx, db, *website, *metric, *value)
 		if errors.Is(err, model.ErrNotFound) {

@@ -1,0 +1,146 @@
+package model_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// TestJSONInteger reads literals exactly: float64 would take 9007199254740993 for a safe
+// 9007199254740992 and 1.00000000000000001 for 1.
+func TestJSONInteger(t *testing.T) {
+	for _, tc := range []struct {
+		lit             string
+		n               int64
+		isInteger, safe bool
+	}{
+		{"0", 0, true, true},
+		{"-0", 0, true, true},
+		{"1", 1, true, true},
+		{"1.0", 1, true, true},
+		{"1e2", 100, true, true},
+		{"1E+2", 100, true, true},
+		{"12.5e1", 125, true, true},
+		{"1500e-2", 15, true, true},
+		{"0.0e5", 0, true, true},
+		{"9007199254740991", model.MaxSafeInteger, true, true},
+		{"-9007199254740991", -model.MaxSafeInteger, true, true},
+		{"9007199254740992", 0, true, false},
+		{"9007199254740993", 0, true, false},
+		{"-9007199254740993", 0, true, false},
+		{"9223372036854775807", 0, true, false},
+		{"9223372036854775808", 0, true, false},
+		{"1e16", 0, true, false},
+		{"1e999999999999999999999", 0, true, false},
+		{"0e999999999999999999999", 0, true, true},
+		{"1.5", 0, false, false},
+		{"1.00000000000000001", 0, false, false},
+		{"1e-1", 0, false, false},
+		{"1e-999999999999999999999", 0, false, false},
+		{"9007199254740991.5", 0, false, false},
+	} {
+		n, isInteger, safe := model.JSONInteger(tc.lit)
+		if n != tc.n || isInteger != tc.isInteger || safe != tc.safe {
+			t.Errorf("JSONInteger(%s) = %d, %v, %v; want %d, %v, %v", tc.lit, n, isInteger, safe, tc.n, tc.isInteger, tc.safe)
+		}
+	}
+}
+
+func TestTimeInRange(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"0001-01-01T00:00:00Z", true},
+		{"9999-12-31T23:59:59.999Z", true},
+		{"2026-03-01T00:00:00Z", true},
+		{"0000-12-31T23:59:59Z", false},
+		{"0001-01-01T00:30:00+01:00", false}, // year 0 in UTC
+		{"9999-12-31T23:30:00-01:00", false}, // year 10000 in UTC
+	} {
+		tm, err := time.Parse(time.RFC3339Nano, tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := model.TimeInRange(tm); got != tc.ok {
+			t.Errorf("TimeInRange(%s) = %v, want %v", tc.in, got, tc.ok)
+		}
+	}
+}
+
+// TestValidateEventDataRefuses: unsafe integers, integers where a count is due, U+0000 in any
+// string, and dates outside 0001-9999 are refused naming the field.
+func TestValidateEventDataRefuses(t *testing.T) {
+	const lead = `{"websiteId":%s,"brandId":2,"collectDataId":"c","email":"a@example.com","phone":"+4915112345678","name":%s,` +
+		`"customFields":%s,"source":{"referrer":"https://x.example.com/","userAgent":"UA","ipAddress":"198.51.100.7","country":"DE"}}`
+	const threshold = `{"websiteId":1,"brandId":2,"metric":"pageViews","value":%s,"threshold":100,"thresholdType":"reached"}`
+	const campaign = `{"id":1,"name":"C","platform":"meta","status":"active","startDate":%q,"endDate":"2026-02-01T00:00:00.000Z","budget":10}`
+	for _, tc := range []struct {
+		name, eventType, data, field string
+	}{
+		{"id 2^53+1", "lead.captured", fmt.Sprintf(lead, "9007199254740993", `"N"`, `{}`), "data.websiteId"},
+		{"id 2^63-1", "lead.captured", fmt.Sprintf(lead, "9223372036854775807", `"N"`, `{}`), "data.websiteId"},
+		{"id 2^53 as exponent", "lead.captured", fmt.Sprintf(lead, "9.007199254740992e15", `"N"`, `{}`), "data.websiteId"},
+		{"id fraction", "lead.captured", fmt.Sprintf(lead, "1.00000000000000001", `"N"`, `{}`), "data.websiteId"},
+		{"NUL in name", "lead.captured", fmt.Sprintf(lead, "1", `"a\u0000b"`, `{}`), "data.name"},
+		{"NUL in custom value", "lead.captured", fmt.Sprintf(lead, "1", `"N"`, `{"k":"\u0000"}`), "data.customFields.k"},
+		{"NUL in custom key", "lead.captured", fmt.Sprintf(lead, "1", `"N"`, `{"\u0000":"v"}`), "data.customFields"},
+		{"value not an integer", "analytics.threshold", fmt.Sprintf(threshold, "1.5"), "data.value"},
+		{"value negative", "analytics.threshold", fmt.Sprintf(threshold, "-1"), "data.value"},
+		{"value unsafe", "analytics.threshold", fmt.Sprintf(threshold, "9007199254740992"), "data.value"},
+		{"year 0000", "campaign.created", fmt.Sprintf(campaign, "0000-01-01T00:00:00.000Z"), "data.startDate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := model.ValidateEventData(tc.eventType, []byte(tc.data))
+			var de *model.DataError
+			if !errors.As(err, &de) || de.Field != tc.field {
+				t.Fatalf("ValidateEventData(%s) = %v, want a DataError on %s", tc.data, err, tc.field)
+			}
+		})
+	}
+	ok := fmt.Sprintf(lead, "9007199254740991", `"N"`, `{"k":"v"}`)
+	if err := model.ValidateEventData("lead.captured", []byte(ok)); err != nil {
+		t.Fatalf("the largest safe id is refused: %v", err)
+	}
+	if err := model.ValidateEventData("analytics.threshold", []byte(fmt.Sprintf(threshold, "1e3"))); err != nil {
+		t.Fatalf("an integer count written with an exponent is refused: %v", err)
+	}
+}
+
+// FuzzJSONInteger checks the exact reading against math/big on every JSON number literal of
+// modest exponent (big.Rat would take ages on 1e999999999).
+func FuzzJSONInteger(f *testing.F) {
+	for _, lit := range []string{"0", "-0", "1.0", "1e2", "9007199254740991", "9007199254740992", "-9007199254740993", "1.5", "12.50e1", "1500e-2"} {
+		f.Add(lit)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		if len(lit) > 64 || lit == "" || !(lit[0] == '-' || (lit[0] >= '0' && lit[0] <= '9')) || !json.Valid([]byte(lit)) || strings.TrimSpace(lit) != lit {
+			return
+		}
+		if _, exp, ok := strings.Cut(strings.ToLower(lit), "e"); ok && len(strings.TrimLeft(exp, "+-0")) > 3 {
+			return
+		}
+		r, ok := new(big.Rat).SetString(lit)
+		if !ok {
+			t.Fatalf("big.Rat cannot read JSON number %q", lit)
+		}
+		n, isInteger, safe := model.JSONInteger(lit)
+		if isInteger != r.IsInt() {
+			t.Fatalf("JSONInteger(%q) isInteger = %v, big.Rat says %v", lit, isInteger, r.IsInt())
+		}
+		if !isInteger {
+			return
+		}
+		max := big.NewInt(model.MaxSafeInteger)
+		wantSafe := new(big.Int).Abs(r.Num()).Cmp(max) <= 0
+		if safe != wantSafe || (safe && n != r.Num().Int64()) {
+			t.Fatalf("JSONInteger(%q) = %d, safe %v; want %s, safe %v", lit, n, safe, r.Num(), wantSafe)
+		}
+	})
+}

@@ -1,0 +1,130 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
+)
+
+// TestDeliveryWorkflowPermanentError: an internal error no retry can fix (a missing delivery row,
+// a secret the current key cannot open) is not retried. The workflow sets DeliveryState to
+// exhausted and fails with the error, so the delivery is visible instead of retrying forever.
+func TestDeliveryWorkflowPermanentError(t *testing.T) {
+	for _, errType := range []string{activities.ErrTypeDeliveryMissing, activities.ErrTypeSecretUnreadable} {
+		t.Run(errType, func(t *testing.T) {
+			h := newHarness(t)
+			h.deliver = func(activities.DeliverInput, int32) (activities.DeliverResult, error) {
+				return activities.DeliverResult{}, temporal.NewNonRetryableApplicationError("cannot be fixed by a retry", errType, nil)
+			}
+			h.env.ExecuteWorkflow(workflows.DeliveryWorkflow, input("website.published"))
+			if !h.env.IsWorkflowCompleted() {
+				t.Fatal("workflow did not end")
+			}
+			var appErr *temporal.ApplicationError
+			if err := h.env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != errType {
+				t.Fatalf("workflow error = %v, want an application error of type %s", err, errType)
+			}
+			if n := len(h.delivers); n != 1 {
+				t.Errorf("Deliver ran %d times, want once (not retried)", n)
+			}
+			if want := []string{model.DeliveryExhausted}; !slices.Equal(h.states, want) {
+				t.Errorf("DeliveryState upserts = %v, want %v", h.states, want)
+			}
+			if len(h.exhausted) != 0 || len(h.alerts) != 0 {
+				t.Errorf("MarkExhausted %d, SendAlert %d: an internal error is the operator's, not the owner's", len(h.exhausted), len(h.alerts))
+			}
+		})
+	}
+}
+
+// TestDeliverInputCarriesAttemptTimeout: every attempt is bounded by the workflow input's attempt
+// timeout, the value the activity's StartToClose comes from, and not by the worker's own config.
+func TestDeliverInputCarriesAttemptTimeout(t *testing.T) {
+	h := newHarness(t)
+	in := input("website.published")
+	h.run(in)
+	if len(h.delivers) == 0 {
+		t.Fatal("no attempt")
+	}
+	for _, c := range h.delivers {
+		if c.in.AttemptTimeout != in.AttemptTimeout {
+			t.Errorf("attempt %d: AttemptTimeout = %v, want the input's %v", c.in.Attempt, c.in.AttemptTimeout, in.AttemptTimeout)
+		}
+	}
+}
+
+// TestDeliveryWorkflowCanceled: a delivery waiting in its retry window whose workflow is canceled
+// (its webhook was deleted) marks its delivery canceled, sets DeliveryState canceled and ends as
+// canceled at once instead of waiting out the window.
+func TestDeliveryWorkflowCanceled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   time.Duration // when the cancel comes
+	}{
+		{"in the retry window", 8 * time.Hour},
+		{"between scheduled attempts", 2 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			var a *activities.Activities
+			var canceledIDs []int64
+			h.env.OnActivity(a.CancelDelivery, mock.Anything, mock.Anything).Return(func(_ context.Context, id int64) error {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				canceledIDs = append(canceledIDs, id)
+				return nil
+			})
+			var endedAt time.Duration
+			h.at(tc.at, func() { h.env.CancelWorkflow() })
+			in := input("website.published")
+			h.env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+			endedAt = h.since()
+			if !h.env.IsWorkflowCompleted() {
+				t.Fatal("workflow did not end")
+			}
+			if err := h.env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+				t.Fatalf("workflow error = %v, want canceled", err)
+			}
+			if endedAt != tc.at {
+				t.Errorf("workflow ended at %v, want at the cancel (%v)", endedAt, tc.at)
+			}
+			if !slices.Equal(canceledIDs, []int64{in.DeliveryID}) {
+				t.Errorf("CancelDelivery calls = %v, want [%d]", canceledIDs, in.DeliveryID)
+			}
+			if len(h.states) == 0 || h.states[len(h.states)-1] != model.DeliveryCanceled {
+				t.Errorf("DeliveryState upserts = %v, want the last to be %s", h.states, model.DeliveryCanceled)
+			}
+		})
+	}
+}
+
+// TestDeliveryWorkflowWindowEnd: when the retry window closes, a delivery whose webhook was
+// deleted meanwhile (the delete could not reach the workflow) ends canceled; otherwise exhausted.
+func TestDeliveryWorkflowWindowEnd(t *testing.T) {
+	for _, gone := range []bool{false, true} {
+		want := model.DeliveryExhausted
+		if gone {
+			want = model.DeliveryCanceled
+		}
+		t.Run(want, func(t *testing.T) {
+			h := newHarness(t)
+			h.webhookGone = gone
+			st := h.run(input("website.published"))
+			if st.State != want {
+				t.Errorf("result state %s, want %s", st.State, want)
+			}
+			if last := h.states[len(h.states)-1]; last != want {
+				t.Errorf("last DeliveryState %s, want %s", last, want)
+			}
+		})
+	}
+}

@@ -2,6 +2,10 @@
 # The development stack behind `make run`: a Temporal dev server with its Web UI, webhookd on top of
 # it, a fresh dev API key, and copy-paste curl commands for both API variants. Ctrl-C stops it all.
 set -euo pipefail
+# WEBHOOKD_BIN runs another build (the tests use it); webhookd itself refuses unknown WEBHOOKD_
+# variables, so it is taken out of the environment.
+webhookd=$(realpath "${WEBHOOKD_BIN:-$(dirname "$0")/../../bin/webhookd}")
+unset WEBHOOKD_BIN
 cd "$(dirname "$0")/../.."
 
 data=${WEBHOOKD_DATA_DIR:-.data}
@@ -48,10 +52,10 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 
-key=$(bin/webhookd apikey create --owner-email "${WEBHOOKD_DEV_OWNER:-dev@localhost}" --name "make run" | tail -n 1)
+key=$("$webhookd" apikey create --owner-email "${WEBHOOKD_DEV_OWNER:-dev@localhost}" --name "make run" | tail -n 1)
 
 echo "starting webhookd (log: $data/webhookd.log)"
-bin/webhookd serve >"$data/webhookd.log" 2>&1 &
+"$webhookd" serve >"$data/webhookd.log" 2>&1 &
 pids+=($!)
 
 # Readiness over bash's /dev/tcp: the stack needs nothing but Go installed.

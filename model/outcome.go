@@ -180,8 +180,7 @@ func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64,
 			Set("alerted_at = ?", now).
 			Where("id = ?", webhookID).
 			Where("alerted_at IS NULL").
-			Where("disabled_at IS NULL").
-			Where("status <> ?", StatusDisabled).
+			Where("disabled_at IS NULL"). // variant B's status "disabled" follows from it
 			Where(healed, lastAttemptAt).
 			Exec(ctx)
 		if err != nil {

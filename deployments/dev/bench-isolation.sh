@@ -105,14 +105,7 @@ start_stack() {
   shift
   mkdir -p "$dir"
   export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=sqlite:$dir/webhookd.db
-  bin/temporal server start-dev \
-    --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port" \
-    --db-filename "$dir/temporal.db" --namespace default --log-level warn \
-    --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
-    --dynamic-config-value matching.enableFairness=true \
-    --search-attribute WebhookId=Int --search-attribute EventType=Keyword \
-    --search-attribute Variant=Keyword --search-attribute DeliveryState=Keyword \
-    >"$dir/temporal.log" 2>&1 &
+  deployments/dev/temporal-dev.sh "$temporal_port" "$ui_port" "$dir/temporal.db" >"$dir/temporal.log" 2>&1 &
   pids+=($!)
   wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"
 

@@ -36,14 +36,8 @@ for port in "$temporal_port" "$ui_port" "${addr##*:}"; do
 done
 
 echo "starting Temporal dev server (log: $data/temporal.log)"
-bin/temporal server start-dev \
-  --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port" \
-  --db-filename "$data/temporal.db" --namespace "${TEMPORAL_NAMESPACE:-default}" --log-level warn \
-  --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
-  --dynamic-config-value matching.enableFairness=true \
-  --search-attribute WebhookId=Int --search-attribute EventType=Keyword \
-  --search-attribute Variant=Keyword --search-attribute DeliveryState=Keyword \
-  >"$data/temporal.log" 2>&1 &
+deployments/dev/temporal-dev.sh "$temporal_port" "$ui_port" "$data/temporal.db" \
+  --namespace "${TEMPORAL_NAMESPACE:-default}" >"$data/temporal.log" 2>&1 &
 pids+=($!)
 
 for _ in $(seq 1 120); do

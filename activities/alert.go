@@ -20,6 +20,9 @@ func (a *Activities) MarkExhausted(ctx context.Context, in ExhaustedInput) (Exha
 	if err != nil {
 		return ExhaustedResult{}, err
 	}
+	if a.Metrics != nil {
+		a.Metrics.Exhausted.Inc()
+	}
 	activity.GetLogger(ctx).Info("delivery exhausted", "delivery", in.DeliveryID, "webhook", in.WebhookID, "alert", res.Alert, "disabled", res.Disabled)
 	return ExhaustedResult{Alert: res.Alert, Disabled: res.Disabled}, nil
 }

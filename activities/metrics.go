@@ -15,6 +15,9 @@ type Metrics struct {
 	Deliveries      *prometheus.CounterVec
 	AttemptDuration *prometheus.HistogramVec
 	Alerts          prometheus.Counter
+	// Exhausted counts deliveries whose schedule ran out, each time one does (a retried activity
+	// may count one twice).
+	Exhausted prometheus.Counter
 	// InternalFailures counts deliveries ended by an internal error no retry can fix, by its
 	// error type (ErrTypeDeliveryMissing, ErrTypeSecretUnreadable). Alert on any increase.
 	InternalFailures *prometheus.CounterVec
@@ -36,15 +39,23 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "webhookd_alerts_total",
 			Help: "Failure alerts e-mailed to webhook owners.",
 		}),
+		Exhausted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "webhookd_deliveries_exhausted_total",
+			Help: "Deliveries whose retry schedule ran out without a success (the webhook is marked failing).",
+		}),
 		InternalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_delivery_internal_failures_total",
 			Help: "Deliveries ended by an internal error that no retry can fix (a missing delivery row, an unreadable secret), by error type.",
 		}, []string{"error_type"}),
 	}
-	for _, c := range []prometheus.Collector{m.Deliveries, m.AttemptDuration, m.Alerts, m.InternalFailures} {
+	for _, c := range []prometheus.Collector{m.Deliveries, m.AttemptDuration, m.Alerts, m.Exhausted, m.InternalFailures} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register delivery metrics: %w", err)
 		}
+	}
+	// Series exist at 0 from the start, so increase() sees the first failure and an alert can use them.
+	for _, errType := range []string{ErrTypeDeliveryMissing, ErrTypeSecretUnreadable} {
+		m.InternalFailures.WithLabelValues(errType)
 	}
 	return m, nil
 }

@@ -1,5 +1,6 @@
-// Package worker wires webhookd's Temporal worker: it registers the workflows and activities and
-// runs the outbox sweeper that starts delivery workflows a crash left unstarted.
+// Package worker wires webhookd's Temporal worker: it registers the workflows and activities, runs
+// the outbox sweeper that starts delivery workflows a crash left unstarted, and keeps the retention
+// schedule in place.
 package worker
 
 import (
@@ -35,6 +36,8 @@ type Config struct {
 	// StopTimeout is how long a stopping worker lets attempts in flight finish (a deploy must not
 	// cut a POST in half and send it again); zero cancels them at once.
 	StopTimeout time.Duration
+	// Retention is the purge of expired rows, which Run schedules (retention.go).
+	Retention Retention
 }
 
 // Run runs the worker and the sweeper until ctx ends.
@@ -63,6 +66,9 @@ func Run(ctx context.Context, cfg Config) error {
 		wg.Wait()
 	}()
 	cfg.Logger.Info("temporal worker started", "task_queue", cfg.TaskQueue, "retry_task_queue", workflows.RetryTaskQueue(cfg.TaskQueue))
+	// The retention schedule is set in the background (Temporal may refuse for a while); Run
+	// waits for that to end before it returns.
+	defer keepRetentionScheduled(ctx, cfg.Client, cfg.TaskQueue, cfg.Retention, cfg.Logger)()
 
 	tick := time.NewTicker(cfg.SweepInterval)
 	defer tick.Stop()
@@ -94,6 +100,7 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 	})
 	main.RegisterWorkflow(workflows.DeliveryWorkflow)
 	main.RegisterWorkflow(workflows.WebsitePublishWorkflow)
+	main.RegisterWorkflow(workflows.Retention)
 	main.RegisterActivity(cfg.Activities)
 	if err := main.Start(); err != nil {
 		return nil, err

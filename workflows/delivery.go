@@ -36,12 +36,16 @@ const (
 	QueryState = "state"
 )
 
-// Search attributes of delivery workflows (registered on the namespace by `make run` and the tests).
+// Search attributes of delivery workflows. These are their only definitions: SearchAttributes
+// lists them for whatever registers them on a namespace (`webhookd search-attributes`, the tests)
+// and for the check at startup (CheckSearchAttributes).
 var (
 	AttrWebhookID     = temporal.NewSearchAttributeKeyInt64("WebhookId")
 	AttrEventType     = temporal.NewSearchAttributeKeyKeyword("EventType")
 	AttrVariant       = temporal.NewSearchAttributeKeyKeyword("Variant")
 	AttrDeliveryState = temporal.NewSearchAttributeKeyKeyword("DeliveryState")
+
+	SearchAttributes = []temporal.SearchAttributeKey{AttrWebhookID, AttrEventType, AttrVariant, AttrDeliveryState}
 )
 
 // DefaultSchedule is the delay before each retry: 1m, 5m, 15m, 1h, 6h (spec 6.4).

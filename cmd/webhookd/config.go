@@ -16,16 +16,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 )
 
 // Config is the whole process configuration, read once from the environment in main and passed
 // down in parts. The variable names are a contract with operators and tests.
 type Config struct {
-	HTTPAddr            string
-	DatabaseURL         string
-	DataDir             string
-	TemporalAddress     string
-	TemporalNamespace   string
+	HTTPAddr    string
+	DatabaseURL string
+	DataDir     string
+	// Temporal is the client configuration, loaded as the Temporal CLI and SDKs load it (see
+	// temporalOptions); serve adds the logger and metrics.
+	Temporal            client.Options
 	TaskQueue           string
 	SecretKey           []byte
 	AllowPrivateTargets bool
@@ -62,6 +66,8 @@ type Config struct {
 	// never), once at least DisableMinExhausted of its deliveries were exhausted.
 	DisableAfter        time.Duration
 	DisableMinExhausted int
+	// Retention is how long events, deliveries and attempts are kept once finished (zero: forever).
+	Retention time.Duration
 }
 
 // knownVariables lists every WEBHOOKD_ variable; any other is a typo and stops the process.
@@ -73,7 +79,7 @@ var knownVariables = []string{
 	"WEBHOOKD_EXTRA_CA_FILE", "WEBHOOKD_SMTP_URL", "WEBHOOKD_MAIL_FROM", "WEBHOOKD_PUBLIC_URL",
 	"WEBHOOKD_TEMPORAL_UI_URL", "WEBHOOKD_SITE_BASE_URL", "WEBHOOKD_SWEEP_INTERVAL", "WEBHOOKD_MAX_CONCURRENT_DELIVERIES",
 	"WEBHOOKD_MAX_CONCURRENT_RETRIES", "WEBHOOKD_RETRY_JITTER", "WEBHOOKD_HOST_CONCURRENCY", "WEBHOOKD_BREAKER_FAILURES",
-	"WEBHOOKD_BREAKER_COOLDOWN", "WEBHOOKD_DISABLE_AFTER", "WEBHOOKD_DISABLE_MIN_EXHAUSTED",
+	"WEBHOOKD_BREAKER_COOLDOWN", "WEBHOOKD_DISABLE_AFTER", "WEBHOOKD_DISABLE_MIN_EXHAUSTED", "WEBHOOKD_RETENTION",
 	// Read by the test suite, not by the service; allowed so a test shell can run the binary.
 	"WEBHOOKD_TEST_DATABASE_URL",
 }
@@ -108,8 +114,6 @@ func loadConfig(environ []string) (Config, error) {
 		HTTPAddr:            get("WEBHOOKD_HTTP_ADDR", "127.0.0.1:8080"),
 		DatabaseURL:         get("WEBHOOKD_DATABASE_URL", "sqlite:.data/webhookd.db"),
 		DataDir:             get("WEBHOOKD_DATA_DIR", ".data"),
-		TemporalAddress:     get("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		TemporalNamespace:   get("TEMPORAL_NAMESPACE", "default"),
 		TaskQueue:           get("WEBHOOKD_TASK_QUEUE", "webhookd"),
 		AllowPrivateTargets: boolean("WEBHOOKD_ALLOW_PRIVATE_TARGETS"),
 		AllowHTTPTargets:    boolean("WEBHOOKD_ALLOW_HTTP_TARGETS"),
@@ -120,8 +124,10 @@ func loadConfig(environ []string) (Config, error) {
 	if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("WEBHOOKD_HTTP_ADDR: %w", err))
 	}
-	if _, _, err := net.SplitHostPort(cfg.TemporalAddress); err != nil {
-		errs = append(errs, fmt.Errorf("TEMPORAL_ADDRESS: %w", err))
+	if opts, err := temporalOptions(env); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.Temporal = opts
 	}
 
 	positive := func(k, def string) float64 {
@@ -185,6 +191,15 @@ func loadConfig(environ []string) (Config, error) {
 	// "0" turns auto-disable off.
 	if get("WEBHOOKD_DISABLE_AFTER", "120h") != "0" {
 		cfg.DisableAfter = duration("WEBHOOKD_DISABLE_AFTER", "120h")
+	}
+	// "0" keeps everything. Otherwise an exhausted delivery must outlive its retry window, and the
+	// alert before it, or a manual retry could find it gone: a day more than the window covers both.
+	if get("WEBHOOKD_RETENTION", "720h") != "0" {
+		cfg.Retention = duration("WEBHOOKD_RETENTION", "720h")
+		if minimum := cfg.RetryWindow + 24*time.Hour; cfg.Retention > 0 && cfg.RetryWindow > 0 && cfg.Retention < minimum {
+			errs = append(errs, fmt.Errorf("WEBHOOKD_RETENTION: %s is less than WEBHOOKD_RETRY_WINDOW (%s) plus a day: exhausted deliveries would be deleted while they still wait for a manual retry (set WEBHOOKD_RETENTION to %s or more, or 0 to keep everything)",
+				cfg.Retention, cfg.RetryWindow, minimum))
+		}
 	}
 	cfg.ExtraCAFile = get("WEBHOOKD_EXTRA_CA_FILE", "")
 	cfg.SMTPURL = get("WEBHOOKD_SMTP_URL", "")
@@ -255,4 +270,43 @@ func (c Config) secretKey() ([]byte, error) {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return key, f.Sync()
+}
+
+// temporalOptions loads the Temporal connection the way the Temporal CLI does: the profile of a
+// temporal.toml file (TEMPORAL_CONFIG_FILE, default ~/.config/temporalio/temporal.toml; profile
+// TEMPORAL_PROFILE, default "default"), overridden by TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_API_KEY, TEMPORAL_TLS* and TEMPORAL_GRPC_META_* variables. Without any of them webhookd
+// talks to a local dev server, as `make run` starts one.
+func temporalOptions(env map[string]string) (client.Options, error) {
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: envMap(env)})
+	if err != nil {
+		return client.Options{}, fmt.Errorf("Temporal client configuration (TEMPORAL_* variables, temporal.toml): %w", err)
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = "127.0.0.1:7233"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if _, _, err := net.SplitHostPort(opts.HostPort); err != nil {
+		return client.Options{}, fmt.Errorf("TEMPORAL_ADDRESS: %w", err)
+	}
+	return opts, nil
+}
+
+// envMap is the environment given to loadConfig, for envconfig, so tests need not touch the
+// process's own.
+type envMap map[string]string
+
+func (e envMap) LookupEnv(key string) (string, bool) {
+	v, ok := e[key]
+	return v, ok
+}
+
+func (e envMap) Environ() []string {
+	out := make([]string, 0, len(e))
+	for k, v := range e {
+		out = append(out, k+"="+v)
+	}
+	return out
 }

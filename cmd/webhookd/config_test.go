@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +13,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.DatabaseURL != "sqlite:.data/webhookd.db" || cfg.TemporalAddress != "127.0.0.1:7233" ||
-		cfg.TemporalNamespace != "default" || cfg.TaskQueue != "webhookd" || cfg.AllowPrivateTargets || cfg.AllowHTTPTargets ||
+	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.DatabaseURL != "sqlite:.data/webhookd.db" || cfg.Temporal.HostPort != "127.0.0.1:7233" ||
+		cfg.Temporal.Namespace != "default" || cfg.TaskQueue != "webhookd" || cfg.AllowPrivateTargets || cfg.AllowHTTPTargets ||
 		cfg.RateLimit != 20 || cfg.RateBurst != 40 || cfg.DeliveryTimeout != 5*time.Second || cfg.RetryWindow != 7*24*time.Hour ||
 		cfg.RetryJitter != 0.1 || cfg.MaxConcurrentRetries != 100 || cfg.HostConcurrency != 16 || cfg.BreakerFailures != 5 ||
 		cfg.BreakerCooldown != 10*time.Second || cfg.DisableAfter != 120*time.Hour || cfg.DisableMinExhausted != 5 {
@@ -118,5 +120,43 @@ func TestSecretKeyRules(t *testing.T) {
 	}
 	if _, err := pg.secretKey(); err == nil || !strings.Contains(err.Error(), "WEBHOOKD_SECRET_KEY") {
 		t.Fatalf("PostgreSQL without a key: %v", err)
+	}
+}
+
+// TestConfigTemporalConnection: the Temporal connection loads as the Temporal CLI loads it, a
+// temporal.toml profile overridden by TEMPORAL_* variables.
+func TestConfigTemporalConnection(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "temporal.toml")
+	toml := `
+[profile.cloud]
+address = "webhookd.a1b2c.tmprl.cloud:7233"
+namespace = "webhookd.a1b2c"
+api_key = "profile-key"
+
+[profile.cloud.tls]
+server_name = "webhookd.a1b2c.tmprl.cloud"
+`
+	if err := os.WriteFile(file, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig([]string{"TEMPORAL_CONFIG_FILE=" + file, "TEMPORAL_PROFILE=cloud", "TEMPORAL_NAMESPACE=override"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Temporal
+	if o.HostPort != "webhookd.a1b2c.tmprl.cloud:7233" || o.Namespace != "override" || o.Credentials == nil ||
+		o.ConnectionOptions.TLS == nil || o.ConnectionOptions.TLS.ServerName != "webhookd.a1b2c.tmprl.cloud" {
+		t.Fatalf("options = %+v", o)
+	}
+
+	// A profile that is not in the file is an error, not a silent dev-server default.
+	_, err = loadConfig([]string{"TEMPORAL_CONFIG_FILE=" + file, "TEMPORAL_PROFILE=prod"})
+	if err == nil || !strings.Contains(err.Error(), "prod") {
+		t.Fatalf("missing profile: err = %v", err)
+	}
+	// A certificate that is not there names the problem.
+	_, err = loadConfig([]string{"TEMPORAL_TLS_CLIENT_CERT_PATH=/nonexistent/client.pem", "TEMPORAL_TLS_CLIENT_KEY_PATH=/nonexistent/client.key"})
+	if err == nil || !strings.Contains(err.Error(), "client.pem") {
+		t.Fatalf("missing certificate: err = %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -33,6 +34,8 @@ Usage:
   webhookd threshold set --website ID --metric M --value N
                                            set an analytics threshold (operators only)
   webhookd threshold list [--website ID]   list thresholds
+  webhookd search-attributes               print the Temporal search attributes webhookd needs,
+                                           one "Name Type" per line
   webhookd version                         print the version
 
 Configuration comes from the environment; see docs/configuration.md.
@@ -62,6 +65,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
+		return nil
+	case "search-attributes":
+		// For scripts that prepare a namespace:
+		//   webhookd search-attributes | while read -r name type; do
+		//     temporal operator search-attribute create --name "$name" --type "$type"; done
+		for _, key := range workflows.SearchAttributes {
+			fmt.Fprintln(stdout, key.GetName(), key.GetValueType())
+		}
 		return nil
 	}
 	cfg, err := loadConfig(environ)

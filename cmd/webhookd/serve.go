@@ -50,14 +50,14 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	}
 
 	// A lazy client lets the API come up (and report not-ready) while Temporal is still starting.
-	tc, err := client.NewLazyClient(client.Options{
-		HostPort:       cfg.TemporalAddress,
-		Namespace:      cfg.TemporalNamespace,
-		Logger:         temporallog.NewStructuredLogger(logger.With("component", "temporal")),
-		MetricsHandler: worker.NewMetricsHandler(registry),
-	})
+	topts := cfg.Temporal
+	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
+	if topts.MetricsHandler, err = worker.NewMetricsHandler(registry, logger.With("component", "temporal")); err != nil {
+		return err
+	}
+	tc, err := client.NewLazyClient(topts)
 	if err != nil {
-		return fmt.Errorf("TEMPORAL_ADDRESS: %w", err)
+		return fmt.Errorf("Temporal client: %w", err)
 	}
 	defer tc.Close()
 	starter := &workflows.Starter{
@@ -68,7 +68,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	var handler http.Handler
 	if role == "api" || role == "all" {
 		srv, err := api.New(api.Config{
@@ -91,6 +91,11 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		})
 		handler = mux
 	}
+	go func() {
+		if err := checkNamespace(ctx, tc, cfg.Temporal.Namespace, logger); err != nil {
+			errc <- err
+		}
+	}()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("WEBHOOKD_HTTP_ADDR: %w", err)
@@ -118,6 +123,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 				MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries, MaxConcurrentRetries: cfg.MaxConcurrentRetries,
 				// An attempt in flight at a deploy finishes: its timeout, plus recording it.
 				StopTimeout: cfg.DeliveryTimeout + 5*time.Second,
+				Retention:   worker.Retention{Keep: cfg.Retention},
 			})
 			if err != nil {
 				errc <- err
@@ -172,8 +178,37 @@ func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egre
 	return &activities.Activities{
 		DB: db, Secrets: secrets, Egress: out, Mailer: mailer,
 		Metrics: metrics, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
-		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.TemporalNamespace},
+		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,
 		Disable:     model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},
 	}, nil
+}
+
+// checkNamespace stops webhookd when the namespace lacks its search attributes, which would make
+// every delivery workflow's start fail. It waits for Temporal to be reachable, as the lazy client
+// does; a namespace it may not inspect (an API key without operator rights) is only logged.
+func checkNamespace(ctx context.Context, tc client.Client, namespace string, logger *slog.Logger) error {
+	for waited := false; ; waited = true {
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := workflows.CheckSearchAttributes(callCtx, tc, namespace)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, workflows.ErrSearchAttributesMissing):
+			return err
+		case ctx.Err() != nil:
+			return nil
+		case !workflows.CheckUnavailable(err):
+			logger.Warn("cannot check the namespace's search attributes; assuming they exist", "namespace", namespace, "err", err)
+			return nil
+		case !waited:
+			logger.Info("waiting for Temporal to check the namespace", "namespace", namespace, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
 }

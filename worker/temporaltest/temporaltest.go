@@ -1,6 +1,7 @@
-// Package temporaltest runs a real Temporal dev server for integration tests: the pinned `temporal`
-// CLI from the module's bin/ directory, started once per test process with webhookd's search
-// attributes registered, in memory, on free loopback ports.
+// Package temporaltest runs a real Temporal dev server for integration tests: the SDK's
+// testsuite.StartDevServer on the pinned `temporal` CLI from the module's bin/ directory, started
+// once per test process with webhookd's search attributes registered, in memory, on a free
+// loopback port.
 package temporaltest
 
 import (
@@ -9,43 +10,30 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/webhookd/webhookd/workflows"
 )
 
 const (
 	// EnvAddress names a running Temporal server (host:port) to use instead of starting one. It
-	// must have the SearchAttributes registered in its default namespace.
+	// must have workflows.SearchAttributes registered in its default namespace.
 	EnvAddress = "TEMPORAL_ADDRESS_TEST"
 	// EnvCLI overrides the path of the temporal CLI binary.
 	EnvCLI = "TEMPORAL_CLI"
 
 	namespace    = "default"
-	startTimeout = 30 * time.Second
+	startTimeout = 60 * time.Second
 )
-
-// SearchAttributes are the custom search attributes webhookd's workflows set, registered on the
-// dev server at start.
-var SearchAttributes = map[string]enumspb.IndexedValueType{
-	"WebhookId":     enumspb.INDEXED_VALUE_TYPE_INT,
-	"EventType":     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"Variant":       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"DeliveryState": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-}
 
 // DynamicConfig is the server configuration webhookd relies on, as dev server flags: fairness
 // dispatches each task queue round-robin across accounts (workflows.FairnessKey), so one account's
@@ -58,8 +46,7 @@ type Server struct {
 	Address   string
 	Namespace string
 
-	cmd     *exec.Cmd     // nil when the server is the one EnvAddress names
-	exited  chan struct{} // closed when cmd has exited
+	dev     *testsuite.DevServer // nil when the server is the one EnvAddress names
 	logPath string
 }
 
@@ -120,7 +107,7 @@ func (s *Server) options(level slog.Level, w io.Writer) client.Options {
 func start() (*Server, error) {
 	if addr := os.Getenv(EnvAddress); addr != "" {
 		s := &Server{Address: addr, Namespace: namespace}
-		if err := s.waitReady(); err != nil {
+		if err := s.waitSearchAttributes(); err != nil {
 			return nil, fmt.Errorf("%s=%s: %w", EnvAddress, addr, err)
 		}
 		return s, nil
@@ -129,134 +116,96 @@ func start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The ports are free when picked but another process may take one before the server binds it;
-	// a server that exits during start gets new ports.
+	// StartDevServer picks a free port, but another process may take it before the server binds
+	// it: a start that fails gets another port.
 	for attempt := 1; ; attempt++ {
 		s, err := launch(bin)
-		if err == nil || attempt == 3 || !errors.Is(err, errExited) {
+		if err == nil || attempt == 3 {
 			return s, err
 		}
 	}
 }
 
-var errExited = errors.New("dev server exited during start")
-
 func launch(bin string) (*Server, error) {
-	var ports [4]int
-	for i := range ports {
-		var err error
-		if ports[i], err = freePort(); err != nil {
-			return nil, err
-		}
-	}
 	logFile, err := os.CreateTemp("", "webhookd-temporal-*.log")
 	if err != nil {
 		return nil, fmt.Errorf("dev server log: %w", err)
 	}
 	defer logFile.Close() // the child holds its own descriptor
-	s := &Server{
-		Address:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-		Namespace: namespace,
-		exited:    make(chan struct{}),
-		logPath:   logFile.Name(),
-	}
-	args := []string{"server", "start-dev", "--headless",
-		"--ip", "127.0.0.1",
-		"--port", strconv.Itoa(ports[0]),
-		"--http-port", strconv.Itoa(ports[1]),
-		"--metrics-port", strconv.Itoa(ports[2]),
-		"--ui-port", strconv.Itoa(ports[3]),
-		"--log-level", "error",
-		"--namespace", namespace,
-	}
-	args = append(args, DynamicConfig...)
-	for _, name := range slices.Sorted(maps.Keys(SearchAttributes)) {
-		// The enum's String is the PascalCase name the CLI takes: Int, Keyword.
-		args = append(args, "--search-attribute", name+"="+SearchAttributes[name].String())
-	}
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	// Its own process group, so stop can signal everything it spawned; and killed with this
-	// process, so a test binary that dies on a timeout does not leave a server behind.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		_ = os.Remove(s.logPath)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		_ = s.cmd.Wait() // the exit status of a server we stop says nothing
-		close(s.exited)
-	}()
-	if err := s.waitReady(); err != nil {
+	s := &Server{Namespace: namespace, logPath: logFile.Name()}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s.dev, err = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:     bin,
+		ClientOptions:    &client.Options{HostPort: "", Namespace: namespace, Logger: log.NewStructuredLogger(quiet)},
+		LogLevel:         "error",
+		SearchAttributes: searchAttributes(),
+		ExtraArgs:        DynamicConfig,
+		Stdout:           logFile,
+		Stderr:           logFile,
+	})
+	if err != nil {
 		out, _ := os.ReadFile(s.logPath)
-		return nil, errors.Join(fmt.Errorf("%w\n%s", err, out), s.stop())
+		_ = os.Remove(s.logPath)
+		return nil, fmt.Errorf("start %s: %w\n%s", bin, err, out)
+	}
+	s.dev.Client().Close() // tests dial their own clients
+	s.Address = s.dev.FrontendHostPort()
+	if err := s.waitSearchAttributes(); err != nil {
+		return nil, errors.Join(err, s.stop())
 	}
 	return s, nil
 }
 
-// waitReady polls until the server answers health checks and has the search attributes, which the
-// dev server registers only after its frontend is up.
-func (s *Server) waitReady() error {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var lastErr error
-	for {
-		if lastErr = s.ready(ctx); lastErr == nil {
-			return nil
-		}
-		select {
-		case <-s.exited: // nil for a server we did not start, so it never fires
-			return fmt.Errorf("%w: %v", errExited, s.cmd.ProcessState)
-		case <-ctx.Done():
-			return fmt.Errorf("not ready after %s: %w", startTimeout, lastErr)
-		case <-tick.C:
+// searchAttributes gives workflows.SearchAttributes to the dev server, which takes them as values:
+// it registers each key with its type.
+func searchAttributes() temporal.SearchAttributes {
+	var updates []temporal.SearchAttributeUpdate
+	for _, key := range workflows.SearchAttributes {
+		switch key := key.(type) {
+		case temporal.SearchAttributeKeyInt64:
+			updates = append(updates, key.ValueSet(0))
+		case temporal.SearchAttributeKeyKeyword:
+			updates = append(updates, key.ValueSet(""))
+		default:
+			panic(fmt.Sprintf("temporaltest: search attribute %s has a type to add here", key.GetName()))
 		}
 	}
+	return temporal.NewSearchAttributes(updates...)
 }
 
-func (s *Server) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+// waitSearchAttributes polls until the namespace has the search attributes, which the dev server
+// registers only after its frontend is up.
+func (s *Server) waitSearchAttributes() error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	// Connection errors during start are expected; they are reported through the returned error.
 	c, err := client.DialContext(ctx, s.options(slog.LevelError, io.Discard))
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
 	}
 	defer c.Close()
-	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		return fmt.Errorf("health check: %w", err)
-	}
-	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.Namespace})
-	if err != nil {
-		return fmt.Errorf("list search attributes: %w", err)
-	}
-	for name, typ := range SearchAttributes {
-		if got, ok := resp.GetCustomAttributes()[name]; !ok || got != typ {
-			return fmt.Errorf("search attribute %s is %v, want %v", name, got, typ)
+	for {
+		err := workflows.CheckSearchAttributes(ctx, c, s.Namespace)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %s: %w", startTimeout, err)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // stop ends a server this process started and removes its log.
 func (s *Server) stop() error {
-	if s.cmd == nil {
+	if s.dev == nil {
 		return nil
 	}
-	pgid := s.cmd.Process.Pid
 	var err error
-	if serr := syscall.Kill(-pgid, syscall.SIGTERM); serr != nil && !errors.Is(serr, syscall.ESRCH) {
+	if serr := s.dev.Stop(); serr != nil {
 		err = fmt.Errorf("stop dev server: %w", serr)
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
-			err = errors.Join(err, fmt.Errorf("kill dev server: %w", kerr))
-		}
-		<-s.exited
 	}
 	if rerr := os.Remove(s.logPath); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("remove dev server log: %w", rerr))
@@ -287,13 +236,4 @@ func cliPath() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

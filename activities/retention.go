@@ -1,0 +1,41 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// PurgeInput names one batch of a retention pass.
+type PurgeInput struct {
+	// Before is the cutoff: what expired before it goes (the pass's start minus WEBHOOKD_RETENTION).
+	// The workflow fixes it once per pass, so every batch deletes by the same rule.
+	Before time.Time
+	// After is where the pass has got to: the previous batch's Next, zero for the first.
+	After model.PurgeCursor
+	// Limit bounds the deliveries (with their attempts) and the events this batch examines.
+	Limit int
+}
+
+// PurgeExpired runs one batch of a retention pass (model.PurgeExpired). Running it twice is
+// harmless: a row deleted once is not found again, and a row kept is kept again.
+func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (model.PurgeBatch, error) {
+	if in.Limit <= 0 || in.Before.IsZero() {
+		return model.PurgeBatch{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("purge input %+v: want a cutoff and a positive limit", in),
+			ErrTypeBadInput, nil)
+	}
+	b, err := model.PurgeExpired(ctx, a.DB, in.Before, in.After, in.Limit)
+	if err != nil {
+		return b, err
+	}
+	if b.Purged != (model.Purged{}) {
+		activity.GetLogger(ctx).Info("purged expired rows", "before", in.Before, "attempts", b.Attempts,
+			"deliveries", b.Deliveries, "events", b.Events)
+	}
+	return b, nil
+}

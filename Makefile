@@ -3,11 +3,11 @@
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TEMPORAL_CLI_VERSION := v1.5.1
 
-.PHONY: build run postgres test bench fmt vet clean
+.PHONY: build run postgres promtool test bench fmt vet clean
 
 build:
 	@echo "==> building bin/webhookd (the first build downloads modules: 1-3 minutes; then seconds)"
-	go build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/webhookd ./cmd/webhookd
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/webhookd ./cmd/webhookd
 
 # The Temporal CLI hosts the dev server for `make run` and the integration tests. It is pinned
 # (@latest does not build) and installed once, since building it takes minutes.
@@ -20,14 +20,41 @@ postgres:
 	@echo "==> checking for the PostgreSQL server binaries (installed with apt when absent: about a minute)"
 	deployments/dev/ensure-postgres.sh
 
+# A test runs promtool on the Prometheus alerting rules and their unit tests (deployments/prometheus).
+promtool:
+	@echo "==> checking for promtool (installed with apt when absent: about 15 seconds)"
+	deployments/dev/ensure-promtool.sh
+
 run: build bin/temporal
 	deployments/dev/run.sh
 
-test: bin/temporal postgres
+# `make cluster` (deployments/cluster/cluster.sh): a production-shaped stack with a real Temporal
+# server on PostgreSQL, its Web UI, and webhookd replicas. The server, its schema tool and the UI are
+# built once from the versions pinned in deployments/cluster/go.mod, a module of its own.
+.PHONY: cluster
+cluster: build bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres
+	deployments/cluster/cluster.sh
+
+bin/temporal-server:
+	@echo "==> building the Temporal server into bin/ (once; 6-8 minutes on 2 cores, silent while it compiles)"
+	cd deployments/cluster && go build -o ../../bin/temporal-server go.temporal.io/server/cmd/server
+
+bin/temporal-sql-tool:
+	@echo "==> building the Temporal SQL schema tool into bin/ (once; seconds after the server)"
+	cd deployments/cluster && go build -o ../../bin/temporal-sql-tool go.temporal.io/server/cmd/tools/sql
+
+bin/temporal-ui:
+	@echo "==> building the Temporal Web UI server into bin/ (once; under a minute after the server)"
+	cd deployments/cluster && go build -o ../../bin/temporal-ui github.com/temporalio/ui-server/v2/cmd/server
+
+# The cluster test (worker/cluster_test.go) runs `make cluster`'s topology, so the test builds its
+# binaries too.
+test: bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed (run make fmt):"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
-	go test -race -count=1 -timeout 12m ./...
+	go test -race -count=1 -timeout 20m ./...
+	cd deployments/kubernetes && go test -count=1 ./...
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

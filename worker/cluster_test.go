@@ -43,13 +43,14 @@ func TestProductionCluster(t *testing.T) {
 		// Outages last seconds here, so retries come in seconds too.
 		"WEBHOOKD_RETRY_SCHEDULE=1s,2s,5s,10s,30s,60s", "WEBHOOKD_SWEEP_INTERVAL=1s",
 	}
-	cl := startCluster(t, bin, env)
-	checkTemporalTLS(t, cl)
-
-	const perStack = 300
-	clusterRate := measureThroughput(t, rc, cl.apiURLs, cl.apiKey, "/cluster", perStack)
+	// The dev stack first, stopped before the cluster starts, so neither runs beside the other.
+	const perStack = 500
 	dev := startDevStack(t, bin, env)
 	devRate := measureThroughput(t, rc, []string{dev.apiURL}, dev.apiKey, "/dev", perStack)
+	dev.stop()
+	cl := startCluster(t, bin, env)
+	checkTemporalTLS(t, cl)
+	clusterRate := measureThroughput(t, rc, cl.apiURLs, cl.apiKey, "/cluster", perStack)
 	t.Logf("deliveries/s, %d events each, one webhook, from the first publish to the last arrival: cluster %.1f, dev stack %.1f",
 		perStack, clusterRate, devRate)
 
@@ -166,9 +167,10 @@ func startCluster(t *testing.T, bin string, env []string) *cluster {
 		t.Fatal(err)
 	}
 	cl := &cluster{dir: dir, scriptLogs: &syncBuffer{}}
-	// The cluster takes ports base to base+99; a base in a range the kernel does not hand out as
-	// ephemeral ports, varied so parallel runs on one machine rarely meet. The script checks them.
-	base := 20000 + int(time.Now().UnixNano()/1000%200)*100
+	// The cluster takes ports base to base+31, below 32768: Temporal's membership table keeps
+	// ports in a smallint, and the kernel hands out ephemeral ports from 32768. The base varies so
+	// parallel runs on one machine rarely meet; the script checks the ports are free.
+	base := 20000 + int(time.Now().UnixNano()/1000%120)*100
 	cmd := exec.Command(filepath.Join(root, "deployments", "cluster", "cluster.sh"))
 	cmd.Env = append(append(os.Environ(), env...), "WEBHOOKD_BIN="+bin, "CLUSTER_DIR="+cl.dir, "CLUSTER_PORT_BASE="+strconv.Itoa(base))
 	cmd.Stdout, cmd.Stderr = cl.scriptLogs, cl.scriptLogs
@@ -314,6 +316,7 @@ func (e envMapLookup) Environ() []string {
 type script struct {
 	exited chan struct{} // closed when it has exited, err its exit status
 	err    error
+	stop   func() // presses Ctrl-C and waits; also run at cleanup
 }
 
 // startScript starts cmd in its own process group and, at cleanup, presses Ctrl-C (SIGINT to the
@@ -334,16 +337,20 @@ func startScript(t *testing.T, cmd *exec.Cmd, grace time.Duration) *script {
 		sc.err = cmd.Wait()
 		close(sc.exited)
 	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		select {
-		case <-sc.exited:
-		case <-time.After(grace):
-			t.Errorf("%s still running %s after Ctrl-C; killing it", filepath.Base(cmd.Path), grace)
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-sc.exited
-		}
-	})
+	var once sync.Once
+	sc.stop = func() {
+		once.Do(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+			select {
+			case <-sc.exited:
+			case <-time.After(grace):
+				t.Errorf("%s still running %s after Ctrl-C; killing it", filepath.Base(cmd.Path), grace)
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-sc.exited
+			}
+		})
+	}
+	t.Cleanup(sc.stop)
 	return sc
 }
 
@@ -351,6 +358,7 @@ func startScript(t *testing.T, cmd *exec.Cmd, grace time.Duration) *script {
 type devStack struct {
 	apiURL string
 	apiKey string
+	stop   func()
 }
 
 func startDevStack(t *testing.T, bin string, env []string) devStack {
@@ -371,7 +379,7 @@ func startDevStack(t *testing.T, bin string, env []string) devStack {
 	deadline := time.After(2 * time.Minute)
 	for {
 		if m := key.FindStringSubmatch(out.String()); m != nil {
-			return devStack{apiURL: "http://" + addr, apiKey: m[1]}
+			return devStack{apiURL: "http://" + addr, apiKey: m[1], stop: stack.stop}
 		}
 		select {
 		case <-stack.exited:

@@ -112,12 +112,14 @@ func loadConfig(environ []string) (Config, error) {
 	}
 	cfg := Config{
 		HTTPAddr:            get("WEBHOOKD_HTTP_ADDR", "127.0.0.1:8080"),
-		DatabaseURL:         get("WEBHOOKD_DATABASE_URL", "sqlite:.data/webhookd.db"),
 		DataDir:             get("WEBHOOKD_DATA_DIR", ".data"),
 		TaskQueue:           get("WEBHOOKD_TASK_QUEUE", "webhookd"),
 		AllowPrivateTargets: boolean("WEBHOOKD_ALLOW_PRIVATE_TARGETS"),
 		AllowHTTPTargets:    boolean("WEBHOOKD_ALLOW_HTTP_TARGETS"),
 	}
+	// The development database lives with the other development files, so a stack started with its
+	// own data dir (the tests, a second `make run`) has its own database too.
+	cfg.DatabaseURL = get("WEBHOOKD_DATABASE_URL", "sqlite:"+filepath.Join(cfg.DataDir, "webhookd.db"))
 	if !strings.HasPrefix(cfg.DatabaseURL, "sqlite:") && !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://") {
 		errs = append(errs, errors.New("WEBHOOKD_DATABASE_URL: must start with sqlite: or postgres://"))
 	}

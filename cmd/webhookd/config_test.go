@@ -160,3 +160,20 @@ server_name = "webhookd.a1b2c.tmprl.cloud"
 		t.Fatalf("missing certificate: err = %v", err)
 	}
 }
+
+// TestConfigSQLiteFollowsDataDir: the development database is one of the development files, so a
+// stack with a data dir of its own (a second `make run`, a test) does not share another's database,
+// whose secrets its key cannot open.
+func TestConfigSQLiteFollowsDataDir(t *testing.T) {
+	cfg, err := loadConfig([]string{"WEBHOOKD_DATA_DIR=/tmp/other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DatabaseURL != "sqlite:/tmp/other/webhookd.db" {
+		t.Fatalf("database = %q, want sqlite:/tmp/other/webhookd.db", cfg.DatabaseURL)
+	}
+	cfg, err = loadConfig([]string{"WEBHOOKD_DATA_DIR=/tmp/other", "WEBHOOKD_DATABASE_URL=sqlite:/srv/hooks.db"})
+	if err != nil || cfg.DatabaseURL != "sqlite:/srv/hooks.db" {
+		t.Fatalf("an explicit database: %q, %v", cfg.DatabaseURL, err)
+	}
+}

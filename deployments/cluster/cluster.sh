@@ -80,6 +80,11 @@ if [ ! -x "$pg_bin/initdb" ]; then
   exit 1
 fi
 
+# Temporal's cluster_membership table keeps ports in a smallint.
+if ((base < 1024 || base + 31 > 32767)); then
+  echo "CLUSTER_PORT_BASE=$base: the ports run from it to +31 and must stay within 1024-32767 (Temporal stores its ports as a smallint)" >&2
+  exit 1
+fi
 for port in $(seq "$base" $((base + 11))) "${api_ports[@]}" "${worker_ports[@]}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "port $port on 127.0.0.1 is already in use; stop what holds it (another make cluster? see $pids) or set CLUSTER_PORT_BASE" >&2
@@ -392,6 +397,17 @@ wait_until 60 "webhookd api-1" api-1 http_ok "${api_ports[0]}" /readyz
 wait_until 60 "webhookd api-2" api-2 http_ok "${api_ports[1]}" /readyz
 wait_until 60 "webhookd worker-1" worker-1 http_ok "${worker_ports[0]}" /healthz
 wait_until 60 "webhookd worker-2" worker-2 http_ok "${worker_ports[1]}" /healthz
+
+# polling <name> is true when the worker's process polls its task queue: its /healthz says only that
+# the process is up, not that it reached Temporal over mTLS.
+polling() {
+  local pid
+  pid=$(cat "$pids/$1.pid") &&
+    "$temporal" task-queue describe --task-queue "${WEBHOOKD_TASK_QUEUE:-webhookd}" -o json |
+    grep -q "\"identity\": \"$pid@"
+}
+wait_until 60 "webhookd worker-1 polling Temporal" worker-1 polling worker-1
+wait_until 60 "webhookd worker-2 polling Temporal" worker-2 polling worker-2
 
 api_urls=http://127.0.0.1:${api_ports[0]},http://127.0.0.1:${api_ports[1]}
 worker_urls=http://127.0.0.1:${worker_ports[0]},http://127.0.0.1:${worker_ports[1]}

@@ -58,8 +58,9 @@ for port in "$temporal_port" "$ui_port" "$http_port" "$healthy_port" "$hanging_p
   fi
 done
 
+# This tree's build lists the search attributes even when WEBHOOKD_BIN measures an older one.
+make build
 if [ -z "$webhookd" ]; then
-  make build
   webhookd=bin/webhookd
 fi
 [ -x bin/temporal ] || make bin/temporal
@@ -105,7 +106,7 @@ start_stack() {
   shift
   mkdir -p "$dir"
   export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=sqlite:$dir/webhookd.db
-  deployments/dev/temporal-dev.sh "$temporal_port" "$ui_port" "$dir/temporal.db" >"$dir/temporal.log" 2>&1 &
+  deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >"$dir/temporal.log" 2>&1 &
   pids+=($!)
   wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"
 

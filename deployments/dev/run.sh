@@ -36,7 +36,7 @@ for port in "$temporal_port" "$ui_port" "${addr##*:}"; do
 done
 
 echo "starting Temporal dev server (log: $data/temporal.log)"
-deployments/dev/temporal-dev.sh "$temporal_port" "$ui_port" "$data/temporal.db" \
+deployments/dev/temporal-dev.sh "$webhookd" "$temporal_port" "$ui_port" "$data/temporal.db" \
   --namespace "${TEMPORAL_NAMESPACE:-default}" >"$data/temporal.log" 2>&1 &
 pids+=($!)
 

@@ -4,14 +4,23 @@
 # place for these flags, so no script starts a server without one of them. It execs the server,
 # so the caller's $! is the server's pid.
 #
-#   deployments/dev/temporal-dev.sh <port> <ui port> <database file> [more start-dev flags]
+#   deployments/dev/temporal-dev.sh <webhookd> <port> <ui port> <database file> [more start-dev flags]
+#
+# <webhookd> is the binary whose search attributes to register: `webhookd search-attributes` lists
+# them, from their one definition in the code.
 set -euo pipefail
-port=$1 ui_port=$2 db=$3
-shift 3
+webhookd=$1 port=$2 ui_port=$3 db=$4
+shift 4
+attributes=()
+while read -r name type; do
+  attributes+=(--search-attribute "$name=$type")
+done < <("$webhookd" search-attributes)
+if [ ${#attributes[@]} -eq 0 ]; then
+  echo "$webhookd search-attributes listed nothing" >&2
+  exit 1
+fi
 exec "$(dirname "$0")/../../bin/temporal" server start-dev \
   --ip 127.0.0.1 --port "$port" --ui-port "$ui_port" --db-filename "$db" --log-level warn \
   --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
   --dynamic-config-value matching.enableFairness=true \
-  --search-attribute WebhookId=Int --search-attribute EventType=Keyword \
-  --search-attribute Variant=Keyword --search-attribute DeliveryState=Keyword \
-  "$@"
+  "${attributes[@]}" "$@"

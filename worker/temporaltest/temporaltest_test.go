@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/worker/temporaltest"
+	"github.com/webhookd/webhookd/workflows"
 )
 
 func TestMain(m *testing.M) { temporaltest.Main(m) }
@@ -28,15 +29,17 @@ func TestSearchAttributesAreRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list search attributes: %v", err)
 	}
-	want := map[string]string{"WebhookId": "Int", "EventType": "Keyword", "Variant": "Keyword", "DeliveryState": "Keyword"}
-	for name, typ := range want {
-		got, ok := resp.GetCustomAttributes()[name]
+	if len(workflows.SearchAttributes) == 0 {
+		t.Fatal("workflows.SearchAttributes is empty")
+	}
+	for _, key := range workflows.SearchAttributes {
+		got, ok := resp.GetCustomAttributes()[key.GetName()]
 		if !ok {
-			t.Errorf("search attribute %s is not registered", name)
+			t.Errorf("search attribute %s is not registered", key.GetName())
 			continue
 		}
-		if got.String() != typ {
-			t.Errorf("search attribute %s has type %s, want %s", name, got, typ)
+		if got != key.GetValueType() {
+			t.Errorf("search attribute %s has type %s, want %s", key.GetName(), got, key.GetValueType())
 		}
 	}
 }

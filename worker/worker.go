@@ -86,18 +86,26 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-// start starts the two workers of a process: one for workflows and first attempts, and one with
-// its own activity slots for retried attempts, so that however many retries are due, a fresh
-// event's first attempt finds a free slot.
-func start(cfg Config) ([]sdkworker.Worker, error) {
-	main := sdkworker.New(cfg.Client, cfg.TaskQueue, sdkworker.Options{
-		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentDeliveries,
+// MainWorkerOptions are the options of the worker that runs workflows and first attempts, with
+// slots for that many attempts at once. cmd/loadtest's bare-Temporal tier runs with them too, so
+// the tiers it compares differ only in what the workflow does.
+func MainWorkerOptions(slots int) sdkworker.Options {
+	return sdkworker.Options{
+		MaxConcurrentActivityExecutionSize: slots,
 		// More pollers than the default two keep tasks flowing when many short deliveries
 		// finish at once (measured with cmd/loadtest).
 		MaxConcurrentWorkflowTaskPollers: 4,
 		MaxConcurrentActivityTaskPollers: 8,
-		WorkerStopTimeout:                cfg.StopTimeout,
-	})
+	}
+}
+
+// start starts the two workers of a process: one for workflows and first attempts, and one with
+// its own activity slots for retried attempts, so that however many retries are due, a fresh
+// event's first attempt finds a free slot.
+func start(cfg Config) ([]sdkworker.Worker, error) {
+	opts := MainWorkerOptions(cfg.MaxConcurrentDeliveries)
+	opts.WorkerStopTimeout = cfg.StopTimeout
+	main := sdkworker.New(cfg.Client, cfg.TaskQueue, opts)
 	main.RegisterWorkflow(workflows.DeliveryWorkflow)
 	main.RegisterWorkflow(workflows.WebsitePublishWorkflow)
 	main.RegisterWorkflow(workflows.Retention)

@@ -3,6 +3,10 @@
 //
 //   - throughput (the default): one fast receiver and one webhook; it publishes N events as fast as
 //     it can and reports the intake rate and the time from the first publish to the last delivery.
+//   - tiers: the throughput scenario beside its references, with the same receiver and
+//     concurrency: raw HTTPS POSTs, and bare Temporal (one workflow with one activity that POSTs, on
+//     the Temporal server the stack uses, TEMPORAL_* variables). It prints deliveries/s per tier
+//     and webhookd's share of bare Temporal's rate.
 //   - hanging: issue 7's experiment. Account B's webhooks point at a receiver that accepts the
 //     connection and never answers; account C's one webhook points at a healthy receiver. It reports
 //     C's event-to-receipt time while idle, then while B's deliveries hang.
@@ -28,10 +32,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"go.temporal.io/sdk/contrib/envconfig"
+	temporallog "go.temporal.io/sdk/log"
 )
 
 // config is what the flags ask for; each scenario reads the part it needs.
@@ -98,7 +106,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, hanging or isolation")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging or isolation")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
 	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging and isolation scenarios")
 	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging and isolation)")
@@ -145,6 +153,14 @@ func run(ctx context.Context) error {
 	switch cfg.scenario {
 	case "throughput":
 		return throughput(ctx, cfg, cert)
+	case "tiers":
+		// The Temporal server the stack uses, found as webhookd finds it (TEMPORAL_* variables).
+		opts, err := envconfig.LoadDefaultClientOptions()
+		if err != nil {
+			return fmt.Errorf("Temporal client configuration: %w", err)
+		}
+		opts.Logger = temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		return tiers(ctx, cfg, cert, opts)
 	case "hanging", "isolation":
 		if cfg.noisyKey == "" || cfg.noisyKey == cfg.key {
 			return fmt.Errorf("-scenario %s needs -noisy-key, the key of a second account", cfg.scenario)
@@ -154,5 +170,5 @@ func run(ctx context.Context) error {
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, hanging or isolation", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging or isolation", cfg.scenario)
 }

@@ -12,46 +12,56 @@ import (
 	"time"
 )
 
+// throughputResult is what the throughput scenario measures.
+type throughputResult struct {
+	published time.Duration   // first publish to the last accepted
+	total     time.Duration   // first publish to the last delivery received
+	latencies []time.Duration // each publish's, sorted
+}
+
 // throughput registers one webhook at a fast receiver, publishes cfg.events events with
 // cfg.concurrency clients as fast as the API takes them, and reports the intake rate and the time
 // from the first publish to the last delivery received.
 func throughput(ctx context.Context, cfg config, cert tls.Certificate) error {
+	r, err := measureThroughput(ctx, cfg, cert)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("events: %d, publish concurrency: %d\n", cfg.events, cfg.concurrency)
+	fmt.Printf("intake:     %.0f events/s (%s), publish latency p50 %s p99 %s\n",
+		float64(cfg.events)/r.published.Seconds(), r.published.Round(time.Millisecond),
+		r.latencies[len(r.latencies)/2].Round(time.Microsecond), r.latencies[len(r.latencies)*99/100].Round(time.Microsecond))
+	fmt.Printf("deliveries: %.0f deliveries/s (first publish to last delivery: %s)\n", float64(cfg.events)/r.total.Seconds(), r.total.Round(time.Millisecond))
+	return nil
+}
+
+// measureThroughput is the throughput scenario without its report.
+func measureThroughput(ctx context.Context, cfg config, cert tls.Certificate) (throughputResult, error) {
 	counter := newDeliveryCounter(int64(cfg.events))
 	addr, stop, err := serveTLS(cfg.listen, cert, counter)
 	if err != nil {
-		return err
+		return throughputResult{}, err
 	}
 	defer stop()
 
 	client := newAPIClient(cfg.api, cfg.key, cfg.concurrency)
 	hookID, err := client.createWebhook(ctx, "https://"+addr+"/hook")
 	if err != nil {
-		return fmt.Errorf("register the receiver: %w", err)
+		return throughputResult{}, fmt.Errorf("register the receiver: %w", err)
 	}
 	defer deleteWebhooks(ctx, client, []int64{hookID})
 
 	start := time.Now()
 	latencies, err := publishClosedLoop(ctx, client, cfg.events, cfg.concurrency)
 	if err != nil {
-		return fmt.Errorf("publish: %w", err)
+		return throughputResult{}, fmt.Errorf("publish: %w", err)
 	}
 	published := time.Since(start)
-
-	waitCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	select {
-	case <-counter.done:
-	case <-waitCtx.Done():
-		return fmt.Errorf("only %d of %d deliveries arrived within %s", counter.received.Load(), cfg.events, cfg.timeout)
+	if err := awaitCounter(ctx, counter, cfg, "(c) webhookd"); err != nil {
+		return throughputResult{}, err
 	}
-	total := counter.lastArrival().Sub(start)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	fmt.Printf("events: %d, publish concurrency: %d\n", cfg.events, cfg.concurrency)
-	fmt.Printf("intake:     %.0f events/s (%s), publish latency p50 %s p99 %s\n",
-		float64(cfg.events)/published.Seconds(), published.Round(time.Millisecond),
-		latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)*99/100].Round(time.Microsecond))
-	fmt.Printf("deliveries: %.0f deliveries/s (first publish to last delivery: %s)\n", float64(cfg.events)/total.Seconds(), total.Round(time.Millisecond))
-	return nil
+	return throughputResult{published: published, total: counter.lastArrival().Sub(start), latencies: latencies}, nil
 }
 
 // publishClosedLoop publishes n events with the given number of clients, each publishing its next

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/webhookd/webhookd/worker"
+)
+
+// tierResult is one tier's figure: n deliveries from the first send to the last arrival.
+type tierResult struct {
+	name    string
+	n       int
+	elapsed time.Duration
+}
+
+func (r tierResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
+
+// tiers measures, with the same receiver code, the same concurrency and the same Temporal server,
+// what bounds webhookd's throughput: (a) raw HTTPS POSTs to the receiver, (b) bare Temporal, one
+// workflow per delivery running one activity that makes the same POST, on a worker with webhookd's
+// options, and (c) webhookd end to end (the throughput scenario). It prints a table with each
+// tier's deliveries/s and (c)/(b): how close webhookd comes to what Temporal itself allows.
+func tiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts client.Options) error {
+	fmt.Printf("tiers: %d deliveries each, %d concurrent clients\n", cfg.events, cfg.concurrency)
+	raw, err := rawTier(ctx, cfg, cert)
+	if err != nil {
+		return fmt.Errorf("(a) raw HTTPS: %w", err)
+	}
+	bare, err := bareTemporalTier(ctx, cfg, cert, temporalOpts)
+	if err != nil {
+		return fmt.Errorf("(b) bare Temporal: %w", err)
+	}
+	e2e, err := measureThroughput(ctx, cfg, cert)
+	if err != nil {
+		return fmt.Errorf("(c) webhookd: %w", err)
+	}
+	c := tierResult{name: "(c) webhookd end to end", n: cfg.events, elapsed: e2e.total}
+	fmt.Println()
+	fmt.Printf("| tier | deliveries/s | first send to last arrival |\n|---|---|---|\n")
+	for _, r := range []tierResult{raw, bare, c} {
+		fmt.Printf("| %s | %.0f | %s |\n", r.name, r.rate(), r.elapsed.Round(time.Millisecond))
+	}
+	fmt.Printf("\n(c)/(b): %.2f\n", c.rate()/bare.rate())
+	return nil
+}
+
+// receiverClient is an HTTPS client that trusts the loadtest certificate and keeps conns
+// connections open, as webhookd's delivery client keeps its own.
+func receiverClient(cert tls.Certificate, conns int) (*http.Client, error) {
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	return &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+			MaxIdleConnsPerHost: conns,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, nil
+}
+
+// postDelivery sends one delivery-sized POST, counted by a deliveryCounter.
+func postDelivery(ctx context.Context, c *http.Client, url string, i int) error {
+	body := fmt.Appendf(nil, `{"eventType":"campaign.created","data":{"id":%d,"name":"Load","platform":"meta","status":"active"}}`, i)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Service-Event", "campaign.created")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("POST %s: %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+// rawTier POSTs cfg.events times with cfg.concurrency clients over keep-alive connections.
+func rawTier(ctx context.Context, cfg config, cert tls.Certificate) (tierResult, error) {
+	counter := newDeliveryCounter(int64(cfg.events))
+	addr, stop, err := serveTLS("127.0.0.1:0", cert, counter)
+	if err != nil {
+		return tierResult{}, err
+	}
+	defer stop()
+	hc, err := receiverClient(cert, cfg.concurrency)
+	if err != nil {
+		return tierResult{}, err
+	}
+	url := "https://" + addr + "/raw"
+	start := time.Now()
+	err = fanOut(cfg.events, cfg.concurrency, func(i int) error { return postDelivery(ctx, hc, url, i) })
+	if err != nil {
+		return tierResult{}, err
+	}
+	if err := awaitCounter(ctx, counter, cfg, "(a) raw HTTPS"); err != nil {
+		return tierResult{}, err
+	}
+	return tierResult{name: "(a) raw HTTPS POST", n: cfg.events, elapsed: counter.lastArrival().Sub(start)}, nil
+}
+
+// bareActivities is the bare tier's one activity.
+type bareActivities struct{ client *http.Client }
+
+func (a *bareActivities) Post(ctx context.Context, url string, i int) error {
+	return postDelivery(ctx, a.client, url, i)
+}
+
+// bareDelivery is the least a durable delivery can be: one workflow, one activity, with a timeout
+// and Temporal's default retries.
+func bareDelivery(ctx workflow.Context, url string, i int) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second},
+	})
+	var a *bareActivities
+	return workflow.ExecuteActivity(ctx, a.Post, url, i).Get(ctx, nil)
+}
+
+// bareTemporalTier starts cfg.events bareDelivery workflows with cfg.concurrency starters on a task
+// queue of its own, served by a worker in this process with webhookd's worker options.
+func bareTemporalTier(ctx context.Context, cfg config, cert tls.Certificate, opts client.Options) (tierResult, error) {
+	counter := newDeliveryCounter(int64(cfg.events))
+	addr, stop, err := serveTLS("127.0.0.1:0", cert, counter)
+	if err != nil {
+		return tierResult{}, err
+	}
+	defer stop()
+	const slots = 200 // WEBHOOKD_MAX_CONCURRENT_DELIVERIES' default
+	hc, err := receiverClient(cert, slots)
+	if err != nil {
+		return tierResult{}, err
+	}
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return tierResult{}, fmt.Errorf("dial Temporal at %s: %w", opts.HostPort, err)
+	}
+	defer c.Close()
+	run := time.Now().UnixNano()
+	queue := fmt.Sprintf("loadtest-bare-%d", run)
+	w := sdkworker.New(c, queue, worker.MainWorkerOptions(slots))
+	w.RegisterWorkflowWithOptions(bareDelivery, workflow.RegisterOptions{Name: "LoadtestBareDelivery"})
+	w.RegisterActivity(&bareActivities{client: hc})
+	if err := w.Start(); err != nil {
+		return tierResult{}, err
+	}
+	defer w.Stop()
+
+	url := "https://" + addr + "/bare"
+	start := time.Now()
+	err = fanOut(cfg.events, cfg.concurrency, func(i int) error {
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("loadtest-bare-%d-%d", run, i), TaskQueue: queue},
+			"LoadtestBareDelivery", url, i)
+		return err
+	})
+	if err != nil {
+		return tierResult{}, err
+	}
+	if err := awaitCounter(ctx, counter, cfg, "(b) bare Temporal"); err != nil {
+		return tierResult{}, err
+	}
+	return tierResult{name: "(b) bare Temporal, one activity", n: cfg.events, elapsed: counter.lastArrival().Sub(start)}, nil
+}
+
+// fanOut calls do(0) to do(n-1) from the given number of goroutines and returns the first error.
+func fanOut(n, goroutines int, do func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range goroutines {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := do(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// awaitCounter waits for every delivery, printing progress every cfg.progress.
+func awaitCounter(ctx context.Context, counter *deliveryCounter, cfg config, label string) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	tick := time.NewTicker(cfg.progress)
+	defer tick.Stop()
+	for {
+		select {
+		case <-counter.done:
+			return nil
+		case <-tick.C:
+			fmt.Printf("  %s: %d of %d arrived\n", label, counter.received.Load(), counter.expected)
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("only %d of %d deliveries arrived within %s", counter.received.Load(), counter.expected, cfg.timeout), ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	temporallog "go.temporal.io/sdk/log"
+
+	"github.com/webhookd/webhookd/worker/temporaltest"
+)
+
+func TestMain(m *testing.M) { temporaltest.Main(m) }
+
+// TestReferenceTiersDeliverEveryPost runs the raw and bare-Temporal tiers on a few deliveries
+// against a real Temporal dev server: each tier waits for every POST at its receiver, so a tier
+// that lost one would time out here instead of printing a rate.
+func TestReferenceTiersDeliverEveryPost(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := writeCert(certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config{events: 20, concurrency: 4, timeout: time.Minute, progress: time.Second}
+	raw, err := rawTier(t.Context(), cfg, cert)
+	if err != nil {
+		t.Fatalf("raw tier: %v", err)
+	}
+	srv := temporaltest.Start(t)
+	opts := client.Options{HostPort: srv.Address, Namespace: srv.Namespace,
+		Logger: temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	bare, err := bareTemporalTier(t.Context(), cfg, cert, opts)
+	if err != nil {
+		t.Fatalf("bare Temporal tier: %v", err)
+	}
+	for _, r := range []tierResult{raw, bare} {
+		if r.n != cfg.events || r.elapsed <= 0 {
+			t.Errorf("%s: %d deliveries in %s", r.name, r.n, r.elapsed)
+		}
+	}
+}

@@ -261,10 +261,10 @@ func (cl *cluster) dumpLogs(t *testing.T) {
 // without TLS, or with TLS but no client certificate, does not.
 func checkTemporalTLS(t *testing.T, cl *cluster) {
 	t.Helper()
-	lookup := envMapLookup{}
+	// The variables webhookd's replicas get, read as they read them.
 	for k, v := range cl.env {
 		if strings.HasPrefix(k, "TEMPORAL_") {
-			lookup[k] = v
+			t.Setenv(k, v)
 		}
 	}
 	health := func(opts client.Options) error {
@@ -279,7 +279,7 @@ func checkTemporalTLS(t *testing.T, cl *cluster) {
 		_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
 		return err
 	}
-	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: lookup, DisableFile: true})
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{DisableFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,17 +299,6 @@ func checkTemporalTLS(t *testing.T, cl *cluster) {
 	if err := health(noCert); err == nil {
 		t.Errorf("Temporal answered a TLS client without a certificate")
 	}
-}
-
-type envMapLookup map[string]string
-
-func (e envMapLookup) LookupEnv(k string) (string, bool) { v, ok := e[k]; return v, ok }
-func (e envMapLookup) Environ() []string {
-	var out []string
-	for k, v := range e {
-		out = append(out, k+"="+v)
-	}
-	return out
 }
 
 // script is a stack's start script running in a process group of its own.
@@ -350,7 +339,11 @@ func startScript(t *testing.T, cmd *exec.Cmd, grace time.Duration) *script {
 			}
 		})
 	}
-	t.Cleanup(sc.stop)
+	t.Cleanup(func() {
+		sc.stop()
+		// Whatever the script left behind goes too; a test that checks for leftovers has looked.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	})
 	return sc
 }
 

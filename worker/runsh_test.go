@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,38 +47,20 @@ func TestMakeRunStopsQuietlyOnCtrlC(t *testing.T) {
 	cmd.Env = append(os.Environ(), "WEBHOOKD_BIN="+bin, "WEBHOOKD_DATA_DIR="+t.TempDir(),
 		"WEBHOOKD_HTTP_ADDR="+freeAddr(t), "TEMPORAL_ADDRESS="+freeAddr(t), "TEMPORAL_UI_PORT="+uiPort)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A shell cannot trap a signal it was started with ignored (as it is under a backgrounded CI
-	// job): handling SIGINT here while the script starts gives it the default disposition.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	err = cmd.Start()
-	signal.Stop(sigs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	sc := startScript(t, cmd, time.Minute)
 
 	deadline := time.After(120 * time.Second)
 	for !strings.Contains(out.String(), "webhookd is up") {
 		select {
-		case err := <-done:
-			t.Fatalf("run.sh ended before the stack was up (%v):\n%s", err, out)
+		case <-sc.exited:
+			t.Fatalf("run.sh ended before the stack was up (%v):\n%s", sc.err, out)
 		case <-deadline:
 			t.Fatalf("the stack was not up after 2 minutes:\n%s", out)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("run.sh still running a minute after Ctrl-C:\n%s", out)
-	}
+	sc.stop()
+	err = sc.err
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
 		t.Errorf("run.sh after Ctrl-C: %v, want exit status 130", err)

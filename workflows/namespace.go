@@ -42,18 +42,11 @@ func CheckSearchAttributes(ctx context.Context, c client.Client, namespace strin
 	if len(missing) == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("%v on namespace %q: %s", ErrSearchAttributesMissing, namespace, strings.Join(missing, ", "))
+	msg := strings.Join(missing, ", ")
 	if len(commands) > 0 {
 		msg += "; create them with:\n  " + strings.Join(commands, "\n  ")
 	}
-	return &searchAttributesError{msg}
-}
-
-type searchAttributesError struct{ msg string }
-
-func (e *searchAttributesError) Error() string { return e.msg }
-func (e *searchAttributesError) Is(target error) bool {
-	return target == ErrSearchAttributesMissing
+	return fmt.Errorf("%w on namespace %q: %s", ErrSearchAttributesMissing, namespace, msg)
 }
 
 // CheckUnavailable tells whether a CheckSearchAttributes error means the check could not be made

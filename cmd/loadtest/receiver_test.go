@@ -18,15 +18,7 @@ import (
 // does (HTTP/2 included).
 func testReceiver(t *testing.T, h http.Handler) (string, func(), *http.Client) {
 	t.Helper()
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := writeCert(certFile, keyFile); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert, certFile := testCert(t)
 	pem, err := os.ReadFile(certFile)
 	if err != nil {
 		t.Fatal(err)
@@ -127,4 +119,19 @@ func TestArrivalsRecordTheFirstArrivalByWebhookID(t *testing.T) {
 	if _, ok := a.arrived(messageID(7, 4)); ok {
 		t.Fatal("a delivery to another webhook counts as arrived")
 	}
+}
+
+// testCert writes a loadtest certificate as -init does and returns it with its file.
+func testCert(t *testing.T) (tls.Certificate, string) {
+	t.Helper()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := writeCert(certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, certFile
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"crypto/tls"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,15 +18,7 @@ func TestMain(m *testing.M) { temporaltest.Main(m) }
 // against a real Temporal dev server: each tier waits for every POST at its receiver, so a tier
 // that lost one would time out here instead of printing a rate.
 func TestReferenceTiersDeliverEveryPost(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := writeCert(certFile, keyFile); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert, _ := testCert(t)
 	cfg := config{events: 20, concurrency: 4, timeout: time.Minute, progress: time.Second}
 	raw, err := rawTier(t.Context(), cfg, cert)
 	if err != nil {

@@ -138,7 +138,7 @@ func launch(bin string) (*Server, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s.dev, err = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath:     bin,
-		ClientOptions:    &client.Options{HostPort: "", Namespace: namespace, Logger: log.NewStructuredLogger(quiet)},
+		ClientOptions:    &client.Options{Namespace: namespace, Logger: log.NewStructuredLogger(quiet)},
 		LogLevel:         "error",
 		SearchAttributes: searchAttributes(),
 		ExtraArgs:        DynamicConfig,

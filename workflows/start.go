@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -31,21 +32,65 @@ type Starter struct {
 	AttemptTimeout time.Duration
 }
 
-// Start starts one workflow per delivery and returns the ids of those that now exist (started now
-// or before). It stops at the first error, returning what it had started.
+// startConcurrency bounds the workflow starts one Start call has in flight. A fan-out to many
+// webhooks, or a sweep of the outbox, starts them this many at a time rather than one round trip
+// after another, and one call cannot flood the frontend.
+const startConcurrency = 16
+
+// Start starts one workflow per delivery, startConcurrency at a time, and returns the ids of those
+// that now exist (started now or before). At the first error it starts no more, waits for the
+// starts in flight, and returns what it had started with that error.
 func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64, error) {
-	started := make([]int64, 0, len(refs))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		started = make([]int64, 0, len(refs))
+		first   error
+		wg      sync.WaitGroup
+	)
+	slots := make(chan struct{}, startConcurrency)
 	for _, r := range refs {
-		opts := s.startOptions(r)
-		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
-		_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, 0))
-		var already *serviceerror.WorkflowExecutionAlreadyStarted
-		if err != nil && !errors.As(err, &already) {
-			return started, fmt.Errorf("start %s: %w", opts.ID, err)
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 		}
-		started = append(started, r.DeliveryID)
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := s.startOne(ctx, r)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+					cancel()
+				}
+				return
+			}
+			started = append(started, r.DeliveryID)
+		})
 	}
-	return started, nil
+	wg.Wait()
+	if first == nil && len(started) < len(refs) {
+		// The caller's deadline passed between two starts.
+		first = fmt.Errorf("start deliveries: %d of %d started: %w", len(started), len(refs), context.Cause(ctx))
+	}
+	return started, first
+}
+
+// startOne starts the workflow of one delivery; one that already exists counts as started.
+func (s *Starter) startOne(ctx context.Context, r model.DeliveryRef) error {
+	opts := s.startOptions(r)
+	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
+	_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, 0))
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &already) {
+		return fmt.Errorf("start %s: %w", opts.ID, err)
+	}
+	return nil
 }
 
 func (s *Starter) startOptions(r model.DeliveryRef) client.StartWorkflowOptions {

@@ -186,7 +186,7 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 		SiteBaseURL: "https://sites.example.com",
 	}
 	acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error {
-		return st.starter.Dispatch(ctx, st.db, refs)
+		return st.starter.Dispatch(ctx, st.db, refs, workflows.StartedByActivity)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -146,7 +146,7 @@ func Sweep(ctx context.Context, db *bun.DB, s *workflows.Starter, minAge time.Du
 		if err != nil || len(refs) == 0 {
 			return total, err
 		}
-		if err := s.Dispatch(ctx, db, refs); err != nil {
+		if err := s.Dispatch(ctx, db, refs, workflows.StartedBySweeper); err != nil {
 			return total, err
 		}
 		total += len(refs)

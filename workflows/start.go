@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/uptrace/bun"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -30,6 +31,37 @@ type Starter struct {
 	Jitter         float64
 	RetryWindow    time.Duration
 	AttemptTimeout time.Duration
+	// Starts counts the delivery workflows Dispatch started, by who started them (StartedBy);
+	// nil counts nothing. NewStartsMetric registers it.
+	Starts *prometheus.CounterVec
+}
+
+// StartedBy names who started a delivery's workflow, a label of webhookd_delivery_starts_total.
+type StartedBy string
+
+const (
+	// StartedByRequest: the API request that stored the event, right after its commit.
+	StartedByRequest StartedBy = "request"
+	// StartedByActivity: the activity that emitted the event (a website's scheduled publication).
+	StartedByActivity StartedBy = "activity"
+	// StartedBySweeper: the worker's sweeper, for deliveries whose start was left to it (Temporal
+	// was away, or the request's dispatch bound passed). A steady rise means starts are failing.
+	StartedBySweeper StartedBy = "sweeper"
+)
+
+// NewStartsMetric registers webhookd_delivery_starts_total with reg, its series at 0.
+func NewStartsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webhookd_delivery_starts_total",
+		Help: "Delivery workflows started, by who started them: request, activity or sweeper.",
+	}, []string{"by"})
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("register starts metric: %w", err)
+	}
+	for _, by := range []StartedBy{StartedByRequest, StartedByActivity, StartedBySweeper} {
+		c.WithLabelValues(string(by))
+	}
+	return c, nil
 }
 
 // startConcurrency bounds the workflow starts one Start call has in flight. A fan-out to many
@@ -197,8 +229,11 @@ func (s *Starter) CancelPublish(ctx context.Context, websiteID int64) error {
 
 // Dispatch starts the delivery workflows of refs and records which exist now. What it could not
 // start stays in the outbox for the sweeper.
-func (s *Starter) Dispatch(ctx context.Context, db bun.IDB, refs []model.DeliveryRef) error {
+func (s *Starter) Dispatch(ctx context.Context, db bun.IDB, refs []model.DeliveryRef, by StartedBy) error {
 	started, err := s.Start(ctx, refs)
+	if s.Starts != nil {
+		s.Starts.WithLabelValues(string(by)).Add(float64(len(started)))
+	}
 	if merr := model.MarkDispatched(context.WithoutCancel(ctx), db, started); merr != nil {
 		return merr
 	}

@@ -60,7 +60,11 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		return fmt.Errorf("Temporal client: %w", err)
 	}
 	defer tc.Close()
-	starter := &workflows.Starter{
+	starts, err := workflows.NewStartsMetric(registry)
+	if err != nil {
+		return err
+	}
+	starter := &workflows.Starter{Starts: starts,
 		Client: tc, TaskQueue: cfg.TaskQueue, RetryTaskQueue: workflows.RetryTaskQueue(cfg.TaskQueue),
 		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
 	}
@@ -114,7 +118,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		if err != nil {
 			return err
 		}
-		acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error { return starter.Dispatch(ctx, db, refs) }
+		acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error { return starter.Dispatch(ctx, db, refs, workflows.StartedByActivity) }
 		go func() {
 			defer close(workerDone)
 			err := worker.Run(ctx, worker.Config{

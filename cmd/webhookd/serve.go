@@ -118,7 +118,9 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		if err != nil {
 			return err
 		}
-		acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error { return starter.Dispatch(ctx, db, refs, workflows.StartedByActivity) }
+		acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error {
+			return starter.Dispatch(ctx, db, refs, workflows.StartedByActivity)
+		}
 		go func() {
 			defer close(workerDone)
 			err := worker.Run(ctx, worker.Config{

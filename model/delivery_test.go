@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -208,7 +209,8 @@ func TestStatusRulesA(t *testing.T) {
 	})
 }
 
-// TestStatusRulesB: every attempt updates lastTriggered and lastStatus, each exhausted delivery
+// TestStatusRulesB: attempts update lastTriggered and lastStatus (a second or more apart here, see
+// TestWebhookRowWrittenOnlyOnChange), each exhausted delivery
 // failureCount; exhaustion moves to failing and alerts once; a success heals and re-arms the alert.
 func TestStatusRulesB(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *bun.DB) {
@@ -306,5 +308,62 @@ func TestFailureCountCountsDeliveries(t *testing.T) {
 			t.Fatal(err)
 		}
 		count(0, "after an exhaustion older than the success")
+	})
+}
+
+// TestWebhookRowWrittenOnlyOnChange: attempts that change nothing but the time, closer together than
+// StatusResolution, leave the webhook row alone (updated_at and lastTriggered stay); a status change
+// is written at once even within that window, judged on the row as it is, not on the caller's stale
+// copy; and a lag of StatusResolution is written.
+func TestWebhookRowWrittenOnlyOnChange(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "b@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		d := deliveryFor(t, db, acc.ID, w)
+		base := model.Now()
+		writes := func() []any {
+			var row struct {
+				StatusAt  time.Time `bun:"status_at"`
+				UpdatedAt time.Time `bun:"updated_at"`
+			}
+			if err := db.NewSelect().Table("webhooks").Column("status_at", "updated_at").Where("id = ?", w.ID).Scan(ctx, &row); err != nil {
+				t.Fatal(err)
+			}
+			return []any{row.StatusAt.UTC(), row.UpdatedAt.UTC()}
+		}
+
+		attempt(t, db, w, d, 1, true, base)
+		first := writes()
+		attempt(t, db, w, d, 2, true, base.Add(100*time.Millisecond))
+		if got := writes(); fmt.Sprint(got) != fmt.Sprint(first) {
+			t.Fatalf("a success 100ms after another rewrote the row: %v, was %v", got, first)
+		}
+		if got := reload(t, db, w.ID); !got.LastTriggeredAt.Equal(base) || *got.LastStatus != model.LastStatusSuccess {
+			t.Fatalf("lastTriggered %v, lastStatus %s: want the first success's", got.LastTriggeredAt, *got.LastStatus)
+		}
+
+		// A failure within the window changes lastStatus: written.
+		attempt(t, db, w, d, 3, false, base.Add(200*time.Millisecond))
+		if got := reload(t, db, w.ID); *got.LastStatus != model.LastStatusFailed || !got.LastTriggeredAt.Equal(base.Add(200*time.Millisecond)) {
+			t.Fatalf("a failure within the window was not written: %+v", got)
+		}
+
+		// The webhook became failing behind the caller's back (another delivery's exhaustion); the
+		// caller's copy still says active. The next success heals it at once.
+		if _, err := db.NewUpdate().Table("webhooks").Set("status = ?", model.StatusFailing).Set("alerted_at = ?", base).Where("id = ?", w.ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		attempt(t, db, w, d, 4, true, base.Add(300*time.Millisecond))
+		if got := reload(t, db, w.ID); got.Status != model.StatusActive || *got.LastStatus != model.LastStatusSuccess {
+			t.Fatalf("a success did not heal a webhook failing since the caller loaded it: %+v", got)
+		}
+
+		// Same outcome, StatusResolution later: the time moves.
+		at := base.Add(300*time.Millisecond + model.StatusResolution)
+		attempt(t, db, w, d, 5, true, at)
+		if got := reload(t, db, w.ID); !got.LastTriggeredAt.Equal(at) {
+			t.Fatalf("lastTriggered %v after a success %s later, want %v", got.LastTriggeredAt, model.StatusResolution, at)
+		}
 	})
 }

@@ -26,35 +26,66 @@ type Attempt struct {
 	ResponseBody *string   `bun:"response_body"`
 }
 
-// DeliveryTarget is what one attempt needs: the event, the webhook (possibly deleted) and the
-// account's owner, loaded together.
+// DeliveryTarget is what one attempt needs: the event and the webhook (possibly deleted), with the
+// webhook's signing secrets.
 type DeliveryTarget struct {
-	Delivery Delivery
-	Event    Event
-	Webhook  Webhook
+	Event   Event
+	Webhook Webhook
 }
 
-// LoadDeliveryTarget loads a delivery with its event and webhook. A deleted webhook is returned
-// with DeletedAt set, so the caller can end the delivery without posting.
+// deliveryTargetRow is one row of LoadDeliveryTarget's query: the webhook, the event's columns an
+// attempt reads, and one of the webhook's previous secrets (NULL when it has none).
+type deliveryTargetRow struct {
+	Webhook `bun:",extend"`
+
+	EvID         int64      `bun:"ev_id,scanonly"`
+	EvAccountID  int64      `bun:"ev_account_id,scanonly"`
+	EvVariant    Variant    `bun:"ev_variant,scanonly"`
+	EvType       string     `bun:"ev_type,scanonly"`
+	EvData       string     `bun:"ev_data,scanonly"`
+	EvOccurredAt time.Time  `bun:"ev_occurred_at,scanonly"`
+	EvCreatedAt  time.Time  `bun:"ev_created_at,scanonly"`
+	PrevID       *int64     `bun:"prev_id,scanonly"`
+	PrevSecret   *string    `bun:"prev_secret,scanonly"`
+	PrevExpires  *time.Time `bun:"prev_expires_at,scanonly"`
+}
+
+// LoadDeliveryTarget loads a delivery's event and webhook, with the webhook's previous secrets
+// (newest first; rotations prune the expired ones, so there are few) in one query: it runs once per
+// attempt. A deleted webhook is
+// returned with DeletedAt set, so the caller can end the delivery without posting.
 func LoadDeliveryTarget(ctx context.Context, db bun.IDB, deliveryID int64) (*DeliveryTarget, error) {
-	t := &DeliveryTarget{}
-	if err := db.NewSelect().Model(&t.Delivery).Where("id = ?", deliveryID).Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, ErrNotFound
-		}
+	var rows []deliveryTargetRow
+	err := db.NewSelect().Model(&rows).WhereAllWithDeleted().
+		ColumnExpr("?TableColumns").
+		ColumnExpr("e.id AS ev_id, e.account_id AS ev_account_id, e.variant AS ev_variant, e.event_type AS ev_type").
+		ColumnExpr("e.data AS ev_data, e.occurred_at AS ev_occurred_at, e.created_at AS ev_created_at").
+		ColumnExpr("p.id AS prev_id, p.secret AS prev_secret, p.expires_at AS prev_expires_at").
+		Join("JOIN deliveries AS d ON d.webhook_id = webhook.id").
+		Join("JOIN events AS e ON e.id = d.event_id").
+		Join("LEFT JOIN webhook_previous_secrets AS p ON p.webhook_id = webhook.id").
+		Where("d.id = ?", deliveryID).
+		OrderExpr("p.expires_at DESC, p.id DESC").
+		Scan(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("load delivery: %w", err)
 	}
-	if err := db.NewSelect().Model(&t.Event).Where("id = ?", t.Delivery.EventID).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load event: %w", err)
+	if len(rows) == 0 {
+		return nil, ErrNotFound
 	}
-	if err := db.NewSelect().Model(&t.Webhook).WhereAllWithDeleted().Where("id = ?", t.Delivery.WebhookID).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load webhook: %w", err)
+	r := rows[0]
+	t := &DeliveryTarget{
+		Webhook: r.Webhook,
+		Event: Event{ID: r.EvID, AccountID: r.EvAccountID, Variant: r.EvVariant, EventType: r.EvType, Data: r.EvData,
+			OccurredAt: r.EvOccurredAt, CreatedAt: r.EvCreatedAt},
 	}
-	prev, err := ListPreviousSecrets(ctx, db, t.Webhook.ID)
-	if err != nil {
-		return nil, err
+	t.Webhook.PreviousSecrets = []PreviousSecret{}
+	for _, r := range rows {
+		if r.PrevID != nil {
+			t.Webhook.PreviousSecrets = append(t.Webhook.PreviousSecrets,
+				PreviousSecret{ID: *r.PrevID, WebhookID: r.Webhook.ID, Secret: *r.PrevSecret, ExpiresAt: *r.PrevExpires})
+		}
 	}
-	t.Webhook.PreviousSecrets = prev
 	return t, nil
 }
 
@@ -100,39 +131,60 @@ func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome
 	})
 }
 
+// StatusResolution is how far behind an attempt a webhook's status time (status_at, with
+// last_success_at and last_triggered_at, the variant B list's lastTriggered) may lag while the
+// attempt changes nothing else. Under steady traffic the row is then written once per
+// StatusResolution rather than once per attempt, and concurrent attempts to one webhook do not
+// queue on its row lock.
+const StatusResolution = time.Second
+
+// recordWebhookOutcome writes an attempt's outcome into its webhook's status. The row is written
+// only when the outcome changes it (a status, a failure record, last_status) or the status time
+// lags the attempt by StatusResolution or more. The decision is made by the UPDATE's own WHERE
+// against the row as it is now, not by the copy loaded before the attempt, which may be stale.
 func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bool, at time.Time) error {
 	now := Now()
 	q := tx.NewUpdate().Model((*Webhook)(nil)).
 		Where("id = ?", w.ID).
 		Where("(status_at IS NULL OR status_at <= ?)", at).
 		Set("status_at = ?", at)
+	// changes: what this outcome would change besides the times.
+	var changes string
+	var args []any
 	switch {
 	case w.Variant == VariantA && success:
 		// pending or failed -> processing; finished is terminal and left alone.
 		q = q.Set("last_success_at = ?", at).Set("updated_at = CASE WHEN status IN (?, ?) THEN ? ELSE updated_at END", StatusPending, StatusFailed, now).
 			Set("status = CASE WHEN status IN (?, ?) THEN ? ELSE status END", StatusPending, StatusFailed, StatusProcessing).
 			Set("alerted_at = NULL")
+		changes, args = "status IN (?, ?) OR alerted_at IS NOT NULL", []any{StatusPending, StatusFailed}
 	case w.Variant == VariantA:
 		q = q.Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", StatusFailed, now).
 			Set("status = ?", StatusFailed)
+		changes, args = "status <> ?", []any{StatusFailed}
 	case success:
 		// failing -> active; disabled stays disabled until the webhook is enabled.
 		q = q.Set("last_success_at = ?", at).Set("updated_at = CASE WHEN status = ? THEN ? ELSE updated_at END", StatusFailing, now).
 			Set("status = CASE WHEN status = ? THEN ? ELSE status END", StatusFailing, StatusActive).
 			Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusSuccess).
 			Set("alerted_at = NULL")
+		changes, args = "status = ? OR last_status IS NULL OR last_status <> ? OR alerted_at IS NOT NULL", []any{StatusFailing, LastStatusSuccess}
 	default:
 		// failure_count counts failed deliveries, not attempts: MarkExhausted adds one per
 		// delivery whose schedule ran out.
 		q = q.Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusFailed)
+		changes, args = "last_status IS NULL OR last_status <> ?", []any{LastStatusFailed}
 	}
 	// The failure record that auto-disable reads (DisableRule), and failure_count. A success clears
 	// them but does not enable a disabled webhook: only its owner does (enable, a new URL, a manual retry).
 	if success {
 		q = q.Set("failing_since = NULL, exhausted_count = 0, failure_count = 0")
+		changes += " OR failing_since IS NOT NULL OR exhausted_count <> 0 OR failure_count <> 0"
 	} else {
 		q = q.Set("failing_since = COALESCE(failing_since, ?)", at)
+		changes += " OR failing_since IS NULL"
 	}
+	q = q.Where("(status_at IS NULL OR status_at <= ? OR "+changes+")", append([]any{at.Add(-StatusResolution)}, args...)...)
 	if _, err := q.Exec(ctx); err != nil {
 		return fmt.Errorf("update webhook status: %w", err)
 	}

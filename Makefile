@@ -66,6 +66,13 @@ bench:
 bench-isolation:
 	deployments/dev/bench-isolation.sh $(SCENARIO) $(ARGS)
 
+# Issue 10's end-to-end benchmark: cmd/loadtest's suite (tiers, open loop, fan-out, burst, then one
+# table) on a throwaway stack of its own. SCENARIO=fanout|... runs one, ARGS='-events 500' passes
+# loadtest flags, WEBHOOKD_BIN=... measures another build.
+.PHONY: bench-e2e
+bench-e2e:
+	deployments/dev/bench-e2e.sh $(SCENARIO) $(ARGS)
+
 fmt:
 	gofmt -w .
 

@@ -107,7 +107,11 @@ func (s *stage) phase(ctx context.Context, cfg config, name string, n noise) (ph
 		}
 		fmt.Println(line)
 	}
-	if err := s.publishOpenLoop(ctx, cfg, c, b, n != quiet, progress); err != nil {
+	streams := []openStream{{client: s.c, ledger: c}}
+	if n != quiet {
+		streams = append(streams, openStream{client: s.b, ledger: b})
+	}
+	if err := publishOpenLoop(ctx, cfg, progress, streams...); err != nil {
 		return phaseResult{}, err
 	}
 	if err := c.err(); err != nil {
@@ -136,10 +140,17 @@ func (s *stage) drainFast(ctx context.Context, cfg config, deliveries int, progr
 	return max(0, want-s.hanging.answered.Load())
 }
 
-// publishOpenLoop publishes rate x duration events for C, and as many for B when noisy, one per
-// tick, each in its own goroutine, so that a slow API does not lower the offered load. It returns
-// when every publish has returned.
-func (s *stage) publishOpenLoop(ctx context.Context, cfg config, c, b *ledger, noisy bool, progress func()) error {
+// openStream is one account's open-loop publishing: an event as client per tick, recorded in
+// ledger.
+type openStream struct {
+	client *apiClient
+	ledger *ledger
+}
+
+// publishOpenLoop publishes cfg.rate x cfg.duration ticks' worth of events, one per tick for each
+// stream, each in its own goroutine, so that a slow API does not lower the offered load. It calls
+// progress every cfg.progress and returns when every publish has returned.
+func publishOpenLoop(ctx context.Context, cfg config, progress func(), streams ...openStream) error {
 	total := int(cfg.rate * cfg.duration.Seconds())
 	tick := time.NewTicker(time.Duration(float64(time.Second) / cfg.rate))
 	defer tick.Stop()
@@ -155,9 +166,8 @@ func (s *stage) publishOpenLoop(ctx context.Context, cfg config, c, b *ledger, n
 		case <-progressTick.C:
 			progress()
 		case <-tick.C:
-			wg.Go(func() { c.publish(ctx, s.c) })
-			if noisy {
-				wg.Go(func() { b.publish(ctx, s.b) })
+			for _, st := range streams {
+				wg.Go(func() { st.ledger.publish(ctx, st.client) })
 			}
 			sent++
 		}

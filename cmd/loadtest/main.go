@@ -1,5 +1,5 @@
 // Command loadtest measures a running webhookd stack from the outside, through the API and HTTPS
-// receivers it serves itself. It has three scenarios:
+// receivers it serves itself. Its scenarios:
 //
 //   - throughput (the default): one fast receiver and one webhook; it publishes N events as fast as
 //     it can and reports the intake rate and the time from the first publish to the last delivery.
@@ -13,6 +13,17 @@
 //   - isolation: the benchmark behind docs/performance.md. C publishes at a steady open-loop rate,
 //     first alone, then while B publishes as much to a receiver that answers at once (the control),
 //     then to one that never answers; it reports C's p50, p99 and max event-to-receipt per phase.
+//   - openloop: one webhook at a healthy receiver; it publishes -rate events/s for -duration, open
+//     loop (a publish does not wait for earlier answers), and reports the accepted count and the
+//     p50, p99 and max event-to-receipt (publish sent to arrival).
+//   - fanout: -hooks webhooks at a healthy receiver and one event; it reports the time to the 202
+//     and to the last receipt, and how many delivery workflows the request started and how many
+//     it left to the worker's sweeper (webhookd_delivery_starts_total on /metrics; "n/a" for a
+//     build without it).
+//   - burst: the throughput scenario with -events 2000 by default; it reports the intake rate, the
+//     time to the last delivery, deliveries/s, and the starts by request and by sweeper.
+//   - suite: issue 10's benchmark: tiers, openloop, fanout and burst in that order against the
+//     same stack, then one markdown table with every figure.
 //
 // The stack must trust the receivers' certificate and allow loopback receivers, so the first run
 // writes the certificate and tells how to start the stack:
@@ -22,7 +33,7 @@
 //	go run ./cmd/loadtest -key whk_... -events 1000
 //
 // deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging and isolation
-// scenarios on a stack of their own. The isolation defaults (10 events/s each, B with 20 webhooks)
+// scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make bench-e2e) the suite. The isolation defaults (10 events/s each, B with 20 webhooks)
 // overload a Temporal dev server whatever B's receiver does, so that script scales them down.
 package main
 
@@ -38,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	temporallog "go.temporal.io/sdk/log"
 )
@@ -56,9 +68,12 @@ type config struct {
 	keyFile     string
 	timeout     time.Duration
 
-	// throughput
+	// throughput, tiers and burst; 0 is the scenario's default (1000, or 2000 for burst)
 	events      int
 	concurrency int
+
+	// fanout
+	hooks int
 
 	// hanging and isolation
 	noisyHooks int
@@ -69,7 +84,7 @@ type config struct {
 	probes      int
 	probeEvery  time.Duration
 
-	// isolation
+	// isolation and openloop
 	rate     float64
 	duration time.Duration
 	control  bool
@@ -106,7 +121,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging or isolation")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, openloop, fanout, burst or suite (tiers, openloop, fanout and burst, then one table)")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
 	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging and isolation scenarios")
 	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging and isolation)")
@@ -118,15 +133,16 @@ func run(ctx context.Context) error {
 	flag.StringVar(&cfg.keyFile, "cert-key", ".data/loadtest-key.pem", "receiver private key")
 	initOnly := flag.Bool("init", false, "only write the receiver certificate, then exit")
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "after the last publish, wait this long for deliveries at most")
-	flag.IntVar(&cfg.events, "events", 1000, "events to publish (throughput)")
-	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput)")
+	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst)")
+	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput, tiers and burst)")
+	flag.IntVar(&cfg.hooks, "hooks", 1000, "webhooks the event fans out to (fanout)")
 	flag.IntVar(&cfg.noisyHooks, "noisy-hooks", 0, "account B's webhooks on the hanging receiver (default 100 for hanging, 20 for isolation)")
 	flag.IntVar(&cfg.baseline, "baseline", 5, "C events published one at a time on the idle stack (hanging)")
 	flag.IntVar(&cfg.noisyEvents, "noisy-events", 10, "events B publishes (hanging)")
 	flag.IntVar(&cfg.probes, "probes", 10, "C events published while B's deliveries hang (hanging)")
 	flag.DurationVar(&cfg.probeEvery, "probe-every", time.Second, "interval between those C events (hanging)")
-	flag.Float64Var(&cfg.rate, "rate", 10, "events per second each account publishes (isolation)")
-	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation)")
+	flag.Float64Var(&cfg.rate, "rate", 10, "events per second each account publishes (isolation, openloop)")
+	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation), of the publishing (openloop)")
 	flag.BoolVar(&cfg.control, "control", true, "add a phase where B's receiver answers at once, to tell what the hang costs from what B's traffic costs (isolation)")
 	flag.DurationVar(&cfg.progress, "progress", 5*time.Second, "interval between progress lines")
 	flag.Parse()
@@ -150,17 +166,28 @@ func run(ctx context.Context) error {
 	if cfg.rate <= 0 || cfg.duration <= 0 || cfg.progress <= 0 || cfg.probeEvery <= 0 {
 		return errors.New("-rate, -duration, -progress and -probe-every must be positive")
 	}
+	if cfg.events < 0 || cfg.concurrency <= 0 || cfg.hooks <= 0 {
+		return errors.New("-events must not be negative, -concurrency and -hooks must be positive")
+	}
 	switch cfg.scenario {
 	case "throughput":
 		return throughput(ctx, cfg, cert)
-	case "tiers":
-		// The Temporal server the stack uses, found as webhookd finds it (TEMPORAL_* variables).
-		opts, err := envconfig.LoadDefaultClientOptions()
+	case "openloop":
+		return openloop(ctx, cfg, cert)
+	case "fanout":
+		return fanout(ctx, cfg, cert)
+	case "burst":
+		return burst(ctx, cfg, cert)
+	case "tiers", "suite":
+		opts, err := temporalOptions()
 		if err != nil {
-			return fmt.Errorf("Temporal client configuration: %w", err)
+			return err
 		}
-		opts.Logger = temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-		return tiers(ctx, cfg, cert, opts)
+		if cfg.scenario == "tiers" {
+			return tiers(ctx, cfg, cert, opts)
+		}
+		_, err = suite(ctx, cfg, cert, opts, os.Stdout)
+		return err
 	case "hanging", "isolation":
 		if cfg.noisyKey == "" || cfg.noisyKey == cfg.key {
 			return fmt.Errorf("-scenario %s needs -noisy-key, the key of a second account", cfg.scenario)
@@ -170,5 +197,16 @@ func run(ctx context.Context) error {
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging or isolation", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, openloop, fanout, burst or suite", cfg.scenario)
+}
+
+// temporalOptions finds the Temporal server the stack uses as webhookd finds it (TEMPORAL_*
+// variables), for the bare-Temporal tier.
+func temporalOptions() (client.Options, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return client.Options{}, fmt.Errorf("Temporal client configuration: %w", err)
+	}
+	opts.Logger = temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	return opts, nil
 }

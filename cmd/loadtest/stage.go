@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -74,13 +75,39 @@ func (s *stage) tearDown(ctx context.Context) {
 	}
 }
 
-// deleteWebhooks deletes what a run registered, even when the run was interrupted.
+// deleteWebhooks deletes what a run registered, even when the run was interrupted, a few at a
+// time (a fan-out registers a thousand). A failed delete is reported and the others go on.
 func deleteWebhooks(ctx context.Context, c *apiClient, ids []int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	for _, id := range ids {
-		if err := c.deleteWebhook(ctx, id); err != nil {
-			fmt.Fprintf(os.Stderr, "loadtest: delete webhook %d: %v\n", id, err)
+	_ = fanOut(len(ids), setUpConcurrency, func(i int) error {
+		if err := c.deleteWebhook(ctx, ids[i]); err != nil {
+			fmt.Fprintf(os.Stderr, "loadtest: delete webhook %d: %v\n", ids[i], err)
 		}
-	}
+		return nil
+	})
+}
+
+// setUpConcurrency is how many webhooks a scenario creates or deletes at once.
+const setUpConcurrency = 16
+
+// every calls f every d, from another goroutine, until the returned stop is called; stop may be
+// called more than once.
+func every(d time.Duration, f func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }

@@ -23,7 +23,8 @@ type throughputResult struct {
 // cfg.concurrency clients as fast as the API takes them, and reports the intake rate and the time
 // from the first publish to the last delivery received.
 func throughput(ctx context.Context, cfg config, cert tls.Certificate) error {
-	r, err := measureThroughput(ctx, cfg, cert)
+	cfg.events = orDefault(cfg.events, defaultEvents)
+	r, err := measureThroughput(ctx, cfg, cert, "throughput")
 	if err != nil {
 		return err
 	}
@@ -35,8 +36,12 @@ func throughput(ctx context.Context, cfg config, cert tls.Certificate) error {
 	return nil
 }
 
-// measureThroughput is the throughput scenario without its report.
-func measureThroughput(ctx context.Context, cfg config, cert tls.Certificate) (throughputResult, error) {
+// defaultEvents is -events' default for the throughput and tiers scenarios.
+const defaultEvents = 1000
+
+// measureThroughput is the throughput scenario without its report; label names it in progress
+// lines.
+func measureThroughput(ctx context.Context, cfg config, cert tls.Certificate, label string) (throughputResult, error) {
 	counter := newDeliveryCounter(int64(cfg.events))
 	addr, stop, err := serveTLS(cfg.listen, cert, counter)
 	if err != nil {
@@ -52,12 +57,17 @@ func measureThroughput(ctx context.Context, cfg config, cert tls.Certificate) (t
 	defer deleteWebhooks(ctx, client, []int64{hookID})
 
 	start := time.Now()
-	latencies, err := publishClosedLoop(ctx, client, cfg.events, cfg.concurrency)
+	var accepted atomic.Int64
+	stopProgress := every(cfg.progress, func() {
+		fmt.Printf("  %s: %d of %d events accepted, %d delivered\n", label, accepted.Load(), cfg.events, counter.received.Load())
+	})
+	latencies, err := publishClosedLoop(ctx, client, cfg.events, cfg.concurrency, &accepted)
+	stopProgress()
 	if err != nil {
 		return throughputResult{}, fmt.Errorf("publish: %w", err)
 	}
 	published := time.Since(start)
-	if err := awaitCounter(ctx, counter, cfg, "(c) webhookd"); err != nil {
+	if err := awaitCounter(ctx, counter, cfg, label); err != nil {
 		return throughputResult{}, err
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
@@ -65,8 +75,9 @@ func measureThroughput(ctx context.Context, cfg config, cert tls.Certificate) (t
 }
 
 // publishClosedLoop publishes n events with the given number of clients, each publishing its next
-// event when the previous one is accepted, and returns each publish's latency.
-func publishClosedLoop(ctx context.Context, client *apiClient, n, clients int) ([]time.Duration, error) {
+// event when the previous one is accepted, and returns each publish's latency. It counts the
+// accepted events in accepted.
+func publishClosedLoop(ctx context.Context, client *apiClient, n, clients int, accepted *atomic.Int64) ([]time.Duration, error) {
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
@@ -84,6 +95,7 @@ func publishClosedLoop(ctx context.Context, client *apiClient, n, clients int) (
 					lastErr = err
 				} else {
 					latencies = append(latencies, time.Since(t0))
+					accepted.Add(1)
 				}
 				mu.Unlock()
 			}

@@ -29,33 +29,51 @@ type tierResult struct {
 
 func (r tierResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
 
+// tiersResult is the three tiers' figures.
+type tiersResult struct {
+	raw, bare, e2e tierResult
+}
+
+// ratio is (c)/(b): how close webhookd comes to what Temporal itself allows.
+func (r tiersResult) ratio() float64 { return r.e2e.rate() / r.bare.rate() }
+
 // tiers measures, with the same receiver code, the same concurrency and the same Temporal server,
 // what bounds webhookd's throughput: (a) raw HTTPS POSTs to the receiver, (b) bare Temporal, one
 // workflow per delivery running one activity that makes the same POST, on a worker with webhookd's
 // options, and (c) webhookd end to end (the throughput scenario). It prints a table with each
 // tier's deliveries/s and (c)/(b): how close webhookd comes to what Temporal itself allows.
 func tiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts client.Options) error {
+	cfg.events = orDefault(cfg.events, defaultEvents)
+	r, err := measureTiers(ctx, cfg, cert, temporalOpts)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Printf("| tier | deliveries/s | first send to last arrival |\n|---|---|---|\n")
+	for _, t := range []tierResult{r.raw, r.bare, r.e2e} {
+		fmt.Printf("| %s | %.0f | %s |\n", t.name, t.rate(), t.elapsed.Round(time.Millisecond))
+	}
+	fmt.Printf("\n(c)/(b): %.2f\n", r.ratio())
+	return nil
+}
+
+// measureTiers is the tiers scenario without its report; cfg.events must be set.
+func measureTiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts client.Options) (tiersResult, error) {
 	fmt.Printf("tiers: %d deliveries each, %d concurrent clients\n", cfg.events, cfg.concurrency)
 	raw, err := rawTier(ctx, cfg, cert)
 	if err != nil {
-		return fmt.Errorf("(a) raw HTTPS: %w", err)
+		return tiersResult{}, fmt.Errorf("(a) raw HTTPS: %w", err)
 	}
 	bare, err := bareTemporalTier(ctx, cfg, cert, temporalOpts)
 	if err != nil {
-		return fmt.Errorf("(b) bare Temporal: %w", err)
+		return tiersResult{}, fmt.Errorf("(b) bare Temporal: %w", err)
 	}
-	e2e, err := measureThroughput(ctx, cfg, cert)
+	e2e, err := measureThroughput(ctx, cfg, cert, "(c) webhookd")
 	if err != nil {
-		return fmt.Errorf("(c) webhookd: %w", err)
+		return tiersResult{}, fmt.Errorf("(c) webhookd: %w", err)
 	}
-	c := tierResult{name: "(c) webhookd end to end", n: cfg.events, elapsed: e2e.total}
-	fmt.Println()
-	fmt.Printf("| tier | deliveries/s | first send to last arrival |\n|---|---|---|\n")
-	for _, r := range []tierResult{raw, bare, c} {
-		fmt.Printf("| %s | %.0f | %s |\n", r.name, r.rate(), r.elapsed.Round(time.Millisecond))
-	}
-	fmt.Printf("\n(c)/(b): %.2f\n", c.rate()/bare.rate())
-	return nil
+	return tiersResult{raw: raw, bare: bare,
+		e2e: tierResult{name: "(c) webhookd end to end", n: cfg.events, elapsed: e2e.total}}, nil
 }
 
 // receiverClient is an HTTPS client that trusts the loadtest certificate and keeps conns
@@ -170,7 +188,13 @@ func bareTemporalTier(ctx context.Context, cfg config, cert tls.Certificate, opt
 
 	url := "https://" + addr + "/bare"
 	start := time.Now()
+	var started atomic.Int64
+	stopProgress := every(cfg.progress, func() {
+		fmt.Printf("  (b) bare Temporal: %d of %d workflows started, %d arrived\n", started.Load(), cfg.events, counter.received.Load())
+	})
+	defer stopProgress()
 	err = fanOut(cfg.events, cfg.concurrency, func(i int) error {
+		defer started.Add(1)
 		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("loadtest-bare-%d-%d", run, i), TaskQueue: queue},
 			"LoadtestBareDelivery", url, i)
 		return err
@@ -178,6 +202,7 @@ func bareTemporalTier(ctx context.Context, cfg config, cert tls.Certificate, opt
 	if err != nil {
 		return tierResult{}, err
 	}
+	stopProgress()
 	if err := awaitCounter(ctx, counter, cfg, "(b) bare Temporal"); err != nil {
 		return tierResult{}, err
 	}

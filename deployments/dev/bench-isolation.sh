@@ -23,17 +23,6 @@
 # Ports: BENCH_TEMPORAL_PORT (17233), BENCH_UI_PORT (18233), BENCH_HTTP_PORT (18080),
 # BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444). BENCH_KEEP=1 keeps the data and logs.
 set -euo pipefail
-# Only the default binary is built: WEBHOOKD_BIN may be another checkout's, built by its owner. It
-# is resolved before the cd below, and unset because webhookd refuses WEBHOOKD_ variables it does
-# not know.
-webhookd=${WEBHOOKD_BIN:-}
-unset WEBHOOKD_BIN
-if [ -n "$webhookd" ]; then
-  [ -x "$webhookd" ] || { echo "WEBHOOKD_BIN=$webhookd is not an executable" >&2; exit 1; }
-  webhookd=$(realpath "$webhookd")
-fi
-cd "$(dirname "$0")/../.."
-
 scenario=all
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
   scenario=$1
@@ -45,99 +34,8 @@ case $scenario in
   *) echo "usage: $0 [all|hanging|isolation|throughput] [loadtest flags]" >&2; exit 2 ;;
 esac
 
-temporal_port=${BENCH_TEMPORAL_PORT:-17233}
-ui_port=${BENCH_UI_PORT:-18233}
-http_port=${BENCH_HTTP_PORT:-18080}
-healthy_port=${BENCH_HEALTHY_PORT:-19443}
-hanging_port=${BENCH_HANGING_PORT:-19444}
-
-for port in "$temporal_port" "$ui_port" "$http_port" "$healthy_port" "$hanging_port"; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "port $port on 127.0.0.1 is already in use (another benchmark?); set the BENCH_*_PORT variables" >&2
-    exit 1
-  fi
-done
-
-# This tree's build lists the search attributes even when WEBHOOKD_BIN measures an older one.
-make build
-if [ -z "$webhookd" ]; then
-  webhookd=bin/webhookd
-fi
-[ -x bin/temporal ] || make bin/temporal
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/webhookd-bench.XXXXXX")
-pids=()
-stop_stack() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  pids=()
-}
-cleanup() {
-  trap - EXIT INT TERM
-  stop_stack
-  if [ "${BENCH_KEEP:-}" = 1 ]; then echo "data and logs kept in $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT INT TERM
-
-go build -o "$work/loadtest" ./cmd/loadtest
-"$work/loadtest" -init -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" >/dev/null
-
-# webhookd inherits the caller's environment, so WEBHOOKD_* knobs pass through; only where it
-# listens, where it keeps its data and what the benchmark needs are set here.
-export TEMPORAL_ADDRESS=127.0.0.1:$temporal_port
-export TEMPORAL_NAMESPACE=default
-export WEBHOOKD_HTTP_ADDR=127.0.0.1:$http_port
-export WEBHOOKD_TEMPORAL_UI_URL=http://127.0.0.1:$ui_port
-export WEBHOOKD_ALLOW_PRIVATE_TARGETS=true
-export WEBHOOKD_EXTRA_CA_FILE=$work/loadtest-cert.pem
-# The API's per-key rate limit is not under test: open-loop publishing must not meet it.
-export WEBHOOKD_RATE_LIMIT=${WEBHOOKD_RATE_LIMIT:-100000}
-
-fail() {
-  echo "$1; last lines of $2:" >&2
-  tail -20 "$2" >&2
-  exit 1
-}
-
-# start_stack DIR [VAR=value...] starts Temporal, and webhookd with the variables given, with their
-# data in DIR, and sets key_b and key_c.
-start_stack() {
-  local dir=$1
-  shift
-  mkdir -p "$dir"
-  export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=sqlite:$dir/webhookd.db
-  deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >"$dir/temporal.log" 2>&1 &
-  pids+=($!)
-  wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"
-
-  key_b=$("$webhookd" apikey create --owner-email b@bench.localhost --name "bench B (hanging)" | tail -n 1)
-  key_c=$("$webhookd" apikey create --owner-email c@bench.localhost --name "bench C (healthy)" | tail -n 1)
-
-  env "$@" "$webhookd" serve >"$dir/webhookd.log" 2>&1 &
-  pids+=($!)
-  wait_for webhookd_ready "${pids[1]}" webhookd "$dir/webhookd.log"
-}
-
-# wait_for CHECK PID NAME LOG polls CHECK for a minute while process PID lives.
-wait_for() {
-  for _ in $(seq 1 120); do
-    "$1" && return 0
-    kill -0 "$2" 2>/dev/null || fail "$3 exited" "$4"
-    sleep 0.5
-  done
-  fail "$3 is not ready after a minute" "$4"
-}
-
-temporal_healthy() {
-  bin/temporal operator cluster health --address "$TEMPORAL_ADDRESS" >/dev/null 2>&1
-}
-
-# Readiness over bash's /dev/tcp, as run.sh: nothing but Go is needed.
-webhookd_ready() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$http_port" &&
-    printf 'GET /readyz HTTP/1.0\r\nHost: %s\r\n\r\n' "$WEBHOOKD_HTTP_ADDR" >&3 &&
-    head -n 1 <&3 | grep -q ' 200 ') 2>/dev/null
-}
+# shellcheck source=deployments/dev/bench-stack.sh
+source "$(dirname "$0")/bench-stack.sh"
 
 status=0
 for s in "${scenarios[@]}"; do

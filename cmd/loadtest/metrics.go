@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// startsMetric counts the delivery workflows webhookd started, by who started them (label by:
+// request, activity or sweeper). Builds before issue 10 do not export it.
+const startsMetric = "webhookd_delivery_starts_total"
+
+// startCounts is one scrape of startsMetric; ok is false when the stack does not export it.
+type startCounts struct {
+	ok                         bool
+	request, activity, sweeper float64
+}
+
+// scrapeStarts reads startsMetric from the API's /metrics. A stack without it (an older build, or
+// no /metrics at all) gives ok false: the figures are then "n/a", not a failure.
+func scrapeStarts(ctx context.Context, api string) startCounts {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/metrics", nil)
+	if err != nil {
+		return startCounts{}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return startCounts{}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return startCounts{}
+	}
+	var c startCounts
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// webhookd_delivery_starts_total{by="request"} 316
+		line := sc.Text()
+		labels, ok := strings.CutPrefix(line, startsMetric+"{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(labels, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(labels, `by="request"`):
+			c.request, c.ok = v, true
+		case strings.Contains(labels, `by="activity"`):
+			c.activity, c.ok = v, true
+		case strings.Contains(labels, `by="sweeper"`):
+			c.sweeper, c.ok = v, true
+		}
+	}
+	return c
+}
+
+// startDelta is who started the workflows of a scenario's deliveries: the difference between two
+// scrapes of startsMetric.
+type startDelta struct {
+	ok                         bool
+	request, activity, sweeper int
+}
+
+func (d startDelta) total() int { return d.request + d.activity + d.sweeper }
+
+// String is "request / sweeper", or n/a for a stack without the metric.
+func (d startDelta) String() string {
+	if !d.ok {
+		return "n/a"
+	}
+	s := fmt.Sprintf("%d / %d", d.request, d.sweeper)
+	if d.activity != 0 {
+		s += fmt.Sprintf(" (+%d by activities)", d.activity)
+	}
+	return s
+}
+
+// awaitStarts scrapes startsMetric after a scenario's deliveries arrived, until the difference
+// from before counts want starts: the API counts a start just after Temporal accepted it, so a
+// delivery may arrive a moment before its start is counted. It gives up after a few seconds and
+// returns what it saw.
+func awaitStarts(ctx context.Context, cfg config, before startCounts, want int) startDelta {
+	if !before.ok {
+		return startDelta{}
+	}
+	var d startDelta
+	pollUntil(ctx, time.Now().Add(10*time.Second), cfg.progress, func() bool {
+		after := scrapeStarts(ctx, cfg.api)
+		d = startDelta{ok: after.ok, request: int(after.request - before.request),
+			activity: int(after.activity - before.activity), sweeper: int(after.sweeper - before.sweeper)}
+		return !d.ok || d.total() >= want
+	}, func() { fmt.Printf("  waiting for %s to count %d starts: %d so far\n", startsMetric, want, d.total()) })
+	return d
+}

@@ -31,6 +31,11 @@ type Starter struct {
 	Jitter         float64
 	RetryWindow    time.Duration
 	AttemptTimeout time.Duration
+	// EagerStart asks the server to hand each new workflow's first task straight back to a worker
+	// of this process (Temporal's eager workflow start), saving a poll round trip. Only a process
+	// whose worker polls TaskQueue through Client (role all) gains from it; elsewhere the server
+	// dispatches as usual.
+	EagerStart bool
 	// Starts counts the delivery workflows Dispatch started, by who started them (StartedBy);
 	// nil counts nothing. NewStartsMetric registers it.
 	Starts *prometheus.CounterVec
@@ -117,6 +122,7 @@ func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64,
 func (s *Starter) startOne(ctx context.Context, r model.DeliveryRef) error {
 	opts := s.startOptions(r)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
+	opts.EnableEagerStart = s.EagerStart
 	_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, 0))
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &already) {

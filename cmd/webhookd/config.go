@@ -24,7 +24,9 @@ import (
 // Config is the whole process configuration, read once from the environment in main and passed
 // down in parts. The variable names are a contract with operators and tests.
 type Config struct {
-	HTTPAddr    string
+	HTTPAddr string
+	// DebugAddr, when set, serves net/http/pprof there: off by default, and meant for loopback.
+	DebugAddr   string
 	DatabaseURL string
 	DataDir     string
 	// Temporal is the client configuration, loaded as the Temporal CLI and SDKs load it (see
@@ -72,7 +74,7 @@ type Config struct {
 
 // knownVariables lists every WEBHOOKD_ variable; any other is a typo and stops the process.
 var knownVariables = []string{
-	"WEBHOOKD_HTTP_ADDR", "WEBHOOKD_DATABASE_URL", "WEBHOOKD_DATA_DIR", "WEBHOOKD_TASK_QUEUE",
+	"WEBHOOKD_HTTP_ADDR", "WEBHOOKD_DEBUG_ADDR", "WEBHOOKD_DATABASE_URL", "WEBHOOKD_DATA_DIR", "WEBHOOKD_TASK_QUEUE",
 	"WEBHOOKD_SECRET_KEY", "WEBHOOKD_ALLOW_PRIVATE_TARGETS", "WEBHOOKD_ALLOW_HTTP_TARGETS",
 	"WEBHOOKD_RATE_LIMIT", "WEBHOOKD_RATE_BURST", "WEBHOOKD_MAX_WEBHOOKS", "WEBHOOKD_LOG_LEVEL",
 	"WEBHOOKD_LOG_FORMAT", "WEBHOOKD_RETRY_SCHEDULE", "WEBHOOKD_RETRY_WINDOW", "WEBHOOKD_DELIVERY_TIMEOUT",
@@ -112,6 +114,7 @@ func loadConfig(environ []string) (Config, error) {
 	}
 	cfg := Config{
 		HTTPAddr:            get("WEBHOOKD_HTTP_ADDR", "127.0.0.1:8080"),
+		DebugAddr:           get("WEBHOOKD_DEBUG_ADDR", ""),
 		DataDir:             get("WEBHOOKD_DATA_DIR", ".data"),
 		TaskQueue:           get("WEBHOOKD_TASK_QUEUE", "webhookd"),
 		AllowPrivateTargets: boolean("WEBHOOKD_ALLOW_PRIVATE_TARGETS"),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"time"
 
@@ -67,6 +68,9 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	starter := &workflows.Starter{Starts: starts,
 		Client: tc, TaskQueue: cfg.TaskQueue, RetryTaskQueue: workflows.RetryTaskQueue(cfg.TaskQueue),
 		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
+		// The API and the worker share this process and its client: a new delivery's first task
+		// goes straight to the worker.
+		EagerStart: role == "all",
 	}
 	policy := egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
 
@@ -111,6 +115,23 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 			errc <- fmt.Errorf("http server: %w", err)
 		}
 	}()
+
+	if cfg.DebugAddr != "" {
+		// Profiles for measuring (docs/performance.md), on a listener of their own so the API's
+		// port never exposes them.
+		dln, err := net.Listen("tcp", cfg.DebugAddr)
+		if err != nil {
+			return fmt.Errorf("WEBHOOKD_DEBUG_ADDR: %w", err)
+		}
+		dmux := http.NewServeMux()
+		dmux.HandleFunc("/debug/pprof/", pprof.Index)
+		dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		debugServer := &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
+		defer debugServer.Close()
+		logger.Info("pprof listening", "addr", dln.Addr().String())
+		go func() { _ = debugServer.Serve(dln) }()
+	}
 
 	workerDone := make(chan struct{})
 	if role == "worker" || role == "all" {

@@ -76,7 +76,7 @@ func writeSuiteTable(w io.Writer, cfg config, r suiteResult) error {
 	rows := [][3]string{}
 	add := func(scenario, figure, value string) { rows = append(rows, [3]string{scenario, figure, value}) }
 	if t := r.tiers; t != nil {
-		for _, tier := range []tierResult{t.raw, t.bare, t.e2e} {
+		for _, tier := range t.all() {
 			add("tiers", tier.name, fmt.Sprintf("%.0f deliveries/s (%d in %s)", tier.rate(), tier.n, tier.elapsed.Round(time.Millisecond)))
 		}
 		add("tiers", "(c)/(b)", fmt.Sprintf("%.2f", t.ratio()))

@@ -46,7 +46,7 @@ func TestSuiteRunsOnARealStack(t *testing.T) {
 	if r.tiers == nil || r.open == nil || r.fanOut == nil || r.burst == nil {
 		t.Fatalf("a scenario is missing from the result: %+v", r)
 	}
-	for _, tier := range []tierResult{r.tiers.raw, r.tiers.bare, r.tiers.e2e} {
+	for _, tier := range r.tiers.all() {
 		if tier.n != cfg.events || tier.elapsed <= 0 {
 			t.Errorf("%s: %d deliveries in %s, want %d", tier.name, tier.n, tier.elapsed, cfg.events)
 		}
@@ -66,7 +66,7 @@ func TestSuiteRunsOnARealStack(t *testing.T) {
 	checkStarts(t, "burst", r.burst.starts, cfg.events)
 
 	for _, row := range []string{
-		"| tiers | (a) raw HTTPS POST |", "| tiers | (b) bare Temporal, one activity |", "| tiers | (c) webhookd end to end |",
+		"| tiers | (a) raw HTTPS POST |", "| tiers | (b') bare Temporal, one regular activity |", "| tiers | (b) bare Temporal, one local activity, eager start |", "| tiers | (c) webhookd end to end |",
 		"| tiers | (c)/(b) |", "| openloop | rate |", "| openloop | event-to-receipt p50 / p99 / max |",
 		"| fanout | webhooks | 5 |", "| fanout | time to 202 |", "| fanout | time to last receipt |",
 		"| fanout | starts by request / sweeper |", "| burst | events | 10 ", "| burst | intake |",

@@ -29,13 +29,17 @@ type tierResult struct {
 
 func (r tierResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
 
-// tiersResult is the three tiers' figures.
+// tiersResult is the tiers' figures: (b) in webhookd's own shape (the first attempt a local
+// activity, eager start), and (b') with a regular activity, Temporal's textbook shape.
 type tiersResult struct {
-	raw, bare, e2e tierResult
+	raw, bare, bareRegular, e2e tierResult
 }
 
-// ratio is (c)/(b): how close webhookd comes to what Temporal itself allows.
+// ratio is (c)/(b): how close webhookd comes to what Temporal itself allows in the same shape.
 func (r tiersResult) ratio() float64 { return r.e2e.rate() / r.bare.rate() }
+
+// all lists the tiers in the order they are reported.
+func (r tiersResult) all() []tierResult { return []tierResult{r.raw, r.bareRegular, r.bare, r.e2e} }
 
 // tiers measures, with the same receiver code, the same concurrency and the same Temporal server,
 // what bounds webhookd's throughput: (a) raw HTTPS POSTs to the receiver, (b) bare Temporal, one
@@ -50,7 +54,7 @@ func tiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts c
 	}
 	fmt.Println()
 	fmt.Printf("| tier | deliveries/s | first send to last arrival |\n|---|---|---|\n")
-	for _, t := range []tierResult{r.raw, r.bare, r.e2e} {
+	for _, t := range r.all() {
 		fmt.Printf("| %s | %.0f | %s |\n", t.name, t.rate(), t.elapsed.Round(time.Millisecond))
 	}
 	fmt.Printf("\n(c)/(b): %.2f\n", r.ratio())
@@ -64,7 +68,11 @@ func measureTiers(ctx context.Context, cfg config, cert tls.Certificate, tempora
 	if err != nil {
 		return tiersResult{}, fmt.Errorf("(a) raw HTTPS: %w", err)
 	}
-	bare, err := bareTemporalTier(ctx, cfg, cert, temporalOpts)
+	bareRegular, err := bareTemporalTier(ctx, cfg, cert, temporalOpts, false)
+	if err != nil {
+		return tiersResult{}, fmt.Errorf("(b') bare Temporal: %w", err)
+	}
+	bare, err := bareTemporalTier(ctx, cfg, cert, temporalOpts, true)
 	if err != nil {
 		return tiersResult{}, fmt.Errorf("(b) bare Temporal: %w", err)
 	}
@@ -72,7 +80,7 @@ func measureTiers(ctx context.Context, cfg config, cert tls.Certificate, tempora
 	if err != nil {
 		return tiersResult{}, fmt.Errorf("(c) webhookd: %w", err)
 	}
-	return tiersResult{raw: raw, bare: bare,
+	return tiersResult{raw: raw, bare: bare, bareRegular: bareRegular,
 		e2e: tierResult{name: "(c) webhookd end to end", n: cfg.events, elapsed: e2e.total}}, nil
 }
 
@@ -147,19 +155,28 @@ func (a *bareActivities) Post(ctx context.Context, url string, i int) error {
 }
 
 // bareDelivery is the least a durable delivery can be: one workflow, one activity, with a timeout
-// and Temporal's default retries.
-func bareDelivery(ctx workflow.Context, url string, i int) error {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second},
-	})
+// and Temporal's default retries. local runs the activity as a local activity, as webhookd runs
+// a delivery's first attempt.
+func bareDelivery(ctx workflow.Context, url string, i int, local bool) error {
 	var a *bareActivities
+	retry := &temporal.RetryPolicy{InitialInterval: time.Second}
+	if local {
+		ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second, RetryPolicy: retry})
+		return workflow.ExecuteLocalActivity(ctx, a.Post, url, i).Get(ctx, nil)
+	}
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, RetryPolicy: retry})
 	return workflow.ExecuteActivity(ctx, a.Post, url, i).Get(ctx, nil)
 }
 
 // bareTemporalTier starts cfg.events bareDelivery workflows with cfg.concurrency starters on a task
-// queue of its own, served by a worker in this process with webhookd's worker options.
-func bareTemporalTier(ctx context.Context, cfg config, cert tls.Certificate, opts client.Options) (tierResult, error) {
+// queue of its own, served by a worker in this process with webhookd's worker options. local runs
+// webhookd's shape: a local activity, and eager start (the starter and the worker share a client,
+// as webhookd's API and worker do in one process).
+func bareTemporalTier(ctx context.Context, cfg config, cert tls.Certificate, opts client.Options, local bool) (tierResult, error) {
+	name := "(b') bare Temporal, one regular activity"
+	if local {
+		name = "(b) bare Temporal, one local activity, eager start"
+	}
 	counter := newDeliveryCounter(int64(cfg.events))
 	addr, stop, err := serveTLS("127.0.0.1:0", cert, counter)
 	if err != nil {
@@ -190,23 +207,23 @@ func bareTemporalTier(ctx context.Context, cfg config, cert tls.Certificate, opt
 	start := time.Now()
 	var started atomic.Int64
 	stopProgress := every(cfg.progress, func() {
-		fmt.Printf("  (b) bare Temporal: %d of %d workflows started, %d arrived\n", started.Load(), cfg.events, counter.received.Load())
+		fmt.Printf("  %s: %d of %d workflows started, %d arrived\n", name, started.Load(), cfg.events, counter.received.Load())
 	})
 	defer stopProgress()
 	err = fanOut(cfg.events, cfg.concurrency, func(i int) error {
 		defer started.Add(1)
-		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("loadtest-bare-%d-%d", run, i), TaskQueue: queue},
-			"LoadtestBareDelivery", url, i)
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("loadtest-bare-%d-%d", run, i), TaskQueue: queue, EnableEagerStart: local},
+			"LoadtestBareDelivery", url, i, local)
 		return err
 	})
 	if err != nil {
 		return tierResult{}, err
 	}
 	stopProgress()
-	if err := awaitCounter(ctx, counter, cfg, "(b) bare Temporal"); err != nil {
+	if err := awaitCounter(ctx, counter, cfg, name); err != nil {
 		return tierResult{}, err
 	}
-	return tierResult{name: "(b) bare Temporal, one activity", n: cfg.events, elapsed: counter.lastArrival().Sub(start)}, nil
+	return tierResult{name: name, n: cfg.events, elapsed: counter.lastArrival().Sub(start)}, nil
 }
 
 // fanOut calls do(0) to do(n-1) from the given number of goroutines and returns the first error.

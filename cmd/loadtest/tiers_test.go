@@ -27,11 +27,15 @@ func TestReferenceTiersDeliverEveryPost(t *testing.T) {
 	srv := temporaltest.Start(t)
 	opts := client.Options{HostPort: srv.Address, Namespace: srv.Namespace,
 		Logger: temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
-	bare, err := bareTemporalTier(t.Context(), cfg, cert, opts)
-	if err != nil {
-		t.Fatalf("bare Temporal tier: %v", err)
+	var results []tierResult
+	for _, local := range []bool{false, true} {
+		bare, err := bareTemporalTier(t.Context(), cfg, cert, opts, local)
+		if err != nil {
+			t.Fatalf("bare Temporal tier (local %v): %v", local, err)
+		}
+		results = append(results, bare)
 	}
-	for _, r := range []tierResult{raw, bare} {
+	for _, r := range append(results, raw) {
 		if r.n != cfg.events || r.elapsed <= 0 {
 			t.Errorf("%s: %d deliveries in %s", r.name, r.n, r.elapsed)
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // dispatchTimeout bounds how long a request waits to start its delivery workflows.
@@ -145,7 +144,7 @@ func (s *Server) dispatch(ctx context.Context, res *model.PublishResult) {
 	// sweeper starts the workflows once Temporal is back.
 	startCtx, cancel := context.WithTimeout(ctx, dispatchTimeout)
 	defer cancel()
-	if err := s.starter.Dispatch(startCtx, s.db, res.Refs(), workflows.StartedByRequest); err != nil {
+	if err := s.starter.DispatchEvent(startCtx, s.db, res.Refs()); err != nil {
 		s.log.Warn("start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
 	}
 }

@@ -340,3 +340,12 @@ func ClaimForRetry(ctx context.Context, db bun.IDB, deliveryIDs []int64) error {
 	}
 	return nil
 }
+
+// EventDeliveryRefs returns the deliveries of one event, in id order: what a fan-out starts.
+func EventDeliveryRefs(ctx context.Context, db bun.IDB, eventID int64) ([]DeliveryRef, error) {
+	var refs []DeliveryRef
+	if err := selectRefs(db).Where("d.event_id = ?", eventID).OrderExpr("d.id ASC").Scan(ctx, &refs); err != nil {
+		return nil, fmt.Errorf("find the deliveries of event %d: %w", eventID, err)
+	}
+	return refs, nil
+}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/workflows"
@@ -555,4 +557,61 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 	if answers[0] != "ok" || !strings.HasPrefix(answers[1], "mismatch") {
 		t.Fatalf("body signature with new / old secret: %v; want ok / mismatch", answers)
 	}
+}
+
+// TestFanOutStartsManyDeliveries: an event reaching more webhooks than FanOutThreshold is answered
+// after one workflow start, its FanOutWorkflow's; that workflow starts every delivery, each in its
+// own delivery workflow, and each webhook gets the event once. An event reaching a few webhooks is
+// started by the request itself.
+func TestFanOutStartsManyDeliveries(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true})
+	n := workflows.FanOutThreshold + 9
+	hooks := map[int64]bool{}
+	for i := range n {
+		id, _ := st.createWebhook(t, "A", st.rc.url(fmt.Sprintf("/fan/%d", i)), "campaign.created")
+		hooks[id] = true
+	}
+	started := func(by workflows.StartedBy) float64 {
+		return testutil.ToFloat64(st.starter.Starts.WithLabelValues(string(by)))
+	}
+	eventID := st.publish(t, "A", "campaign.created", campaign)
+	if got := started(workflows.StartedByRequest); got != 0 {
+		t.Errorf("the request started %v delivery workflows itself, want 0 (the fan-out starts them)", got)
+	}
+	eventually(t, 60*time.Second, fmt.Sprintf("%d deliveries of event %d", n, eventID), func() bool {
+		total := 0
+		for i := range n {
+			total += len(st.rc.requests(fmt.Sprintf("/fan/%d", i)))
+		}
+		return total >= n
+	})
+	for id := range hooks {
+		if d := st.delivery(t, eventID, id); d.State != model.DeliveryDelivered || d.Attempts != 1 || d.DispatchedAt == nil {
+			t.Errorf("delivery to webhook %d: %s after %d attempts, dispatched %v", id, d.State, d.Attempts, d.DispatchedAt)
+		}
+	}
+	for i := range n {
+		if got := len(st.rc.requests(fmt.Sprintf("/fan/%d", i))); got != 1 {
+			t.Errorf("webhook %d received the event %d times", i, got)
+		}
+	}
+	if got := started(workflows.StartedByFanOut); got != float64(n) {
+		t.Errorf("the fan-out started %v delivery workflows, want %d", got, n)
+	}
+	desc, err := st.tc.DescribeWorkflowExecution(context.Background(), workflows.FanOutWorkflowID(eventID), "")
+	if err != nil {
+		t.Fatalf("describe the fan-out workflow: %v", err)
+	}
+	if s := desc.WorkflowExecutionInfo.Status.String(); s != "Completed" {
+		t.Errorf("fan-out workflow %s", s)
+	}
+
+	// A few webhooks: the request starts them.
+	few, _ := st.createWebhook(t, "A", st.rc.url("/few"), "campaign.updated")
+	before := started(workflows.StartedByRequest)
+	fewEvent := st.publish(t, "A", "campaign.updated", campaign)
+	if got := started(workflows.StartedByRequest) - before; got != 1 {
+		t.Errorf("the request started %v workflows for one webhook, want 1", got)
+	}
+	eventually(t, 30*time.Second, "the one delivery", func() bool { return st.delivery(t, fewEvent, few).State == model.DeliveryDelivered })
 }

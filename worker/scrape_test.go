@@ -166,12 +166,16 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 		family string
 		labels map[string]string
 	}{
-		{"temporal_activity_schedule_to_start_latency_seconds", map[string]string{"task_queue": queue, "activity_type": "Deliver", "namespace": ts.Namespace}},
+		// The first attempt is a local activity on the main queue; retries are activities on the
+		// retry queue, and the failed delivery's MarkExhausted an activity on the main queue.
+		{"temporal_local_activity_execution_latency_seconds", map[string]string{"task_queue": queue, "activity_type": "Deliver", "workflow_type": "DeliveryWorkflow"}},
+		{"temporal_activity_schedule_to_start_latency_seconds", map[string]string{"task_queue": queue, "activity_type": "MarkExhausted", "namespace": ts.Namespace}},
 		{"temporal_activity_schedule_to_start_latency_seconds", map[string]string{"task_queue": queue + "-retry", "activity_type": "Deliver"}},
 		{"temporal_workflow_task_schedule_to_start_latency_seconds", map[string]string{"task_queue": queue, "workflow_type": "DeliveryWorkflow"}},
 		{"temporal_worker_task_slots_available", map[string]string{"task_queue": queue, "worker_type": "ActivityWorker"}},
+		{"temporal_worker_task_slots_available", map[string]string{"task_queue": queue, "worker_type": "LocalActivityWorker"}},
 		{"temporal_worker_task_slots_used", map[string]string{"task_queue": queue, "worker_type": "WorkflowWorker"}},
-		{"temporal_activity_execution_latency_seconds", map[string]string{"task_queue": queue, "activity_type": "Deliver"}},
+		{"temporal_activity_execution_latency_seconds", map[string]string{"task_queue": queue + "-retry", "activity_type": "Deliver"}},
 	} {
 		if !hasSeries(families[want.family], want.labels) {
 			t.Errorf("no %s series with labels %v; the page has:\n%s", want.family, want.labels, seriesOf(families[want.family]))

@@ -112,8 +112,12 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	policy := egress.AddressPolicy{AllowPrivate: o.allowPrivate}
+	starts, err := workflows.NewStartsMetric(st.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, RetryTaskQueue: workflows.RetryTaskQueue(st.queue),
-		Schedule: o.schedule, Jitter: workflows.DefaultJitter, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout}
+		Schedule: o.schedule, Jitter: workflows.DefaultJitter, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout, Starts: starts}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("WEBHOOKD_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

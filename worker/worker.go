@@ -92,6 +92,9 @@ func Run(ctx context.Context, cfg Config) error {
 func MainWorkerOptions(slots int) sdkworker.Options {
 	return sdkworker.Options{
 		MaxConcurrentActivityExecutionSize: slots,
+		// A delivery's first attempt is a local activity (DeliveryInput.LocalFirstAttempt): the
+		// same bound applies to it.
+		MaxConcurrentLocalActivityExecutionSize: slots,
 		// More pollers than the default two keep tasks flowing when many short deliveries
 		// finish at once (measured with cmd/loadtest).
 		MaxConcurrentWorkflowTaskPollers: 4,
@@ -109,7 +112,9 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 	main.RegisterWorkflow(workflows.DeliveryWorkflow)
 	main.RegisterWorkflow(workflows.WebsitePublishWorkflow)
 	main.RegisterWorkflow(workflows.Retention)
+	main.RegisterWorkflow(workflows.FanOutWorkflow)
 	main.RegisterActivity(cfg.Activities)
+	main.RegisterActivity(&workflows.FanOutActivities{DB: cfg.DB, Starter: cfg.Starter})
 	if err := main.Start(); err != nil {
 		return nil, err
 	}

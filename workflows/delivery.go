@@ -51,6 +51,10 @@ var (
 // DefaultSchedule is the delay before each retry: 1m, 5m, 15m, 1h, 6h (spec 6.4).
 var DefaultSchedule = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}
 
+// localRetryHorizon bounds the retries of a first attempt run as a local activity (our own
+// infrastructure failing): ten years, that is, never in practice, as for a regular activity.
+const localRetryHorizon = 10 * 365 * 24 * time.Hour
+
 // DeliveryWorkflowID makes one event x webhook pair one workflow: a second start is rejected.
 func DeliveryWorkflowID(eventID, webhookID int64) string {
 	return fmt.Sprintf("delivery:%d:%d", eventID, webhookID)
@@ -77,6 +81,11 @@ type DeliveryInput struct {
 	// PriorAttempts is how many attempts earlier runs of this delivery made: a run started by a
 	// manual retry after the previous one ended numbers its attempts on from there.
 	PriorAttempts int
+	// LocalFirstAttempt runs the delivery's first attempt as a local activity, inside the workflow
+	// task that starts the workflow: no activity task, no second workflow task (docs/operations.md,
+	// "The first attempt is a local activity"). Later attempts stay regular activities on the retry
+	// task queue. False in workflows started before it existed, which keep their shape.
+	LocalFirstAttempt bool
 }
 
 // DeliveryState is what the state query returns.
@@ -126,6 +135,16 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 			NonRetryableErrorTypes: activities.PermanentErrorTypes},
 	}
 	firstCtx := workflow.WithActivityOptions(ctx, deliverOpts)
+	// The first attempt as a local activity: the same timeout and retry policy. A retry delay longer
+	// than the workflow task timeout (a database outage, a busy host's appointment) becomes a
+	// durable timer in the history, as a regular activity's would be. A local activity's retries
+	// end at its ScheduleToClose, which defaults to one StartToClose: it is set far out, since
+	// giving up on an outage would lose the delivery.
+	localFirst := in.LocalFirstAttempt
+	localCtx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: deliverOpts.StartToCloseTimeout, ScheduleToCloseTimeout: localRetryHorizon,
+		RetryPolicy: deliverOpts.RetryPolicy,
+	})
 	retryCtx := firstCtx
 	if in.RetryTaskQueue != "" {
 		deliverOpts.TaskQueue = in.RetryTaskQueue
@@ -177,7 +196,13 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 			}
 			in := activities.DeliverInput{DeliveryID: in.DeliveryID, EventID: in.EventID, WebhookID: in.WebhookID, Attempt: st.Attempts,
 				NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: in.AttemptTimeout}
-			if err := workflow.ExecuteActivity(attemptCtx, a.Deliver, in).Get(ctx, &last); err != nil {
+			var attempt workflow.Future
+			if st.Attempts == 1 && localFirst {
+				attempt = workflow.ExecuteLocalActivity(localCtx, a.Deliver, in)
+			} else {
+				attempt = workflow.ExecuteActivity(attemptCtx, a.Deliver, in)
+			}
+			if err := attempt.Get(ctx, &last); err != nil {
 				return st, endOnPermanentError(ctx, &st, setState, err)
 			}
 			st.LastError = last.Error

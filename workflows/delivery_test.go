@@ -35,6 +35,7 @@ func input(eventType string) workflows.DeliveryInput {
 	return workflows.DeliveryInput{
 		DeliveryID: 11, EventID: 22, WebhookID: 33, Variant: model.VariantB, EventType: eventType,
 		Schedule: workflows.DefaultSchedule, RetryWindow: retryWindow, AttemptTimeout: 10 * time.Second,
+		LocalFirstAttempt: true,
 	}
 }
 
@@ -49,6 +50,7 @@ type deliverCall struct {
 	at    time.Duration // since start, in workflow time
 	in    activities.DeliverInput
 	queue string // the task queue the attempt ran on
+	local bool   // run as a local activity
 }
 
 type timedCall[T any] struct {
@@ -96,7 +98,8 @@ func newHarness(t *testing.T) *harness {
 	h.deliverMock = h.env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 			h.mu.Lock()
-			h.delivers = append(h.delivers, deliverCall{at: h.since(), in: in, queue: activity.GetInfo(ctx).TaskQueue})
+			info := activity.GetInfo(ctx)
+			h.delivers = append(h.delivers, deliverCall{at: h.since(), in: in, queue: info.TaskQueue, local: info.IsLocalActivity})
 			h.mu.Unlock()
 			return h.deliver(in, activity.GetInfo(ctx).Attempt)
 		})
@@ -285,6 +288,46 @@ func TestDeliveryWorkflowSuccessStopsSchedule(t *testing.T) {
 			}
 			if got := h.states[len(h.states)-1]; got != model.DeliveryDelivered {
 				t.Errorf("last DeliveryState upserted = %q, want %q", got, model.DeliveryDelivered)
+			}
+		})
+	}
+}
+
+// TestDeliveryWorkflowFirstAttemptIsLocal: a delivery's first attempt runs as a local activity,
+// inside the workflow task, and the later ones as regular activities on the retry queue; a manual
+// retry's attempts are regular too. A workflow started before LocalFirstAttempt existed (false)
+// keeps its shape: every attempt a regular activity.
+func TestDeliveryWorkflowFirstAttemptIsLocal(t *testing.T) {
+	for _, local := range []bool{true, false} {
+		t.Run(fmt.Sprintf("LocalFirstAttempt %v", local), func(t *testing.T) {
+			h := newHarness(t)
+			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+				if in.Attempt == 3 || in.Attempt == 8 {
+					return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+				}
+				return failed(in.Attempt, h.env.Now()), nil
+			}
+			in := input("website.published")
+			in.LocalFirstAttempt = local
+			in.RetryTaskQueue = "webhookd-retry"
+			h.run(in)
+			var got []bool
+			for _, c := range h.delivers {
+				got = append(got, c.local)
+			}
+			if want := []bool{local, false, false}; !slices.Equal(got, want) {
+				t.Errorf("attempts run as local activities: %v, want %v", got, want)
+			}
+
+			// A manual retry of an ended delivery: a new run whose first attempt is attempt 8.
+			h = newHarness(t)
+			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+			}
+			in.PriorAttempts = 7
+			h.run(in)
+			if len(h.delivers) != 1 || h.delivers[0].in.Attempt != 8 || h.delivers[0].local {
+				t.Errorf("manual retry's attempts: %+v, want attempt 8 as a regular activity", h.delivers)
 			}
 		})
 	}

@@ -58,6 +58,15 @@ func TestRecordHistories(t *testing.T) {
 		// windowEnded: fails every scheduled attempt; when its retry window closes, its webhook
 		// turns out deleted (a delete that could not cancel the workflow).
 		windowEnded = 7
+		// The shape of today's starts (LocalFirstAttempt): the first attempt a local activity.
+		// localDelivered: delivered at once.
+		localDelivered = 8
+		// localRetried: the local first attempt fails, the second (on the retry queue) too, the
+		// third succeeds.
+		localRetried = 9
+		// localBusy: the local first attempt finds its host busy, then the database down (a
+		// retried error), then gets a 429; the second attempt delivers it.
+		localBusy = 10
 	)
 	alertSent := make(chan int64, 4)
 	deliver := func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
@@ -81,7 +90,20 @@ func TestRecordHistories(t *testing.T) {
 				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
 			}
 		}
-		ok := (in.DeliveryID == retried && in.Attempt == 3) || (in.DeliveryID == exhausted && in.Attempt == 4)
+		if in.DeliveryID == localBusy && in.Attempt == 1 {
+			switch activity.GetInfo(ctx).Attempt {
+			case 1:
+				return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy", activities.ErrTypeHostBusy,
+					temporal.ApplicationErrorOptions{NextRetryDelay: 200 * time.Millisecond, Category: temporal.ApplicationErrorCategoryBenign})
+			case 2:
+				return activities.DeliverResult{}, errors.New("update delivery: connection refused")
+			default:
+				return activities.DeliverResult{StatusCode: 429, ErrorClass: activities.ClassHTTPStatus, Error: "receiver answered 429",
+					AttemptedAt: now, NextAttemptIn: 300 * time.Millisecond}, nil
+			}
+		}
+		ok := (in.DeliveryID == retried && in.Attempt == 3) || (in.DeliveryID == exhausted && in.Attempt == 4) ||
+			in.DeliveryID == localDelivered || (in.DeliveryID == localRetried && in.Attempt == 3) || (in.DeliveryID == localBusy && in.Attempt == 2)
 		if ok {
 			return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
 		}
@@ -140,6 +162,15 @@ func TestRecordHistories(t *testing.T) {
 			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, true, "", 0, "canceled"},
 		{"window-ended-webhook-gone", workflows.DeliveryInput{DeliveryID: windowEnded, EventID: 107, WebhookID: 12, EventType: "website.published",
 			Schedule: []time.Duration{short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryCanceled, 2, ""},
+		{"local-delivered", workflows.DeliveryInput{DeliveryID: localDelivered, EventID: 108, WebhookID: 13, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue), Jitter: workflows.DefaultJitter,
+			LocalFirstAttempt: true}, false, model.DeliveryDelivered, 1, ""},
+		{"local-retried", workflows.DeliveryInput{DeliveryID: localRetried, EventID: 109, WebhookID: 13, EventType: "website.published",
+			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
+			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 3, ""},
+		{"local-busy", workflows.DeliveryInput{DeliveryID: localBusy, EventID: 110, WebhookID: 13, EventType: "website.published",
+			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
+			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 2, ""},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -281,4 +312,49 @@ func TestRecordWebsiteHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("recorded %s: %d events", websiteHistory, len(hist.Events))
+}
+
+// TestRecordFanOutHistory is a generator like TestRecordHistories, for FanOutWorkflow, with a
+// stand-in StartDeliveries that fails once (Temporal away) and then succeeds:
+//
+//	go test -tags record -run TestRecordFanOutHistory -count=1 ./workflows/
+func TestRecordFanOutHistory(t *testing.T) {
+	c := temporaltest.Start(t).Client(t)
+	queue := fmt.Sprintf("record-fanout-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(workflows.FanOutWorkflow)
+	calls := 0
+	w.RegisterActivityWithOptions(func(context.Context, workflows.FanOutInput) error {
+		calls++
+		if calls == 1 {
+			return errors.New("start delivery:9:1: connection refused")
+		}
+		return nil
+	}, activity.RegisterOptions{Name: "StartDeliveries"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.FanOutWorkflowID(9), TaskQueue: queue},
+		workflows.FanOutWorkflow, workflows.FanOutInput{EventID: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := fetchHistory(ctx, c, run.GetID(), run.GetRunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fanOutHistory, append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s: %d events", fanOutHistory, len(hist.Events))
 }

@@ -88,3 +88,28 @@ func TestReplayWebsitePublishHistory(t *testing.T) {
 		t.Errorf("replay with a workflow that skips the timer: err = %v, want a nondeterminism error", err)
 	}
 }
+
+// fanOutHistory is the recorded FanOutWorkflow run (its activity failed once, then succeeded).
+const fanOutHistory = "testdata/fanout.json"
+
+// TestReplayFanOutHistory replays a recorded fan-out, and shows the replay can fail: a workflow
+// that waits before starting the deliveries issues a timer where the history holds the activity.
+func TestReplayFanOutHistory(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.FanOutWorkflow)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(testLogger(t), fanOutHistory); err != nil {
+		t.Fatalf("replay %s: %v", fanOutHistory, err)
+	}
+	late := func(ctx workflow.Context, in workflows.FanOutInput) error {
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		return workflows.FanOutWorkflow(ctx, in)
+	}
+	r = worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(late, workflow.RegisterOptions{Name: "FanOutWorkflow"})
+	err := r.ReplayWorkflowHistoryFromJSONFile(log.NewStructuredLogger(slog.New(slog.DiscardHandler)), fanOutHistory)
+	if err == nil || !strings.Contains(err.Error(), "TMPRL1100") {
+		t.Errorf("replay with a workflow that waits first: err = %v, want a nondeterminism error", err)
+	}
+}

@@ -49,6 +49,8 @@ const (
 	StartedByRequest StartedBy = "request"
 	// StartedByActivity: the activity that emitted the event (a website's scheduled publication).
 	StartedByActivity StartedBy = "activity"
+	// StartedByFanOut: an event's FanOutWorkflow, which the request started (DispatchEvent).
+	StartedByFanOut StartedBy = "fanout"
 	// StartedBySweeper: the worker's sweeper, for deliveries whose start was left to it (Temporal
 	// was away, or the request's dispatch bound passed). A steady rise means starts are failing.
 	StartedBySweeper StartedBy = "sweeper"
@@ -58,12 +60,12 @@ const (
 func NewStartsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhookd_delivery_starts_total",
-		Help: "Delivery workflows started, by who started them: request, activity or sweeper.",
+		Help: "Delivery workflows started, by who started them: request, fanout (a workflow the request started), activity or sweeper.",
 	}, []string{"by"})
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("register starts metric: %w", err)
 	}
-	for _, by := range []StartedBy{StartedByRequest, StartedByActivity, StartedBySweeper} {
+	for _, by := range []StartedBy{StartedByRequest, StartedByFanOut, StartedByActivity, StartedBySweeper} {
 		c.WithLabelValues(string(by))
 	}
 	return c, nil
@@ -124,8 +126,7 @@ func (s *Starter) startOne(ctx context.Context, r model.DeliveryRef) error {
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
 	opts.EnableEagerStart = s.EagerStart
 	_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, 0))
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if err != nil && !errors.As(err, &already) {
+	if err != nil && !isAlreadyStarted(err) {
 		return fmt.Errorf("start %s: %w", opts.ID, err)
 	}
 	return nil
@@ -152,7 +153,7 @@ func (s *Starter) input(r model.DeliveryRef, priorAttempts int) DeliveryInput {
 	return DeliveryInput{
 		DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
 		Schedule: s.Schedule, RetryWindow: s.RetryWindow, AttemptTimeout: s.AttemptTimeout,
-		RetryTaskQueue: s.RetryTaskQueue, Jitter: s.Jitter, PriorAttempts: priorAttempts,
+		RetryTaskQueue: s.RetryTaskQueue, Jitter: s.Jitter, PriorAttempts: priorAttempts, LocalFirstAttempt: true,
 	}
 }
 
@@ -176,8 +177,7 @@ func (s *Starter) Retry(ctx context.Context, refs []model.DeliveryRef, priorAtte
 			opts := s.startOptions(r)
 			opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 			_, err = s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, priorAttempts[r.DeliveryID]))
-			var already *serviceerror.WorkflowExecutionAlreadyStarted
-			if errors.As(err, &already) {
+			if isAlreadyStarted(err) {
 				err = nil // a concurrent retry started it first
 			}
 		}
@@ -231,6 +231,30 @@ func (s *Starter) CancelPublish(ctx context.Context, websiteID int64) error {
 		return fmt.Errorf("cancel publication of website %d: %w", websiteID, err)
 	}
 	return nil
+}
+
+func isAlreadyStarted(err error) bool {
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	return errors.As(err, &already)
+}
+
+// DispatchEvent starts the deliveries of one event that a request just stored. Up to
+// FanOutThreshold it starts their workflows itself; beyond, it starts the event's FanOutWorkflow,
+// which starts them, and records them dispatched, since that workflow now answers for them. Either
+// way the request waits for a bounded number of round trips, however many webhooks the event
+// reaches. What it could not start stays in the outbox for the sweeper.
+func (s *Starter) DispatchEvent(ctx context.Context, db bun.IDB, refs []model.DeliveryRef) error {
+	if len(refs) <= FanOutThreshold {
+		return s.Dispatch(ctx, db, refs, StartedByRequest)
+	}
+	if err := s.startFanOut(ctx, refs[0].EventID, refs[0].AccountID); err != nil {
+		return err
+	}
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.DeliveryID
+	}
+	return model.MarkDispatched(context.WithoutCancel(ctx), db, ids)
 }
 
 // Dispatch starts the delivery workflows of refs and records which exist now. What it could not

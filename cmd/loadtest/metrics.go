@@ -16,8 +16,8 @@ const startsMetric = "webhookd_delivery_starts_total"
 
 // startCounts is one scrape of startsMetric; ok is false when the stack does not export it.
 type startCounts struct {
-	ok                         bool
-	request, activity, sweeper float64
+	ok                                 bool
+	request, fanout, activity, sweeper float64
 }
 
 // scrapeStarts reads startsMetric from the API's /metrics. A stack without it (an older build, or
@@ -58,6 +58,8 @@ func scrapeStarts(ctx context.Context, api string) startCounts {
 		switch {
 		case strings.Contains(labels, `by="request"`):
 			c.request, c.ok = v, true
+		case strings.Contains(labels, `by="fanout"`):
+			c.fanout, c.ok = v, true
 		case strings.Contains(labels, `by="activity"`):
 			c.activity, c.ok = v, true
 		case strings.Contains(labels, `by="sweeper"`):
@@ -70,18 +72,25 @@ func scrapeStarts(ctx context.Context, api string) startCounts {
 // startDelta is who started the workflows of a scenario's deliveries: the difference between two
 // scrapes of startsMetric.
 type startDelta struct {
-	ok                         bool
-	request, activity, sweeper int
+	ok                                 bool
+	request, fanout, activity, sweeper int
 }
 
-func (d startDelta) total() int { return d.request + d.activity + d.sweeper }
+func (d startDelta) total() int { return d.request + d.fanout + d.activity + d.sweeper }
+
+// requestPath counts the starts the request made, itself or through the fan-out workflow it
+// started (an event with many webhooks).
+func (d startDelta) requestPath() int { return d.request + d.fanout }
 
 // String is "request / sweeper", or n/a for a stack without the metric.
 func (d startDelta) String() string {
 	if !d.ok {
 		return "n/a"
 	}
-	s := fmt.Sprintf("%d / %d", d.request, d.sweeper)
+	s := fmt.Sprintf("%d / %d", d.requestPath(), d.sweeper)
+	if d.fanout != 0 {
+		s += fmt.Sprintf(" (%d through the fan-out workflow)", d.fanout)
+	}
 	if d.activity != 0 {
 		s += fmt.Sprintf(" (+%d by activities)", d.activity)
 	}
@@ -99,7 +108,7 @@ func awaitStarts(ctx context.Context, cfg config, before startCounts, want int) 
 	var d startDelta
 	pollUntil(ctx, time.Now().Add(10*time.Second), cfg.progress, func() bool {
 		after := scrapeStarts(ctx, cfg.api)
-		d = startDelta{ok: after.ok, request: int(after.request - before.request),
+		d = startDelta{ok: after.ok, request: int(after.request - before.request), fanout: int(after.fanout - before.fanout),
 			activity: int(after.activity - before.activity), sweeper: int(after.sweeper - before.sweeper)}
 		return !d.ok || d.total() >= want
 	}, func() { fmt.Printf("  waiting for %s to count %d starts: %d so far\n", startsMetric, want, d.total()) })

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 	temporallog "go.temporal.io/sdk/log"
 
 	"github.com/webhookd/webhookd/worker/temporaltest"
+	"github.com/webhookd/webhookd/workflows"
 )
 
 // TestSuiteRunsOnARealStack runs the suite on a few events against webhookd built from this tree,
@@ -33,7 +35,7 @@ func TestSuiteRunsOnARealStack(t *testing.T) {
 	api, key := startWebhookd(t, srv, certFile)
 
 	cfg := config{api: api, key: key, listen: "127.0.0.1:0", timeout: 2 * time.Minute, progress: time.Second,
-		events: 10, concurrency: 4, hooks: 5, rate: 5, duration: 2 * time.Second}
+		events: 10, concurrency: 4, hooks: workflows.FanOutThreshold + 4, rate: 5, duration: 2 * time.Second}
 	opts := client.Options{HostPort: srv.Address, Namespace: srv.Namespace,
 		Logger: temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 
@@ -60,6 +62,9 @@ func TestSuiteRunsOnARealStack(t *testing.T) {
 		t.Errorf("fanout: %d hooks, %d missing, 202 after %s, last receipt after %s", f.hooks, f.missing, f.accepted, f.last)
 	}
 	checkStarts(t, "fanout", f.starts, cfg.hooks)
+	if f.starts.fanout != cfg.hooks {
+		t.Errorf("fanout: %d of %d webhooks started through the fan-out workflow, want all", f.starts.fanout, cfg.hooks)
+	}
 	if b := r.burst; b.events != cfg.events || b.t.total <= 0 || b.t.published <= 0 {
 		t.Errorf("burst: %d events (want %d), published in %s, delivered in %s", b.events, cfg.events, b.t.published, b.t.total)
 	}
@@ -68,7 +73,7 @@ func TestSuiteRunsOnARealStack(t *testing.T) {
 	for _, row := range []string{
 		"| tiers | (a) raw HTTPS POST |", "| tiers | (b') bare Temporal, one regular activity |", "| tiers | (b) bare Temporal, one local activity, eager start |", "| tiers | (c) webhookd end to end |",
 		"| tiers | (c)/(b) |", "| openloop | rate |", "| openloop | event-to-receipt p50 / p99 / max |",
-		"| fanout | webhooks | 5 |", "| fanout | time to 202 |", "| fanout | time to last receipt |",
+		fmt.Sprintf("| fanout | webhooks | %d |", cfg.hooks), "| fanout | time to 202 |", "| fanout | time to last receipt |",
 		"| fanout | starts by request / sweeper |", "| burst | events | 10 ", "| burst | intake |",
 		"| burst | time to last delivery |", "| burst | deliveries/s |", "| burst | starts by request / sweeper |",
 	} {
@@ -89,8 +94,9 @@ func checkStarts(t *testing.T, scenario string, d startDelta, want int) {
 		t.Errorf("%s: no %s on /metrics", scenario, startsMetric)
 		return
 	}
-	if d.request+d.sweeper != want || d.activity != 0 {
-		t.Errorf("%s: starts by request %d + by sweeper %d (+ by activity %d), want %d in all", scenario, d.request, d.sweeper, d.activity, want)
+	if d.requestPath()+d.sweeper != want || d.activity != 0 {
+		t.Errorf("%s: starts by request %d (%d through the fan-out) + by sweeper %d (+ by activity %d), want %d in all",
+			scenario, d.requestPath(), d.fanout, d.sweeper, d.activity, want)
 	}
 }
 

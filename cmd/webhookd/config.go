@@ -56,6 +56,10 @@ type Config struct {
 	// MaxConcurrentRetries the later attempts, which have their own task queue.
 	MaxConcurrentDeliveries int
 	MaxConcurrentRetries    int
+	// WorkflowCacheSize is how many workflows a worker process keeps in memory between their
+	// tasks (the SDK's sticky cache). A delivery waiting on a retry timer needs none: evicted, it
+	// replays its short history when the timer fires.
+	WorkflowCacheSize int
 	// RetryJitter is the largest fraction added to each retry delay.
 	RetryJitter float64
 	// HostConcurrency caps one receiver host's attempts in flight per worker process;
@@ -80,7 +84,7 @@ var knownVariables = []string{
 	"WEBHOOKD_LOG_FORMAT", "WEBHOOKD_RETRY_SCHEDULE", "WEBHOOKD_RETRY_WINDOW", "WEBHOOKD_DELIVERY_TIMEOUT",
 	"WEBHOOKD_EXTRA_CA_FILE", "WEBHOOKD_SMTP_URL", "WEBHOOKD_MAIL_FROM", "WEBHOOKD_PUBLIC_URL",
 	"WEBHOOKD_TEMPORAL_UI_URL", "WEBHOOKD_SITE_BASE_URL", "WEBHOOKD_SWEEP_INTERVAL", "WEBHOOKD_MAX_CONCURRENT_DELIVERIES",
-	"WEBHOOKD_MAX_CONCURRENT_RETRIES", "WEBHOOKD_RETRY_JITTER", "WEBHOOKD_HOST_CONCURRENCY", "WEBHOOKD_BREAKER_FAILURES",
+	"WEBHOOKD_MAX_CONCURRENT_RETRIES", "WEBHOOKD_WORKFLOW_CACHE_SIZE", "WEBHOOKD_RETRY_JITTER", "WEBHOOKD_HOST_CONCURRENCY", "WEBHOOKD_BREAKER_FAILURES",
 	"WEBHOOKD_BREAKER_COOLDOWN", "WEBHOOKD_DISABLE_AFTER", "WEBHOOKD_DISABLE_MIN_EXHAUSTED", "WEBHOOKD_RETENTION",
 	// Read by the test suite, not by the service; allowed so a test shell can run the binary.
 	"WEBHOOKD_TEST_DATABASE_URL",
@@ -177,6 +181,7 @@ func loadConfig(environ []string) (Config, error) {
 	cfg.SweepInterval = duration("WEBHOOKD_SWEEP_INTERVAL", "5s")
 	cfg.MaxConcurrentDeliveries = int(positive("WEBHOOKD_MAX_CONCURRENT_DELIVERIES", "200"))
 	cfg.MaxConcurrentRetries = int(positive("WEBHOOKD_MAX_CONCURRENT_RETRIES", "100"))
+	cfg.WorkflowCacheSize = int(positive("WEBHOOKD_WORKFLOW_CACHE_SIZE", "1000"))
 	// A receiver host may hold a small share of the first-attempt slots (16 of the default 200),
 	// or isolation is gone: a cap of half the slots or more is refused.
 	cfg.HostConcurrency = int(positive("WEBHOOKD_HOST_CONCURRENCY", strconv.Itoa(max(2, cfg.MaxConcurrentDeliveries/12))))

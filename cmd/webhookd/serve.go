@@ -17,6 +17,7 @@ import (
 	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/activities/egress"
@@ -135,6 +136,9 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 
 	workerDone := make(chan struct{})
 	if role == "worker" || role == "all" {
+		// Set before the first worker exists (the SDK's cache is per process). Deliveries waiting
+		// on retry timers would otherwise stay cached, 10,000 by default: hundreds of MB.
+		sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 		acts, err := newActivities(cfg, db, secrets, policy, registry, logger)
 		if err != nil {
 			return err

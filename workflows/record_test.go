@@ -297,6 +297,12 @@ func TestRecordWebsiteHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	recordRun(ctx, t, c, run, websiteHistory)
+}
+
+// recordRun waits for run to complete and writes its history to file.
+func recordRun(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun, file string) {
+	t.Helper()
 	if err := run.Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -308,10 +314,10 @@ func TestRecordWebsiteHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(websiteHistory, append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(file, append(data, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("recorded %s: %d events", websiteHistory, len(hist.Events))
+	t.Logf("recorded %s: %d events", file, len(hist.Events))
 }
 
 // TestRecordFanOutHistory is a generator like TestRecordHistories, for FanOutWorkflow, with a
@@ -342,19 +348,5 @@ func TestRecordFanOutHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run.Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	hist, err := fetchHistory(ctx, c, run.GetID(), run.GetRunID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(fanOutHistory, append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %s: %d events", fanOutHistory, len(hist.Events))
+	recordRun(ctx, t, c, run, fanOutHistory)
 }

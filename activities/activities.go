@@ -91,6 +91,10 @@ type DeliverResult struct {
 	// WebhookDisabled is true when the webhook is disabled: nothing was posted and the delivery
 	// was recorded as exhausted, for a manual retry to pick up once the webhook is enabled.
 	WebhookDisabled bool
+	// HostBusy is true when a local attempt found its receiver host at its concurrency cap:
+	// nothing was posted or recorded, and the workflow makes the same attempt as a regular
+	// activity. (A regular activity fails with ErrTypeHostBusy instead and is retried.)
+	HostBusy bool
 	// NextAttemptIn is the wait before the next attempt after a failure: the scheduled delay, or
 	// longer when a 429 or 503 answer asked for it with Retry-After (up to MaxRetryDelay).
 	NextAttemptIn time.Duration

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,8 @@ type hangingReceiver struct {
 	requests int
 	inFlight int
 	peak     int
+	// held is how long each request the client gave up on was held, arrival to hang-up.
+	held []time.Duration
 }
 
 func startHangingReceiver(t *testing.T) *hangingReceiver {
@@ -33,17 +36,23 @@ func startHangingReceiver(t *testing.T) *hangingReceiver {
 		// Reading the body to its end lets the server notice the client hanging up (it watches
 		// the connection only then), so inFlight counts what the client still waits for.
 		_, _ = io.Copy(io.Discard, r.Body)
+		arrived := time.Now()
 		h.mu.Lock()
 		h.requests++
 		h.inFlight++
 		h.peak = max(h.peak, h.inFlight)
 		h.mu.Unlock()
+		hungUp := false
 		select {
 		case <-r.Context().Done():
+			hungUp = true
 		case <-done:
 		}
 		h.mu.Lock()
 		h.inFlight--
+		if hungUp {
+			h.held = append(h.held, time.Since(arrived))
+		}
 		h.mu.Unlock()
 	}))
 	h.srv.StartTLS() // httptest's one certificate: the stack's receiver CA file trusts it too
@@ -53,6 +62,17 @@ func startHangingReceiver(t *testing.T) *hangingReceiver {
 		h.srv.Close()
 	})
 	return h
+}
+
+// shortestHold is the shortest time a request was held before the client gave up, and how many
+// were.
+func (h *hangingReceiver) shortestHold() (time.Duration, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.held) == 0 {
+		return 0, 0
+	}
+	return slices.Min(h.held), len(h.held)
 }
 
 func (h *hangingReceiver) stats() (requests, peak int) {
@@ -119,9 +139,20 @@ func TestHangingReceiverDoesNotDelayOthers(t *testing.T) {
 		under = append(under, d)
 		worst = max(worst, d)
 	}
-	t.Logf("healthy event-to-receipt: idle %v; under the hanging load %v", idle, under)
-	if worst > 2*time.Second {
-		t.Errorf("healthy event-to-receipt under the hanging load reached %v (all: %v), want under 2s", worst, under)
+	// Compared within this run, not with a fixed bound: had C's event waited for a slot that a
+	// hanging attempt held, it would have arrived no sooner than that attempt was held. So every
+	// receipt must be shorter than the shortest hold.
+	var hold time.Duration
+	var holds int
+	eventually(t, 30*time.Second, "hanging attempts timed out", func() bool {
+		hold, holds = hang.shortestHold()
+		return holds > 0
+	})
+	t.Logf("healthy event-to-receipt: idle %v; under the hanging load %v; the shortest of %d hanging attempts held %v",
+		idle, under, holds, hold)
+	if worst >= hold {
+		t.Errorf("healthy event-to-receipt under the hanging load reached %v (all: %v), not shorter than a hanging attempt's hold (%v): it waited behind one",
+			worst, under, hold)
 	}
 
 	requests, peak := hang.stats()

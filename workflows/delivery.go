@@ -196,13 +196,17 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 			}
 			in := activities.DeliverInput{DeliveryID: in.DeliveryID, EventID: in.EventID, WebhookID: in.WebhookID, Attempt: st.Attempts,
 				NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: in.AttemptTimeout}
-			var attempt workflow.Future
+			var err error
 			if st.Attempts == 1 && localFirst {
-				attempt = workflow.ExecuteLocalActivity(localCtx, a.Deliver, in)
+				err = workflow.ExecuteLocalActivity(localCtx, a.Deliver, in).Get(ctx, &last)
+				if err == nil && last.HostBusy {
+					// The host was at its cap: the same attempt as a regular activity.
+					err = workflow.ExecuteActivity(attemptCtx, a.Deliver, in).Get(ctx, &last)
+				}
 			} else {
-				attempt = workflow.ExecuteActivity(attemptCtx, a.Deliver, in)
+				err = workflow.ExecuteActivity(attemptCtx, a.Deliver, in).Get(ctx, &last)
 			}
-			if err := attempt.Get(ctx, &last); err != nil {
+			if err != nil {
 				return st, endOnPermanentError(ctx, &st, setState, err)
 			}
 			st.LastError = last.Error

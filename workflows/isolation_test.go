@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -153,6 +154,41 @@ func TestDeliveryWorkflowHostBusy(t *testing.T) {
 		t.Errorf("delivery attempt numbers = %v, want 1 both times", got)
 	}
 	if st.State != model.DeliveryDelivered || st.Attempts != 1 {
+		t.Errorf("result = %+v, want delivered on attempt 1", st)
+	}
+}
+
+// TestDeliveryWorkflowLocalAttemptHandsBackBusyHost: a local first attempt that finds its host at
+// its cap hands the attempt back at once (it would hold its workflow task while it waited), and
+// the workflow makes the same attempt as a regular activity, which waits for the host's
+// appointment on Temporal's side.
+func TestDeliveryWorkflowLocalAttemptHandsBackBusyHost(t *testing.T) {
+	h := newHarness(t)
+	h.deliver = func(in activities.DeliverInput, activityAttempt int32) (activities.DeliverResult, error) {
+		h.mu.Lock()
+		local := h.delivers[len(h.delivers)-1].local
+		h.mu.Unlock()
+		switch {
+		case local:
+			return activities.DeliverResult{HostBusy: true, Error: "receiver host busy"}, nil
+		case activityAttempt == 1:
+			return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy",
+				activities.ErrTypeHostBusy, temporal.ApplicationErrorOptions{NextRetryDelay: 7 * time.Second})
+		}
+		return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+	}
+	in := input("website.published")
+	in.RetryTaskQueue = "webhookd-retry"
+	st := h.run(in)
+
+	var kinds []string
+	for _, c := range h.delivers {
+		kinds = append(kinds, fmt.Sprintf("%d:local=%v@%v", c.in.Attempt, c.local, c.at))
+	}
+	if want := []string{"1:local=true@0s", "1:local=false@0s", "1:local=false@7s"}; !slices.Equal(kinds, want) {
+		t.Errorf("attempts %v, want %v", kinds, want)
+	}
+	if st.State != model.DeliveryDelivered || st.Attempts != 1 || len(h.exhausted) != 0 {
 		t.Errorf("result = %+v, want delivered on attempt 1", st)
 	}
 }

@@ -67,6 +67,10 @@ func TestRecordHistories(t *testing.T) {
 		// localBusy: the local first attempt finds its host busy, then the database down (a
 		// retried error), then gets a 429; the second attempt delivers it.
 		localBusy = 10
+		// localHandBack: the local first attempt finds its host busy and hands the attempt back
+		// (today's Deliver); the same attempt as a regular activity waits for the host once, then
+		// delivers.
+		localHandBack = 11
 	)
 	alertSent := make(chan int64, 4)
 	deliver := func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
@@ -86,6 +90,17 @@ func TestRecordHistories(t *testing.T) {
 			case in.Attempt == 2:
 				alertSent <- in.DeliveryID // nobody is alerted about a held delivery: this tells the recorder to signal
 				return activities.DeliverResult{WebhookDisabled: true, Error: "the webhook is disabled"}, nil
+			default:
+				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
+			}
+		}
+		if in.DeliveryID == localHandBack {
+			switch info := activity.GetInfo(ctx); {
+			case info.IsLocalActivity:
+				return activities.DeliverResult{HostBusy: true, Error: "receiver host busy"}, nil
+			case info.Attempt == 1:
+				return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy", activities.ErrTypeHostBusy,
+					temporal.ApplicationErrorOptions{NextRetryDelay: 200 * time.Millisecond, Category: temporal.ApplicationErrorCategoryBenign})
 			default:
 				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
 			}
@@ -171,6 +186,9 @@ func TestRecordHistories(t *testing.T) {
 		{"local-busy", workflows.DeliveryInput{DeliveryID: localBusy, EventID: 110, WebhookID: 13, EventType: "website.published",
 			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
 			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 2, ""},
+		{"local-handback", workflows.DeliveryInput{DeliveryID: localHandBack, EventID: 111, WebhookID: 14, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
+			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 1, ""},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

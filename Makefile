@@ -73,6 +73,13 @@ bench-isolation:
 bench-e2e:
 	deployments/dev/bench-e2e.sh $(SCENARIO) $(ARGS)
 
+# Issue 10's scale figures: a webhooks list of 10000 on one account, and 100000 deliveries waiting on
+# retry timers (webhookd's RSS, the list's latency), each on a throwaway stack of its own. About
+# 35 minutes. SCENARIO=list|pending runs one, ARGS='-events 20000' passes loadtest flags.
+.PHONY: bench-scale
+bench-scale:
+	deployments/dev/bench-scale.sh $(SCENARIO) $(ARGS)
+
 fmt:
 	gofmt -w .
 

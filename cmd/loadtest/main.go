@@ -24,6 +24,14 @@
 //     time to the last delivery, deliveries/s, and the starts by request and by sweeper.
 //   - suite: issue 10's benchmark: tiers, openloop, fanout and burst in that order against the
 //     same stack, then one markdown table with every figure.
+//   - list: issue 10's scale figure for lists: -hooks webhooks on the key's account, then
+//     -list-calls calls of the first page, a middle page and the last full page (?limit=, ?after=);
+//     it reports p50, p99 and max per kind and deletes the webhooks unless -keep.
+//   - pending: issue 10's scale figure for pending retries: one webhook at a receiver that answers
+//     500 and -events events (default 100000), so that each delivery fails once and waits on its
+//     retry timer (start the stack with a long WEBHOOKD_RETRY_SCHEDULE); it reports webhookd's RSS
+//     (-pid) at each quarter of the deliveries failed, at the end and after -idle, and the webhooks
+//     list's p50, p99 and max before, during and after the load.
 //
 // The stack must trust the receivers' certificate and allow loopback receivers, so the first run
 // writes the certificate and tells how to start the stack:
@@ -33,8 +41,10 @@
 //	go run ./cmd/loadtest -key whk_... -events 1000
 //
 // deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging and isolation
-// scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make bench-e2e) the suite. The isolation defaults (10 events/s each, B with 20 webhooks)
-// overload a Temporal dev server whatever B's receiver does, so that script scales them down.
+// scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make bench-e2e) the suite,
+// deployments/dev/bench-scale.sh (make bench-scale) the list and pending scenarios. The isolation
+// defaults (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever B's
+// receiver does, so that script scales them down.
 package main
 
 import (
@@ -72,8 +82,20 @@ type config struct {
 	events      int
 	concurrency int
 
-	// fanout
+	// fanout and list
 	hooks int
+
+	// list and pending
+	listCalls int
+	listLimit int
+	keep      bool
+
+	// pending
+	pid        int
+	sample     time.Duration
+	listEvery  time.Duration
+	idle       time.Duration
+	publishFor time.Duration
 
 	// hanging and isolation
 	noisyHooks int
@@ -121,7 +143,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, openloop, fanout, burst or suite (tiers, openloop, fanout and burst, then one table)")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list or pending")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
 	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging and isolation scenarios")
 	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging and isolation)")
@@ -135,7 +157,15 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "after the last publish, wait this long for deliveries at most")
 	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput, tiers and burst)")
-	flag.IntVar(&cfg.hooks, "hooks", 1000, "webhooks the event fans out to (fanout)")
+	flag.IntVar(&cfg.hooks, "hooks", 1000, "webhooks the event fans out to (fanout), webhooks to list (list)")
+	flag.IntVar(&cfg.listCalls, "list-calls", 0, "timed list calls per kind (list; default 500), per burst (pending; default 50)")
+	flag.IntVar(&cfg.listLimit, "list-limit", 50, "?limit= of the timed list calls (list and pending)")
+	flag.BoolVar(&cfg.keep, "keep", false, "do not delete the webhooks at the end (list and pending)")
+	flag.IntVar(&cfg.pid, "pid", 0, "webhookd's process id, whose RSS is sampled (pending)")
+	flag.DurationVar(&cfg.sample, "sample", 2*time.Second, "interval between RSS samples (pending)")
+	flag.DurationVar(&cfg.listEvery, "list-every", 10*time.Second, "interval between bursts of timed list calls under load (pending)")
+	flag.DurationVar(&cfg.publishFor, "publish-for", 0, "stop publishing after this long, with fewer than -events if need be; 0: no limit (pending)")
+	flag.DurationVar(&cfg.idle, "idle", 2*time.Minute, "after the last delivery failed, wait this long before the last RSS sample (pending)")
 	flag.IntVar(&cfg.noisyHooks, "noisy-hooks", 0, "account B's webhooks on the hanging receiver (default 100 for hanging, 20 for isolation)")
 	flag.IntVar(&cfg.baseline, "baseline", 5, "C events published one at a time on the idle stack (hanging)")
 	flag.IntVar(&cfg.noisyEvents, "noisy-events", 10, "events B publishes (hanging)")
@@ -169,6 +199,9 @@ func run(ctx context.Context) error {
 	if cfg.events < 0 || cfg.concurrency <= 0 || cfg.hooks <= 0 {
 		return errors.New("-events must not be negative, -concurrency and -hooks must be positive")
 	}
+	if cfg.listCalls < 0 || cfg.listLimit < 1 || cfg.listLimit > 200 || cfg.sample <= 0 || cfg.listEvery <= 0 || cfg.idle < 0 || cfg.publishFor < 0 {
+		return errors.New("-list-calls must not be negative, -list-limit must be 1..200, -sample and -list-every positive, -idle and -publish-for not negative")
+	}
 	switch cfg.scenario {
 	case "throughput":
 		return throughput(ctx, cfg, cert)
@@ -178,6 +211,12 @@ func run(ctx context.Context) error {
 		return fanout(ctx, cfg, cert)
 	case "burst":
 		return burst(ctx, cfg, cert)
+	case "list":
+		cfg.listCalls = orDefault(cfg.listCalls, 500)
+		return scaleList(ctx, cfg)
+	case "pending":
+		cfg.listCalls = orDefault(cfg.listCalls, 50)
+		return scalePending(ctx, cfg, cert)
 	case "tiers", "suite":
 		opts, err := temporalOptions()
 		if err != nil {
@@ -197,7 +236,7 @@ func run(ctx context.Context) error {
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, openloop, fanout, burst or suite", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, openloop, fanout, burst, suite, list or pending", cfg.scenario)
 }
 
 // temporalOptions finds the Temporal server the stack uses as webhookd finds it (TEMPORAL_*

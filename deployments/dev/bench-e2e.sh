@@ -26,17 +26,10 @@ case $scenario in
 esac
 
 # The fan-out registers -hooks webhooks (loadtest's default: 1000) on one account.
-hooks=1000
-args=("$@")
-for i in "${!args[@]}"; do
-  case ${args[$i]} in
-    -hooks | --hooks) hooks=${args[$((i + 1))]:-$hooks} ;;
-    -hooks=* | --hooks=*) hooks=${args[$i]#*=} ;;
-  esac
-done
 
 # shellcheck source=deployments/dev/bench-stack.sh
 source "$(dirname "$0")/bench-stack.sh"
+hooks=$(hooks_flag 1000 "$@")
 
 # bench-stack.sh exports TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, so the tiers scenario's bare
 # Temporal tier runs on the stack's server; WEBHOOKD_RATE_LIMIT, WEBHOOKD_ALLOW_PRIVATE_TARGETS and
@@ -52,8 +45,6 @@ rc=0
 stop_stack
 
 echo
-echo "== results ($webhookd)"
-# The last paragraph of the output is its table.
-awk 'BEGIN { RS = "" } { last = $0 } END { print last }' "$work/$scenario.out"
+print_results "$scenario"
 # Exit status 2 is a measurement whose wait ended first: its figures are lower bounds.
 exit "$rc"

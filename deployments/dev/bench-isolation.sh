@@ -56,10 +56,5 @@ for s in "${scenarios[@]}"; do
   echo
 done
 
-echo "== results ($webhookd)"
-for s in "${scenarios[@]}"; do
-  echo "-- $s"
-  # The last paragraph of a scenario's output is its table.
-  awk 'BEGIN { RS = "" } { last = $0 } END { print last }' "$work/$s.out"
-done
+print_results "${scenarios[@]}"
 exit "$status"

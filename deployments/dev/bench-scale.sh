@@ -32,14 +32,6 @@ case $scenario in
   *) echo "usage: $0 [all|list|pending] [loadtest flags]" >&2; exit 2 ;;
 esac
 
-hooks=10000
-args=("$@")
-for i in "${!args[@]}"; do
-  case ${args[$i]} in
-    -hooks | --hooks) hooks=${args[$((i + 1))]:-$hooks} ;;
-    -hooks=* | --hooks=*) hooks=${args[$i]#*=} ;;
-  esac
-done
 debug_port=${BENCH_DEBUG_PORT:-19445}
 if (exec 3<>"/dev/tcp/127.0.0.1/$debug_port") 2>/dev/null; then
   echo "port $debug_port on 127.0.0.1 is already in use (another benchmark?); set BENCH_DEBUG_PORT" >&2
@@ -48,6 +40,7 @@ fi
 
 # shellcheck source=deployments/dev/bench-stack.sh
 source "$(dirname "$0")/bench-stack.sh"
+hooks=$(hooks_flag 10000 "$@")
 
 status=0
 for s in "${scenarios[@]}"; do
@@ -81,10 +74,5 @@ for s in "${scenarios[@]}"; do
   echo
 done
 
-echo "== results ($webhookd)"
-for s in "${scenarios[@]}"; do
-  echo "-- $s"
-  # The last paragraph of a scenario's output is its figures.
-  awk 'BEGIN { RS = "" } { last = $0 } END { print last }' "$work/$s.out"
-done
+print_results "${scenarios[@]}"
 exit "$status"

@@ -114,3 +114,28 @@ webhookd_ready() {
     printf 'GET /readyz HTTP/1.0\r\nHost: %s\r\n\r\n' "$WEBHOOKD_HTTP_ADDR" >&3 &&
     head -n 1 <&3 | grep -q ' 200 ') 2>/dev/null
 }
+
+# hooks_flag DEFAULT ARGS... prints the -hooks value among the loadtest flags ARGS, or DEFAULT: the
+# webhooks a scenario registers, which WEBHOOKD_MAX_WEBHOOKS must allow.
+hooks_flag() {
+  local hooks=$1
+  shift
+  local args=("$@") i
+  for i in "${!args[@]}"; do
+    case ${args[$i]} in
+      -hooks | --hooks) hooks=${args[$((i + 1))]:-$hooks} ;;
+      -hooks=* | --hooks=*) hooks=${args[$i]#*=} ;;
+    esac
+  done
+  echo "$hooks"
+}
+
+# print_results SCENARIO... prints each scenario's figures: the last paragraph of its output.
+print_results() {
+  echo "== results ($webhookd)"
+  local s
+  for s in "$@"; do
+    echo "-- $s"
+    awk 'BEGIN { RS = "" } { last = $0 } END { print last }' "$work/$s.out"
+  done
+}

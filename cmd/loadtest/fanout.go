@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
@@ -46,29 +45,11 @@ func measureFanOut(ctx context.Context, cfg config, cert tls.Certificate) (fanOu
 	client := newAPIClient(cfg.api, cfg.key, setUpConcurrency)
 
 	fmt.Printf("fanout: registering %d webhooks at https://%s/fanout/...\n", n, addr)
-	ids := make([]int64, n)
-	var created atomic.Int64
-	stopProgress := every(cfg.progress, func() { fmt.Printf("  [fanout] %d of %d webhooks registered\n", created.Load(), n) })
-	err = fanOut(n, setUpConcurrency, func(i int) error {
-		id, err := client.createWebhook(ctx, fmt.Sprintf("https://%s/fanout/%d", addr, i))
-		if err != nil {
-			return err
-		}
-		ids[i] = id
-		created.Add(1)
-		return nil
-	})
-	stopProgress()
-	// Every goroutine has returned: ids holds what was registered, and is deleted even on failure.
+	ids, err := registerWebhooks(ctx, cfg, client, "fanout", n, func(i int) string { return fmt.Sprintf("https://%s/fanout/%d", addr, i) })
 	defer func() {
-		var registered []int64
-		for _, id := range ids {
-			if id != 0 {
-				registered = append(registered, id)
-			}
-		}
-		fmt.Printf("fanout: deleting %d webhooks\n", len(registered))
-		deleteWebhooks(ctx, client, registered)
+		made := registered(ids)
+		fmt.Printf("fanout: deleting %d webhooks\n", len(made))
+		deleteWebhooks(ctx, client, made)
 	}()
 	if err != nil {
 		return fanOutResult{}, fmt.Errorf("register the webhooks: %w", err)

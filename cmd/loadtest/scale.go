@@ -88,28 +88,14 @@ func scaleList(ctx context.Context, cfg config) error {
 		return errors.New("list: the account already has webhooks; use a fresh account, the figures are for exactly -hooks")
 	}
 	fmt.Printf("list: registering %d webhooks (%d at a time)\n", n, setUpConcurrency)
-	ids := make([]int64, n)
-	var created atomic.Int64
 	start := time.Now()
-	stopProgress := every(cfg.progress, func() {
-		fmt.Printf("  [list] %3.0f s: %d of %d webhooks registered\n", time.Since(start).Seconds(), created.Load(), n)
-	})
-	err := fanOut(n, setUpConcurrency, func(i int) error {
-		id, err := client.createWebhook(ctx, fmt.Sprintf("https://%s/h%d", cfg.healthyHost, i))
-		if err != nil {
-			return err
-		}
-		ids[i] = id
-		created.Add(1)
-		return nil
-	})
-	stopProgress()
+	ids, err := registerWebhooks(ctx, cfg, client, "list", n, func(i int) string { return fmt.Sprintf("https://%s/h%d", cfg.healthyHost, i) })
 	if !cfg.keep {
 		defer func() {
-			registered := slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return id == 0 })
-			fmt.Printf("list: deleting %d webhooks\n", len(registered))
+			made := registered(ids)
+			fmt.Printf("list: deleting %d webhooks\n", len(made))
 			start := time.Now()
-			deleteWebhooksPatiently(ctx, client, registered)
+			deleteWebhooksPatiently(ctx, client, made)
 			fmt.Printf("list: deleted in %s\n", time.Since(start).Round(time.Millisecond))
 		}()
 	}

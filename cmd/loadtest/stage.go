@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -110,4 +112,32 @@ func every(d time.Duration, f func()) (stop func()) {
 	})
 	var once sync.Once
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// registerWebhooks registers n webhooks at urlFor(i), setUpConcurrency at a time, with a progress
+// line under label. It returns their ids, 0 where a registration failed, with the first error:
+// whatever it returns, every registration has ended, so the caller can delete what was made.
+func registerWebhooks(ctx context.Context, cfg config, client *apiClient, label string, n int, urlFor func(i int) string) ([]int64, error) {
+	ids := make([]int64, n)
+	var created atomic.Int64
+	start := time.Now()
+	stopProgress := every(cfg.progress, func() {
+		fmt.Printf("  [%s] %3.0f s: %d of %d webhooks registered\n", label, time.Since(start).Seconds(), created.Load(), n)
+	})
+	defer stopProgress()
+	err := fanOut(n, setUpConcurrency, func(i int) error {
+		id, err := client.createWebhook(ctx, urlFor(i))
+		if err != nil {
+			return err
+		}
+		ids[i] = id
+		created.Add(1)
+		return nil
+	})
+	return ids, err
+}
+
+// registered is ids without the zeros of failed registrations.
+func registered(ids []int64) []int64 {
+	return slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return id == 0 })
 }

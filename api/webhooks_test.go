@@ -102,6 +102,35 @@ func TestUpdateResetsStatus(t *testing.T) {
 	})
 }
 
+// TestRevokedKeyIsRefusedAtOnce: a key revoked (webhookd apikey revoke) answers 401 on its very
+// next request, in the variant's error envelope, while the account's other key keeps working.
+func TestRevokedKeyIsRefusedAtOnce(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		ctx := context.Background()
+		email := fmt.Sprintf("revoke-%s-%d@example.com", v.name, accountSeq.Add(1))
+		key, _, err := model.CreateAPIKey(ctx, e.db, email, "to revoke")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, _, err := model.CreateAPIKey(ctx, e.db, email, "kept")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.do(t, "GET", v.collection, v.auth(key), "").expect(t, 200, "")
+		keys, err := model.ListAPIKeys(ctx, e.db, email)
+		if err != nil || len(keys) != 2 {
+			t.Fatalf("keys %+v, %v", keys, err)
+		}
+		if _, err := model.RevokeAPIKey(ctx, e.db, keys[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		r := e.do(t, "GET", v.collection, v.auth(key), "")
+		r.expect(t, 401, "unauthorized")
+		v.errEnvelope(t, r)
+		e.do(t, "GET", v.collection, v.auth(other), "").expect(t, 200, "")
+	})
+}
+
 // TestErrors covers every row of DESIGN.md's error table for both variants and both databases.
 func TestErrors(t *testing.T) {
 	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {

@@ -117,6 +117,47 @@ func Authenticate(ctx context.Context, db bun.IDB, plain string) (*Account, erro
 	return &account, nil
 }
 
+// KeyID is how an API key is shown once issued: its prefix and public lookup id, never the
+// secret part.
+func (k *APIKey) KeyID() string { return APIKeyPrefix + k.Lookup }
+
+// ListAPIKeys returns the keys of the account with that owner e-mail, revoked ones too, oldest
+// first; ErrNotFound when there is no such account.
+func ListAPIKeys(ctx context.Context, db bun.IDB, ownerEmail string) ([]APIKey, error) {
+	var account Account
+	err := db.NewSelect().Model(&account).Where("owner_email = ?", strings.ToLower(strings.TrimSpace(ownerEmail))).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load account: %w", err)
+	}
+	keys := []APIKey{}
+	if err := db.NewSelect().Model(&keys).Where("account_id = ?", account.ID).OrderExpr("id ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return keys, nil
+}
+
+// RevokeAPIKey revokes the key with that id: from its next request on it answers 401, since
+// Authenticate reads the key on every request. Revoking a revoked key keeps its first revocation
+// time. It returns the key; ErrNotFound when there is none with that id.
+func RevokeAPIKey(ctx context.Context, db bun.IDB, id int64) (*APIKey, error) {
+	if _, err := db.NewUpdate().Model((*APIKey)(nil)).Set("revoked_at = ?", Now()).
+		Where("id = ?", id).Where("revoked_at IS NULL").Exec(ctx); err != nil {
+		return nil, fmt.Errorf("revoke api key: %w", err)
+	}
+	key := &APIKey{}
+	err := db.NewSelect().Model(key).Where("id = ?", id).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load api key: %w", err)
+	}
+	return key, nil
+}
+
 // GetAccount loads an account by id.
 func GetAccount(ctx context.Context, db bun.IDB, id int64) (*Account, error) {
 	account := &Account{}

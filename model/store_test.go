@@ -93,6 +93,61 @@ func TestAPIKeys(t *testing.T) {
 	})
 }
 
+// TestAPIKeyListAndRevoke: an account's keys are listed without their secret part, revoked ones
+// too; a revoked key fails Authenticate from the next call on while the account's other key still
+// works; revoking again keeps the first time; unknown ids and owners are ErrNotFound.
+func TestAPIKeyListAndRevoke(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		k1, acc, err := model.CreateAPIKey(ctx, db, "Keys@Example.com", "ci")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k2, _, err := model.CreateAPIKey(ctx, db, "keys@example.com", "laptop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := model.CreateAPIKey(ctx, db, "someone-else@example.com", "theirs"); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := model.ListAPIKeys(ctx, db, " KEYS@example.com ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 2 || keys[0].Name != "ci" || keys[1].Name != "laptop" || keys[0].AccountID != acc.ID {
+			t.Fatalf("ListAPIKeys = %+v, want the account's two keys, oldest first", keys)
+		}
+		if id := keys[0].KeyID(); !strings.HasPrefix(k1, id) || len(id) >= len(k1)/2 || keys[0].RevokedAt != nil {
+			t.Fatalf("key id %q of key %q: want a short public prefix of it, not revoked", id, k1)
+		}
+
+		revoked, err := model.RevokeAPIKey(ctx, db, keys[0].ID)
+		if err != nil || revoked.RevokedAt == nil || revoked.ID != keys[0].ID {
+			t.Fatalf("RevokeAPIKey = %+v, %v", revoked, err)
+		}
+		if _, err := model.Authenticate(ctx, db, k1); !errors.Is(err, model.ErrUnauthorized) {
+			t.Fatalf("Authenticate(revoked key) err = %v, want ErrUnauthorized", err)
+		}
+		if a, err := model.Authenticate(ctx, db, k2); err != nil || a.ID != acc.ID {
+			t.Fatalf("Authenticate(the other key) = %v, %v", a, err)
+		}
+		again, err := model.RevokeAPIKey(ctx, db, keys[0].ID)
+		if err != nil || !again.RevokedAt.Equal(*revoked.RevokedAt) {
+			t.Fatalf("revoking twice: %+v, %v; want the first revocation time %v", again, err, revoked.RevokedAt)
+		}
+		keys, _ = model.ListAPIKeys(ctx, db, "keys@example.com")
+		if len(keys) != 2 || keys[0].RevokedAt == nil || keys[1].RevokedAt != nil {
+			t.Fatalf("after the revocation: %+v", keys)
+		}
+		if _, err := model.RevokeAPIKey(ctx, db, 999999); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("RevokeAPIKey(unknown) err = %v, want ErrNotFound", err)
+		}
+		if _, err := model.ListAPIKeys(ctx, db, "nobody@example.com"); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("ListAPIKeys(unknown owner) err = %v, want ErrNotFound", err)
+		}
+	})
+}
+
 func TestWebhookQueries(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()

@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/uptrace/bun"
 
@@ -31,6 +33,8 @@ Usage:
   webhookd migrate                         apply database migrations
   webhookd apikey create --owner-email E [--name N]
                                            issue an API key (printed alone on the last line)
+  webhookd apikey list --owner-email E     list an account's keys: id, prefix, name, created, revoked
+  webhookd apikey revoke ID                revoke a key: its next request answers 401
   webhookd threshold set --website ID --metric M --value N
                                            set an analytics threshold (operators only)
   webhookd threshold list [--website ID]   list thresholds
@@ -130,31 +134,81 @@ func openDB(ctx context.Context, cfg Config) (*bun.DB, error) {
 	return db, nil
 }
 
+const apikeyUsage = "usage: webhookd apikey create --owner-email E [--name N] | webhookd apikey list --owner-email E | webhookd apikey revoke ID"
+
+// apikeyCommand issues, lists and revokes API keys. A key is shown in full once, when issued;
+// afterwards by its id and its public prefix (whk_ and the lookup id).
 func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "create" {
-		return errors.New("usage: webhookd apikey create --owner-email E [--name N]")
+	if len(args) == 0 || !slices.Contains([]string{"create", "list", "revoke"}, args[0]) {
+		return errors.New(apikeyUsage)
 	}
-	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
+	fs := flag.NewFlagSet("apikey "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	email := fs.String("owner-email", "", "e-mail of the account owner; failure alerts go there (required)")
-	name := fs.String("name", "", "a label for the key")
+	email := fs.String("owner-email", "", "e-mail of the account owner; failure alerts go there (create, list: required)")
+	name := fs.String("name", "", "a label for the key (create)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if *email == "" {
-		return errors.New("--owner-email is required")
+	var revokeID int64
+	switch args[0] {
+	case "revoke":
+		if fs.NArg() != 1 {
+			return errors.New("usage: webhookd apikey revoke ID (the id apikey list shows)")
+		}
+		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil || id < 1 {
+			return fmt.Errorf("apikey revoke: %q is not a key id (apikey list shows them)", fs.Arg(0))
+		}
+		revokeID = id
+	default:
+		if *email == "" {
+			return errors.New("--owner-email is required")
+		}
+		if fs.NArg() != 0 {
+			return errors.New(apikeyUsage)
+		}
 	}
 	db, err := openDB(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	key, account, err := model.CreateAPIKey(ctx, db, *email, *name)
-	if err != nil {
-		return err
+	switch args[0] {
+	case "create":
+		key, account, err := model.CreateAPIKey(ctx, db, *email, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "account %d (%s): new API key, shown once; store it now\n", account.ID, account.OwnerEmail)
+		fmt.Fprintln(stdout, key)
+	case "list":
+		keys, err := model.ListAPIKeys(ctx, db, *email)
+		if errors.Is(err, model.ErrNotFound) {
+			return fmt.Errorf("no account with owner e-mail %s", *email)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "ID\tKEY\tNAME\tCREATED\tREVOKED")
+		for _, k := range keys {
+			revoked := "-"
+			if k.RevokedAt != nil {
+				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(stdout, "%d\t%s...\t%s\t%s\t%s\n", k.ID, k.KeyID(), k.Name, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+		}
+	case "revoke":
+		key, err := model.RevokeAPIKey(ctx, db, revokeID)
+		if errors.Is(err, model.ErrNotFound) {
+			return fmt.Errorf("no API key with id %d", revokeID)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "API key %d (%s..., account %d) revoked at %s: it answers 401 from its next request\n",
+			key.ID, key.KeyID(), key.AccountID, key.RevokedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintln(stdout, key.ID)
 	}
-	fmt.Fprintf(stdout, "account %d (%s): new API key, shown once; store it now\n", account.ID, account.OwnerEmail)
-	fmt.Fprintln(stdout, key)
 	return nil
 }
 

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// lastLine is a command's useful value: the last line it printed.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestAPIKeyCommands: create prints the key alone on its last line; list shows the key by id and
+// public prefix only; revoke prints the id on its last line, and the key is refused at once; bad
+// arguments are refused before anything is touched.
+func TestAPIKeyCommands(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db")}
+	cmd := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := apikeyCommand(ctx, cfg, args, &out, io.Discard)
+		return out.String(), err
+	}
+	out, err := cmd("create", "--owner-email", "ops@example.com", "--name", "deploy bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := lastLine(out)
+	if !strings.HasPrefix(key, model.APIKeyPrefix) {
+		t.Fatalf("create's last line %q is not a key", key)
+	}
+
+	out, err = cmd("list", "--owner-email", "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(lastLine(out), "\t")
+	if len(fields) != 5 || fields[2] != "deploy bot" || fields[4] != "-" || strings.Contains(out, key) ||
+		!strings.HasPrefix(key, strings.TrimSuffix(fields[1], "...")) {
+		t.Fatalf("list printed %q: want id, public prefix, name, created, not revoked; never the key", out)
+	}
+	id := fields[0]
+
+	out, err = cmd("revoke", id)
+	if err != nil || lastLine(out) != id {
+		t.Fatalf("revoke %s = %q, %v; want the id on the last line", id, out, err)
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := model.Authenticate(ctx, db, key); !errors.Is(err, model.ErrUnauthorized) {
+		t.Fatalf("the revoked key authenticates: %v", err)
+	}
+	out, _ = cmd("list", "--owner-email", "ops@example.com")
+	if f := strings.Split(lastLine(out), "\t"); f[4] == "-" {
+		t.Fatalf("list after revoke shows %q, want the revocation time", lastLine(out))
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"revoke", "abc"}, "not a key id"},
+		{[]string{"revoke", "0"}, "not a key id"},
+		{[]string{"revoke"}, "usage"},
+		{[]string{"revoke", "424242"}, "no API key with id 424242"},
+		{[]string{"list"}, "--owner-email is required"},
+		{[]string{"list", "--owner-email", "nobody@example.com"}, "no account"},
+		{[]string{"delete", "1"}, "usage"},
+	} {
+		if _, err := cmd(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("apikey %v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -148,3 +148,9 @@ func (s *Server) dispatch(ctx context.Context, res *model.PublishResult) {
 		s.log.Warn("start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
 	}
 }
+
+// eventTypes is GET <prefix>/event-types: the catalog of the event types a webhook of the variant
+// may subscribe to, each with a description and an example of its data that intake accepts.
+func (h *webhookHandlers) eventTypes(c echo.Context) error {
+	return c.JSON(http.StatusOK, h.v.success(model.EventCatalog(h.v.model), "Event types retrieved"))
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -208,4 +209,35 @@ func mergeMap(m any, k string, v any) map[string]any {
 	}
 	out[k] = v
 	return out
+}
+
+// TestEventTypesCatalog: GET <prefix>/event-types lists the variant's subscribable types in its
+// envelope, each with a description and an example that the intake accepts as it is; without a key
+// it is 401 like every other call.
+func TestEventTypesCatalog(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		path := strings.TrimSuffix(v.collection, "/webhooks") + "/event-types"
+		r := e.do(t, "GET", path, auth, "")
+		r.expect(t, http.StatusOK, "")
+		v.okEnvelope(t, r)
+		var types []string
+		for _, item := range r.list(t) {
+			et := item.(map[string]any)
+			name := et["type"].(string)
+			types = append(types, name)
+			if et["description"] == "" {
+				t.Errorf("%s: empty description", name)
+			}
+			pub := e.do(t, "POST", eventsPath(v), auth, eventBody(v, name, et["example"]))
+			if pub.status != http.StatusAccepted {
+				t.Errorf("publishing the catalog's example of %s: %d %s", name, pub.status, pub.raw)
+			}
+		}
+		want := map[string]model.Variant{"A": model.VariantA, "B": model.VariantB}[v.name].EventTypes()
+		if !slices.Equal(types, want) {
+			t.Errorf("catalog lists %v, want %v", types, want)
+		}
+		e.do(t, "GET", path, nil, "").expectError(t, v, http.StatusUnauthorized, "")
+	})
 }

@@ -148,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 		g.POST("/webhooks/:id/enable", h.enable, with(small)...)
 		g.GET("/webhooks/:id/deliveries", h.deliveries, with()...)
 		g.POST("/events", h.publishEvent, with(large)...)
+		g.GET("/event-types", h.eventTypes, with()...)
 		if v == variantB {
 			wh := &websiteHandlers{Server: s}
 			g.GET("/websites", wh.list, with()...)

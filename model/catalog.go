@@ -1,0 +1,87 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// eventDescriptions says what each event type means; the event-type catalog serves it beside an
+// example built from eventData, the table intake validates against.
+var eventDescriptions = map[string]string{
+	"campaign.created":    "A campaign was created.",
+	"campaign.updated":    "A campaign's details changed.",
+	"campaign.processing": "A campaign started running on its platform.",
+	"campaign.completed":  "A campaign finished.",
+	"campaign.failed":     "A campaign failed on its platform.",
+	"website.published":   "A website was published, at once or at its scheduled time (scheduledPublish).",
+	"website.archived":    "A website was archived and is no longer served.",
+	"lead.captured":       "A visitor left their contact details on a website's form.",
+	"presave.completed":   "A fan pre-saved a release, with what they agreed to (boosts).",
+	"analytics.threshold": "A website's metric reached a threshold set for it.",
+}
+
+// EventTypeInfo is one entry of the event-type catalog.
+type EventTypeInfo struct {
+	Type        string          `json:"type"`
+	Description string          `json:"description"`
+	Example     json.RawMessage `json:"example"`
+}
+
+// EventCatalog lists the event types a webhook of variant v may subscribe to, each with its
+// description and an example of its data built from the same field table that validates events at
+// intake, so the example always passes that validation.
+func EventCatalog(v Variant) []EventTypeInfo {
+	types := v.EventTypes()
+	out := make([]EventTypeInfo, len(types))
+	for i, t := range types {
+		ex, err := json.Marshal(exampleObject(eventData[t]))
+		if err != nil {
+			panic(fmt.Sprintf("example of %s: %v", t, err)) // built from literals: cannot fail
+		}
+		out[i] = EventTypeInfo{Type: t, Description: eventDescriptions[t], Example: ex}
+	}
+	return out
+}
+
+func exampleObject(fields []field) map[string]any {
+	obj := make(map[string]any, len(fields))
+	for _, f := range fields {
+		obj[f.name] = exampleValue(f)
+	}
+	return obj
+}
+
+// exampleValue is a valid value of f's kind.
+func exampleValue(f field) any {
+	switch f.kind {
+	case kindID:
+		return 42
+	case kindCount:
+		return 1000
+	case kindNumber:
+		return 2500.5
+	case kindString, kindText:
+		return "example"
+	case kindBool:
+		return true
+	case kindTime:
+		return "2026-05-01T12:00:00Z"
+	case kindTimeMillis:
+		return "2026-05-01T12:00:00.000Z"
+	case kindURL:
+		return "https://example.com/"
+	case kindEmail:
+		return "fan@example.com"
+	case kindPhone:
+		return "+14155550123"
+	case kindIP:
+		return "203.0.113.7"
+	case kindStringMap:
+		return map[string]string{"favoriteSong": "example"}
+	case kindObject:
+		return exampleObject(f.fields)
+	case kindEnum:
+		return f.enum[0]
+	}
+	panic(fmt.Sprintf("no example for field %s of kind %d", f.name, f.kind))
+}

@@ -79,15 +79,15 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}, body)
 	latency := a.now().Sub(started)
 	var busy *egress.HostBusyError
-	if errors.As(postErr, &busy) && activity.GetInfo(ctx).IsLocalActivity {
-		// A local attempt waiting for the host would hold its workflow task, and a workflow slot,
-		// for as long as the host stays busy: a burst to one account's slow receiver would then
-		// starve other accounts' first attempts. It hands the attempt back instead; the workflow
-		// runs it as a regular activity, which waits for the host on Temporal's side, dispatched
-		// fairly across accounts.
-		return DeliverResult{HostBusy: true, Error: "receiver host busy: " + busy.Error()}, nil
-	}
 	if errors.As(postErr, &busy) {
+		if activity.GetInfo(ctx).IsLocalActivity {
+			// A local attempt waiting for the host would hold its workflow task, and a workflow
+			// slot, for as long as the host stays busy: a burst to one account's slow receiver
+			// would then starve other accounts' first attempts. It hands the attempt back instead;
+			// the workflow runs it as a regular activity, which waits for the host on Temporal's
+			// side, dispatched fairly across accounts.
+			return DeliverResult{HostBusy: true, Error: "receiver host busy: " + busy.Error()}, nil
+		}
 		// Nothing was sent, so there is no attempt to record. Temporal brings the activity back at
 		// the host's appointment, and no worker slot is held meanwhile. Benign: expected under
 		// load, so the SDK logs it at debug level and counts no activity failure.

@@ -54,8 +54,9 @@ type FanOutActivities struct {
 	Starter *Starter
 }
 
-// StartDeliveries starts the delivery workflows of in.EventID, fanOutBatch at a time, and records
-// them dispatched. Its heartbeat carries how many it has started, so a retry skips those.
+// StartDeliveries starts the delivery workflows of in.EventID, fanOutBatch at a time. They are
+// recorded dispatched already: DispatchEvent did when it started this workflow. Its heartbeat
+// carries how many it has started, so a retry skips those.
 func (f *FanOutActivities) StartDeliveries(ctx context.Context, in FanOutInput) error {
 	refs, err := model.EventDeliveryRefs(ctx, f.DB, in.EventID)
 	if err != nil {
@@ -67,7 +68,7 @@ func (f *FanOutActivities) StartDeliveries(ctx context.Context, in FanOutInput) 
 	}
 	for done < len(refs) {
 		batch := refs[done:min(done+fanOutBatch, len(refs))]
-		if err := f.Starter.Dispatch(ctx, f.DB, batch, StartedByFanOut); err != nil {
+		if _, err := f.Starter.startCounted(ctx, batch, StartedByFanOut); err != nil {
 			return err
 		}
 		done += len(batch)
@@ -78,7 +79,7 @@ func (f *FanOutActivities) StartDeliveries(ctx context.Context, in FanOutInput) 
 }
 
 // startFanOut starts the FanOutWorkflow of an event; one that already exists counts as started.
-func (s *Starter) startFanOut(ctx context.Context, eventID int64, accountID int64) error {
+func (s *Starter) startFanOut(ctx context.Context, eventID, accountID int64) error {
 	_, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       FanOutWorkflowID(eventID),
 		TaskQueue:                s.TaskQueue,

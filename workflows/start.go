@@ -260,12 +260,18 @@ func (s *Starter) DispatchEvent(ctx context.Context, db bun.IDB, refs []model.De
 // Dispatch starts the delivery workflows of refs and records which exist now. What it could not
 // start stays in the outbox for the sweeper.
 func (s *Starter) Dispatch(ctx context.Context, db bun.IDB, refs []model.DeliveryRef, by StartedBy) error {
-	started, err := s.Start(ctx, refs)
-	if s.Starts != nil {
-		s.Starts.WithLabelValues(string(by)).Add(float64(len(started)))
-	}
+	started, err := s.startCounted(ctx, refs, by)
 	if merr := model.MarkDispatched(context.WithoutCancel(ctx), db, started); merr != nil {
 		return merr
 	}
 	return err
+}
+
+// startCounted is Start, counting what it started under by.
+func (s *Starter) startCounted(ctx context.Context, refs []model.DeliveryRef, by StartedBy) ([]int64, error) {
+	started, err := s.Start(ctx, refs)
+	if s.Starts != nil {
+		s.Starts.WithLabelValues(string(by)).Add(float64(len(started)))
+	}
+	return started, err
 }

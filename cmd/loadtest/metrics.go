@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	promodel "github.com/prometheus/common/model"
 )
 
 // startsMetric counts the delivery workflows webhookd started, by who started them (label by:
@@ -37,33 +37,18 @@ func scrapeStarts(ctx context.Context, api string) startCounts {
 	if resp.StatusCode != http.StatusOK {
 		return startCounts{}
 	}
-	var c startCounts
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// webhookd_delivery_starts_total{by="request"} 316
-		line := sc.Text()
-		labels, ok := strings.CutPrefix(line, startsMetric+"{")
-		if !ok {
-			continue
-		}
-		labels, value, ok := strings.Cut(labels, "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.Contains(labels, `by="request"`):
-			c.request, c.ok = v, true
-		case strings.Contains(labels, `by="fanout"`):
-			c.fanout, c.ok = v, true
-		case strings.Contains(labels, `by="activity"`):
-			c.activity, c.ok = v, true
-		case strings.Contains(labels, `by="sweeper"`):
-			c.sweeper, c.ok = v, true
+	parser := expfmt.NewTextParser(promodel.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil || families[startsMetric] == nil {
+		return startCounts{}
+	}
+	c := startCounts{ok: true}
+	by := map[string]*float64{"request": &c.request, "fanout": &c.fanout, "activity": &c.activity, "sweeper": &c.sweeper}
+	for _, m := range families[startsMetric].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if v, ok := by[l.GetValue()]; ok && l.GetName() == "by" {
+				*v = m.GetCounter().GetValue()
+			}
 		}
 	}
 	return c

@@ -5,6 +5,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -104,6 +105,37 @@ type DeliverResult struct {
 	// AttemptedAt is when the attempt started; exhaustion compares it with the webhook's latest
 	// status change.
 	AttemptedAt time.Time
+}
+
+// outcomePhrases say what an attempt that got no HTTP answer ran into, in a few words.
+var outcomePhrases = map[string]string{
+	ClassTimeout:          "no answer in time",
+	ClassRefused:          "connection refused",
+	ClassTLS:              "TLS handshake failed",
+	ClassBlocked:          "address not public, not contacted",
+	ClassDNS:              "host name does not resolve",
+	ClassNetwork:          "network error",
+	ClassCircuitOpen:      "host paused after repeated failures",
+	ClassResponseTooLarge: "response too large",
+}
+
+// Outcome says in a few words what the attempt got, for the Web UI's summaries: "500 from
+// receiver", "no answer in time". It names neither the URL nor anything secret.
+func (r DeliverResult) Outcome() string {
+	switch {
+	case r.WebhookGone:
+		return "webhook deleted"
+	case r.WebhookDisabled:
+		return "held: webhook disabled"
+	case r.HostBusy:
+		return "receiver host busy"
+	case r.StatusCode != 0:
+		return fmt.Sprintf("%d from receiver", r.StatusCode)
+	}
+	if p, ok := outcomePhrases[r.ErrorClass]; ok {
+		return p
+	}
+	return r.ErrorClass
 }
 
 // ExhaustedInput reports a delivery whose schedule ran out (or whose test event failed).

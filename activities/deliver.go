@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -69,14 +70,16 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if err != nil {
 		return DeliverResult{}, fmt.Errorf("sign delivery %d: %w", in.DeliveryID, err)
 	}
-	resp, postErr := a.Egress.PostWithin(ctx, in.AttemptTimeout, w.URL, http.Header{
+	header := http.Header{
 		"Content-Type":      {"application/json"},
 		"User-Agent":        {a.UserAgent},
 		"X-Service-Event":   {ev.EventType},
 		"Webhook-Id":        {msgID},
 		"Webhook-Timestamp": {strconv.FormatInt(started.Unix(), 10)},
-		"Webhook-Signature": {signature},
-	}, body)
+	}
+	sent := sentHeaders(header)
+	header.Set("Webhook-Signature", signature)
+	resp, postErr := a.Egress.PostWithin(ctx, in.AttemptTimeout, w.URL, header, body)
 	latency := a.now().Sub(started)
 	var busy *egress.HostBusyError
 	if errors.As(postErr, &busy) {
@@ -126,6 +129,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			o.NextAttemptAt = &next
 		}
 	}
+	o.RequestHeaders = &sent
 	if len(respBody) > 0 {
 		kept := truncateUTF8(respBody, maxResponseKept)
 		o.ResponseBody = &kept
@@ -176,6 +180,17 @@ func (a *Activities) signingSecrets(w *model.Webhook) ([]string, error) {
 		secrets = append(secrets, prev)
 	}
 	return secrets, nil
+}
+
+// sentHeaders is the attempt log's record of what an attempt sent: its headers as a JSON object,
+// before the signature is added, so the log never holds a value derived from the secret.
+func sentHeaders(h http.Header) string {
+	flat := make(map[string]string, len(h))
+	for k, v := range h {
+		flat[k] = strings.Join(v, ", ")
+	}
+	b, _ := json.Marshal(flat) // a map of strings always marshals
+	return string(b)
 }
 
 func truncateUTF8(b []byte, n int) string {

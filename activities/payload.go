@@ -36,19 +36,28 @@ func BodyA(eventType string, data json.RawMessage, occurred time.Time) []byte {
 // BodyB is variant B's delivery body {"event":..,"timestamp":"2006-01-02T15:04:05Z","data":..,"signature":"sha256=<hex>"} (UTC, no fraction),
 // the signature being HMAC-SHA256 keyed with []byte(secret) over exactly the bytes `{"event":..,"timestamp":..,"data":..}`.
 func BodyB(event string, data json.RawMessage, occurred time.Time, secret string) []byte {
-	b := make([]byte, 0, len(data)+len(event)+160)
+	b := appendUnsignedB(make([]byte, 0, len(data)+len(event)+160), event, data, occurred)
+	// The receiver deletes "signature" and re-serializes, which yields the unsigned bytes above
+	// because the signature is the last field.
+	sig := SignBodyB(b, secret)
+	b = append(b[:len(b)-1], `,"signature":`...)
+	b = model.AppendJSString(b, sig)
+	return append(b, '}')
+}
+
+// UnsignedBodyB is variant B's delivery body without its signature field: the bytes the signature
+// covers, which the delivery log shows as what was sent.
+func UnsignedBodyB(event string, data json.RawMessage, occurred time.Time) []byte {
+	return appendUnsignedB(make([]byte, 0, len(data)+len(event)+64), event, data, occurred)
+}
+
+func appendUnsignedB(b []byte, event string, data json.RawMessage, occurred time.Time) []byte {
 	b = append(b, `{"event":`...)
 	b = model.AppendJSString(b, event)
 	b = append(b, `,"timestamp":`...)
 	b = model.AppendJSString(b, occurred.UTC().Format("2006-01-02T15:04:05Z"))
 	b = append(b, `,"data":`...)
 	b = appendData(b, data)
-	b = append(b, '}')
-	// The receiver deletes "signature" and re-serializes, which yields the unsigned bytes above
-	// because the signature is the last field.
-	sig := SignBodyB(b, secret)
-	b = append(b[:len(b)-1], `,"signature":`...)
-	b = model.AppendJSString(b, sig)
 	return append(b, '}')
 }
 

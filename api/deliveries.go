@@ -2,14 +2,19 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
 )
 
 type attemptJSON struct {
@@ -21,6 +26,9 @@ type attemptJSON struct {
 	Error        *string `json:"error"`
 	LatencyMS    int64   `json:"latencyMs"`
 	ResponseBody *string `json:"responseBody"`
+	// RequestHeaders is what the attempt sent, without its signature; null for attempts made
+	// before webhookd kept them.
+	RequestHeaders json.RawMessage `json:"requestHeaders"`
 }
 
 type deliveryJSON struct {
@@ -34,6 +42,34 @@ type deliveryJSON struct {
 	CreatedAt     isoTime       `json:"createdAt"`
 	UpdatedAt     isoTime       `json:"updatedAt"`
 	AttemptLog    []attemptJSON `json:"attemptLog"`
+}
+
+// deliveryDetailJSON is one delivery as GET .../deliveries/:deliveryId shows it: with the
+// Standard Webhooks message id and the body it sends, rebuilt from the event.
+type deliveryDetailJSON struct {
+	deliveryJSON
+	MessageID string          `json:"messageId"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+func newDeliveryJSON(v *model.DeliveryView) deliveryJSON {
+	d := deliveryJSON{
+		ID: v.ID, EventID: v.EventID, EventType: v.EventType, State: v.State, Attempts: v.Attempts,
+		LastError: v.LastError, CreatedAt: isoTime(v.CreatedAt), UpdatedAt: isoTime(v.UpdatedAt), AttemptLog: []attemptJSON{},
+	}
+	d.NextAttemptAt = optionalTime(v.NextAttemptAt)
+	for _, a := range v.Log {
+		var headers json.RawMessage
+		if a.RequestHeaders != nil {
+			headers = json.RawMessage(*a.RequestHeaders)
+		}
+		d.AttemptLog = append(d.AttemptLog, attemptJSON{
+			Attempt: a.Attempt, URL: a.URL, StartedAt: isoTime(a.StartedAt), StatusCode: a.StatusCode,
+			ErrorClass: a.ErrorClass, Error: a.Error, LatencyMS: a.LatencyMS, ResponseBody: a.ResponseBody,
+			RequestHeaders: headers,
+		})
+	}
+	return d
 }
 
 // deliveries is GET <collection>/<id>/deliveries: the webhook's deliveries, newest first, each
@@ -64,21 +100,83 @@ func (h *webhookHandlers) deliveries(c echo.Context) error {
 		c.Response().Header().Set("Link", fmt.Sprintf(`<%s?limit=%d&before=%d>; rel="next"`, c.Request().URL.Path, limit, views[len(views)-1].ID))
 	}
 	out := make([]deliveryJSON, len(views))
-	for i, v := range views {
-		d := deliveryJSON{
-			ID: v.ID, EventID: v.EventID, EventType: v.EventType, State: v.State, Attempts: v.Attempts,
-			LastError: v.LastError, CreatedAt: isoTime(v.CreatedAt), UpdatedAt: isoTime(v.UpdatedAt), AttemptLog: []attemptJSON{},
-		}
-		d.NextAttemptAt = optionalTime(v.NextAttemptAt)
-		for _, a := range v.Log {
-			d.AttemptLog = append(d.AttemptLog, attemptJSON{
-				Attempt: a.Attempt, URL: a.URL, StartedAt: isoTime(a.StartedAt), StatusCode: a.StatusCode,
-				ErrorClass: a.ErrorClass, Error: a.Error, LatencyMS: a.LatencyMS, ResponseBody: a.ResponseBody,
-			})
-		}
-		out[i] = d
+	for i := range views {
+		out[i] = newDeliveryJSON(&views[i])
 	}
 	return c.JSON(http.StatusOK, h.v.success(out, "Deliveries retrieved"))
+}
+
+// delivery is GET <collection>/<id>/deliveries/<deliveryId>: one delivery with every attempt, the
+// headers each attempt sent (signatures left out) and the body, rebuilt from the event (variant
+// B's without its signature field).
+func (h *webhookHandlers) delivery(c echo.Context) error {
+	w, deliveryID, err := h.loadDelivery(c)
+	if err != nil {
+		return err
+	}
+	v, err := model.GetDelivery(c.Request().Context(), h.db, w.ID, deliveryID)
+	if err != nil {
+		return notFoundAs(err, "delivery")
+	}
+	data := json.RawMessage(v.EventData)
+	payload := activities.BodyA(v.EventType, data, v.EventOccurredAt)
+	if w.Variant == model.VariantB {
+		payload = activities.UnsignedBodyB(v.EventType, data, v.EventOccurredAt)
+	}
+	out := deliveryDetailJSON{deliveryJSON: newDeliveryJSON(v), MessageID: activities.MessageID(v.EventID, w.ID), Payload: payload}
+	return c.JSON(http.StatusOK, h.v.success(out, "Delivery retrieved"))
+}
+
+// retryDelivery is POST <collection>/<id>/deliveries/<deliveryId>/retry: the delivery is sent again,
+// whatever its state (DESIGN.md's manual retry, for one delivery). A delivered one is sent once more
+// with the same webhook-id, so its receiver can tell the resend from a new event.
+func (h *webhookHandlers) retryDelivery(c echo.Context) error {
+	w, deliveryID, err := h.loadDelivery(c)
+	if err != nil {
+		return err
+	}
+	if err := decodeNoBody(c); err != nil {
+		return err
+	}
+	if h.starter == nil {
+		return errUnavailable
+	}
+	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
+	defer cancel()
+	ref, err := h.starter.RetryDelivery(tctx, h.db, w.ID, deliveryID)
+	switch {
+	case errors.Is(err, model.ErrNotFound):
+		return notFoundAs(err, "delivery")
+	case errors.Is(err, workflows.ErrCanceled):
+		return &apiError{status: http.StatusConflict, code: codeConflict, message: "the delivery was canceled with its webhook and cannot be sent again"}
+	case err != nil:
+		return temporalUnavailable(h.log, err)
+	}
+	body := map[string]any{"deliveryId": deliveryID, "messageId": activities.MessageID(ref.EventID, w.ID)}
+	return c.JSON(http.StatusAccepted, h.v.success(body, "Delivery queued to be sent again"))
+}
+
+// temporalUnavailable answers 503 for a failure to reach Temporal; any other error (the database)
+// goes to the error handler as it is.
+func temporalUnavailable(log *slog.Logger, err error) error {
+	if errors.Is(err, workflows.ErrTemporal) {
+		log.Warn("temporal unavailable", "err", err)
+		return errUnavailable
+	}
+	return err
+}
+
+// loadDelivery reads the webhook and the delivery id of a .../deliveries/:deliveryId path.
+func (h *webhookHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, error) {
+	w, err := h.load(c)
+	if err != nil {
+		return nil, 0, err
+	}
+	id, err := strconv.ParseInt(c.Param("deliveryId"), 10, 64)
+	if err != nil || id < 1 {
+		return nil, 0, invalidField("deliveryId", "delivery id must be a positive integer")
+	}
+	return w, id, nil
 }
 
 // retry is POST <collection>/<id>/retry: the webhook is enabled if it was disabled, every exhausted
@@ -88,41 +186,20 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	if h.starter == nil {
 		return errUnavailable
 	}
-	// Enabled before the signals: a retried attempt that still found the webhook disabled would
-	// be held again instead of delivered.
-	if err := model.ReenableWebhook(ctx, h.db, w.ID); err != nil {
-		return err
-	}
-	refs, err := model.ExhaustedDeliveries(ctx, h.db, w.ID)
-	if err != nil {
-		return err
-	}
-	ids := make([]int64, len(refs))
-	for i, r := range refs {
-		ids[i] = r.DeliveryID
-	}
-	attempts, err := model.DeliveryAttempts(ctx, h.db, ids)
-	if err != nil {
-		return err
-	}
-	tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
 	defer cancel()
 	// Signaled when its workflow still waits in the retry window, a new run when it has ended.
-	signaled, err := h.starter.Retry(tctx, refs, attempts)
+	retried, err := h.starter.RetryWebhook(tctx, h.db, w.ID)
 	if err != nil {
-		h.log.Warn("retry", "webhook", w.ID, "retried", len(signaled), "of", len(refs), "err", err)
-		if len(signaled) == 0 {
-			return errUnavailable
+		h.log.Warn("retry", "webhook", w.ID, "retried", retried, "err", err)
+		if retried == 0 {
+			return temporalUnavailable(h.log, err)
 		}
 	}
-	if err := model.ClaimForRetry(ctx, h.db, signaled); err != nil {
-		return err
-	}
-	body := map[string]any{"retried": len(signaled)}
+	body := map[string]any{"retried": retried}
 	if h.v.model == model.VariantB {
 		res, err := h.publishTest(c, w)
 		if err != nil {
@@ -130,7 +207,89 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 		}
 		body["testEventId"] = res.Event.ID
 	}
-	return c.JSON(http.StatusAccepted, h.v.success(body, fmt.Sprintf("Retrying %d delivery(ies)", len(signaled))))
+	return c.JSON(http.StatusAccepted, h.v.success(body, fmt.Sprintf("Retrying %d delivery(ies)", retried)))
+}
+
+type recoverRequest struct {
+	Since *string `json:"since"`
+	Until *string `json:"until"`
+}
+
+// recoverSince is POST <collection>/<id>/recover: every delivery of the webhook created in [since,
+// until) that did not succeed is retried, in the background (a RecoverWorkflow), and the answer
+// says how many. until defaults to now.
+func (h *webhookHandlers) recoverSince(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	var req recoverRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	now := model.Now()
+	r := model.Recovery{WebhookID: w.ID, Until: now}
+	if req.Since == nil {
+		return validationFailed("since", "since is required")
+	}
+	if r.Since, err = parseTime("since", *req.Since); err != nil {
+		return err
+	}
+	if req.Until != nil {
+		if r.Until, err = parseTime("until", *req.Until); err != nil {
+			return err
+		}
+	}
+	var de *model.DataError
+	if err := r.Check(now); errors.As(err, &de) {
+		return validationFailed(de.Field, "%s %s", de.Field, de.Reason)
+	}
+	if h.starter == nil {
+		return errUnavailable
+	}
+	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
+	defer cancel()
+	n, err := h.starter.Recover(tctx, h.db, r)
+	if err != nil {
+		return temporalUnavailable(h.log, err)
+	}
+	body := map[string]any{"queued": n, "since": isoTime(r.Since), "until": isoTime(r.Until)}
+	return c.JSON(http.StatusAccepted, h.v.success(body, fmt.Sprintf("Recovering %d delivery(ies)", n)))
+}
+
+// parseTime reads an ISO 8601 (RFC 3339) time of a request field.
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, invalidField(field, "%s must be an ISO 8601 time such as 2026-11-23T10:00:00Z", field)
+	}
+	return t.UTC(), nil
+}
+
+// test is POST <collection>/<id>/test: a webhook.test event to this webhook alone, in the
+// variant's body shape, answered with its delivery, which the delivery log then follows.
+func (h *webhookHandlers) test(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	if err := decodeNoBody(c); err != nil {
+		return err
+	}
+	res, err := h.publishTest(c, w)
+	if err != nil {
+		return err
+	}
+	if len(res.Deliveries) == 0 {
+		return notFoundAsWebhook(model.ErrNotFound) // deleted meanwhile
+	}
+	typeField := "eventType"
+	if h.v.model == model.VariantB {
+		typeField = "event"
+	}
+	body := map[string]any{"eventId": res.Event.ID, typeField: model.EventTest, "deliveryId": res.Deliveries[0].ID,
+		"messageId": activities.MessageID(res.Event.ID, w.ID)}
+	return c.JSON(http.StatusAccepted, h.v.success(body, "Test event sent"))
 }
 
 func optionalTime(t *time.Time) *isoTime {

@@ -54,6 +54,10 @@ func TestDatabaseDown(t *testing.T) {
 				{"GET", v.collection + "/1", ""},
 				{"PUT", v.collection + "/1", `{"url":"https://during.example.com/"}`},
 				{"DELETE", v.collection + "/1", ""},
+				{"GET", v.collection + "/1/deliveries/1", ""},
+				{"POST", v.collection + "/1/deliveries/1/retry", ""},
+				{"POST", v.collection + "/1/recover", `{"since":"2026-01-01T00:00:00Z"}`},
+				{"POST", v.collection + "/1/test", ""},
 			} {
 				r := e.do(t, req.method, req.path, auth, req.body)
 				r.expect(t, http.StatusServiceUnavailable, "unavailable")
@@ -166,7 +170,7 @@ func TestWrongMethodIs405(t *testing.T) {
 	}{
 		{"PATCH", "/api/svc/v2/webhooks/1", 405, []string{"GET", "PUT", "DELETE"}},
 		{"DELETE", "/v2/svc/v2/webhooks", 405, []string{"GET", "POST"}},
-		{"GET", "/v2/svc/v2/events", 405, []string{"POST"}},
+		{"PUT", "/v2/svc/v2/events", 405, []string{"GET", "POST"}},
 		{"PUT", "/api/svc/v2/campaigns/7", 405, []string{"GET", "PATCH"}},
 		{"GET", "/api/svc/v2/nothing-here", 404, nil},
 	} {

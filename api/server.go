@@ -147,7 +147,13 @@ func New(cfg Config) (*Server, error) {
 		g.POST("/webhooks/:id/disable", h.disable, with(small)...)
 		g.POST("/webhooks/:id/enable", h.enable, with(small)...)
 		g.GET("/webhooks/:id/deliveries", h.deliveries, with()...)
+		g.GET("/webhooks/:id/deliveries/:deliveryId", h.delivery, with()...)
+		g.POST("/webhooks/:id/deliveries/:deliveryId/retry", h.retryDelivery, with(small)...)
+		g.POST("/webhooks/:id/recover", h.recoverSince, with(small)...)
+		g.POST("/webhooks/:id/test", h.test, with(small)...)
 		g.POST("/events", h.publishEvent, with(large)...)
+		g.GET("/events", h.listEvents, with()...)
+		g.GET("/events/:id", h.getEvent, with()...)
 		g.GET("/event-types", h.eventTypes, with()...)
 		if v == variantB {
 			wh := &websiteHandlers{Server: s}

@@ -124,13 +124,9 @@ func (k *APIKey) KeyID() string { return APIKeyPrefix + k.Lookup }
 // ListAPIKeys returns the keys of the account with that owner e-mail, revoked ones too, oldest
 // first; ErrNotFound when there is no such account.
 func ListAPIKeys(ctx context.Context, db bun.IDB, ownerEmail string) ([]APIKey, error) {
-	var account Account
-	err := db.NewSelect().Model(&account).Where("owner_email = ?", strings.ToLower(strings.TrimSpace(ownerEmail))).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	account, err := AccountByEmail(ctx, db, ownerEmail)
 	if err != nil {
-		return nil, fmt.Errorf("load account: %w", err)
+		return nil, err
 	}
 	keys := []APIKey{}
 	if err := db.NewSelect().Model(&keys).Where("account_id = ?", account.ID).OrderExpr("id ASC").Scan(ctx); err != nil {
@@ -156,6 +152,19 @@ func RevokeAPIKey(ctx context.Context, db bun.IDB, id int64) (*APIKey, error) {
 		return nil, fmt.Errorf("load api key: %w", err)
 	}
 	return key, nil
+}
+
+// AccountByEmail loads the account with that owner e-mail, or ErrNotFound.
+func AccountByEmail(ctx context.Context, db bun.IDB, ownerEmail string) (*Account, error) {
+	account := &Account{}
+	err := db.NewSelect().Model(account).Where("owner_email = ?", strings.ToLower(strings.TrimSpace(ownerEmail))).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load account: %w", err)
+	}
+	return account, nil
 }
 
 // GetAccount loads an account by id.

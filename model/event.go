@@ -83,6 +83,8 @@ type PublishResult struct {
 	Deliveries []Delivery
 	// Replayed is true when an earlier request with the same Idempotency-Key is answered again.
 	Replayed bool
+	// urls holds the URL of each delivery's webhook, by webhook id, for Refs.
+	urls map[int64]string
 }
 
 // HashRequest identifies a request body for idempotency checks.
@@ -139,20 +141,22 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 			res = prev
 			return err
 		}
-		var hookIDs []int64
-		q := tx.NewSelect().Model((*Webhook)(nil)).Column("id").
+		var hooks []Webhook
+		q := tx.NewSelect().Model(&hooks).Column("id", "url").
 			Where("account_id = ?", ne.AccountID).Where("variant = ?", ne.Variant).OrderExpr("id ASC")
 		if ne.OnlyWebhook != 0 {
 			q = q.Where("id = ?", ne.OnlyWebhook)
 		} else {
 			q = q.Where("event_type = ?", ne.EventType)
 		}
-		if err := q.Scan(ctx, &hookIDs); err != nil {
+		if err := q.Scan(ctx); err != nil {
 			return fmt.Errorf("find subscribers: %w", err)
 		}
-		deliveries := make([]Delivery, len(hookIDs))
-		for i, id := range hookIDs {
-			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: id, State: DeliveryPending, CreatedAt: now, UpdatedAt: now}
+		deliveries := make([]Delivery, len(hooks))
+		urls := make(map[int64]string, len(hooks))
+		for i, w := range hooks {
+			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: w.ID, State: DeliveryPending, CreatedAt: now, UpdatedAt: now}
+			urls[w.ID] = w.URL
 		}
 		if len(deliveries) > 0 {
 			if _, err := tx.NewInsert().Model(&deliveries).Returning("id").Exec(ctx); err != nil {
@@ -163,7 +167,7 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 		if _, err := tx.NewUpdate().Model(ev).Column("matched").WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("record matched count: %w", err)
 		}
-		res = &PublishResult{Event: ev, Deliveries: deliveries}
+		res = &PublishResult{Event: ev, Deliveries: deliveries, urls: urls}
 		return nil
 	})
 	return res, err
@@ -219,6 +223,10 @@ type DeliveryRef struct {
 	AccountID  int64   `bun:"account_id"`
 	Variant    Variant `bun:"variant"`
 	EventType  string  `bun:"event_type"`
+	// WebhookURL names the receiver in the workflow's summary (only its host is shown there).
+	WebhookURL string `bun:"webhook_url"`
+	// State is the delivery's state when the reference was read.
+	State string `bun:"state"`
 }
 
 // Refs returns the references of the deliveries a publish stored.
@@ -226,15 +234,17 @@ func (r *PublishResult) Refs() []DeliveryRef {
 	refs := make([]DeliveryRef, len(r.Deliveries))
 	for i, d := range r.Deliveries {
 		refs[i] = DeliveryRef{DeliveryID: d.ID, EventID: d.EventID, WebhookID: d.WebhookID, AccountID: r.Event.AccountID,
-			Variant: r.Event.Variant, EventType: r.Event.EventType}
+			Variant: r.Event.Variant, EventType: r.Event.EventType, WebhookURL: r.urls[d.WebhookID], State: d.State}
 	}
 	return refs
 }
 
-// selectRefs selects DeliveryRefs: deliveries (d) with their event's account, variant and type (e).
+// selectRefs selects DeliveryRefs: deliveries (d) with their event's account, variant and type (e)
+// and their webhook's URL (w).
 func selectRefs(db bun.IDB) *bun.SelectQuery {
 	return db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.account_id, e.variant, e.event_type")
+		Join("JOIN webhooks AS w ON w.id = d.webhook_id").
+		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.account_id, e.variant, e.event_type, w.url AS webhook_url, d.state")
 }
 
 // UndispatchedDeliveries returns deliveries created before olderThan whose workflow was never
@@ -248,7 +258,7 @@ func UndispatchedDeliveries(ctx context.Context, db bun.IDB, olderThan time.Time
 	turns := selectRefs(db).ColumnExpr("ROW_NUMBER() OVER (PARTITION BY e.account_id ORDER BY d.id) AS turn").
 		Where("d.dispatched_at IS NULL").Where("d.created_at < ?", olderThan)
 	err := db.NewSelect().TableExpr("(?) AS u", turns).
-		ColumnExpr("delivery_id, event_id, webhook_id, account_id, variant, event_type").
+		ColumnExpr("delivery_id, event_id, webhook_id, account_id, variant, event_type, webhook_url, state").
 		OrderExpr("turn ASC, delivery_id ASC").Limit(limit).Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find undispatched deliveries: %w", err)
@@ -289,11 +299,14 @@ func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]De
 	return refs, nil
 }
 
-// DeliveryView is a delivery with its event type and attempts, as the REST API lists it.
+// DeliveryView is a delivery with its event type and attempts, as the REST API lists it. GetDelivery
+// also fills in the event's data and time, from which the body is rebuilt.
 type DeliveryView struct {
 	Delivery
-	EventType string    `bun:"event_type"`
-	Log       []Attempt `bun:"-"`
+	EventType       string    `bun:"event_type"`
+	EventData       string    `bun:"event_data"`
+	EventOccurredAt time.Time `bun:"event_occurred_at"`
+	Log             []Attempt `bun:"-"`
 }
 
 // ListDeliveries returns one page of a webhook's deliveries, newest first, with their attempts.
@@ -307,8 +320,29 @@ func ListDeliveries(ctx context.Context, db bun.IDB, webhookID, before int64, li
 	if err := q.Scan(ctx, &views); err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
+	return views, attachAttempts(ctx, db, views)
+}
+
+// GetDelivery returns one delivery of a webhook with its event and attempts, or ErrNotFound when
+// the webhook has no delivery of that id.
+func GetDelivery(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (*DeliveryView, error) {
+	views := make([]DeliveryView, 0, 1)
+	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
+		ColumnExpr("d.*, e.event_type, e.data AS event_data, e.occurred_at AS event_occurred_at").
+		Where("d.id = ?", deliveryID).Where("d.webhook_id = ?", webhookID).Scan(ctx, &views)
+	if err != nil {
+		return nil, fmt.Errorf("get delivery: %w", err)
+	}
 	if len(views) == 0 {
-		return views, nil
+		return nil, ErrNotFound
+	}
+	return &views[0], attachAttempts(ctx, db, views)
+}
+
+// attachAttempts loads the attempts of views into their logs, in attempt order.
+func attachAttempts(ctx context.Context, db bun.IDB, views []DeliveryView) error {
+	if len(views) == 0 {
+		return nil
 	}
 	ids := make([]int64, len(views))
 	byID := make(map[int64]*DeliveryView, len(views))
@@ -318,25 +352,39 @@ func ListDeliveries(ctx context.Context, db bun.IDB, webhookID, before int64, li
 	}
 	var attempts []Attempt
 	if err := db.NewSelect().Model(&attempts).Where("delivery_id IN (?)", bun.In(ids)).OrderExpr("delivery_id, attempt").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list attempts: %w", err)
+		return fmt.Errorf("list attempts: %w", err)
 	}
 	for _, a := range attempts {
 		v := byID[a.DeliveryID]
 		v.Log = append(v.Log, a)
 	}
-	return views, nil
+	return nil
 }
 
-// ClaimForRetry moves the given exhausted deliveries back to delivering, as their workflows are
-// signaled to retry.
+// ClaimForRetry moves the given deliveries that had ended, exhausted or delivered (a resend), back
+// to delivering, as their workflows are signaled or run again. A delivery still in its schedule
+// keeps its state: the signal only brings its next attempt forward.
 func ClaimForRetry(ctx context.Context, db bun.IDB, deliveryIDs []int64) error {
 	if len(deliveryIDs) == 0 {
 		return nil
 	}
 	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryDelivering).Set("updated_at = ?", Now()).
-		Where("id IN (?)", bun.In(deliveryIDs)).Where("state = ?", DeliveryExhausted).Exec(ctx)
+		Where("id IN (?)", bun.In(deliveryIDs)).Where("state IN (?)", bun.In([]string{DeliveryExhausted, DeliveryDelivered})).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("claim deliveries for retry: %w", err)
+	}
+	return nil
+}
+
+// RestoreStates gives deliveries claimed for a retry that did not happen their states back, as
+// their references recorded them.
+func RestoreStates(ctx context.Context, db bun.IDB, refs []DeliveryRef) error {
+	for _, r := range refs {
+		_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", r.State).Set("updated_at = ?", Now()).
+			Where("id = ?", r.DeliveryID).Where("state = ?", DeliveryDelivering).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("restore delivery state: %w", err)
+		}
 	}
 	return nil
 }

@@ -24,6 +24,9 @@ type Attempt struct {
 	Error        *string   `bun:"error"`
 	LatencyMS    int64     `bun:"latency_ms,notnull"`
 	ResponseBody *string   `bun:"response_body"`
+	// RequestHeaders is the JSON object of the headers the attempt sent, signatures left out; nil
+	// for attempts made before they were kept.
+	RequestHeaders *string `bun:"request_headers"`
 }
 
 // DeliveryTarget is what one attempt needs: the event and the webhook (possibly deleted), with the
@@ -107,7 +110,7 @@ func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome
 			On("CONFLICT (delivery_id, attempt) DO UPDATE").
 			Set("url = EXCLUDED.url, started_at = EXCLUDED.started_at, status_code = EXCLUDED.status_code").
 			Set("error_class = EXCLUDED.error_class, error = EXCLUDED.error, latency_ms = EXCLUDED.latency_ms").
-			Set("response_body = EXCLUDED.response_body").
+			Set("response_body = EXCLUDED.response_body, request_headers = EXCLUDED.request_headers").
 			Exec(ctx); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}

@@ -113,8 +113,9 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 	main.RegisterWorkflow(workflows.WebsitePublishWorkflow)
 	main.RegisterWorkflow(workflows.Retention)
 	main.RegisterWorkflow(workflows.FanOutWorkflow)
+	main.RegisterWorkflow(workflows.RecoverWorkflow)
 	main.RegisterActivity(cfg.Activities)
-	main.RegisterActivity(&workflows.FanOutActivities{DB: cfg.DB, Starter: cfg.Starter})
+	main.RegisterActivity(&workflows.DispatchActivities{DB: cfg.DB, Starter: cfg.Starter})
 	if err := main.Start(); err != nil {
 		return nil, err
 	}

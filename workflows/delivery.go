@@ -168,6 +168,15 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 	if in.EventType == model.EventTest {
 		delays = nil // spec 3.2: a failed test marks the webhook failing at once
 	}
+	// The Web UI tells the story at a glance: each attempt is named in its activity's summary, its
+	// outcome in the summary of what follows it (the wait, or the exhaustion), and the workflow's
+	// current details say where it stands. None of them carries the URL or anything secret.
+	withSummary := func(ctx workflow.Context, summary string) workflow.Context {
+		opts := workflow.GetActivityOptions(ctx)
+		opts.Summary = summary
+		return workflow.WithActivityOptions(ctx, opts)
+	}
+schedule:
 	for {
 		var last activities.DeliverResult
 		var delay time.Duration // before the next attempt: the schedule's, jittered, or longer if the receiver asked
@@ -180,7 +189,10 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 					return st, err
 				}
 				// An operator's retry signal during the wait means "try now".
-				if _, err := sleepUnlessRetried(ctx, retry, delay); err != nil {
+				summary := fmt.Sprintf("attempt %d: %s; attempt %d in %s", st.Attempts, last.Outcome(), st.Attempts+1, roundDelay(delay))
+				workflow.SetCurrentDetails(ctx, fmt.Sprintf("**retrying**: attempt %d: %s. Attempt %d at %s, or send the `retry` signal to make it now.",
+					st.Attempts, last.Outcome(), st.Attempts+1, next.UTC().Format(time.RFC3339)))
+				if _, err := sleepUnlessRetried(ctx, retry, delay, summary); err != nil {
 					return st, err
 				}
 				st.NextAttemptAt = nil
@@ -197,14 +209,17 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 			in := activities.DeliverInput{DeliveryID: in.DeliveryID, EventID: in.EventID, WebhookID: in.WebhookID, Attempt: st.Attempts,
 				NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: in.AttemptTimeout}
 			var err error
+			summary := fmt.Sprintf("attempt %d", st.Attempts)
 			if st.Attempts == 1 && localFirst {
-				err = workflow.ExecuteLocalActivity(localCtx, a.Deliver, in).Get(ctx, &last)
+				lopts := workflow.GetLocalActivityOptions(localCtx)
+				lopts.Summary = summary
+				err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(localCtx, lopts), a.Deliver, in).Get(ctx, &last)
 				if err == nil && last.HostBusy {
 					// The host was at its cap: the same attempt as a regular activity.
-					err = workflow.ExecuteActivity(attemptCtx, a.Deliver, in).Get(ctx, &last)
+					err = workflow.ExecuteActivity(withSummary(attemptCtx, summary+" (host was busy)"), a.Deliver, in).Get(ctx, &last)
 				}
 			} else {
-				err = workflow.ExecuteActivity(attemptCtx, a.Deliver, in).Get(ctx, &last)
+				err = workflow.ExecuteActivity(withSummary(attemptCtx, summary), a.Deliver, in).Get(ctx, &last)
 			}
 			if err != nil {
 				return st, endOnPermanentError(ctx, &st, setState, err)
@@ -214,6 +229,11 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 			case last.WebhookGone:
 				return st, setState(model.DeliveryCanceled)
 			case last.Delivered:
+				workflow.SetCurrentDetails(ctx, fmt.Sprintf("**delivered**: attempt %d: %s.", st.Attempts, last.Outcome()))
+				if resendAsked(ctx, retry) {
+					workflow.GetLogger(ctx).Info("resend", "webhook", in.WebhookID, "event", in.EventID)
+					continue schedule
+				}
 				return st, setState(model.DeliveryDelivered)
 			case last.WebhookDisabled:
 				break attempts // no more attempts until the webhook is enabled and the delivery retried
@@ -228,23 +248,30 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 		var res activities.ExhaustedResult
 		if !last.WebhookDisabled {
 			exhausted := activities.ExhaustedInput{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastError: last.Error, LastAttemptAt: last.AttemptedAt}
-			if err := workflow.ExecuteActivity(dbCtx, a.MarkExhausted, exhausted).Get(ctx, &res); err != nil {
+			summary := fmt.Sprintf("attempt %d: %s; no attempts left", st.Attempts, last.Outcome())
+			if err := workflow.ExecuteActivity(withSummary(dbCtx, summary), a.MarkExhausted, exhausted).Get(ctx, &res); err != nil {
 				return st, err
 			}
 		}
 		if err := setState(model.DeliveryExhausted); err != nil {
 			return st, err
 		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**exhausted** after %d attempt(s): %s. Send the `retry` signal to run the schedule again.",
+			st.Attempts, last.Outcome()))
 		if res.Alert || res.Disabled {
 			alert := activities.AlertInput{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastError: last.Error, Disabled: res.Disabled}
-			if err := workflow.ExecuteActivity(mailCtx, a.SendAlert, alert).Get(ctx, nil); err != nil {
+			summary := "e-mail the owner: webhook failing"
+			if res.Disabled {
+				summary = "e-mail the owner: webhook disabled"
+			}
+			if err := workflow.ExecuteActivity(withSummary(mailCtx, summary), a.SendAlert, alert).Get(ctx, nil); err != nil {
 				// The webhook is already marked; a lost e-mail must not end the delivery.
 				workflow.GetLogger(ctx).Error("alert not sent", "webhook", in.WebhookID, "err", err)
 			}
 		}
 
 		// Wait for an operator's retry, or end when the window closes.
-		retried, err := sleepUnlessRetried(ctx, retry, in.RetryWindow)
+		retried, err := sleepUnlessRetried(ctx, retry, in.RetryWindow, fmt.Sprintf("exhausted: waiting %s for a retry signal", in.RetryWindow))
 		if err != nil {
 			return st, err
 		}
@@ -347,9 +374,32 @@ func JitteredDelay(d time.Duration, jitter float64, deliveryID int64, attempt in
 	return d + time.Duration(u*jitter*float64(d))
 }
 
-// sleepUnlessRetried waits d on a durable timer; a retry signal ends the wait early, and it reports
-// whether one did.
-func sleepUnlessRetried(ctx workflow.Context, retry workflow.ReceiveChannel, d time.Duration) (bool, error) {
+// roundDelay rounds a wait for the Web UI: to the second, or to the millisecond under ten seconds
+// (a schedule shortened for tests or demos).
+func roundDelay(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+// versionResend marks the workflows that, when a retry signal came in while the attempt that
+// delivered ran, send the delivery once more (a resend of a delivered delivery asked for just then);
+// older ones ended delivered and dropped the signal.
+const versionResend = "resend-after-delivered"
+
+// resendAsked reports whether a retry signal is waiting after a delivered attempt, consuming it. It
+// asks for the version only then, so the histories of every other delivery stay as they were.
+func resendAsked(ctx workflow.Context, retry workflow.ReceiveChannel) bool {
+	if !retry.ReceiveAsync(nil) {
+		return false
+	}
+	return workflow.GetVersion(ctx, versionResend, workflow.DefaultVersion, 1) == 1
+}
+
+// sleepUnlessRetried waits d on a durable timer, summary naming it in the Web UI; a retry signal ends
+// the wait early, and it reports whether one did.
+func sleepUnlessRetried(ctx workflow.Context, retry workflow.ReceiveChannel, d time.Duration, summary string) (bool, error) {
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	retried := false
@@ -359,7 +409,7 @@ func sleepUnlessRetried(ctx workflow.Context, retry workflow.ReceiveChannel, d t
 		c.Receive(ctx, nil)
 		retried = true
 	})
-	sel.AddFuture(workflow.NewTimer(timerCtx, d), func(f workflow.Future) { timerErr = f.Get(ctx, nil) })
+	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: summary}), func(f workflow.Future) { timerErr = f.Get(ctx, nil) })
 	sel.Select(ctx)
 	if !retried && timerErr != nil {
 		return false, timerErr

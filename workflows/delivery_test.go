@@ -674,3 +674,30 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestDeliveryWorkflowResendDuringDeliveredAttempt: a retry signal that comes in while the attempt
+// that delivers is still running (a resend of a delivery that is about to be delivered) is not
+// dropped: the delivery is sent once more, as the next attempt, before the workflow ends delivered.
+func TestDeliveryWorkflowResendDuringDeliveredAttempt(t *testing.T) {
+	h := newHarness(t)
+	took := 20 * time.Second
+	h.deliverMock.After(took)
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		return activities.DeliverResult{Delivered: true, StatusCode: 200, AttemptedAt: h.env.Now()}, nil
+	}
+	h.signalRetryAt(took / 2)
+	st := h.run(input("website.published"))
+
+	if got, want := h.deliverOffsets(), []time.Duration{took, 2 * took}; !slices.Equal(got, want) {
+		t.Errorf("attempts ended at %v, want %v (the resend right after the first)", got, want)
+	}
+	if got := h.attemptNumbers(); !slices.Equal(got, seq(1, 2)) {
+		t.Errorf("attempt numbers = %v, want 1, 2", got)
+	}
+	if st.State != model.DeliveryDelivered || st.Attempts != 2 {
+		t.Errorf("result = %s, want delivered after 2 attempts", fmtState(st))
+	}
+	if got := h.states[len(h.states)-1]; got != model.DeliveryDelivered {
+		t.Errorf("last DeliveryState upserted = %q, want %q", got, model.DeliveryDelivered)
+	}
+}

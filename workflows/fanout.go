@@ -43,13 +43,14 @@ func FanOutWorkflow(ctx workflow.Context, in FanOutInput) error {
 		// Temporal or the database away: keep trying, as the sweeper would.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	})
-	var s *FanOutActivities
+	var s *DispatchActivities
 	return workflow.ExecuteActivity(ctx, s.StartDeliveries, in).Get(ctx, nil)
 }
 
-// FanOutActivities starts delivery workflows from a FanOutWorkflow. It lives here, beside the
-// Starter, because activities cannot import this package.
-type FanOutActivities struct {
+// DispatchActivities starts and retries delivery workflows from other workflows (FanOutWorkflow,
+// RecoverWorkflow). It lives here, beside the Starter, because activities cannot import this
+// package.
+type DispatchActivities struct {
 	DB      *bun.DB
 	Starter *Starter
 }
@@ -57,7 +58,7 @@ type FanOutActivities struct {
 // StartDeliveries starts the delivery workflows of in.EventID, fanOutBatch at a time. They are
 // recorded dispatched already: DispatchEvent did when it started this workflow. Its heartbeat
 // carries how many it has started, so a retry skips those.
-func (f *FanOutActivities) StartDeliveries(ctx context.Context, in FanOutInput) error {
+func (f *DispatchActivities) StartDeliveries(ctx context.Context, in FanOutInput) error {
 	refs, err := model.EventDeliveryRefs(ctx, f.DB, in.EventID)
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ func TestFanOutWorkflowRetriesUntilStarted(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(testLogger(t))
 	env := suite.NewTestWorkflowEnvironment()
-	var s *workflows.FanOutActivities
+	var s *workflows.DispatchActivities
 	var calls []workflows.FanOutInput
 	env.OnActivity(s.StartDeliveries, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.FanOutInput) error {
 		calls = append(calls, in)

@@ -71,7 +71,15 @@ func TestRecordHistories(t *testing.T) {
 		// (today's Deliver); the same attempt as a regular activity waits for the host once, then
 		// delivers.
 		localHandBack = 11
+		// With summaries (user metadata) on the attempts, the waits and the exhaustion:
+		// localExhausted: the local first attempt and the second fail, the owner is alerted, and the
+		// retry signal delivers it.
+		localExhausted = 12
+		// resendDelivered: the local first attempt fails; while the second delivers, a retry signal
+		// (a resend) comes in, and a third attempt delivers it again.
+		resendDelivered = 13
 	)
+	resendAsked := make(chan struct{}, 1)
 	alertSent := make(chan int64, 4)
 	deliver := func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 		now := time.Now().UTC()
@@ -105,6 +113,10 @@ func TestRecordHistories(t *testing.T) {
 				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
 			}
 		}
+		if in.DeliveryID == resendDelivered && in.Attempt == 2 {
+			resendAsked <- struct{}{}
+			time.Sleep(time.Second) // the recorder signals meanwhile
+		}
 		if in.DeliveryID == localBusy && in.Attempt == 1 {
 			switch activity.GetInfo(ctx).Attempt {
 			case 1:
@@ -118,7 +130,8 @@ func TestRecordHistories(t *testing.T) {
 			}
 		}
 		ok := (in.DeliveryID == retried && in.Attempt == 3) || (in.DeliveryID == exhausted && in.Attempt == 4) ||
-			in.DeliveryID == localDelivered || (in.DeliveryID == localRetried && in.Attempt == 3) || (in.DeliveryID == localBusy && in.Attempt == 2)
+			in.DeliveryID == localDelivered || (in.DeliveryID == localRetried && in.Attempt == 3) || (in.DeliveryID == localBusy && in.Attempt == 2) ||
+			(in.DeliveryID == localExhausted && in.Attempt == 3) || (in.DeliveryID == resendDelivered && in.Attempt >= 2)
 		if ok {
 			return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
 		}
@@ -161,34 +174,41 @@ func TestRecordHistories(t *testing.T) {
 		wantState string
 		wantTries int
 		wantErr   string // the workflow fails with an application error of this type, or "canceled"
+		resend    bool   // send the retry signal while the second attempt runs
 	}{
 		{"retried", workflows.DeliveryInput{DeliveryID: retried, EventID: 101, WebhookID: 7, EventType: "website.published",
-			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour}, false, model.DeliveryDelivered, 3, ""},
+			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour}, false, model.DeliveryDelivered, 3, "", false},
 		{"exhausted-retried", workflows.DeliveryInput{DeliveryID: exhausted, EventID: 102, WebhookID: 7, EventType: "website.published",
-			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, true, model.DeliveryDelivered, 4, ""},
+			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, true, model.DeliveryDelivered, 4, "", false},
 		{"test-event", workflows.DeliveryInput{DeliveryID: testEvent, EventID: 103, WebhookID: 8, EventType: model.EventTest,
-			Schedule: []time.Duration{short, short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryExhausted, 1, ""},
+			Schedule: []time.Duration{short, short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryExhausted, 1, "", false},
 		{"held-retried", workflows.DeliveryInput{DeliveryID: held, EventID: 104, WebhookID: 9, EventType: "website.published",
 			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter}, true, model.DeliveryDelivered, 3, ""},
+			Jitter: workflows.DefaultJitter}, true, model.DeliveryDelivered, 3, "", false},
 		{"internal-error", workflows.DeliveryInput{DeliveryID: internalError, EventID: 105, WebhookID: 10, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, false, "", 0, activities.ErrTypeSecretUnreadable},
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, false, "", 0, activities.ErrTypeSecretUnreadable, false},
 		{"canceled", workflows.DeliveryInput{DeliveryID: canceled, EventID: 106, WebhookID: 11, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, true, "", 0, "canceled"},
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, true, "", 0, "canceled", false},
 		{"window-ended-webhook-gone", workflows.DeliveryInput{DeliveryID: windowEnded, EventID: 107, WebhookID: 12, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryCanceled, 2, ""},
+			Schedule: []time.Duration{short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryCanceled, 2, "", false},
 		{"local-delivered", workflows.DeliveryInput{DeliveryID: localDelivered, EventID: 108, WebhookID: 13, EventType: "website.published",
 			Schedule: []time.Duration{short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue), Jitter: workflows.DefaultJitter,
-			LocalFirstAttempt: true}, false, model.DeliveryDelivered, 1, ""},
+			LocalFirstAttempt: true}, false, model.DeliveryDelivered, 1, "", false},
 		{"local-retried", workflows.DeliveryInput{DeliveryID: localRetried, EventID: 109, WebhookID: 13, EventType: "website.published",
 			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 3, ""},
+			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 3, "", false},
 		{"local-busy", workflows.DeliveryInput{DeliveryID: localBusy, EventID: 110, WebhookID: 13, EventType: "website.published",
 			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 2, ""},
+			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 2, "", false},
 		{"local-handback", workflows.DeliveryInput{DeliveryID: localHandBack, EventID: 111, WebhookID: 14, EventType: "website.published",
 			Schedule: []time.Duration{short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 1, ""},
+			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 1, "", false},
+		{"local-exhausted-retried", workflows.DeliveryInput{DeliveryID: localExhausted, EventID: 112, WebhookID: 15, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
+			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, true, model.DeliveryDelivered, 3, "", false},
+		{"resend-during-delivered", workflows.DeliveryInput{DeliveryID: resendDelivered, EventID: 113, WebhookID: 15, EventType: "website.published",
+			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
+			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 3, "", true},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -208,6 +228,16 @@ func TestRecordHistories(t *testing.T) {
 			}, workflows.DeliveryWorkflow, sc.in)
 			if err != nil {
 				t.Fatalf("start %s: %v", id, err)
+			}
+			if sc.resend {
+				select {
+				case <-resendAsked:
+				case <-ctx.Done():
+					t.Fatalf("the second attempt of delivery %d never ran: %v", sc.in.DeliveryID, ctx.Err())
+				}
+				if err := c.SignalWorkflow(ctx, id, run.GetRunID(), workflows.SignalRetry, nil); err != nil {
+					t.Fatalf("signal %s: %v", id, err)
+				}
 			}
 			if sc.signal {
 				select {
@@ -367,4 +397,35 @@ func TestRecordFanOutHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	recordRun(ctx, t, c, run, fanOutHistory)
+}
+
+// TestRecordRecoverHistory is a generator like TestRecordHistories, for RecoverWorkflow, with a
+// stand-in RecoverDeliveries that fails once (Temporal away) and then retries 3 deliveries:
+//
+//	go test -tags record -run TestRecordRecoverHistory -count=1 ./workflows/
+func TestRecordRecoverHistory(t *testing.T) {
+	c := temporaltest.Start(t).Client(t)
+	queue := fmt.Sprintf("record-recover-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(workflows.RecoverWorkflow)
+	calls := 0
+	w.RegisterActivityWithOptions(func(context.Context, workflows.RecoverInput) (int, error) {
+		calls++
+		if calls == 1 {
+			return 0, errors.New("retry delivery:9:1: connection refused")
+		}
+		return 3, nil
+	}, activity.RegisterOptions{Name: "RecoverDeliveries"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := workflows.RecoverInput{WebhookID: 7, Since: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC), UpTo: 99}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.RecoverWorkflowID(in), TaskQueue: queue}, workflows.RecoverWorkflow, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordRun(ctx, t, c, run, recoverHistory)
 }

@@ -113,3 +113,15 @@ func TestReplayFanOutHistory(t *testing.T) {
 		t.Errorf("replay with a workflow that waits first: err = %v, want a nondeterminism error", err)
 	}
 }
+
+// recoverHistory is the recorded RecoverWorkflow run (its activity failed once, then retried 3).
+const recoverHistory = "testdata/recover.json"
+
+// TestReplayRecoverHistory replays a recorded recovery.
+func TestReplayRecoverHistory(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.RecoverWorkflow)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(testLogger(t), recoverHistory); err != nil {
+		t.Fatalf("replay %s: %v", recoverHistory, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
@@ -140,6 +141,10 @@ func (s *Starter) startOptions(r model.DeliveryRef) client.StartWorkflowOptions 
 		// server has fairness enabled), so one account's backlog cannot queue ahead of
 		// another's. The workflow's activities inherit the key.
 		Priority: temporal.Priority{FairnessKey: FairnessKey(r.AccountID)},
+		// What the Web UI lists: the event type and the receiver's host, never the whole URL, whose
+		// path or query may hold a credential.
+		StaticSummary: DeliverySummary(r),
+		StaticDetails: fmt.Sprintf("delivery %d of event %d to webhook %d (variant %s)", r.DeliveryID, r.EventID, r.WebhookID, r.Variant),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			AttrWebhookID.ValueSet(r.WebhookID),
 			AttrEventType.ValueSet(r.EventType),
@@ -155,6 +160,16 @@ func (s *Starter) input(r model.DeliveryRef, priorAttempts int) DeliveryInput {
 		Schedule: s.Schedule, RetryWindow: s.RetryWindow, AttemptTimeout: s.AttemptTimeout,
 		RetryTaskQueue: s.RetryTaskQueue, Jitter: s.Jitter, PriorAttempts: priorAttempts, LocalFirstAttempt: true,
 	}
+}
+
+// DeliverySummary is a delivery workflow's one line in the Web UI: "lead.captured to
+// hooks.example.com".
+func DeliverySummary(r model.DeliveryRef) string {
+	u, err := url.Parse(r.WebhookURL)
+	if err != nil || u.Host == "" {
+		return r.EventType
+	}
+	return fmt.Sprintf("%s to %s", r.EventType, u.Host)
 }
 
 // FairnessKey is the Temporal fairness key of an account's deliveries.

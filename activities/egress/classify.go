@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,12 @@ func (e *HostBusyError) Error() string {
 func Classify(err error) (class, message string) {
 	if err == nil {
 		return "", ""
+	}
+	// The request's URL may carry a credential in its query; the attempt log names the URL
+	// beside the error, and the message also travels in Temporal's history.
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		err = urlErr.Err
 	}
 	var dnsErr *net.DNSError
 	var certErr *tls.CertificateVerificationError

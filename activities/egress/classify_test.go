@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -36,6 +37,9 @@ func TestClassify(t *testing.T) {
 			class, msg := Classify(tt.err)
 			if class != tt.want || msg == "" {
 				t.Fatalf("Classify(%v) = %q, %q; want class %q", tt.err, class, msg, tt.want)
+			}
+			if strings.Contains(msg, "example.com/hook") {
+				t.Fatalf("Classify(%v) message %q names the URL, which may carry a credential", tt.err, msg)
 			}
 		})
 	}

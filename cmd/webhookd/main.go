@@ -1,5 +1,6 @@
 // Command webhookd is the webhook delivery service: `serve` runs the API and the Temporal worker,
-// `migrate` applies database migrations, `apikey create` issues API keys, `version` prints the build.
+// `migrate` applies database migrations, `apikey` issues, lists and revokes API keys, `webhooks`
+// lists, retries and recovers webhooks for an operator, `version` prints the build.
 package main
 
 import (
@@ -35,6 +36,14 @@ Usage:
                                            issue an API key (printed alone on the last line)
   webhookd apikey list --owner-email E     list an account's keys: id, prefix, name, created, revoked
   webhookd apikey revoke ID                revoke a key: its next request answers 401
+  webhookd webhooks list --owner-email E [--variant A|B]
+                                           list an account's webhooks: id, variant, type, status, URL
+  webhookd webhooks retry ID [--delivery D]
+                                           retry a webhook's exhausted deliveries, or send one
+                                           delivery again (the count or id on the last line)
+  webhookd webhooks recover ID --since T [--until T]
+                                           retry every delivery created in [T, until) that did not
+                                           succeed, in the background (the count on the last line)
   webhookd threshold set --website ID --metric M --value N
                                            set an analytics threshold (operators only)
   webhookd threshold list [--website ID]   list thresholds
@@ -108,6 +117,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return apikeyCommand(ctx, cfg, args[1:], stdout, stderr)
 	case "threshold":
 		return thresholdCommand(ctx, cfg, args[1:], stdout, stderr)
+	case "webhooks":
+		return webhooksCommand(ctx, cfg, args[1:], stdout, stderr, logger)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])

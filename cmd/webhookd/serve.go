@@ -66,13 +66,11 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	starter := &workflows.Starter{Starts: starts,
-		Client: tc, TaskQueue: cfg.TaskQueue, RetryTaskQueue: workflows.RetryTaskQueue(cfg.TaskQueue),
-		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
-		// The API and the worker share this process and its client: a new delivery's first task
-		// goes straight to the worker.
-		EagerStart: role == "all",
-	}
+	starter := newStarter(cfg, tc)
+	starter.Starts = starts
+	// The API and the worker share this process and its client: a new delivery's first task goes
+	// straight to the worker.
+	starter.EagerStart = role == "all"
 	policy := egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -182,6 +180,15 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 
 // newActivities builds the delivery worker's dependencies: the one shared delivery client, the
 // mailer and the delivery metrics. Both clients trust the same roots, read once.
+// newStarter is the Starter of cfg's task queues and delivery settings: serve's, and the operator
+// commands' (webhookd webhooks retry|recover), so a delivery they start runs as serve's would.
+func newStarter(cfg Config, tc client.Client) *workflows.Starter {
+	return &workflows.Starter{
+		Client: tc, TaskQueue: cfg.TaskQueue, RetryTaskQueue: workflows.RetryTaskQueue(cfg.TaskQueue),
+		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
+	}
+}
+
 func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egress.AddressPolicy, reg prometheus.Registerer, logger *slog.Logger) (*activities.Activities, error) {
 	roots, err := egress.RootCAs(cfg.ExtraCAFile)
 	if err != nil {

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/client"
+	temporallog "go.temporal.io/sdk/log"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+const webhooksUsage = `usage: webhookd webhooks list --owner-email E [--variant A|B]
+       webhookd webhooks retry ID [--delivery D]
+       webhookd webhooks recover ID --since T [--until T]`
+
+// webhooksCommand lets an operator on the server do what the API's retry, resend and recover calls
+// do, through the same functions (workflows.Starter), without an API key or curl. Webhooks are
+// found by id across accounts: the operator is not a tenant.
+func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	if len(args) == 0 {
+		return errors.New(webhooksUsage)
+	}
+	fs := flag.NewFlagSet("webhooks "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		email    = fs.String("owner-email", "", "the account's owner e-mail (list: required)")
+		variant  = fs.String("variant", "", "A or B: only that variant's webhooks (list)")
+		delivery = fs.Int64("delivery", 0, "send this delivery of the webhook again, whatever its state (retry)")
+		since    = fs.String("since", "", "ISO 8601 time: recover the deliveries created from then on (recover: required)")
+		until    = fs.String("until", "", "ISO 8601 time: ... and before then (recover; default now)")
+	)
+	// The id comes first (webhooks retry 12 --delivery 40), and the flag package stops at it.
+	var id int64
+	rest := args[1:]
+	if args[0] == "retry" || args[0] == "recover" {
+		if len(rest) == 0 {
+			return errors.New(webhooksUsage)
+		}
+		n, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil || n < 1 {
+			return fmt.Errorf("webhooks %s: %q is not a webhook id (webhooks list shows them)", args[0], rest[0])
+		}
+		id, rest = n, rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return errors.New(webhooksUsage)
+	}
+	var r model.Recovery
+	switch args[0] {
+	case "list":
+		if *email == "" {
+			return errors.New("--owner-email is required")
+		}
+		if *variant != "" && *variant != string(model.VariantA) && *variant != string(model.VariantB) {
+			return fmt.Errorf("--variant: %q is not A or B", *variant)
+		}
+	case "retry":
+	case "recover":
+		var err error
+		if r, err = recoveryFlags(id, *since, *until); err != nil {
+			return err
+		}
+	default:
+		return errors.New(webhooksUsage)
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if args[0] == "list" {
+		return listWebhooks(ctx, db, *email, model.Variant(*variant), stdout)
+	}
+	w, err := model.FindWebhook(ctx, db, id)
+	if errors.Is(err, model.ErrNotFound) {
+		return fmt.Errorf("no webhook with id %d", id)
+	}
+	if err != nil {
+		return err
+	}
+	topts := cfg.Temporal
+	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
+	tc, err := client.DialContext(ctx, topts)
+	if err != nil {
+		return fmt.Errorf("Temporal at %s: %w", topts.HostPort, err)
+	}
+	defer tc.Close()
+	starter := newStarter(cfg, tc)
+	switch {
+	case args[0] == "retry" && *delivery != 0:
+		if _, err := starter.RetryDelivery(ctx, db, w.ID, *delivery); errors.Is(err, model.ErrNotFound) {
+			return fmt.Errorf("webhook %d has no delivery %d", w.ID, *delivery)
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "delivery %d of webhook %d queued to be sent again\n", *delivery, w.ID)
+		fmt.Fprintln(stdout, *delivery)
+	case args[0] == "retry":
+		n, err := starter.RetryWebhook(ctx, db, w.ID)
+		if err != nil {
+			return fmt.Errorf("retried %d delivery(ies), then: %w", n, err)
+		}
+		fmt.Fprintf(stdout, "webhook %d: %d exhausted delivery(ies) retried\n", w.ID, n)
+		fmt.Fprintln(stdout, n)
+	default:
+		n, err := starter.Recover(ctx, db, r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "webhook %d: %d delivery(ies) created from %s to %s that did not succeed are being retried\n",
+			w.ID, n, r.Since.Format(time.RFC3339), r.Until.Format(time.RFC3339))
+		fmt.Fprintln(stdout, n)
+	}
+	return nil
+}
+
+// recoveryFlags reads recover's --since and --until, as the API reads its body.
+func recoveryFlags(webhookID int64, since, until string) (model.Recovery, error) {
+	r := model.Recovery{WebhookID: webhookID, Until: model.Now()}
+	if since == "" {
+		return r, errors.New("--since is required")
+	}
+	var err error
+	if r.Since, err = time.Parse(time.RFC3339Nano, since); err != nil {
+		return r, fmt.Errorf("--since: %q is not an ISO 8601 time such as 2026-11-23T10:00:00Z", since)
+	}
+	if until != "" {
+		if r.Until, err = time.Parse(time.RFC3339Nano, until); err != nil {
+			return r, fmt.Errorf("--until: %q is not an ISO 8601 time such as 2026-11-23T10:00:00Z", until)
+		}
+	}
+	r.Since, r.Until = r.Since.UTC(), r.Until.UTC()
+	if err := r.Check(model.Now()); err != nil {
+		return r, fmt.Errorf("--%w", err)
+	}
+	return r, nil
+}
+
+// listWebhooks prints the live webhooks of an account, of one variant or both.
+func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, stdout io.Writer) error {
+	account, err := model.AccountByEmail(ctx, db, email)
+	if errors.Is(err, model.ErrNotFound) {
+		return fmt.Errorf("no account with owner e-mail %s", email)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL")
+	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
+		if only != "" && v != only {
+			continue
+		}
+		f := model.WebhookFilter{Limit: 200}
+		for {
+			hooks, err := model.ListWebhooks(ctx, db, model.WebhookScope{AccountID: account.ID, Variant: v}, f)
+			if err != nil {
+				return err
+			}
+			for _, w := range hooks {
+				status := w.Status
+				if w.Disabled() {
+					status += " (disabled)"
+				}
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL)
+			}
+			if int64(len(hooks)) < f.Limit {
+				break
+			}
+			f.After = hooks[len(hooks)-1].ID
+		}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// TestWebhooksCommands: list shows an account's live webhooks of both variants, or of one; retry
+// and recover refuse bad arguments and unknown webhooks before they reach for Temporal. (Their
+// retries on a real stack: worker/operator_test.go.)
+func TestWebhooksCommands(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db")}
+	cmd := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := webhooksCommand(ctx, cfg, args, &out, io.Discard, slog.New(slog.DiscardHandler))
+		return out.String(), err
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, acc, err := model.CreateAPIKey(ctx, db, "ops@example.com", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, other, _ := model.CreateAPIKey(ctx, db, "other@example.com", "")
+	for _, w := range []*model.Webhook{
+		{AccountID: acc.ID, Variant: model.VariantA, URL: "https://a.example.com/", EventType: "campaign.created", Status: model.StatusPending},
+		{AccountID: acc.ID, Variant: model.VariantB, URL: "https://b.example.com/", EventType: "lead.captured", Status: model.StatusActive},
+		{AccountID: other.ID, Variant: model.VariantB, URL: "https://other.example.com/", EventType: "lead.captured", Status: model.StatusActive},
+	} {
+		w.Secret, w.CreatedAt, w.UpdatedAt = "v1:x", model.Now(), model.Now()
+		if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, err := cmd("list", "--owner-email", "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "\tA\tcampaign.created\tpending\thttps://a.example.com/") ||
+		!strings.Contains(out, "\tB\tlead.captured\tactive\thttps://b.example.com/") || strings.Contains(out, "other.example.com") {
+		t.Fatalf("list printed:\n%s\nwant the account's two webhooks and no other account's", out)
+	}
+	out, err = cmd("list", "--owner-email", "ops@example.com", "--variant", "B")
+	if err != nil || strings.Contains(out, "a.example.com") || !strings.Contains(out, "b.example.com") {
+		t.Fatalf("list --variant B printed %q, %v", out, err)
+	}
+
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage"},
+		{[]string{"list"}, "--owner-email is required"},
+		{[]string{"list", "--owner-email", "nobody@example.com"}, "no account"},
+		{[]string{"list", "--owner-email", "ops@example.com", "--variant", "C"}, "--variant"},
+		{[]string{"retry"}, "usage"},
+		{[]string{"retry", "x"}, "not a webhook id"},
+		{[]string{"retry", "999999"}, "no webhook with id 999999"},
+		{[]string{"recover", "1"}, "--since is required"},
+		{[]string{"recover", "1", "--since", "yesterday"}, "not an ISO 8601 time"},
+		{[]string{"recover", "1", "--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"}, "--since: must be before until"},
+		{[]string{"recover", "1", "--since", "2999-01-01T00:00:00Z", "--until", "3000-01-01T00:00:00Z"}, "--since: must not be in the future"},
+		{[]string{"forget", "1"}, "usage"},
+	} {
+		if _, err := cmd(bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("webhooks %v: %v, want an error saying %q", bad.args, err, bad.want)
+		}
+	}
+}

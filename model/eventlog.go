@@ -1,0 +1,104 @@
+package model
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// EventFilter selects a page of events, ordered by id.
+type EventFilter struct {
+	EventType string
+	// Since (inclusive) and Until (exclusive) bound OccurredAt when set.
+	Since *time.Time
+	Until *time.Time
+	After int64
+	Limit int64
+}
+
+// ListEvents returns one page of the events within scope: the caller's account and variant, as for
+// webhooks.
+func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilter) ([]Event, error) {
+	events := []Event{}
+	q := scope.apply(db.NewSelect().Model(&events)).Where("id > ?", f.After).OrderExpr("id ASC").Limit(f.Limit)
+	if f.EventType != "" {
+		q = q.Where("event_type = ?", f.EventType)
+	}
+	// Both databases store microseconds. A bound finer than that is compared against the
+	// microsecond below it, with the operator that gives the exact bound's answer for every stored
+	// time (rounding up instead could carry 9999-12-31 into year 10000).
+	if t := f.Since; t != nil {
+		op := ">="
+		if finerThanMicrosecond(*t) {
+			op = ">"
+		}
+		q = q.Where("occurred_at "+op+" ?", t.Truncate(time.Microsecond))
+	}
+	if t := f.Until; t != nil {
+		op := "<"
+		if finerThanMicrosecond(*t) {
+			op = "<="
+		}
+		q = q.Where("occurred_at "+op+" ?", t.Truncate(time.Microsecond))
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return events, nil
+}
+
+func finerThanMicrosecond(t time.Time) bool { return !t.Truncate(time.Microsecond).Equal(t) }
+
+// GetEvent loads one event within scope, or ErrNotFound.
+func GetEvent(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Event, error) {
+	ev := &Event{}
+	err := scope.apply(db.NewSelect().Model(ev)).Where("id = ?", id).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load event: %w", err)
+	}
+	return ev, nil
+}
+
+// EventDeliveries returns the deliveries of one event, in id order, those of webhooks deleted since
+// included: they are the event's history.
+func EventDeliveries(ctx context.Context, db bun.IDB, eventID int64) ([]Delivery, error) {
+	deliveries := []Delivery{}
+	if err := db.NewSelect().Model(&deliveries).Where("event_id = ?", eventID).OrderExpr("id ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load the deliveries of event %d: %w", eventID, err)
+	}
+	return deliveries, nil
+}
+
+// CountDeliveryStates counts the deliveries of each of the given events by state, in one query: a
+// page of events gets its delivery summary without a query per event. An event without deliveries
+// is absent from the result.
+func CountDeliveryStates(ctx context.Context, db bun.IDB, eventIDs []int64) (map[int64]map[string]int, error) {
+	out := make(map[int64]map[string]int, len(eventIDs))
+	if len(eventIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		EventID int64  `bun:"event_id"`
+		State   string `bun:"state"`
+		N       int    `bun:"n"`
+	}
+	err := db.NewSelect().Model((*Delivery)(nil)).ColumnExpr("event_id, state, COUNT(*) AS n").
+		Where("event_id IN (?)", bun.In(eventIDs)).GroupExpr("event_id, state").Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("count delivery states: %w", err)
+	}
+	for _, r := range rows {
+		if out[r.EventID] == nil {
+			out[r.EventID] = map[string]int{}
+		}
+		out[r.EventID][r.State] = r.N
+	}
+	return out, nil
+}

@@ -1,0 +1,194 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+func setState(t *testing.T, db bun.IDB, deliveryID int64, state string) {
+	t.Helper()
+	if err := model.SetDeliveryState(context.Background(), db, deliveryID, state); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func stateOf(t *testing.T, db bun.IDB, deliveryID int64) string {
+	t.Helper()
+	var d model.Delivery
+	if err := db.NewSelect().Model(&d).Where("id = ?", deliveryID).Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return d.State
+}
+
+// TestGetDelivery: one delivery of a webhook with its event and its attempts, each with the headers
+// it sent; another webhook's delivery is not found through this one.
+func TestGetDelivery(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "get@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		other := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		id := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, id, 1, false, model.Now())
+		headers := `{"Webhook-Id":"msg_1_2"}`
+		o := model.AttemptOutcome{Success: true}
+		o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.RequestHeaders = id, 2, w.URL, model.Now(), &headers
+		if err := model.RecordAttempt(ctx, db, w, o); err != nil {
+			t.Fatal(err)
+		}
+
+		v, err := model.GetDelivery(ctx, db, w.ID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.State != model.DeliveryDelivered || v.EventType != "lead.captured" || v.EventData != "{}" || v.EventOccurredAt.IsZero() || len(v.Log) != 2 {
+			t.Fatalf("delivery = %+v", v)
+		}
+		if v.Log[0].RequestHeaders != nil || v.Log[1].RequestHeaders == nil || *v.Log[1].RequestHeaders != headers {
+			t.Fatalf("request headers = %v, %v; want none for attempt 1 and %s for attempt 2", v.Log[0].RequestHeaders, v.Log[1].RequestHeaders, headers)
+		}
+		if _, err := model.GetDelivery(ctx, db, other.ID, id); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("another webhook's delivery: %v, want ErrNotFound", err)
+		}
+		if _, err := model.WebhookDeliveryRef(ctx, db, other.ID, id); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("another webhook's delivery ref: %v, want ErrNotFound", err)
+		}
+		ref, err := model.WebhookDeliveryRef(ctx, db, w.ID, id)
+		if err != nil || ref.DeliveryID != id || ref.AccountID != acc.ID || ref.WebhookURL != w.URL || ref.State != model.DeliveryDelivered {
+			t.Fatalf("ref = %+v, %v", ref, err)
+		}
+	})
+}
+
+// TestClaimAndRestore: a retry claims deliveries that had ended, exhausted or delivered, and leaves
+// those still in their schedule alone; what it could not retry gets its state back, unless an
+// attempt has moved it on meanwhile.
+func TestClaimAndRestore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "claim@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		states := []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying}
+		var refs []model.DeliveryRef
+		for _, s := range states {
+			id := deliveryFor(t, db, acc.ID, w)
+			setState(t, db, id, s)
+			ref, err := model.WebhookDeliveryRef(ctx, db, w.ID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs = append(refs, ref)
+		}
+		ids := []int64{refs[0].DeliveryID, refs[1].DeliveryID, refs[2].DeliveryID}
+		if err := model.ClaimForRetry(ctx, db, ids); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []string{model.DeliveryDelivering, model.DeliveryDelivering, model.DeliveryRetrying} {
+			if got := stateOf(t, db, ids[i]); got != want {
+				t.Errorf("after the claim, the %s delivery is %s, want %s", states[i], got, want)
+			}
+		}
+		// The resent delivery's attempt has already recorded its outcome: the restore leaves it.
+		attempt(t, db, w, ids[1], 2, true, model.Now())
+		if err := model.RestoreStates(ctx, db, refs); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying} {
+			if got := stateOf(t, db, ids[i]); got != want {
+				t.Errorf("after the restore, the %s delivery is %s, want %s", states[i], got, want)
+			}
+		}
+	})
+}
+
+// TestRecoverable: a recovery selects the webhook's deliveries created in [since, until) that did
+// not succeed (exhausted or retrying), up to its largest id, in batches.
+func TestRecoverable(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "recover@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		other := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		before := deliveryFor(t, db, acc.ID, w)
+		setState(t, db, before, model.DeliveryExhausted)
+		time.Sleep(10 * time.Millisecond) // created_at apart from the window's start
+		since := model.Now()
+		var want []int64
+		for _, s := range []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying, model.DeliveryPending, model.DeliveryExhausted} {
+			id := deliveryFor(t, db, acc.ID, w)
+			setState(t, db, id, s)
+			if s == model.DeliveryExhausted || s == model.DeliveryRetrying {
+				want = append(want, id)
+			}
+		}
+		setState(t, db, deliveryFor(t, db, acc.ID, other), model.DeliveryExhausted)
+		time.Sleep(10 * time.Millisecond)
+		until := model.Now()
+		time.Sleep(10 * time.Millisecond)
+		setState(t, db, deliveryFor(t, db, acc.ID, w), model.DeliveryExhausted)
+
+		r := model.Recovery{WebhookID: w.ID, Since: since, Until: until}
+		n, upTo, err := model.CountRecoverable(ctx, db, r)
+		if err != nil || n != len(want) || upTo != want[len(want)-1] {
+			t.Fatalf("count = %d up to %d (%v), want %d up to %d", n, upTo, err, len(want), want[len(want)-1])
+		}
+		r.UpTo = upTo
+		var got []int64
+		for after := int64(0); ; {
+			refs, err := model.RecoverableDeliveries(ctx, db, r, after, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(refs) == 0 {
+				break
+			}
+			for _, ref := range refs {
+				got = append(got, ref.DeliveryID)
+			}
+			after = refs[len(refs)-1].DeliveryID
+		}
+		if len(got) != len(want) {
+			t.Fatalf("recoverable = %v, want %v", got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("recoverable = %v, want %v", got, want)
+			}
+		}
+		// A delivery that failed after the recovery was asked for is not its business.
+		r.Until = model.Now().Add(time.Second)
+		if n, _, _ := model.CountRecoverable(ctx, db, r); n != len(want) {
+			t.Fatalf("count up to %d with the window widened = %d, want %d", r.UpTo, n, len(want))
+		}
+	})
+}
+
+// TestRecoveryCheck: an empty window, or one that starts in the future, is refused on its field.
+func TestRecoveryCheck(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name         string
+		since, until time.Time
+		field        string
+	}{
+		{"ok", now.Add(-time.Hour), now, ""},
+		{"empty", now.Add(-time.Hour), now.Add(-time.Hour), "since"},
+		{"reversed", now, now.Add(-time.Hour), "since"},
+		{"future", now.Add(time.Hour), now.Add(2 * time.Hour), "since"},
+		{"year 0", time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC), now, "since"},
+		{"year 10000", now.Add(-time.Hour), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "until"},
+	} {
+		err := model.Recovery{Since: tt.since, Until: tt.until}.Check(now)
+		var de *model.DataError
+		if tt.field == "" && err != nil || tt.field != "" && (!errors.As(err, &de) || de.Field != tt.field) {
+			t.Errorf("%s: Check = %v, want an error on %q", tt.name, err, tt.field)
+		}
+	}
+}

@@ -158,10 +158,7 @@ func (h *campaignHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if int64(len(cs)) > limit {
-		cs = cs[:limit]
-		setNextLink(c, limit, cs[len(cs)-1].ID)
-	}
+	cs = trimPage(c, cs, limit, func(cp *model.Campaign) int64 { return cp.ID })
 	out := make([]campaignJSON, len(cs))
 	for i := range cs {
 		out[i] = presentCampaign(&cs[i])

@@ -94,7 +94,6 @@ func (h *webhookHandlers) listEvents(c echo.Context) error {
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
 		return validationFailed("since", "since must be before until")
 	}
-	// One row more than asked tells whether a next page exists without a count query.
 	page := f
 	page.Limit++
 	ctx := c.Request().Context()
@@ -102,10 +101,7 @@ func (h *webhookHandlers) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if int64(len(events)) > f.Limit {
-		events = events[:f.Limit]
-		setNextLink(c, f.Limit, events[len(events)-1].ID)
-	}
+	events = trimPage(c, events, f.Limit, func(ev *model.Event) int64 { return ev.ID })
 	ids := make([]int64, len(events))
 	for i := range events {
 		ids[i] = events[i].ID

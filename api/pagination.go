@@ -39,6 +39,16 @@ func pageParams(c echo.Context) (limit, after int64, err error) {
 	return limit, after, nil
 }
 
+// trimPage cuts a page read with one row more than limit (which tells whether a next page exists
+// without a count query) back to limit, and then points the Link header at the next page.
+func trimPage[T any](c echo.Context, items []T, limit int64, id func(*T) int64) []T {
+	if int64(len(items)) > limit {
+		items = items[:limit]
+		setNextLink(c, limit, id(&items[limit-1]))
+	}
+	return items
+}
+
 // setNextLink points a Link header at the page after lastID, keeping the request's filters.
 func setNextLink(c echo.Context, limit, lastID int64) {
 	next := url.Values{}

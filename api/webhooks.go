@@ -103,17 +103,13 @@ func (h *webhookHandlers) list(c echo.Context) error {
 		}
 		f.Status = s
 	}
-	// One row more than asked tells whether a next page exists without a count query.
 	page := f
 	page.Limit++
 	hooks, err := model.ListWebhooks(c.Request().Context(), h.db, h.scope(c), page)
 	if err != nil {
 		return err
 	}
-	if int64(len(hooks)) > f.Limit {
-		hooks = hooks[:f.Limit]
-		setNextLink(c, f.Limit, hooks[len(hooks)-1].ID)
-	}
+	hooks = trimPage(c, hooks, f.Limit, func(w *model.Webhook) int64 { return w.ID })
 	data := make([]any, len(hooks))
 	for i := range hooks {
 		data[i] = h.v.present(&hooks[i], "")

@@ -85,10 +85,7 @@ func (h *websiteHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if int64(len(ws)) > limit {
-		ws = ws[:limit]
-		setNextLink(c, limit, ws[len(ws)-1].ID)
-	}
+	ws = trimPage(c, ws, limit, func(w *model.Website) int64 { return w.ID })
 	out := make([]websiteJSON, len(ws))
 	for i := range ws {
 		out[i] = h.present(&ws[i])

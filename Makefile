@@ -3,7 +3,7 @@
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TEMPORAL_CLI_VERSION := v1.5.1
 
-.PHONY: build run postgres promtool test bench fmt vet clean
+.PHONY: build run postgres promtool chromium test bench fmt vet clean
 
 build:
 	@echo "==> building bin/webhookd (the first build downloads modules: 1-3 minutes; then seconds)"
@@ -24,6 +24,11 @@ postgres:
 promtool:
 	@echo "==> checking for promtool (installed with apt when absent: about 15 seconds)"
 	deployments/dev/ensure-promtool.sh
+
+# A test drives Chromium headless through the Temporal Web UI (worker/webui_test.go).
+chromium:
+	@echo "==> checking for Chromium (installed with apt when absent: about a minute)"
+	deployments/dev/ensure-chromium.sh
 
 run: build bin/temporal
 	deployments/dev/run.sh
@@ -49,7 +54,7 @@ bin/temporal-ui:
 
 # The cluster test (worker/cluster_test.go) runs `make cluster`'s topology, so the test builds its
 # binaries too.
-test: bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool
+test: bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed (run make fmt):"; echo "$$unformatted"; exit 1; fi
 	go vet ./...

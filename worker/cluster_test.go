@@ -348,12 +348,16 @@ func startScript(t *testing.T, cmd *exec.Cmd, grace time.Duration) *script {
 }
 
 // devStack is `make run`'s stack (deployments/dev/run.sh) on free ports.
+// devStack is `make run`'s stack (deployments/dev/run.sh), as its banner shows it.
 type devStack struct {
 	apiURL string
+	uiURL  string
 	apiKey string
 	stop   func()
 }
 
+// startDevStack runs deployments/dev/run.sh on free ports, with env added for webhookd. When the
+// test fails, run.sh's output and the ends of the webhookd and Temporal logs go to its log.
 func startDevStack(t *testing.T, bin string, env []string) devStack {
 	t.Helper()
 	runsh, err := filepath.Abs(filepath.Join("..", "deployments", "dev", "run.sh"))
@@ -362,17 +366,33 @@ func startDevStack(t *testing.T, bin string, env []string) devStack {
 	}
 	_, uiPort, _ := strings.Cut(freeAddr(t), ":")
 	addr := freeAddr(t)
+	data := t.TempDir()
 	out := &syncBuffer{}
 	cmd := exec.Command(runsh)
-	cmd.Env = append(append(os.Environ(), env...), "WEBHOOKD_BIN="+bin, "WEBHOOKD_DATA_DIR="+t.TempDir(),
-		"WEBHOOKD_HTTP_ADDR="+addr, "TEMPORAL_ADDRESS="+freeAddr(t), "TEMPORAL_UI_PORT="+uiPort)
+	cmd.Env = append(append(os.Environ(), env...), "WEBHOOKD_BIN="+bin, "WEBHOOKD_DATA_DIR="+data,
+		"WEBHOOKD_HTTP_ADDR="+addr, "TEMPORAL_ADDRESS="+freeAddr(t), "TEMPORAL_UI_PORT="+uiPort,
+		"WEBHOOKD_TEMPORAL_UI_URL=http://127.0.0.1:"+uiPort)
 	cmd.Stdout, cmd.Stderr = out, out
 	stack := startScript(t, cmd, 30*time.Second)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		t.Logf("--- run.sh\n%s", out)
+		for _, name := range []string{"webhookd.log", "temporal.log"} {
+			log, err := os.ReadFile(filepath.Join(data, name))
+			if err != nil {
+				t.Logf("--- %s: %v", name, err)
+				continue
+			}
+			t.Logf("--- %s (end)\n%s", name, lastChars(string(log), 4000))
+		}
+	})
 	key := regexp.MustCompile(`Dev API key:\s+(\S+)`)
 	deadline := time.After(2 * time.Minute)
 	for {
 		if m := key.FindStringSubmatch(out.String()); m != nil {
-			return devStack{apiURL: "http://" + addr, apiKey: m[1], stop: stack.stop}
+			return devStack{apiURL: "http://" + addr, uiURL: "http://127.0.0.1:" + uiPort, apiKey: m[1], stop: stack.stop}
 		}
 		select {
 		case <-stack.exited:

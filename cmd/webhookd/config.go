@@ -87,7 +87,7 @@ var knownVariables = []string{
 	"WEBHOOKD_MAX_CONCURRENT_RETRIES", "WEBHOOKD_WORKFLOW_CACHE_SIZE", "WEBHOOKD_RETRY_JITTER", "WEBHOOKD_HOST_CONCURRENCY", "WEBHOOKD_BREAKER_FAILURES",
 	"WEBHOOKD_BREAKER_COOLDOWN", "WEBHOOKD_DISABLE_AFTER", "WEBHOOKD_DISABLE_MIN_EXHAUSTED", "WEBHOOKD_RETENTION",
 	// Read by the test suite, not by the service; allowed so a test shell can run the binary.
-	"WEBHOOKD_TEST_DATABASE_URL",
+	"WEBHOOKD_TEST_DATABASE_URL", "WEBHOOKD_TEST_LOG", "WEBHOOKD_SCREENSHOTS",
 }
 
 // loadConfig reads the configuration from environ (os.Environ form). Every malformed value is an

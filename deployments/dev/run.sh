@@ -64,6 +64,12 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 
+# The dev server starts its Web UI beside the frontend; the banner promises it, so wait for it too.
+for _ in $(seq 1 60); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$ui_port") 2>/dev/null && break
+  sleep 0.5
+done
+
 base="http://$addr"
 cat <<BANNER
 

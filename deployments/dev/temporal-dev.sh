@@ -23,4 +23,6 @@ exec "$(dirname "$0")/../../bin/temporal" server start-dev \
   --ip 127.0.0.1 --port "$port" --ui-port "$ui_port" --db-filename "$db" --log-level warn \
   --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
   --dynamic-config-value matching.enableFairness=true \
+  --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
+  --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
   "${attributes[@]}" "$@"

@@ -37,9 +37,14 @@ const (
 
 // DynamicConfig is the server configuration webhookd relies on, as dev server flags: fairness
 // dispatches each task queue round-robin across accounts (workflows.FairnessKey), so one account's
-// backlog does not queue ahead of another's. A production cluster sets the same key in its
-// dynamic config (docs/operations.md).
-var DynamicConfig = []string{"--dynamic-config-value", "matching.enableFairness=true"}
+// backlog does not queue ahead of another's, and one partition per task queue, since fairness
+// orders each partition on its own. A production cluster sets the same keys in its dynamic config
+// (docs/operations.md, "Receiver isolation").
+var DynamicConfig = []string{
+	"--dynamic-config-value", "matching.enableFairness=true",
+	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+}
 
 // Server is a running Temporal server.
 type Server struct {

@@ -35,7 +35,8 @@ type Starter struct {
 	// EagerStart asks the server to hand each new workflow's first task straight back to a worker
 	// of this process (Temporal's eager workflow start), saving a poll round trip. Only a process
 	// whose worker polls TaskQueue through Client (role all) gains from it; elsewhere the server
-	// dispatches as usual.
+	// dispatches as usual. It applies to the starts a request makes itself (its deliveries, up to
+	// FanOutThreshold, or its FanOutWorkflow), never to a fan-out's or the sweeper's.
 	EagerStart bool
 	// Starts counts the delivery workflows Dispatch started, by who started them (StartedBy);
 	// nil counts nothing. NewStartsMetric registers it.
@@ -79,8 +80,13 @@ const startConcurrency = 16
 
 // Start starts one workflow per delivery, startConcurrency at a time, and returns the ids of those
 // that now exist (started now or before). At the first error it starts no more, waits for the
-// starts in flight, and returns what it had started with that error.
+// starts in flight, and returns what it had started with that error. It never starts eagerly: see
+// startCounted.
 func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64, error) {
+	return s.start(ctx, refs, false)
+}
+
+func (s *Starter) start(ctx context.Context, refs []model.DeliveryRef, eager bool) ([]int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -100,7 +106,7 @@ func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64,
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			err := s.startOne(ctx, r)
+			err := s.startOne(ctx, r, eager)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -122,10 +128,10 @@ func (s *Starter) Start(ctx context.Context, refs []model.DeliveryRef) ([]int64,
 }
 
 // startOne starts the workflow of one delivery; one that already exists counts as started.
-func (s *Starter) startOne(ctx context.Context, r model.DeliveryRef) error {
+func (s *Starter) startOne(ctx context.Context, r model.DeliveryRef, eager bool) error {
 	opts := s.startOptions(r)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
-	opts.EnableEagerStart = s.EagerStart
+	opts.EnableEagerStart = eager
 	_, err := s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, 0))
 	if err != nil && !isAlreadyStarted(err) {
 		return fmt.Errorf("start %s: %w", opts.ID, err)
@@ -282,9 +288,13 @@ func (s *Starter) Dispatch(ctx context.Context, db bun.IDB, refs []model.Deliver
 	return err
 }
 
-// startCounted is Start, counting what it started under by.
+// startCounted is Start, counting what it started under by. Only a request's own few starts are
+// eager (EagerStart): an eagerly started workflow's first task goes straight to this process's
+// worker, past matching and so past fairness. A fan-out's or the sweeper's hundreds would queue in
+// the worker ahead of other accounts' first tasks; measured, a healthy account's event waited 7-10 s
+// behind another account's fan-out to a hanging receiver, and 1-3 s without (docs/performance.md).
 func (s *Starter) startCounted(ctx context.Context, refs []model.DeliveryRef, by StartedBy) ([]int64, error) {
-	started, err := s.Start(ctx, refs)
+	started, err := s.start(ctx, refs, s.EagerStart && by == StartedByRequest)
 	if s.Starts != nil {
 		s.Starts.WithLabelValues(string(by)).Add(float64(len(started)))
 	}

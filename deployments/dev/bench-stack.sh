@@ -81,7 +81,8 @@ start_stack() {
   local dir=$1
   shift
   mkdir -p "$dir"
-  export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=sqlite:$dir/webhookd.db
+  # BENCH_DATABASE_URL measures on another database (an empty PostgreSQL one, say) instead.
+  export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=${BENCH_DATABASE_URL:-sqlite:$dir/webhookd.db}
   deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >"$dir/temporal.log" 2>&1 &
   pids+=($!)
   wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"

@@ -585,6 +585,15 @@ func TestFanOutStartsManyDeliveries(t *testing.T) {
 		}
 		return total >= n
 	})
+	// Each receiver answered before its attempt was recorded; wait for the records.
+	eventually(t, 30*time.Second, fmt.Sprintf("%d deliveries of event %d recorded", n, eventID), func() bool {
+		for id := range hooks {
+			if s := st.delivery(t, eventID, id).State; s == model.DeliveryPending || s == model.DeliveryDelivering {
+				return false
+			}
+		}
+		return true
+	})
 	for id := range hooks {
 		if d := st.delivery(t, eventID, id); d.State != model.DeliveryDelivered || d.Attempts != 1 || d.DispatchedAt == nil {
 			t.Errorf("delivery to webhook %d: %s after %d attempts, dispatched %v", id, d.State, d.Attempts, d.DispatchedAt)

@@ -144,40 +144,19 @@ func RevokeAPIKey(ctx context.Context, db bun.IDB, id int64) (*APIKey, error) {
 		return nil, fmt.Errorf("revoke api key: %w", err)
 	}
 	key := &APIKey{}
-	err := db.NewSelect().Model(key).Where("id = ?", id).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load api key: %w", err)
-	}
-	return key, nil
+	return scanOne(ctx, key, db.NewSelect().Model(key).Where("id = ?", id), "api key")
 }
 
 // AccountByEmail loads the account with that owner e-mail, or ErrNotFound.
 func AccountByEmail(ctx context.Context, db bun.IDB, ownerEmail string) (*Account, error) {
 	account := &Account{}
-	err := db.NewSelect().Model(account).Where("owner_email = ?", strings.ToLower(strings.TrimSpace(ownerEmail))).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load account: %w", err)
-	}
-	return account, nil
+	return scanOne(ctx, account, db.NewSelect().Model(account).Where("owner_email = ?", strings.ToLower(strings.TrimSpace(ownerEmail))), "account")
 }
 
 // GetAccount loads an account by id.
 func GetAccount(ctx context.Context, db bun.IDB, id int64) (*Account, error) {
 	account := &Account{}
-	err := db.NewSelect().Model(account).Where("id = ?", id).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load account: %w", err)
-	}
-	return account, nil
+	return scanOne(ctx, account, db.NewSelect().Model(account).Where("id = ?", id), "account")
 }
 
 func hashAPIKey(plain string) string {

@@ -77,14 +77,7 @@ func InsertCampaign(ctx context.Context, db bun.IDB, c *Campaign) error {
 // GetCampaign loads one campaign of an account, or ErrNotFound.
 func GetCampaign(ctx context.Context, db bun.IDB, accountID, id int64) (*Campaign, error) {
 	c := &Campaign{}
-	err := db.NewSelect().Model(c).Where("id = ?", id).Where("account_id = ?", accountID).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load campaign: %w", err)
-	}
-	return c, nil
+	return scanOne(ctx, c, db.NewSelect().Model(c).Where("id = ?", id).Where("account_id = ?", accountID), "campaign")
 }
 
 // ListCampaigns returns one page of an account's campaigns, ordered by id.

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -84,4 +85,17 @@ func redactDSN(dsn string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// scanOne runs q, a select of one row into dst, and returns dst; ErrNotFound when there is no such
+// row (or it is another account's: the query's scope decides).
+func scanOne[T any](ctx context.Context, dst *T, q *bun.SelectQuery, what string) (*T, error) {
+	err := q.Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", what, err)
+	}
+	return dst, nil
 }

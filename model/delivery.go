@@ -42,22 +42,6 @@ func CancelDelivery(ctx context.Context, db bun.IDB, deliveryID int64) error {
 	return nil
 }
 
-// DeliveryAttempts returns how many attempts each of the given deliveries has made.
-func DeliveryAttempts(ctx context.Context, db bun.IDB, deliveryIDs []int64) (map[int64]int, error) {
-	out := make(map[int64]int, len(deliveryIDs))
-	if len(deliveryIDs) == 0 {
-		return out, nil
-	}
-	var rows []Delivery
-	if err := db.NewSelect().Model(&rows).Column("id", "attempts").Where("id IN (?)", bun.In(deliveryIDs)).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("count delivery attempts: %w", err)
-	}
-	for _, d := range rows {
-		out[d.ID] = d.Attempts
-	}
-	return out, nil
-}
-
 // WebhookDeliveryRef returns the reference of one delivery of a webhook, for a retry of it alone,
 // or ErrNotFound when the webhook has no delivery of that id.
 func WebhookDeliveryRef(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (DeliveryRef, error) {

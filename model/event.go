@@ -225,8 +225,9 @@ type DeliveryRef struct {
 	EventType  string  `bun:"event_type"`
 	// WebhookURL names the receiver in the workflow's summary (only its host is shown there).
 	WebhookURL string `bun:"webhook_url"`
-	// State is the delivery's state when the reference was read.
-	State string `bun:"state"`
+	// State and Attempts are the delivery's when the reference was read.
+	State    string `bun:"state"`
+	Attempts int    `bun:"attempts"`
 }
 
 // Refs returns the references of the deliveries a publish stored.
@@ -234,7 +235,7 @@ func (r *PublishResult) Refs() []DeliveryRef {
 	refs := make([]DeliveryRef, len(r.Deliveries))
 	for i, d := range r.Deliveries {
 		refs[i] = DeliveryRef{DeliveryID: d.ID, EventID: d.EventID, WebhookID: d.WebhookID, AccountID: r.Event.AccountID,
-			Variant: r.Event.Variant, EventType: r.Event.EventType, WebhookURL: r.urls[d.WebhookID], State: d.State}
+			Variant: r.Event.Variant, EventType: r.Event.EventType, WebhookURL: r.urls[d.WebhookID], State: d.State, Attempts: d.Attempts}
 	}
 	return refs
 }
@@ -244,7 +245,7 @@ func (r *PublishResult) Refs() []DeliveryRef {
 func selectRefs(db bun.IDB) *bun.SelectQuery {
 	return db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
 		Join("JOIN webhooks AS w ON w.id = d.webhook_id").
-		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.account_id, e.variant, e.event_type, w.url AS webhook_url, d.state")
+		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.account_id, e.variant, e.event_type, w.url AS webhook_url, d.state, d.attempts")
 }
 
 // UndispatchedDeliveries returns deliveries created before olderThan whose workflow was never
@@ -258,7 +259,7 @@ func UndispatchedDeliveries(ctx context.Context, db bun.IDB, olderThan time.Time
 	turns := selectRefs(db).ColumnExpr("ROW_NUMBER() OVER (PARTITION BY e.account_id ORDER BY d.id) AS turn").
 		Where("d.dispatched_at IS NULL").Where("d.created_at < ?", olderThan)
 	err := db.NewSelect().TableExpr("(?) AS u", turns).
-		ColumnExpr("delivery_id, event_id, webhook_id, account_id, variant, event_type, webhook_url, state").
+		ColumnExpr("delivery_id, event_id, webhook_id, account_id, variant, event_type, webhook_url, state, attempts").
 		OrderExpr("turn ASC, delivery_id ASC").Limit(limit).Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find undispatched deliveries: %w", err)

@@ -2,8 +2,6 @@ package model
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -56,14 +54,7 @@ func finerThanMicrosecond(t time.Time) bool { return !t.Truncate(time.Microsecon
 // GetEvent loads one event within scope, or ErrNotFound.
 func GetEvent(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Event, error) {
 	ev := &Event{}
-	err := scope.apply(db.NewSelect().Model(ev)).Where("id = ?", id).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load event: %w", err)
-	}
-	return ev, nil
+	return scanOne(ctx, ev, scope.apply(db.NewSelect().Model(ev)).Where("id = ?", id), "event")
 }
 
 // EventDeliveries returns the deliveries of one event, in id order, those of webhooks deleted since

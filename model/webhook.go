@@ -89,26 +89,14 @@ func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error
 // GetWebhook loads one live webhook within scope, or ErrNotFound.
 func GetWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Webhook, error) {
 	w := &Webhook{}
-	return scanWebhook(ctx, w, scope.apply(db.NewSelect().Model(w)).Where("id = ?", id))
+	return scanOne(ctx, w, scope.apply(db.NewSelect().Model(w)).Where("id = ?", id), "webhook")
 }
 
 // FindWebhook loads one live webhook by id, whatever its account: an operator's lookup, never a
 // client's (they go through GetWebhook and its scope). ErrNotFound when there is none.
 func FindWebhook(ctx context.Context, db bun.IDB, id int64) (*Webhook, error) {
 	w := &Webhook{}
-	return scanWebhook(ctx, w, db.NewSelect().Model(w).Where("id = ?", id))
-}
-
-// scanWebhook runs q, a select of one webhook into w.
-func scanWebhook(ctx context.Context, w *Webhook, q *bun.SelectQuery) (*Webhook, error) {
-	err := q.Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load webhook: %w", err)
-	}
-	return w, nil
+	return scanOne(ctx, w, db.NewSelect().Model(w).Where("id = ?", id), "webhook")
 }
 
 // ListWebhooks returns one page of live webhooks within scope.

@@ -75,14 +75,10 @@ func (s *Starter) retryDeliveries(ctx context.Context, db bun.IDB, refs []model.
 	for i, r := range refs {
 		ids[i] = r.DeliveryID
 	}
-	attempts, err := model.DeliveryAttempts(ctx, db, ids)
-	if err != nil {
-		return nil, err
-	}
 	if err := model.ClaimForRetry(ctx, db, ids); err != nil {
 		return nil, err
 	}
-	retried, err := s.Retry(ctx, refs, attempts)
+	retried, err := s.Retry(ctx, refs)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrTemporal, err)
 		if rerr := model.RestoreStates(context.WithoutCancel(ctx), db, refs[len(retried):]); rerr != nil {

@@ -184,9 +184,9 @@ func FairnessKey(accountID int64) string { return fmt.Sprintf("account:%d", acco
 // Retry retries each delivery of refs and returns the ids of those it retried. A workflow still
 // running (in its retry window) gets the retry signal. One that has ended (its retry window
 // closed, or it failed) gets a new run under the same workflow id, with today's schedule, counting
-// its attempts on from priorAttempts[delivery id] so the attempt log continues. It stops at the
+// its attempts on from the reference's Attempts so the attempt log continues. It stops at the
 // first error, returning what it had retried.
-func (s *Starter) Retry(ctx context.Context, refs []model.DeliveryRef, priorAttempts map[int64]int) ([]int64, error) {
+func (s *Starter) Retry(ctx context.Context, refs []model.DeliveryRef) ([]int64, error) {
 	retried := make([]int64, 0, len(refs))
 	for _, r := range refs {
 		id := DeliveryWorkflowID(r.EventID, r.WebhookID)
@@ -197,7 +197,7 @@ func (s *Starter) Retry(ctx context.Context, refs []model.DeliveryRef, priorAtte
 			// short its first scheduled wait.
 			opts := s.startOptions(r)
 			opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
-			_, err = s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, priorAttempts[r.DeliveryID]))
+			_, err = s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, r.Attempts))
 			if isAlreadyStarted(err) {
 				err = nil // a concurrent retry started it first
 			}

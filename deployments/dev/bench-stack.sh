@@ -7,7 +7,9 @@
 # keeps the data and logs.
 #
 # Ports: BENCH_TEMPORAL_PORT (17233), BENCH_UI_PORT (18233), BENCH_HTTP_PORT (18080),
-# BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444).
+# BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444). webhookd runs on SQLite in the stack's
+# directory unless BENCH_DATABASE_URL names another (an empty PostgreSQL database; webhookd then
+# needs WEBHOOKD_SECRET_KEY too). Run one scenario per database: the stack does not empty it.
 
 # Only the default binary is built: WEBHOOKD_BIN may be another checkout's, built by its owner. It
 # is resolved before the cd below, and unset because webhookd refuses WEBHOOKD_ variables it does

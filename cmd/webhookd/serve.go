@@ -68,8 +68,8 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	}
 	starter := newStarter(cfg, tc)
 	starter.Starts = starts
-	// The API and the worker share this process and its client: a new delivery's first task goes
-	// straight to the worker.
+	// The API and the worker share this process and its client: the first task of a workflow a
+	// request starts goes straight to the worker (Starter.EagerStart says which starts).
 	starter.EagerStart = role == "all"
 	policy := egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
 
@@ -178,8 +178,6 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	return err
 }
 
-// newActivities builds the delivery worker's dependencies: the one shared delivery client, the
-// mailer and the delivery metrics. Both clients trust the same roots, read once.
 // newStarter is the Starter of cfg's task queues and delivery settings: serve's, and the operator
 // commands' (webhookd webhooks retry|recover), so a delivery they start runs as serve's would.
 func newStarter(cfg Config, tc client.Client) *workflows.Starter {
@@ -189,6 +187,8 @@ func newStarter(cfg Config, tc client.Client) *workflows.Starter {
 	}
 }
 
+// newActivities builds the delivery worker's dependencies: the one shared delivery client, the
+// mailer and the delivery metrics. Both clients trust the same roots, read once.
 func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egress.AddressPolicy, reg prometheus.Registerer, logger *slog.Logger) (*activities.Activities, error) {
 	roots, err := egress.RootCAs(cfg.ExtraCAFile)
 	if err != nil {

@@ -40,7 +40,11 @@ type Webhook struct {
 	// ExhaustedCount the deliveries exhausted since then; a success clears both.
 	FailingSince   *time.Time `bun:"failing_since"`
 	ExhaustedCount int        `bun:"exhausted_count,notnull"`
-	DeletedAt      *time.Time `bun:"deleted_at,soft_delete,nullzero"`
+	// RateLimit caps deliveries per second to this webhook's URL, MaxInFlight its attempts in flight
+	// at once, in each worker process; nil leaves the worker's defaults (docs/operations.md).
+	RateLimit   *int       `bun:"rate_limit"`
+	MaxInFlight *int       `bun:"max_in_flight"`
+	DeletedAt   *time.Time `bun:"deleted_at,soft_delete,nullzero"`
 }
 
 // WebhookScope names the webhooks one caller may see: those of one account in one variant.

@@ -101,6 +101,37 @@ func unsafeInteger(typ *json.UnmarshalTypeError) bool {
 	return isInteger && !safe
 }
 
+// nullableInt is an integer field that tells absent from null, for the fields a partial update may
+// clear: absent (Set false) keeps the stored value, null (Set, Value nil) clears it. Any other
+// value decodes as an int does, so a wrong type is the same 400 naming the field as elsewhere.
+type nullableInt struct {
+	Set   bool
+	Value *int
+}
+
+func (n *nullableInt) UnmarshalJSON(b []byte) error {
+	n.Set = true
+	if string(b) == "null" {
+		n.Value = nil
+		return nil
+	}
+	var v int
+	// The decoder adds the field's name to the *json.UnmarshalTypeError this returns.
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	n.Value = &v
+	return nil
+}
+
+// within refuses a value outside lo..hi with 422 naming field; absent and null pass.
+func (n nullableInt) within(field string, lo, hi int) error {
+	if n.Value != nil && (*n.Value < lo || *n.Value > hi) {
+		return validationFailed(field, "%s must be an integer from %d to %d, or null for the default", field, lo, hi)
+	}
+	return nil
+}
+
 func tooLarge(err error) bool {
 	var he *echo.HTTPError
 	return errors.As(err, &he) && he.Code == 413
@@ -112,7 +143,9 @@ func jsonTypeName(kind string) string {
 		return "a string"
 	case "bool":
 		return "a boolean"
-	case "int", "int64", "int32", "uint", "uint64", "float64":
+	case "int", "int64", "int32", "uint", "uint64":
+		return "an integer"
+	case "float64":
 		return "a number"
 	case "map", "struct":
 		return "an object"

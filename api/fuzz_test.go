@@ -13,8 +13,8 @@ import (
 	"github.com/webhookd/webhookd/model/dbtest"
 )
 
-// fuzzRoute is one endpoint that decodes a request body; {campaign} and {site} stand for the ids of
-// the fuzz account's campaign and published website.
+// fuzzRoute is one endpoint that decodes a request body; {campaign}, {site}, {webhookA} and
+// {webhookB} stand for the ids of the fuzz account's campaign, published website and webhooks.
 type fuzzRoute struct {
 	method, path string
 	variant      int // index into variants
@@ -32,6 +32,9 @@ var fuzzRoutes = []fuzzRoute{
 	{"POST", "/v2/svc/v2/events", 1, `{"event":"analytics.threshold","data":{"websiteId":1,"brandId":2,"metric":"signups","value":10,"threshold":10,"thresholdType":"reached"}}`},
 	{"POST", "/api/svc/v2/webhooks", 0, `{"url":"https://r.example.com/hook","eventType":"campaign.created"}`},
 	{"POST", "/v2/svc/v2/webhooks", 1, `{"url":"https://r.example.com/hook","eventType":"lead.captured"}`},
+	{"PATCH", "/api/svc/v2/webhooks/{webhookA}", 0, `{"rateLimit":10,"maxInFlight":2}`},
+	{"PATCH", "/v2/svc/v2/webhooks/{webhookB}", 1, `{"rateLimit":null,"maxInFlight":1000}`},
+	{"PUT", "/v2/svc/v2/webhooks/{webhookB}", 1, `{"url":"https://r.example.com/moved","rateLimit":1}`},
 }
 
 // FuzzRequestBodies (issue 8): whatever the body, the request decoders and handlers answer 2xx or
@@ -63,15 +66,20 @@ func FuzzRequestBodies(f *testing.F) {
 		{7, `{"event":"analytics.threshold","data":{"websiteId":1,"brandId":2,"metric":"signups","value":1e400,"threshold":-0,"thresholdType":"\ud800"}}`},
 		{8, `{"url":"https://r.example.com/\u0000","eventType":"campaign.created"}`},
 		{9, `{"url":"https://r.example.com/%00","eventType":"lead.captured"}`},
+		{10, `{"rateLimit":1e400}`},
+		{10, `{"rateLimit":-0,"maxInFlight":1.0}`},
+		{11, `{"maxInFlight":9223372036854775808}`},
+		{11, `{"url":{"rateLimit":1}}`},
+		{12, `{"url":"https://r.example.com/","rateLimit":"\u0000"}`},
 	} {
 		f.Add(uint8(s.route), s.body)
 	}
 
 	type target struct {
-		name           string
-		e              *testEnv
-		auth           [2]func(*http.Request)
-		campaign, site string
+		name                               string
+		e                                  *testEnv
+		auth                               [2]func(*http.Request)
+		campaign, site, webhookA, webhookB string
 	}
 	var targets []target
 	for _, b := range dbtest.Backends() {
@@ -93,14 +101,26 @@ func FuzzRequestBodies(f *testing.F) {
 		if err := model.InsertWebsite(ctx, db, site); err != nil {
 			f.Fatal(err)
 		}
+		var hooks [2]string
+		for i, v := range []struct {
+			variant   model.Variant
+			eventType string
+		}{{model.VariantA, "campaign.created"}, {model.VariantB, "lead.captured"}} {
+			w := &model.Webhook{AccountID: acc.ID, Variant: v.variant, URL: "https://r.example.com/fuzz", EventType: v.eventType,
+				Status: v.variant.InitialStatus(), Secret: "v1:x", CreatedAt: now, UpdatedAt: now}
+			if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+				f.Fatal(err)
+			}
+			hooks[i] = strconv.FormatInt(w.ID, 10)
+		}
 		targets = append(targets, target{name: b.Name, e: e, auth: [2]func(*http.Request){variants[0].auth(key), variants[1].auth(key)},
-			campaign: strconv.FormatInt(camp.ID, 10), site: strconv.FormatInt(site.ID, 10)})
+			campaign: strconv.FormatInt(camp.ID, 10), site: strconv.FormatInt(site.ID, 10), webhookA: hooks[0], webhookB: hooks[1]})
 	}
 
 	f.Fuzz(func(t *testing.T, route uint8, body string) {
 		r := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		for _, tg := range targets {
-			path := strings.NewReplacer("{campaign}", tg.campaign, "{site}", tg.site).Replace(r.path)
+			path := strings.NewReplacer("{campaign}", tg.campaign, "{site}", tg.site, "{webhookA}", tg.webhookA, "{webhookB}", tg.webhookB).Replace(r.path)
 			res := tg.e.do(t, r.method, path, tg.auth[r.variant], body)
 			if res.status >= 500 || res.status < 200 {
 				t.Fatalf("%s: %s %s with body %q answered %d: %s", tg.name, r.method, path, body, res.status, res.raw)

@@ -53,6 +53,8 @@ func TestDatabaseDown(t *testing.T) {
 				{"POST", v.collection, createBody("https://during.example.com/", v.eventType)},
 				{"GET", v.collection + "/1", ""},
 				{"PUT", v.collection + "/1", `{"url":"https://during.example.com/"}`},
+				{"PATCH", v.collection + "/1", `{"rateLimit":5}`},
+				{"PATCH", v.collection + "/1", `{}`},
 				{"DELETE", v.collection + "/1", ""},
 				{"GET", v.collection + "/1/deliveries/1", ""},
 				{"POST", v.collection + "/1/deliveries/1/retry", ""},
@@ -168,7 +170,7 @@ func TestWrongMethodIs405(t *testing.T) {
 		status       int
 		allow        []string
 	}{
-		{"PATCH", "/api/svc/v2/webhooks/1", 405, []string{"GET", "PUT", "DELETE"}},
+		{"POST", "/api/svc/v2/webhooks/1", 405, []string{"GET", "PUT", "PATCH", "DELETE"}},
 		{"DELETE", "/v2/svc/v2/webhooks", 405, []string{"GET", "POST"}},
 		{"PUT", "/v2/svc/v2/events", 405, []string{"GET", "POST"}},
 		{"PUT", "/api/svc/v2/campaigns/7", 405, []string{"GET", "PATCH"}},

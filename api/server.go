@@ -140,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 		g.POST("/webhooks", h.create, with(small)...)
 		g.GET("/webhooks/:id", h.get, with()...)
 		g.PUT("/webhooks/:id", h.update, with(small)...)
+		g.PATCH("/webhooks/:id", h.patch, with(small)...)
 		g.DELETE("/webhooks/:id", h.delete, with()...)
 		g.GET("/webhooks/:id/secret", h.secret, with()...)
 		g.POST("/webhooks/:id/secret/rotate", h.rotateSecret, with(small)...)

@@ -42,7 +42,8 @@ var variantA = &variant{
 	present: func(w *model.Webhook, secret string) any {
 		return webhookA{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status, Disabled: w.Disabled(),
-			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt), Secret: secret,
+			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt),
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Secret: secret,
 		}
 	},
 	success: func(data any, message string) any {
@@ -83,7 +84,8 @@ var variantB = &variant{
 	present: func(w *model.Webhook, secret string) any {
 		out := webhookB{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
-			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount, Secret: secret,
+			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Secret: secret,
 		}
 		if w.LastTriggeredAt != nil {
 			t := isoTime(*w.LastTriggeredAt)
@@ -136,7 +138,11 @@ type webhookA struct {
 	Disabled  bool    `json:"disabled"`
 	CreatedAt isoTime `json:"createdAt"`
 	UpdatedAt isoTime `json:"updatedAt"`
-	Secret    string  `json:"secret,omitempty"`
+	// RateLimit and MaxInFlight are the webhook's own limits, null for the worker's defaults. Like
+	// disabled they are additive: a client reading only the specification's fields ignores them.
+	RateLimit   *int   `json:"rateLimit"`
+	MaxInFlight *int   `json:"maxInFlight"`
+	Secret      string `json:"secret,omitempty"`
 }
 
 type webhookB struct {
@@ -148,5 +154,7 @@ type webhookB struct {
 	LastTriggered *isoTime `json:"lastTriggered"`
 	LastStatus    *string  `json:"lastStatus"`
 	FailureCount  int      `json:"failureCount"`
+	RateLimit     *int     `json:"rateLimit"`
+	MaxInFlight   *int     `json:"maxInFlight"`
 	Secret        string   `json:"secret,omitempty"`
 }

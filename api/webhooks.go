@@ -21,6 +21,10 @@ const (
 	maxPageSize     = 200
 	// secretOverlap is how long a rotated-out secret keeps signing beside the new one.
 	secretOverlap = 24 * time.Hour
+	// The ranges of a webhook's own limits (issue 17). Beyond them a limit would not limit: the
+	// worker's per-host cap and its slots bind long before.
+	maxRateLimit   = 10000
+	maxMaxInFlight = 1000
 )
 
 // webhookHandlers serves one variant's webhook collection.
@@ -34,13 +38,41 @@ func (h *webhookHandlers) scope(c echo.Context) model.WebhookScope {
 }
 
 type createWebhookRequest struct {
-	URL       string `json:"url"`
-	EventType string `json:"eventType"`
+	URL         string      `json:"url"`
+	EventType   string      `json:"eventType"`
+	RateLimit   nullableInt `json:"rateLimit"`
+	MaxInFlight nullableInt `json:"maxInFlight"`
 }
 
 type updateWebhookRequest struct {
-	URL       string  `json:"url"`
-	EventType *string `json:"eventType"`
+	URL         string      `json:"url"`
+	EventType   *string     `json:"eventType"`
+	RateLimit   nullableInt `json:"rateLimit"`
+	MaxInFlight nullableInt `json:"maxInFlight"`
+}
+
+// patchWebhookRequest changes the limits only. url and eventType are read only to refuse them with
+// a pointer to PUT, whatever their value, rather than as unknown fields.
+type patchWebhookRequest struct {
+	URL         json.RawMessage `json:"url"`
+	EventType   json.RawMessage `json:"eventType"`
+	RateLimit   nullableInt     `json:"rateLimit"`
+	MaxInFlight nullableInt     `json:"maxInFlight"`
+}
+
+// checkLimits refuses a webhook's limits out of range, naming the field.
+func checkLimits(rateLimit, maxInFlight nullableInt) error {
+	if err := rateLimit.within("rateLimit", 1, maxRateLimit); err != nil {
+		return err
+	}
+	return maxInFlight.within("maxInFlight", 1, maxMaxInFlight)
+}
+
+func limitsChange(rateLimit, maxInFlight nullableInt) model.LimitsChange {
+	return model.LimitsChange{
+		RateLimit:   model.LimitChange{Set: rateLimit.Set, To: rateLimit.Value},
+		MaxInFlight: model.LimitChange{Set: maxInFlight.Set, To: maxInFlight.Value},
+	}
 }
 
 func (h *webhookHandlers) create(c echo.Context) error {
@@ -49,6 +81,9 @@ func (h *webhookHandlers) create(c echo.Context) error {
 		return err
 	}
 	if err := h.checkEventType(req.EventType); err != nil {
+		return err
+	}
+	if err := checkLimits(req.RateLimit, req.MaxInFlight); err != nil {
 		return err
 	}
 	if err := h.checkURL(c, req.URL); err != nil {
@@ -62,6 +97,7 @@ func (h *webhookHandlers) create(c echo.Context) error {
 	w := &model.Webhook{
 		AccountID: accountOf(c).ID, Variant: h.v.model, URL: req.URL, EventType: req.EventType,
 		Status: h.v.model.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
+		RateLimit: req.RateLimit.Value, MaxInFlight: req.MaxInFlight.Value,
 	}
 	// A variant B webhook and its test event commit together: no webhook without its test.
 	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
@@ -137,6 +173,9 @@ func (h *webhookHandlers) update(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
+	if err := checkLimits(req.RateLimit, req.MaxInFlight); err != nil {
+		return err
+	}
 	// Check existence before resolving the URL, so another account's id is 404 whatever the body.
 	if _, err := model.GetWebhook(c.Request().Context(), h.db, h.scope(c), id); err != nil {
 		return notFoundAsWebhook(err)
@@ -144,7 +183,34 @@ func (h *webhookHandlers) update(c echo.Context) error {
 	if err := h.checkURL(c, req.URL); err != nil {
 		return err
 	}
-	w, err := model.UpdateWebhookURL(c.Request().Context(), h.db, h.scope(c), id, req.URL)
+	w, err := model.UpdateWebhookURL(c.Request().Context(), h.db, h.scope(c), id, req.URL, limitsChange(req.RateLimit, req.MaxInFlight))
+	if err != nil {
+		return notFoundAsWebhook(err)
+	}
+	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook updated"))
+}
+
+// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?}: the webhook's own limits and nothing
+// else. Unlike PUT it leaves the status and the failure record alone, since the receiver is the same.
+func (h *webhookHandlers) patch(c echo.Context) error {
+	id, err := webhookID(c)
+	if err != nil {
+		return err
+	}
+	var req patchWebhookRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.URL != nil {
+		return validationFailed("url", "url cannot be changed by PATCH; use PUT, which also resets the status")
+	}
+	if req.EventType != nil {
+		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
+	}
+	if err := checkLimits(req.RateLimit, req.MaxInFlight); err != nil {
+		return err
+	}
+	w, err := model.UpdateWebhookLimits(c.Request().Context(), h.db, h.scope(c), id, limitsChange(req.RateLimit, req.MaxInFlight))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}

@@ -226,6 +226,8 @@ func TestTenancy(t *testing.T) {
 		e.do(t, "GET", one, intruder, "").expect(t, 404, "not_found")
 		e.do(t, "PUT", one, intruder, `{"url":"https://intruder.example.com/"}`).expect(t, 404, "not_found")
 		e.do(t, "PUT", one, intruder, `{"url":"http://bad"}`).expect(t, 404, "not_found")
+		e.do(t, "PATCH", one, intruder, `{"rateLimit":1,"maxInFlight":1}`).expect(t, 404, "not_found")
+		e.do(t, "PATCH", one, intruder, `{}`).expect(t, 404, "not_found")
 		e.do(t, "DELETE", one, intruder, "").expect(t, 404, "not_found")
 		e.do(t, "GET", one+"/secret", intruder, "").expect(t, 404, "not_found")
 		e.do(t, "POST", one+"/secret/rotate", intruder, "").expect(t, 404, "not_found")
@@ -235,7 +237,7 @@ func TestTenancy(t *testing.T) {
 
 		after := e.do(t, "GET", one, owner, "")
 		after.expect(t, 200, "")
-		for _, f := range []string{"url", "status", "createdAt", "updatedAt"} {
+		for _, f := range []string{"url", "status", "createdAt", "updatedAt", "rateLimit", "maxInFlight"} {
 			if after.data(t)[f] != created[f] {
 				t.Fatalf("%s changed from %v to %v", f, created[f], after.data(t)[f])
 			}
@@ -255,6 +257,10 @@ func TestVariantIsolation(t *testing.T) {
 			a, bv := variants[0], variants[1]
 			id := int64(e.do(t, "POST", a.collection, a.auth(key), createBody("https://x.example.com/", a.eventType)).data(t)["id"].(float64))
 			e.do(t, "GET", fmt.Sprintf("%s/%d", bv.collection, id), bv.auth(key), "").expect(t, 404, "not_found")
+			e.do(t, "PATCH", fmt.Sprintf("%s/%d", bv.collection, id), bv.auth(key), `{"rateLimit":1}`).expect(t, 404, "not_found")
+			if r := e.do(t, "GET", fmt.Sprintf("%s/%d", a.collection, id), a.auth(key), ""); r.data(t)["rateLimit"] != nil {
+				t.Fatalf("variant B changed a variant A webhook's limit: %s", r.raw)
+			}
 			if n := len(e.do(t, "GET", bv.collection, bv.auth(key), "").list(t)); n != 0 {
 				t.Fatalf("variant B lists %d variant A webhooks", n)
 			}

@@ -176,14 +176,14 @@ func TestWebhookQueries(t *testing.T) {
 			if _, err := model.GetWebhook(ctx, db, s, w.ID); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v sees the webhook: %v", s, err)
 			}
-			if _, err := model.UpdateWebhookURL(ctx, db, s, w.ID, "https://evil.example.com/"); !errors.Is(err, model.ErrNotFound) {
+			if _, err := model.UpdateWebhookURL(ctx, db, s, w.ID, "https://evil.example.com/", model.LimitsChange{}); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v updates the webhook: %v", s, err)
 			}
 			if err := model.DeleteWebhook(ctx, db, s, w.ID); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v deletes the webhook: %v", s, err)
 			}
 		}
-		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://b.example.com/")
+		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://b.example.com/", model.LimitsChange{})
 		if err != nil || updated.URL != "https://b.example.com/" || !updated.UpdatedAt.After(w.UpdatedAt) {
 			t.Fatalf("update = %+v, %v", updated, err)
 		}
@@ -193,7 +193,7 @@ func TestWebhookQueries(t *testing.T) {
 		if _, err := model.GetWebhook(ctx, db, scope, w.ID); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("deleted webhook readable: %v", err)
 		}
-		if _, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://c.example.com/"); !errors.Is(err, model.ErrNotFound) {
+		if _, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://c.example.com/", model.LimitsChange{}); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("deleted webhook updatable: %v", err)
 		}
 		if err := model.DeleteWebhook(ctx, db, scope, w.ID); !errors.Is(err, model.ErrNotFound) {

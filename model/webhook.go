@@ -119,21 +119,52 @@ func ListWebhooks(ctx context.Context, db bun.IDB, scope WebhookScope, f Webhook
 	return hooks, nil
 }
 
+// LimitChange changes one per-endpoint limit of a webhook: Set false keeps the stored value, Set
+// with a nil To clears it, so the worker's default applies again.
+type LimitChange struct {
+	Set bool
+	To  *int
+}
+
+// LimitsChange changes a webhook's per-endpoint limits (RateLimit, MaxInFlight); its zero value
+// changes nothing.
+type LimitsChange struct {
+	RateLimit   LimitChange
+	MaxInFlight LimitChange
+}
+
+// Empty reports whether c leaves both limits as they are.
+func (c LimitsChange) Empty() bool { return !c.RateLimit.Set && !c.MaxInFlight.Set }
+
+// set adds c's columns to q. Each column is set on its own, so concurrent changes of the two
+// limits both land: neither writes back a value it read.
+func (c LimitsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
+	if c.RateLimit.Set {
+		q = q.Set("rate_limit = ?", c.RateLimit.To)
+	}
+	if c.MaxInFlight.Set {
+		q = q.Set("max_in_flight = ?", c.MaxInFlight.To)
+	}
+	return q
+}
+
 // UpdateWebhookURL sets a new receiver URL and resets the status to the variant's initial one. A
 // new URL is a new receiver, so a disabled webhook is enabled and its failure record starts afresh.
-func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, url string) (*Webhook, error) {
+// limits changes the per-endpoint limits in the same statement (PUT carries them beside the URL).
+func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, url string, limits LimitsChange) (*Webhook, error) {
 	var w *Webhook
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		now := Now()
 		// status_at moves too, so an attempt that started before the update cannot overwrite the
 		// reset status when it finishes; alerted_at clears, so the new URL is alerted on afresh.
-		res, err := tx.NewUpdate().Model((*Webhook)(nil)).
+		q := tx.NewUpdate().Model((*Webhook)(nil)).
 			Set("url = ?", url).
 			Set("status = ?", scope.Variant.InitialStatus()).
 			Set("status_at = ?", now).
 			Set("alerted_at = NULL").
 			Set("disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, exhausted_count = 0").
-			Set("updated_at = ?", now).
+			Set("updated_at = ?", now)
+		res, err := limits.set(q).
 			Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).
 			Exec(ctx)
 		if err != nil {
@@ -148,6 +179,19 @@ func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id in
 		return err
 	})
 	return w, err
+}
+
+// UpdateWebhookLimits changes only the per-endpoint limits of a webhook within scope and returns it,
+// or ErrNotFound. URL, status, failure record and disabled state stay as they are: a limit says how
+// fast to deliver to the same receiver, it is not a new one. updated_at moves when c sets anything;
+// an empty c reads the webhook back unchanged.
+func UpdateWebhookLimits(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, c LimitsChange) (*Webhook, error) {
+	if c.Empty() {
+		return GetWebhook(ctx, db, scope, id)
+	}
+	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
+		return c.set(q).Set("updated_at = ?", Now())
+	})
 }
 
 // DeleteWebhook soft-deletes a webhook within scope. Its deliveries keep their history; running

@@ -37,7 +37,8 @@ Usage:
   webhookd apikey list --owner-email E     list an account's keys: id, prefix, name, created, revoked
   webhookd apikey revoke ID                revoke a key: its next request answers 401
   webhookd webhooks list --owner-email E [--variant A|B]
-                                           list an account's webhooks: id, variant, type, status, URL
+                                           list an account's webhooks: id, variant, type, status, URL,
+                                           rate limit, max in flight ("-": the worker's default)
   webhookd webhooks retry ID [--delivery D]
                                            retry a webhook's exhausted deliveries, or send one
                                            delivery again (the count or id on the last line)

@@ -147,7 +147,8 @@ func recoveryFlags(webhookID int64, since, until string) (model.Recovery, error)
 	return r, nil
 }
 
-// listWebhooks prints the live webhooks of an account, of one variant or both.
+// listWebhooks prints the live webhooks of an account, of one variant or both. The limits come
+// after the URL, so scripts that cut the first five columns read what they always read.
 func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, stdout io.Writer) error {
 	account, err := model.AccountByEmail(ctx, db, email)
 	if errors.Is(err, model.ErrNotFound) {
@@ -156,7 +157,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL")
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT")
 	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
 		if only != "" && v != only {
 			continue
@@ -172,7 +173,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 				if w.Disabled() {
 					status += " (disabled)"
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL)
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL, limit(w.RateLimit), limit(w.MaxInFlight))
 			}
 			if int64(len(hooks)) < f.Limit {
 				break
@@ -181,4 +182,12 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 		}
 	}
 	return nil
+}
+
+// limit shows a webhook's own limit, or "-" when the worker's default applies.
+func limit(n *int) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.Itoa(*n)
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/webhookd/webhookd/model"
 )
 
-// TestWebhooksCommands: list shows an account's live webhooks of both variants, or of one; retry
+// TestWebhooksCommands: list shows an account's live webhooks of both variants, or of one, with
+// their own limits ("-" for the worker's default) after the URL; retry
 // and recover refuse bad arguments and unknown webhooks before they reach for Temporal. (Their
 // retries on a real stack: worker/operator_test.go.)
 func TestWebhooksCommands(t *testing.T) {
@@ -33,9 +34,11 @@ func TestWebhooksCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, other, _ := model.CreateAPIKey(ctx, db, "other@example.com", "")
+	rate, inFlight := 50, 4
 	for _, w := range []*model.Webhook{
 		{AccountID: acc.ID, Variant: model.VariantA, URL: "https://a.example.com/", EventType: "campaign.created", Status: model.StatusPending},
-		{AccountID: acc.ID, Variant: model.VariantB, URL: "https://b.example.com/", EventType: "lead.captured", Status: model.StatusActive},
+		{AccountID: acc.ID, Variant: model.VariantB, URL: "https://b.example.com/", EventType: "lead.captured", Status: model.StatusActive,
+			RateLimit: &rate, MaxInFlight: &inFlight},
 		{AccountID: other.ID, Variant: model.VariantB, URL: "https://other.example.com/", EventType: "lead.captured", Status: model.StatusActive},
 	} {
 		w.Secret, w.CreatedAt, w.UpdatedAt = "v1:x", model.Now(), model.Now()
@@ -48,9 +51,15 @@ func TestWebhooksCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "\tA\tcampaign.created\tpending\thttps://a.example.com/") ||
-		!strings.Contains(out, "\tB\tlead.captured\tactive\thttps://b.example.com/") || strings.Contains(out, "other.example.com") {
-		t.Fatalf("list printed:\n%s\nwant the account's two webhooks and no other account's", out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT" ||
+		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\tpending\thttps://a.example.com/\t-\t-") ||
+		!strings.HasSuffix(lines[2], "\tB\tlead.captured\tactive\thttps://b.example.com/\t50\t4") || strings.Contains(out, "other.example.com") {
+		t.Fatalf("list printed:\n%s\nwant a header and the account's two webhooks with their limits, no other account's", out)
+	}
+	// The last line is the last webhook, its columns split by tabs.
+	if f := strings.Split(lastLine(out), "\t"); len(f) != 7 || f[4] != "https://b.example.com/" || f[5] != "50" || f[6] != "4" {
+		t.Fatalf("list's last line %q: want id, variant, event type, status, URL, rate limit, max in flight", lastLine(out))
 	}
 	out, err = cmd("list", "--owner-email", "ops@example.com", "--variant", "B")
 	if err != nil || strings.Contains(out, "a.example.com") || !strings.Contains(out, "b.example.com") {

@@ -30,9 +30,9 @@ func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...
 
 const (
 	secret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/5pBqdvU1dc="
-	webhookA  = `{"id":7,"url":"https://example.com/hook","eventType":"campaign.created","status":"pending","disabled":false,"createdAt":"2026-11-23T06:42:12.123Z","updatedAt":"2026-11-23T06:42:12.123Z"}`
-	webhookB  = `{"id":8,"url":"https://example.com/hook","eventType":"lead.captured","status":"active","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":null,"lastStatus":null,"failureCount":0}`
-	triggered = `{"id":9,"url":"https://example.com/hook","eventType":"website.published","status":"failing","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":"2026-11-24T01:00:00.000Z","lastStatus":"failed","failureCount":3}`
+	webhookA  = `{"id":7,"url":"https://example.com/hook","eventType":"campaign.created","status":"pending","disabled":false,"createdAt":"2026-11-23T06:42:12.123Z","updatedAt":"2026-11-23T06:42:12.123Z","rateLimit":null,"maxInFlight":null}`
+	webhookB  = `{"id":8,"url":"https://example.com/hook","eventType":"lead.captured","status":"active","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":null,"lastStatus":null,"failureCount":0,"rateLimit":null,"maxInFlight":null}`
+	triggered = `{"id":9,"url":"https://example.com/hook","eventType":"website.published","status":"failing","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":"2026-11-24T01:00:00.000Z","lastStatus":"failed","failureCount":3,"rateLimit":50,"maxInFlight":4}`
 )
 
 type exchange struct {
@@ -83,6 +83,8 @@ func TestCheckAcceptsDocumentedResponses(t *testing.T) {
 			body: `{"data":null,"message":"missing Authorization header","isError":true,"code":"unauthorized"}`},
 		{name: "B list", method: "GET", target: "/v2/svc/v2/webhooks", status: 200,
 			body: `{"data":[` + webhookB + `,` + triggered + `],"message":"Webhooks retrieved","isError":false}`},
+		{name: "B limits patched", method: "PATCH", target: "/v2/svc/v2/webhooks/9", status: 200,
+			body: `{"data":` + triggered + `,"message":"Webhook updated","isError":false}`},
 		{name: "B delete", method: "DELETE", target: "/v2/svc/v2/webhooks/8", status: 200,
 			body: `{"data":null,"message":"Webhook deleted","isError":false}`},
 		{name: "B rotate", method: "POST", target: "/v2/svc/v2/webhooks/8/secret/rotate", status: 200,
@@ -113,6 +115,10 @@ func TestCheckRejectsUndocumentedResponses(t *testing.T) {
 	}{
 		{exchange{name: "extra field", method: "GET", target: "/api/svc/v2/webhooks/7", status: 200,
 			body: `{"success":true,"data":` + strings.TrimSuffix(webhookA, "}") + `,"secret":"` + secret + `"}}`}, "secret"},
+		{exchange{name: "limits missing", method: "GET", target: "/v2/svc/v2/webhooks/8", status: 200,
+			body: `{"data":` + strings.Replace(webhookB, `,"rateLimit":null,"maxInFlight":null`, "", 1) + `,"message":"ok","isError":false}`}, "rateLimit"},
+		{exchange{name: "limit out of range", method: "PATCH", target: "/api/svc/v2/webhooks/7", status: 200,
+			body: `{"success":true,"data":` + strings.Replace(webhookA, `"rateLimit":null`, `"rateLimit":0`, 1) + `}`}, "rateLimit"},
 		{exchange{name: "missing field", method: "GET", target: "/v2/svc/v2/webhooks/8", status: 200,
 			body: `{"data":` + webhookB + `,"isError":false}`}, "message"},
 		{exchange{name: "status from the other variant", method: "GET", target: "/api/svc/v2/webhooks", status: 200,
@@ -124,7 +130,7 @@ func TestCheckRejectsUndocumentedResponses(t *testing.T) {
 			body: `{"success":false,"message":"no","code":"not_found"}`}, "status is not supported"},
 		{exchange{name: "undocumented path", method: "GET", target: "/api/svc/v2/no-such-collection", status: 200,
 			body: `{"success":true,"data":[]}`}, "undocumented route"},
-		{exchange{name: "undocumented method", method: "PATCH", target: "/v2/svc/v2/webhooks/8", status: 200,
+		{exchange{name: "undocumented method", method: "POST", target: "/v2/svc/v2/webhooks/8", status: 200,
 			body: `{"data":null,"message":"","isError":false}`}, "undocumented route"},
 		{exchange{name: "429 without Retry-After", method: "GET", target: "/api/svc/v2/webhooks", status: 429,
 			body: `{"success":false,"message":"slow down","code":"rate_limited"}`}, "Retry-After"},

@@ -65,8 +65,9 @@ bench:
 	go test -run '^$$' -bench . -benchmem ./...
 
 # Receiver isolation (docs/performance.md): a throwaway stack on ports of its own, a hanging
-# receiver and a healthy one. SCENARIO=hanging|isolation runs one, ARGS='-rate 5' passes loadtest
-# flags, WEBHOOKD_BIN=... measures another build.
+# receiver and a healthy one. SCENARIO=hanging|isolation|sharedhost runs one (sharedhost: issue 17,
+# both accounts' webhooks on one receiver host; not in the default run), ARGS='-rate 5' passes
+# loadtest flags, WEBHOOKD_BIN=... measures another build.
 .PHONY: bench-isolation
 bench-isolation:
 	deployments/dev/bench-isolation.sh $(SCENARIO) $(ARGS)

@@ -71,6 +71,57 @@ func (c *apiClient) deleteWebhook(ctx context.Context, id int64) error {
 	return c.doPatiently(ctx, http.MethodDelete, fmt.Sprintf("/api/svc/v2/webhooks/%d", id), nil, nil)
 }
 
+// webhookStatus is the webhook's status as GET /webhooks/<id> shows it: pending, processing, failed
+// or finished (variant A).
+func (c *apiClient) webhookStatus(ctx context.Context, id int64) (string, error) {
+	var out struct {
+		Status string `json:"status"`
+	}
+	err := c.doPatiently(ctx, http.MethodGet, fmt.Sprintf("/api/svc/v2/webhooks/%d", id), nil, &out)
+	return out.Status, err
+}
+
+// delivery is one delivery of an event to a webhook as GET /webhooks/<id>/deliveries lists it,
+// with the part of its attempt log a report needs.
+type delivery struct {
+	ID         int64     `json:"id"`
+	EventID    int64     `json:"eventId"`
+	State      string    `json:"state"`
+	AttemptLog []attempt `json:"attemptLog"`
+}
+
+type attempt struct {
+	StatusCode *int    `json:"statusCode"`
+	ErrorClass *string `json:"errorClass"`
+}
+
+// failed reports an attempt that did not deliver: no answer (refused, timed out, unreachable) or an
+// answer outside 2xx.
+func (a attempt) failed() bool {
+	return a.ErrorClass != nil || a.StatusCode == nil || *a.StatusCode < 200 || *a.StatusCode > 299
+}
+
+// deliveries lists every delivery of the webhook id with its attempts, newest first, following
+// ?before= from page to page.
+func (c *apiClient) deliveries(ctx context.Context, id int64) ([]delivery, error) {
+	const limit = 200 // the API's largest page
+	var all []delivery
+	for {
+		path := fmt.Sprintf("/api/svc/v2/webhooks/%d/deliveries?limit=%d", id, limit)
+		if len(all) > 0 {
+			path += fmt.Sprintf("&before=%d", all[len(all)-1].ID)
+		}
+		var page []delivery
+		if err := c.doPatiently(ctx, http.MethodGet, path, nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if len(page) < limit {
+			return all, nil
+		}
+	}
+}
+
 // doPatiently is do, waiting out the API's rate limit: setting up and tearing down many webhooks
 // may exceed it on a stack with the default limit, and that is not what loadtest measures.
 func (c *apiClient) doPatiently(ctx context.Context, method, path string, body, out any) error {

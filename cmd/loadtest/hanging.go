@@ -32,7 +32,7 @@ func hanging(ctx context.Context, cfg config, cert tls.Certificate) error {
 	}
 
 	fmt.Printf("\nC publishes %d events, one every %s, while B's deliveries hang\n", cfg.probes, cfg.probeEvery)
-	loaded, err := s.probe(ctx, cfg)
+	_, loaded, err := s.probe(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -93,8 +93,8 @@ func (s *stage) publishNoisy(ctx context.Context, n int) error {
 }
 
 // probe publishes C's events on a ticker, open loop, then waits for their deliveries and prints
-// each event's event-to-receipt time, in publishing order.
-func (s *stage) probe(ctx context.Context, cfg config) ([]obs, error) {
+// each event's event-to-receipt time, in publishing order. It returns the events with their times.
+func (s *stage) probe(ctx context.Context, cfg config) ([]publication, []obs, error) {
 	l := &ledger{}
 	var wg sync.WaitGroup
 	tick := time.NewTicker(cfg.probeEvery)
@@ -104,7 +104,7 @@ func (s *stage) probe(ctx context.Context, cfg config) ([]obs, error) {
 			select {
 			case <-ctx.Done():
 				wg.Wait()
-				return nil, ctx.Err()
+				return nil, nil, ctx.Err()
 			case <-tick.C:
 			}
 		}
@@ -112,7 +112,7 @@ func (s *stage) probe(ctx context.Context, cfg config) ([]obs, error) {
 	}
 	wg.Wait()
 	if err := l.err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	pubs := l.accepted()
@@ -124,12 +124,13 @@ func (s *stage) probe(ctx context.Context, cfg config) ([]obs, error) {
 	for i, o := range out {
 		fmt.Printf("  +%4.1f s  event %d: %s\n", pubs[i].start.Sub(pubs[0].start).Seconds(), pubs[i].eventID, o)
 	}
-	return out, nil
+	return pubs, out, nil
 }
 
 // orDefault returns v, or def when v is zero: some flags' defaults depend on the scenario.
-func orDefault(v, def int) int {
-	if v == 0 {
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
 		return def
 	}
 	return v

@@ -13,6 +13,12 @@
 //   - isolation: the benchmark behind docs/performance.md. C publishes at a steady open-loop rate,
 //     first alone, then while B publishes as much to a receiver that answers at once (the control),
 //     then to one that never answers; it reports C's p50, p99 and max event-to-receipt per phase.
+//   - sharedhost: issue 17's experiment. One receiver, one host and port, serves C's one webhook
+//     (/ok, answers at once) and B's 100 (/hang/<i>, never answer). C publishes -probes events on
+//     the idle stack; then B publishes -noisy-events events and, -pause later (time for a breaker
+//     on the host to open), C publishes as many again. It reports per phase C's p50, p99 and max
+//     event-to-receipt, its events not arrived within -timeout and its failed attempts (from the
+//     API's delivery log), then C's webhook status and how long the receiver held B's requests.
 //   - openloop: one webhook at a healthy receiver; it publishes -rate events/s for -duration, open
 //     loop (a publish does not wait for earlier answers), and reports the accepted count and the
 //     p50, p99 and max event-to-receipt (publish sent to arrival).
@@ -40,11 +46,11 @@
 //	WEBHOOKD_EXTRA_CA_FILE=.data/loadtest-cert.pem WEBHOOKD_ALLOW_PRIVATE_TARGETS=true make run
 //	go run ./cmd/loadtest -key whk_... -events 1000
 //
-// deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging and isolation
-// scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make bench-e2e) the suite,
-// deployments/dev/bench-scale.sh (make bench-scale) the list and pending scenarios. The isolation
-// defaults (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever B's
-// receiver does, so that script scales them down.
+// deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging, isolation and
+// sharedhost scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make bench-e2e) the
+// suite, deployments/dev/bench-scale.sh (make bench-scale) the list and pending scenarios. The
+// isolation defaults (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever
+// B's receiver does, so that script scales them down.
 package main
 
 import (
@@ -68,10 +74,10 @@ import (
 type config struct {
 	scenario string
 	api      string
-	key      string // account C in the hanging and isolation scenarios
+	key      string // account C in the hanging, isolation and sharedhost scenarios
 	noisyKey string // account B, whose receiver hangs
 
-	listen      string // the healthy receiver
+	listen      string // the healthy receiver; in sharedhost, the one receiver
 	hangListen  string // the hanging receiver
 	healthyHost string // host name in the healthy webhook's URL
 	certFile    string
@@ -97,14 +103,19 @@ type config struct {
 	idle       time.Duration
 	publishFor time.Duration
 
-	// hanging and isolation
+	// hanging, isolation and sharedhost
 	noisyHooks int
 
-	// hanging
-	baseline    int
+	// hanging and sharedhost; 0 is the scenario's default
 	noisyEvents int
 	probes      int
 	probeEvery  time.Duration
+
+	// hanging
+	baseline int
+
+	// sharedhost
+	pause time.Duration
 
 	// isolation and openloop
 	rate     float64
@@ -143,11 +154,11 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list or pending")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list or pending")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
-	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging and isolation scenarios")
-	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging and isolation)")
-	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9443", "healthy receiver address")
+	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation and sharedhost scenarios")
+	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost)")
+	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9443", "healthy receiver address; in sharedhost the one receiver, B's and C's")
 	flag.StringVar(&cfg.hangListen, "hang-listen", "127.0.0.1:9444", "hanging receiver address (hanging and isolation)")
 	flag.StringVar(&cfg.healthyHost, "healthy-host", "localhost",
 		"host name in the healthy webhook's URL: another name than the hanging receiver's 127.0.0.1, as two customers' hosts would be")
@@ -166,11 +177,13 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.listEvery, "list-every", 10*time.Second, "interval between bursts of timed list calls under load (pending)")
 	flag.DurationVar(&cfg.publishFor, "publish-for", 0, "stop publishing after this long, with fewer than -events if need be; 0: no limit (pending)")
 	flag.DurationVar(&cfg.idle, "idle", 2*time.Minute, "after the last delivery failed, wait this long before the last RSS sample (pending)")
-	flag.IntVar(&cfg.noisyHooks, "noisy-hooks", 0, "account B's webhooks on the hanging receiver (default 100 for hanging, 20 for isolation)")
+	flag.IntVar(&cfg.noisyHooks, "noisy-hooks", 0, "account B's webhooks on the hanging receiver (default 100 for hanging and sharedhost, 20 for isolation)")
 	flag.IntVar(&cfg.baseline, "baseline", 5, "C events published one at a time on the idle stack (hanging)")
-	flag.IntVar(&cfg.noisyEvents, "noisy-events", 10, "events B publishes (hanging)")
-	flag.IntVar(&cfg.probes, "probes", 10, "C events published while B's deliveries hang (hanging)")
-	flag.DurationVar(&cfg.probeEvery, "probe-every", time.Second, "interval between those C events (hanging)")
+	flag.IntVar(&cfg.noisyEvents, "noisy-events", 10, "events B publishes (hanging and sharedhost)")
+	flag.IntVar(&cfg.probes, "probes", 0, "C events published while B's deliveries hang (hanging; default 10), in each phase (sharedhost; default 20)")
+	flag.DurationVar(&cfg.probeEvery, "probe-every", 0, "interval between those C events (hanging: default 1s; sharedhost: 500ms)")
+	flag.DurationVar(&cfg.pause, "pause", 12*time.Second,
+		"after B publishes, wait this long before C publishes again, for a breaker on the host to open: twice webhookd's delivery timeout or more (sharedhost)")
 	flag.Float64Var(&cfg.rate, "rate", 10, "events per second each account publishes (isolation, openloop)")
 	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation), of the publishing (openloop)")
 	flag.BoolVar(&cfg.control, "control", true, "add a phase where B's receiver answers at once, to tell what the hang costs from what B's traffic costs (isolation)")
@@ -193,8 +206,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if cfg.rate <= 0 || cfg.duration <= 0 || cfg.progress <= 0 || cfg.probeEvery <= 0 {
-		return errors.New("-rate, -duration, -progress and -probe-every must be positive")
+	if cfg.rate <= 0 || cfg.duration <= 0 || cfg.progress <= 0 {
+		return errors.New("-rate, -duration and -progress must be positive")
+	}
+	if cfg.probes < 0 || cfg.probeEvery < 0 || cfg.pause < 0 {
+		return errors.New("-probes, -probe-every and -pause must not be negative")
 	}
 	if cfg.events < 0 || cfg.concurrency <= 0 || cfg.hooks <= 0 {
 		return errors.New("-events must not be negative, -concurrency and -hooks must be positive")
@@ -227,16 +243,21 @@ func run(ctx context.Context) error {
 		}
 		_, err = suite(ctx, cfg, cert, opts, os.Stdout)
 		return err
-	case "hanging", "isolation":
+	case "hanging", "isolation", "sharedhost":
 		if cfg.noisyKey == "" || cfg.noisyKey == cfg.key {
 			return fmt.Errorf("-scenario %s needs -noisy-key, the key of a second account", cfg.scenario)
 		}
-		if cfg.scenario == "hanging" {
+		switch cfg.scenario {
+		case "hanging":
+			cfg.probes, cfg.probeEvery = orDefault(cfg.probes, 10), orDefault(cfg.probeEvery, time.Second)
 			return hanging(ctx, cfg, cert)
+		case "sharedhost":
+			cfg.probes, cfg.probeEvery = orDefault(cfg.probes, 20), orDefault(cfg.probeEvery, 500*time.Millisecond)
+			return sharedHost(ctx, cfg, cert)
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, openloop, fanout, burst, suite, list or pending", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, openloop, fanout, burst, suite, list or pending", cfg.scenario)
 }
 
 // temporalOptions finds the Temporal server the stack uses as webhookd finds it (TEMPORAL_*

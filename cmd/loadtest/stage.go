@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// stage is what the hanging and isolation scenarios share: account C's one webhook at a healthy
-// receiver, and account B's webhooks at a receiver that never answers.
+// stage is what the hanging, isolation and sharedhost scenarios share: account C's one webhook at
+// a healthy receiver, and account B's webhooks at a receiver that never answers (in sharedhost,
+// both are paths of one receiver).
 type stage struct {
 	healthy *arrivals
 	hanging *hangingReceiver
@@ -27,9 +28,7 @@ type stage struct {
 // cfg.healthyHost, the hanging ones the listening IP: two customers' receivers are two hosts, and
 // a per-host limit must see them as such.
 func setUp(ctx context.Context, cfg config, cert tls.Certificate, noisyHooks int) (*stage, error) {
-	// Open-loop publishers run concurrently: keep enough connections to the API.
-	s := &stage{healthy: newArrivals(), hanging: &hangingReceiver{},
-		c: newAPIClient(cfg.api, cfg.key, 64), b: newAPIClient(cfg.api, cfg.noisyKey, 64)}
+	s := newStage(cfg)
 	healthyAddr, stop, err := serveTLS(cfg.listen, cert, s.healthy)
 	if err != nil {
 		return nil, fmt.Errorf("healthy receiver: %w", err)
@@ -63,6 +62,14 @@ func setUp(ctx context.Context, cfg config, cert tls.Certificate, noisyHooks int
 	fmt.Printf("account C: webhook %d at %s (answers 204 at once)\n", s.cHook, healthyURL)
 	fmt.Printf("account B: %d webhooks at https://%s/hook/... (reads the request, never answers)\n", noisyHooks, hangAddr)
 	return s, nil
+}
+
+// newStage is a stage with its receivers' handlers and both accounts' clients, before any
+// receiver listens or webhook is registered.
+func newStage(cfg config) *stage {
+	// Open-loop publishers run concurrently: keep enough connections to the API.
+	return &stage{healthy: newArrivals(), hanging: &hangingReceiver{},
+		c: newAPIClient(cfg.api, cfg.key, 64), b: newAPIClient(cfg.api, cfg.noisyKey, 64)}
 }
 
 // tearDown deletes the webhooks, so that deliveries still queued are canceled rather than

@@ -20,8 +20,9 @@ import (
 const (
 	ErrTypeBadInput = "BadInput"
 	ErrTypeMail     = "MailRejected"
-	// ErrTypeHostBusy: the receiver's host already has its cap of attempts in flight. No request
-	// was made; the attempt is rescheduled without holding a worker slot while it waits.
+	// ErrTypeHostBusy: the attempt could not have its turn at the receiver in time (its host or
+	// endpoint at its cap, the endpoint's rate limit, a breaker's probe in flight). No request was
+	// made; the attempt is rescheduled without holding a worker slot while it waits.
 	ErrTypeHostBusy = "HostBusy"
 )
 
@@ -92,10 +93,12 @@ type DeliverResult struct {
 	// WebhookDisabled is true when the webhook is disabled: nothing was posted and the delivery
 	// was recorded as exhausted, for a manual retry to pick up once the webhook is enabled.
 	WebhookDisabled bool
-	// HostBusy is true when a local attempt found its receiver host at its concurrency cap:
-	// nothing was posted or recorded, and the workflow makes the same attempt as a regular
-	// activity. (A regular activity fails with ErrTypeHostBusy instead and is retried.)
+	// HostBusy is true when a local attempt was held back (HeldBy says by what: the host's cap,
+	// the endpoint's cap or rate limit, a breaker's probe): nothing was posted or recorded, and the
+	// workflow makes the same attempt as a regular activity, which may wait its turn. (A regular
+	// activity held back fails with ErrTypeHostBusy instead and is retried at its appointment.)
 	HostBusy bool
+	HeldBy   string
 	// NextAttemptIn is the wait before the next attempt after a failure: the scheduled delay, or
 	// longer when a 429 or 503 answer asked for it with Retry-After (up to MaxRetryDelay).
 	NextAttemptIn time.Duration
@@ -115,7 +118,7 @@ var outcomePhrases = map[string]string{
 	ClassBlocked:          "address not public, not contacted",
 	ClassDNS:              "host name does not resolve",
 	ClassNetwork:          "network error",
-	ClassCircuitOpen:      "host paused after repeated failures",
+	ClassCircuitOpen:      "paused after repeated failures",
 	ClassResponseTooLarge: "response too large",
 }
 
@@ -128,6 +131,9 @@ func (r DeliverResult) Outcome() string {
 	case r.WebhookDisabled:
 		return "held: webhook disabled"
 	case r.HostBusy:
+		if r.HeldBy != "" {
+			return "held: " + egress.HoldReason(r.HeldBy).Phrase()
+		}
 		return "receiver host busy"
 	case r.StatusCode != 0:
 		return fmt.Sprintf("%d from receiver", r.StatusCode)

@@ -64,6 +64,34 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		body = BodyB(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
 	}
 
+	info := activity.GetInfo(ctx)
+	turn, postErr := a.Egress.Take(ctx, egress.Request{
+		URL: w.URL, Endpoint: endpointOf(w), Timeout: in.AttemptTimeout, Wait: a.turnWait(ctx, info, in.AttemptTimeout),
+	})
+	var held *egress.HeldError
+	if errors.As(postErr, &held) {
+		if info.IsLocalActivity {
+			// A local attempt waiting for its turn would hold its workflow task, and a workflow
+			// slot, for as long as the wait lasts: a burst to one account's slow receiver would
+			// then starve other accounts' first attempts. It hands the attempt back instead; the
+			// workflow runs it as a regular activity, which waits its turn in the worker, where a
+			// busy host's slots are shared fairly across accounts.
+			return DeliverResult{HostBusy: true, HeldBy: string(held.Reason), Error: held.Error()}, nil
+		}
+		// Nothing was sent, so there is no attempt to record: a hold is a wait, never a failure.
+		// Temporal brings the activity back at the appointment, and no worker slot is held
+		// meanwhile. Benign: expected under load, so the SDK logs it at debug level and counts no
+		// activity failure.
+		return DeliverResult{}, temporal.NewApplicationErrorWithOptions(held.Error(), ErrTypeHostBusy,
+			temporal.ApplicationErrorOptions{NextRetryDelay: held.RetryIn, Category: temporal.ApplicationErrorCategoryBenign})
+	}
+	if turn == nil && ctx.Err() != nil {
+		// The activity ended while it waited for its turn: nothing was sent.
+		return DeliverResult{}, fmt.Errorf("delivery %d: waiting for a turn: %w", in.DeliveryID, postErr)
+	}
+	defer turn.Cancel()
+
+	// The clock starts with the turn: the webhook-timestamp and the latency leave out the wait.
 	started := a.now()
 	msgID := MessageID(ev.ID, w.ID)
 	signature, err := StandardSignature(msgID, started, body, secrets...)
@@ -79,24 +107,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 	sent := sentHeaders(header)
 	header.Set("Webhook-Signature", signature)
-	resp, postErr := a.Egress.PostWithin(ctx, in.AttemptTimeout, w.URL, header, body)
-	latency := a.now().Sub(started)
-	var busy *egress.HostBusyError
-	if errors.As(postErr, &busy) {
-		if activity.GetInfo(ctx).IsLocalActivity {
-			// A local attempt waiting for the host would hold its workflow task, and a workflow
-			// slot, for as long as the host stays busy: a burst to one account's slow receiver
-			// would then starve other accounts' first attempts. It hands the attempt back instead;
-			// the workflow runs it as a regular activity, which waits for the host on Temporal's
-			// side, dispatched fairly across accounts.
-			return DeliverResult{HostBusy: true, Error: "receiver host busy: " + busy.Error()}, nil
-		}
-		// Nothing was sent, so there is no attempt to record. Temporal brings the activity back at
-		// the host's appointment, and no worker slot is held meanwhile. Benign: expected under
-		// load, so the SDK logs it at debug level and counts no activity failure.
-		return DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy: "+busy.Error(), ErrTypeHostBusy,
-			temporal.ApplicationErrorOptions{NextRetryDelay: busy.RetryIn, Category: temporal.ApplicationErrorCategoryBenign})
+	var resp *egress.Response
+	if postErr == nil {
+		resp, postErr = turn.Post(ctx, header, body)
 	}
+	latency := a.now().Sub(started)
 	var status int
 	var respBody []byte
 	if resp != nil {
@@ -143,6 +158,37 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	activity.GetLogger(ctx).Info("delivery attempt", "delivery", in.DeliveryID, "webhook", w.ID, "attempt", in.Attempt,
 		"delivered", res.Delivered, "status", status, "error_class", res.ErrorClass, "latency_ms", latency.Milliseconds())
 	return res, nil
+}
+
+// turnRecordMargin is what a regular attempt keeps of its activity's time for recording its outcome
+// after the exchange.
+const turnRecordMargin = 5 * time.Second
+
+// turnWait is how long an attempt may wait in the worker for its turn at the receiver: none for a
+// local attempt (it would hold its workflow task), and for a regular one what its activity's
+// StartToClose leaves after the exchange and the record.
+func (a *Activities) turnWait(ctx context.Context, info activity.Info, attemptTimeout time.Duration) time.Duration {
+	deadline, ok := ctx.Deadline()
+	if info.IsLocalActivity || !ok {
+		return 0
+	}
+	exchange := attemptTimeout
+	if exchange <= 0 || exchange > a.Egress.Timeout() {
+		exchange = a.Egress.Timeout()
+	}
+	return max(0, time.Until(deadline)-exchange-turnRecordMargin)
+}
+
+// endpointOf is the webhook as the egress client's limits see it.
+func endpointOf(w *model.Webhook) egress.Endpoint {
+	ep := egress.Endpoint{Account: w.AccountID, Webhook: w.ID}
+	if w.MaxInFlight != nil {
+		ep.MaxInFlight = *w.MaxInFlight
+	}
+	if w.RateLimit != nil {
+		ep.RateLimit = *w.RateLimit
+	}
+	return ep
 }
 
 // nextAttemptIn is the wait before the next attempt: the scheduled one, unless the receiver

@@ -126,7 +126,9 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 
 	var a *activities.Activities
 	deliverOpts := workflow.ActivityOptions{
-		StartToCloseTimeout: in.AttemptTimeout + 10*time.Second,
+		// The exchange, up to one more exchange's time waiting in the worker for its turn at a
+		// busy receiver (Deliver takes what this leaves), and the record.
+		StartToCloseTimeout: 2*in.AttemptTimeout + 10*time.Second,
 		// A receiver's failure is a result, not an error, so only our own infrastructure failures
 		// (the database) and a receiver host at its concurrency cap (which names its own next
 		// retry time) are retried here, for as long as they last: giving up would lose the
@@ -215,8 +217,9 @@ schedule:
 				lopts.Summary = summary
 				err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(localCtx, lopts), a.Deliver, in).Get(ctx, &last)
 				if err == nil && last.HostBusy {
-					// The host was at its cap: the same attempt as a regular activity.
-					err = workflow.ExecuteActivity(withSummary(attemptCtx, summary+" (host was busy)"), a.Deliver, in).Get(ctx, &last)
+					// Held back (the host or the endpoint at its cap, the rate limit, a breaker's
+					// probe): the same attempt as a regular activity, which may wait its turn.
+					err = workflow.ExecuteActivity(withSummary(attemptCtx, fmt.Sprintf("%s (%s)", summary, last.Outcome())), a.Deliver, in).Get(ctx, &last)
 				}
 			} else {
 				err = workflow.ExecuteActivity(withSummary(attemptCtx, summary), a.Deliver, in).Get(ctx, &last)

@@ -26,19 +26,51 @@ const (
 	ClassResponseTooLarge = "response_too_large"
 )
 
-// ErrCircuitOpen is wrapped by the error of an exchange refused, without a connection, because its
-// receiver host failed BreakerFailures times in a row and its cool-down has not passed.
-var ErrCircuitOpen = errors.New("circuit open")
+// HoldReason names what held an exchange back. An exchange held back was not made: it is a wait,
+// never a failure of its endpoint.
+type HoldReason string
 
-// HostBusyError refuses, without a connection, an exchange whose receiver host already has
-// HostConcurrency exchanges in flight. RetryIn is an appointment, not a blind backoff: refused
-// exchanges are spread at about the rate the host frees its slots.
-type HostBusyError struct {
+const (
+	// HeldByHostCap: the receiver's host had its cap of exchanges in flight, and the free slots
+	// went to accounts holding fewer.
+	HeldByHostCap HoldReason = "host_cap"
+	// HeldByEndpointCap: the endpoint had its own cap of exchanges in flight.
+	HeldByEndpointCap HoldReason = "endpoint_cap"
+	// HeldByRateLimit: the endpoint's rate limit had no turn free yet.
+	HeldByRateLimit HoldReason = "rate_limit"
+	// HeldByBreaker: a probe of the endpoint or its host was in flight, and its outcome decides.
+	HeldByBreaker HoldReason = "breaker"
+)
+
+// HoldReasons are every HoldReason, in the order the docs list them.
+var HoldReasons = []HoldReason{HeldByHostCap, HeldByEndpointCap, HeldByRateLimit, HeldByBreaker}
+
+// Phrase says the reason in a few words, for the Web UI and the attempt's messages.
+func (r HoldReason) Phrase() string {
+	switch r {
+	case HeldByHostCap:
+		return "receiver host at its cap"
+	case HeldByEndpointCap:
+		return "endpoint at its cap"
+	case HeldByRateLimit:
+		return "endpoint rate limit"
+	case HeldByBreaker:
+		return "breaker probe in flight"
+	}
+	return string(r)
+}
+
+// HeldError refuses, without a connection, an exchange that could not have its turn within the
+// time it could wait. RetryIn is an appointment, not a blind backoff: held exchanges are spread at
+// about the rate their host, endpoint or rate limit frees turns.
+type HeldError struct {
+	Reason  HoldReason
+	Host    string
 	RetryIn time.Duration
 }
 
-func (e *HostBusyError) Error() string {
-	return fmt.Sprintf("receiver host has too many deliveries in flight; retry in %s", e.RetryIn.Round(time.Millisecond))
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("held back (%s) at %s; next try in %s", e.Reason.Phrase(), e.Host, e.RetryIn.Round(time.Millisecond))
 }
 
 // Classify names why an exchange failed, for the attempt log and metrics, with a message that is
@@ -59,11 +91,17 @@ func Classify(err error) (class, message string) {
 	var hostErr x509.HostnameError
 	var recordErr tls.RecordHeaderError
 	var netErr net.Error
+	var circuitErr *CircuitOpenError
 	switch {
 	case errors.Is(err, ErrBlockedAddress):
 		return ClassBlocked, "the receiver's address is not public; webhookd does not connect to it"
+	case errors.As(err, &circuitErr):
+		if circuitErr.Scope == scopeHost {
+			return ClassCircuitOpen, "the receiver's host refused connections or failed DNS or TLS repeatedly; webhookd pauses connecting to it for a while"
+		}
+		return ClassCircuitOpen, "this endpoint failed repeatedly (timeouts, 5xx or 429); webhookd pauses it for a while"
 	case errors.Is(err, ErrCircuitOpen):
-		return ClassCircuitOpen, "the receiver's host failed repeatedly; webhookd pauses connecting to it for a while"
+		return ClassCircuitOpen, "the receiver failed repeatedly; webhookd pauses it for a while"
 	case headersTooLarge(err):
 		return ClassResponseTooLarge, fmt.Sprintf("the receiver's response headers exceeded %d KiB", MaxResponseRead>>10)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():

@@ -23,6 +23,8 @@ func TestClassify(t *testing.T) {
 	}{
 		{"blocked", dial(fmt.Errorf("%w: 127.0.0.1 is loopback", ErrBlockedAddress)), ClassBlocked},
 		{"circuit open", fmt.Errorf("%w: example.com:443", ErrCircuitOpen), ClassCircuitOpen},
+		{"endpoint circuit open", &CircuitOpenError{Scope: scopeEndpoint}, ClassCircuitOpen},
+		{"host circuit open", fmt.Errorf("post: %w", &CircuitOpenError{Scope: scopeHost}), ClassCircuitOpen},
 		{"headers too large", post(errors.New("net/http: server response headers exceeded 65536 bytes; aborted")), ClassResponseTooLarge},
 		{"HTTP/2 headers too large", post(errors.New("http2: response header list larger than advertised limit")), ClassResponseTooLarge},
 		{"deadline", post(context.DeadlineExceeded), ClassTimeout},

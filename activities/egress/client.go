@@ -1,12 +1,15 @@
 // Package egress is everything that leaves the worker toward a receiver: which addresses may be
 // dialed (AddressPolicy), the one outbound HTTP client (Client), how much of a reply is read, how
-// many exchanges one receiver host may hold at once, when to stop trying a host that keeps failing
-// (a per-host circuit breaker), and how a failure is named for the webhook's owner (Classify).
+// many exchanges one receiver host and one endpoint may hold at once and how a busy host's slots
+// are shared across accounts, an endpoint's rate limit, when to stop trying an endpoint or a host
+// that keeps failing (circuit breakers), and how a failure is named for the webhook's owner
+// (Classify).
 //
-// The per-host state (breakers, concurrency slots, duration estimates) lives in memory in each
+// That state (breakers, slots, waiters, rate schedules, duration estimates) lives in memory in each
 // worker process and is never shared or persisted. Losing it on a restart, or splitting it across
-// workers, only costs some wasted attempts against a host that is down; it never loses a delivery,
-// because a refused attempt is retried like any other failed one.
+// workers, only loosens the limits (N workers allow N times each cap) or costs some wasted
+// attempts against a receiver that is down; it never loses a delivery, because a held exchange is
+// retried like any other.
 package egress
 
 import (
@@ -36,9 +39,12 @@ const MaxResponseRead = 64 << 10
 // Defaults of the Options left at zero.
 const (
 	DefaultHostConcurrency = 16
-	DefaultBreakerFailures = 5
-	DefaultBreakerCooldown = 30 * time.Second
-	DefaultMaxWait         = time.Minute
+	// DefaultEndpointConcurrency, a quarter of the host's default, lets no single endpoint take more
+	// than a quarter of its host's slots.
+	DefaultEndpointConcurrency = DefaultHostConcurrency / 4
+	DefaultBreakerFailures     = 5
+	DefaultBreakerCooldown     = 30 * time.Second
+	DefaultMaxWait             = time.Minute
 )
 
 // Options configures a Client. Zero values take the defaults above; Timeout is required.
@@ -49,14 +55,19 @@ type Options struct {
 	// Timeout bounds one exchange: dial, TLS, request, response headers and body.
 	Timeout time.Duration
 	// HostConcurrency is how many exchanges with one receiver host may be in flight in this
-	// process; more are refused with a HostBusyError.
+	// process; more wait their turn, shared fairly across accounts, or are held back with a
+	// *HeldError.
 	HostConcurrency int
-	// BreakerFailures is how many counted failures in a row (timeouts, connection failures) open
-	// a host's breaker.
+	// EndpointConcurrency is how many exchanges with one endpoint may be in flight in this
+	// process, unless its Endpoint says otherwise; at most HostConcurrency. Zero takes a quarter
+	// of HostConcurrency (at least 1).
+	EndpointConcurrency int
+	// BreakerFailures is how many counted failures in a row open a breaker: an endpoint's
+	// (timeouts, 5xx, 429, broken connections) or a host's (refused connections, DNS, TLS).
 	BreakerFailures int
 	// BreakerCooldown is how long an open breaker fails fast before it lets one probe through.
 	BreakerCooldown time.Duration
-	// MaxWait bounds the RetryIn of a HostBusyError.
+	// MaxWait bounds the RetryIn of a HeldError.
 	MaxWait    time.Duration
 	Registerer prometheus.Registerer // nil: no metrics
 	Logger     *slog.Logger          // nil: no logs; otherwise breakers opening and closing
@@ -98,6 +109,10 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	hs := newHosts(o, m)
+	if err := m.registerEndpoints(o.Registerer, hs); err != nil {
+		return nil, err
+	}
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: o.Policy.DialControl}
 	transport := &http.Transport{
 		Proxy:                  nil,
@@ -120,7 +135,7 @@ func New(o Options) (*Client, error) {
 			},
 		},
 		timeout: o.Timeout,
-		hosts:   newHosts(o, m),
+		hosts:   hs,
 	}, nil
 }
 
@@ -128,6 +143,10 @@ func (o Options) withDefaults() Options {
 	if o.HostConcurrency <= 0 {
 		o.HostConcurrency = DefaultHostConcurrency
 	}
+	if o.EndpointConcurrency <= 0 {
+		o.EndpointConcurrency = max(1, o.HostConcurrency/4)
+	}
+	o.EndpointConcurrency = min(o.EndpointConcurrency, o.HostConcurrency)
 	if o.BreakerFailures <= 0 {
 		o.BreakerFailures = DefaultBreakerFailures
 	}
@@ -168,39 +187,104 @@ func RootCAs(extraCAFile string) (*x509.CertPool, error) {
 	return roots, nil
 }
 
-// Post sends body to rawURL with header and returns the reply.
-//
-// Before connecting it asks the receiver's host (scheme's default port filled in, so each port is
-// a host of its own) for permission: an open breaker fails fast with an error wrapping
-// ErrCircuitOpen, and a host already holding HostConcurrency exchanges refuses with a
-// *HostBusyError. Neither opens a connection.
-//
-// A reply whose body does not finish within the timeout returns both the Response (status,
-// headers and what was read) and the error.
-func (c *Client) Post(ctx context.Context, rawURL string, header http.Header, body []byte) (*Response, error) {
-	return c.PostWithin(ctx, 0, rawURL, header, body)
+// Endpoint names the webhook an exchange delivers for: whose slots it counts against, whose
+// breaker judges it, and its own limits. The zero Endpoint is an anonymous one per URL.
+type Endpoint struct {
+	// Account owns the webhook: a busy host's free slots go to the account holding fewest.
+	Account int64
+	// Webhook is the endpoint; with the URL it keys the endpoint's breaker, cap and rate limit.
+	Webhook int64
+	// MaxInFlight caps its exchanges in flight; zero takes Options.EndpointConcurrency. Never
+	// more than Options.HostConcurrency.
+	MaxInFlight int
+	// RateLimit caps its exchanges per second; zero is none.
+	RateLimit int
+
+	key string
 }
 
-// PostWithin is Post with the exchange bounded by timeout instead of the client's Timeout, which
-// stays the ceiling: a timeout of zero, or longer than the client's, takes the client's. The
-// delivery activity passes the attempt timeout frozen in its workflow's input, so the exchange
-// always ends before the activity's own StartToClose, whatever this worker's configuration says.
-func (c *Client) PostWithin(ctx context.Context, timeout time.Duration, rawURL string, header http.Header, body []byte) (*Response, error) {
+// Request asks for a turn at a receiver.
+type Request struct {
+	URL      string
+	Endpoint Endpoint
+	// Timeout bounds the exchange; zero, or longer than the client's Timeout, takes the
+	// client's, which stays the ceiling.
+	Timeout time.Duration
+	// Wait is how long the exchange may wait in this process for its turn (a slot, the rate
+	// limit) before it is held back with a *HeldError; zero holds it back at once.
+	Wait time.Duration
+}
+
+// Turn is an exchange admitted by Take: Post makes it, and Cancel gives the turn back unused.
+type Turn struct {
+	c       *Client
+	t       ticket
+	url     string
+	timeout time.Duration
+	done    bool
+}
+
+// Post sends body to rawURL with header for an anonymous endpoint and returns the reply; it never
+// waits for a turn.
+func (c *Client) Post(ctx context.Context, rawURL string, header http.Header, body []byte) (*Response, error) {
+	return c.Do(ctx, Request{URL: rawURL}, header, body)
+}
+
+// Do takes a turn for r and makes the exchange.
+func (c *Client) Do(ctx context.Context, r Request, header http.Header, body []byte) (*Response, error) {
+	turn, err := c.Take(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return turn.Post(ctx, header, body)
+}
+
+// Take asks the receiver's host (scheme's default port filled in, so each port is a host of its
+// own) and the endpoint for a turn, without connecting. An open breaker fails fast with an error
+// wrapping ErrCircuitOpen, and an exchange that cannot have its turn within r.Wait (the host or the
+// endpoint at its cap, the rate limit, a breaker's probe in flight) is held back with a
+// *HeldError. Every Turn returned must be posted or canceled.
+func (c *Client) Take(ctx context.Context, r Request) (*Turn, error) {
+	timeout := r.Timeout
 	if timeout <= 0 || timeout > c.timeout {
 		timeout = c.timeout
 	}
-	key, err := hostKey(rawURL)
+	key, err := hostKey(r.URL)
 	if err != nil {
 		return nil, err
 	}
-	ticket, err := c.hosts.acquire(key)
+	ep := r.Endpoint
+	ep.key = fmt.Sprintf("%d %s", ep.Webhook, r.URL)
+	t, err := c.hosts.acquire(ctx, key, ep, r.Wait)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.exchange(ctx, timeout, rawURL, header, body)
-	c.hosts.release(ticket, judge(ctx, err))
+	return &Turn{c: c, t: t, url: r.URL, timeout: timeout}, nil
+}
+
+// Post makes the exchange: body to the turn's URL with header. A reply whose body does not finish
+// within the timeout returns both the Response (status, headers and what was read) and the error.
+func (t *Turn) Post(ctx context.Context, header http.Header, body []byte) (*Response, error) {
+	if t.done {
+		return nil, errors.New("egress: turn already used")
+	}
+	t.done = true
+	resp, err := t.c.exchange(ctx, t.timeout, t.url, header, body)
+	t.c.hosts.release(ctx, t.t, resp, err)
 	return resp, err
 }
+
+// Cancel gives back a turn that was not posted; after Post it does nothing.
+func (t *Turn) Cancel() {
+	if t == nil || t.done {
+		return
+	}
+	t.done = true
+	t.c.hosts.cancel(t.t)
+}
+
+// Timeout is the ceiling of one exchange.
+func (c *Client) Timeout() time.Duration { return c.timeout }
 
 func (c *Client) exchange(ctx context.Context, timeout time.Duration, rawURL string, header http.Header, body []byte) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)

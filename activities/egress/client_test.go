@@ -168,7 +168,7 @@ func TestPostBoundsResponseHeaders(t *testing.T) {
 func TestPostBoundsMemoryOfHugeReplies(t *testing.T) {
 	h := newHugeHeaders()
 	srv, _ := newTLSServer(t, h.ServeHTTP)
-	c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), HostConcurrency: 32})
+	c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), HostConcurrency: 32, EndpointConcurrency: 32})
 	const exchanges = 20
 
 	var before, after runtime.MemStats
@@ -250,9 +250,9 @@ func TestHostKey(t *testing.T) {
 	}
 }
 
-// TestPostWithinBoundsTheExchange: the per-call timeout cuts an exchange shorter than the client's
+// TestRequestTimeoutBoundsTheExchange: the request's timeout cuts an exchange shorter than the client's
 // Timeout, and the client's Timeout stays the ceiling of a longer one.
-func TestPostWithinBoundsTheExchange(t *testing.T) {
+func TestRequestTimeoutBoundsTheExchange(t *testing.T) {
 	release := make(chan struct{})
 	srv, _ := newTLSServer(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -272,7 +272,7 @@ func TestPostWithinBoundsTheExchange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Timeout: tc.client})
 			began := time.Now()
-			_, err := c.PostWithin(context.Background(), tc.perCall, srv.URL, testHeader, []byte(`{}`))
+			_, err := c.Do(context.Background(), Request{URL: srv.URL, Timeout: tc.perCall}, testHeader, []byte(`{}`))
 			if class, _ := Classify(err); class != ClassTimeout {
 				t.Fatalf("err = %v (class %q), want a timeout", err, class)
 			}

@@ -62,12 +62,14 @@ type Config struct {
 	WorkflowCacheSize int
 	// RetryJitter is the largest fraction added to each retry delay.
 	RetryJitter float64
-	// HostConcurrency caps one receiver host's attempts in flight per worker process;
-	// BreakerFailures consecutive timeouts or connection failures open its breaker for
-	// BreakerCooldown.
-	HostConcurrency int
-	BreakerFailures int
-	BreakerCooldown time.Duration
+	// HostConcurrency caps one receiver host's attempts in flight per worker process, and
+	// EndpointConcurrency one endpoint's (a webhook's URL) unless the webhook sets maxInFlight;
+	// BreakerFailures failures in a row open an endpoint's breaker (timeouts, 5xx, 429) or a host's
+	// (refused connections, DNS, TLS) for BreakerCooldown.
+	HostConcurrency     int
+	EndpointConcurrency int
+	BreakerFailures     int
+	BreakerCooldown     time.Duration
 	// DisableAfter is how long a webhook may fail without a success before it is disabled (zero:
 	// never), once at least DisableMinExhausted of its deliveries were exhausted.
 	DisableAfter        time.Duration
@@ -84,7 +86,7 @@ var knownVariables = []string{
 	"WEBHOOKD_LOG_FORMAT", "WEBHOOKD_RETRY_SCHEDULE", "WEBHOOKD_RETRY_WINDOW", "WEBHOOKD_DELIVERY_TIMEOUT",
 	"WEBHOOKD_EXTRA_CA_FILE", "WEBHOOKD_SMTP_URL", "WEBHOOKD_MAIL_FROM", "WEBHOOKD_PUBLIC_URL",
 	"WEBHOOKD_TEMPORAL_UI_URL", "WEBHOOKD_SITE_BASE_URL", "WEBHOOKD_SWEEP_INTERVAL", "WEBHOOKD_MAX_CONCURRENT_DELIVERIES",
-	"WEBHOOKD_MAX_CONCURRENT_RETRIES", "WEBHOOKD_WORKFLOW_CACHE_SIZE", "WEBHOOKD_RETRY_JITTER", "WEBHOOKD_HOST_CONCURRENCY", "WEBHOOKD_BREAKER_FAILURES",
+	"WEBHOOKD_MAX_CONCURRENT_RETRIES", "WEBHOOKD_WORKFLOW_CACHE_SIZE", "WEBHOOKD_RETRY_JITTER", "WEBHOOKD_HOST_CONCURRENCY", "WEBHOOKD_ENDPOINT_CONCURRENCY", "WEBHOOKD_BREAKER_FAILURES",
 	"WEBHOOKD_BREAKER_COOLDOWN", "WEBHOOKD_DISABLE_AFTER", "WEBHOOKD_DISABLE_MIN_EXHAUSTED", "WEBHOOKD_RETENTION",
 	// Read by the test suite, not by the service; allowed so a test shell can run the binary.
 	"WEBHOOKD_TEST_DATABASE_URL", "WEBHOOKD_TEST_LOG", "WEBHOOKD_SCREENSHOTS",
@@ -188,6 +190,11 @@ func loadConfig(environ []string) (Config, error) {
 	if cfg.MaxConcurrentDeliveries > 0 && cfg.HostConcurrency > cfg.MaxConcurrentDeliveries/2 {
 		errs = append(errs, fmt.Errorf("WEBHOOKD_HOST_CONCURRENCY: %d is more than half of WEBHOOKD_MAX_CONCURRENT_DELIVERIES (%d): one receiver host could take the worker's slots",
 			cfg.HostConcurrency, cfg.MaxConcurrentDeliveries))
+	}
+	// No single endpoint may take more than a quarter of its host's slots unless its webhook says.
+	cfg.EndpointConcurrency = int(positive("WEBHOOKD_ENDPOINT_CONCURRENCY", strconv.Itoa(max(1, cfg.HostConcurrency/4))))
+	if cfg.EndpointConcurrency > cfg.HostConcurrency {
+		errs = append(errs, fmt.Errorf("WEBHOOKD_ENDPOINT_CONCURRENCY: %d is more than WEBHOOKD_HOST_CONCURRENCY (%d)", cfg.EndpointConcurrency, cfg.HostConcurrency))
 	}
 	cfg.BreakerFailures = int(positive("WEBHOOKD_BREAKER_FAILURES", "5"))
 	cfg.BreakerCooldown = duration("WEBHOOKD_BREAKER_COOLDOWN", "10s")

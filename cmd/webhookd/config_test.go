@@ -16,7 +16,7 @@ func TestConfigDefaults(t *testing.T) {
 	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.DatabaseURL != "sqlite:.data/webhookd.db" || cfg.Temporal.HostPort != "127.0.0.1:7233" ||
 		cfg.Temporal.Namespace != "default" || cfg.TaskQueue != "webhookd" || cfg.AllowPrivateTargets || cfg.AllowHTTPTargets ||
 		cfg.RateLimit != 20 || cfg.RateBurst != 40 || cfg.DeliveryTimeout != 5*time.Second || cfg.RetryWindow != 7*24*time.Hour ||
-		cfg.RetryJitter != 0.1 || cfg.MaxConcurrentRetries != 100 || cfg.HostConcurrency != 16 || cfg.BreakerFailures != 5 ||
+		cfg.RetryJitter != 0.1 || cfg.MaxConcurrentRetries != 100 || cfg.HostConcurrency != 16 || cfg.EndpointConcurrency != 4 || cfg.BreakerFailures != 5 ||
 		cfg.BreakerCooldown != 10*time.Second || cfg.DisableAfter != 120*time.Hour || cfg.DisableMinExhausted != 5 {
 		t.Fatalf("defaults = %+v", cfg)
 	}
@@ -95,6 +95,16 @@ func TestConfigReadsValues(t *testing.T) {
 	}
 	if _, err := loadConfig([]string{"WEBHOOKD_MAX_CONCURRENT_DELIVERIES=10", "WEBHOOKD_HOST_CONCURRENCY=6"}); err == nil || !strings.Contains(err.Error(), "WEBHOOKD_HOST_CONCURRENCY") {
 		t.Fatalf("a host cap over half the slots: err = %v", err)
+	}
+	// The endpoint cap follows the host cap unless set, and may not exceed it.
+	if cfg.EndpointConcurrency != 1 {
+		t.Fatalf("host cap 2: endpoint cap = %d, want 1", cfg.EndpointConcurrency)
+	}
+	if cfg, err = loadConfig([]string{"WEBHOOKD_HOST_CONCURRENCY=20", "WEBHOOKD_ENDPOINT_CONCURRENCY=20"}); err != nil || cfg.EndpointConcurrency != 20 {
+		t.Fatalf("endpoint cap = host cap: %d, %v", cfg.EndpointConcurrency, err)
+	}
+	if _, err := loadConfig([]string{"WEBHOOKD_HOST_CONCURRENCY=8", "WEBHOOKD_ENDPOINT_CONCURRENCY=9"}); err == nil || !strings.Contains(err.Error(), "WEBHOOKD_ENDPOINT_CONCURRENCY") {
+		t.Fatalf("an endpoint cap over the host cap: err = %v", err)
 	}
 }
 

@@ -196,8 +196,8 @@ func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egre
 	}
 	out, err := egress.New(egress.Options{
 		Policy: policy, RootCAs: roots, Timeout: cfg.DeliveryTimeout,
-		HostConcurrency: cfg.HostConcurrency, BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
-		Registerer: reg, Logger: logger.With("component", "egress"),
+		HostConcurrency: cfg.HostConcurrency, EndpointConcurrency: cfg.EndpointConcurrency,
+		BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown, Registerer: reg, Logger: logger.With("component", "egress"),
 	})
 	if err != nil {
 		return nil, err

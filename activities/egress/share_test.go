@@ -1,0 +1,344 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The fair-share scheduler on its own: hosts with a test clock, exchanges admitted and ended by
+// hand. Waits run on real timers, so waiting exchanges run in goroutines.
+
+const testHost = "receiver.example:443"
+
+func testHosts(o Options) (*hosts, *fakeClock) {
+	clock := newFakeClock()
+	o.Now = clock.Now
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	}
+	return newHosts(o.withDefaults(), nil), clock
+}
+
+// endpointOf is webhook's endpoint, of account, at testHost.
+func endpointOf(account, webhook int64) Endpoint {
+	return Endpoint{Account: account, Webhook: webhook, key: fmt.Sprintf("%d https://%s/%d", webhook, testHost, webhook)}
+}
+
+func mustAcquire(t *testing.T, hs *hosts, ep Endpoint) ticket {
+	t.Helper()
+	tk, err := hs.acquire(context.Background(), testHost, ep, 0)
+	if err != nil {
+		t.Fatalf("acquire for webhook %d: %v", ep.Webhook, err)
+	}
+	return tk
+}
+
+// end ends an admitted exchange with outcome o.
+func (hs *hosts) end(t ticket, o outcome) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.finish(t, o, hs.now())
+}
+
+type acquired struct {
+	account int64
+	t       ticket
+	err     error
+}
+
+// goAcquire asks for a turn that may wait up to wait; the result arrives on out.
+func goAcquire(hs *hosts, ep Endpoint, wait time.Duration, out chan<- acquired) {
+	go func() {
+		tk, err := hs.acquire(context.Background(), testHost, ep, wait)
+		out <- acquired{ep.Account, tk, err}
+	}()
+}
+
+// waitWaiters waits until testHost has n exchanges waiting for a slot.
+func waitWaiters(t *testing.T, hs *hosts, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hs.mu.Lock()
+		got := 0
+		if h := hs.byKey[testHost]; h != nil {
+			got = len(h.waiters)
+		}
+		hs.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d exchanges waiting, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// next returns the next admitted exchange, failing on an error.
+func next(t *testing.T, out <-chan acquired) acquired {
+	t.Helper()
+	select {
+	case a := <-out:
+		if a.err != nil {
+			t.Fatalf("account %d: %v", a.account, a.err)
+		}
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exchange admitted")
+	}
+	return acquired{}
+}
+
+func nothingAdmitted(t *testing.T, out <-chan acquired) {
+	t.Helper()
+	select {
+	case a := <-out:
+		t.Fatalf("account %d admitted (%v), want every waiter still waiting", a.account, a.err)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// TestFairShareOneAccountAgainstMany: account B holds every slot of the host and has exchanges
+// waiting; account C's one exchange, arriving last, gets the next free slot.
+func TestFairShareOneAccountAgainstMany(t *testing.T) {
+	const b, c = 1, 2
+	hs, _ := testHosts(Options{HostConcurrency: 8, EndpointConcurrency: 8})
+	var slots []ticket
+	for i := range 8 {
+		slots = append(slots, mustAcquire(t, hs, endpointOf(b, int64(100+i%4))))
+	}
+	out := make(chan acquired, 8)
+	// B may keep a quarter of the cap waiting in the worker; more are held back at once, with an
+	// appointment, holding nothing.
+	goAcquire(hs, endpointOf(b, 100), time.Minute, out)
+	waitWaiters(t, hs, 1)
+	goAcquire(hs, endpointOf(b, 101), time.Minute, out)
+	waitWaiters(t, hs, 2)
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(b, 102), time.Minute)
+	held(t, err, HeldByHostCap)
+
+	goAcquire(hs, endpointOf(c, 200), time.Minute, out)
+	waitWaiters(t, hs, 3)
+	nothingAdmitted(t, out)
+
+	hs.end(slots[0], endpointTimedOut)
+	if got := next(t, out); got.account != c {
+		t.Fatalf("the freed slot went to account %d, want C (%d), which held none", got.account, c)
+	}
+	hs.end(slots[1], endpointTimedOut)
+	if got := next(t, out); got.account != b {
+		t.Fatalf("the next slot went to account %d, want B's oldest waiter", got.account)
+	}
+	waitWaiters(t, hs, 1)
+}
+
+// TestFairShareSeveralAccounts: with B holding every slot, C, D and E waiting behind B's own
+// waiter, the freed slots go to C, D and E (none holding any) in their order, then to B.
+func TestFairShareSeveralAccounts(t *testing.T) {
+	const b, c, d, e = 1, 2, 3, 4
+	hs, _ := testHosts(Options{HostConcurrency: 4, EndpointConcurrency: 4})
+	var slots []ticket
+	for i := range 4 {
+		slots = append(slots, mustAcquire(t, hs, endpointOf(b, int64(100+i))))
+	}
+	out := make(chan acquired, 8)
+	for i, account := range []int64{b, c, d, e} {
+		goAcquire(hs, endpointOf(account, account*100+50), time.Minute, out)
+		waitWaiters(t, hs, i+1)
+	}
+	var order []int64
+	for i := range 4 {
+		hs.end(slots[i], answered)
+		order = append(order, next(t, out).account)
+	}
+	if want := []int64{c, d, e, b}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("slots went to accounts %v, want %v", order, want)
+	}
+}
+
+// TestFairShareWithinAnAccount: among one account's waiters, the endpoint holding fewer slots goes
+// first.
+func TestFairShareWithinAnAccount(t *testing.T) {
+	hs, _ := testHosts(Options{HostConcurrency: 8, EndpointConcurrency: 8})
+	var slots []ticket
+	for range 7 {
+		slots = append(slots, mustAcquire(t, hs, endpointOf(1, 10)))
+	}
+	slots = append(slots, mustAcquire(t, hs, endpointOf(2, 30)))
+	out := make(chan acquired, 2)
+	busy, quiet := endpointOf(1, 10), endpointOf(1, 11)
+	go func() {
+		tk, err := hs.acquire(context.Background(), testHost, busy, time.Minute)
+		out <- acquired{10, tk, err}
+	}()
+	waitWaiters(t, hs, 1)
+	go func() {
+		tk, err := hs.acquire(context.Background(), testHost, quiet, time.Minute)
+		out <- acquired{11, tk, err}
+	}()
+	waitWaiters(t, hs, 2)
+	hs.end(slots[7], answered) // the other account's slot frees; account 1 is the only one waiting
+	if got := next(t, out); got.account != 11 {
+		t.Fatalf("the slot went to webhook %d, want 11, which held none", got.account)
+	}
+}
+
+// TestEndpointCap: an endpoint at its cap waits or is held back while the host has room for its
+// other endpoints; a webhook's own MaxInFlight overrides the default.
+func TestEndpointCap(t *testing.T) {
+	hs, _ := testHosts(Options{HostConcurrency: 8, EndpointConcurrency: 2})
+	x, y := endpointOf(1, 10), endpointOf(1, 11)
+	x1 := mustAcquire(t, hs, x)
+	mustAcquire(t, hs, x)
+	_, err := hs.acquire(context.Background(), testHost, x, 0)
+	held(t, err, HeldByEndpointCap)
+	yt := mustAcquire(t, hs, y)
+
+	out := make(chan acquired, 1)
+	goAcquire(hs, x, time.Minute, out)
+	waitWaiters(t, hs, 1)
+	hs.end(yt, answered) // a slot of the host, not of X
+	nothingAdmitted(t, out)
+	hs.end(x1, answered)
+	next(t, out)
+
+	own := endpointOf(2, 20)
+	own.MaxInFlight = 3
+	for range 3 {
+		mustAcquire(t, hs, own)
+	}
+	_, err = hs.acquire(context.Background(), testHost, own, 0)
+	held(t, err, HeldByEndpointCap)
+}
+
+// TestHostCapAppointmentsPerAccount: exchanges held back by a full host get appointments on their
+// account's own line, so one account's backlog does not push another's turn out.
+func TestHostCapAppointmentsPerAccount(t *testing.T) {
+	hs, _ := testHosts(Options{HostConcurrency: 2, EndpointConcurrency: 2})
+	mustAcquire(t, hs, endpointOf(1, 10))
+	mustAcquire(t, hs, endpointOf(1, 11))
+	const spacing = defaultEstimate / 2
+	for turn := 1; turn <= 5; turn++ {
+		_, err := hs.acquire(context.Background(), testHost, endpointOf(1, 12), 0)
+		if retryIn := held(t, err, HeldByHostCap); retryIn < time.Duration(turn)*spacing {
+			t.Fatalf("B's refusal %d: RetryIn %s, want at least %s", turn, retryIn, time.Duration(turn)*spacing)
+		}
+	}
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(2, 20), 0)
+	if retryIn := held(t, err, HeldByHostCap); retryIn >= spacing+spacing/10 {
+		t.Fatalf("C's first refusal: RetryIn %s, want one turn (%s), not behind B's line", retryIn, spacing)
+	}
+}
+
+// TestEndpointBreakerLeavesTheHost: one endpoint's timeouts and 5xx open its own breaker; the
+// host's other endpoints, of its account or another, go on, and the host's breaker stays closed.
+func TestEndpointBreakerLeavesTheHost(t *testing.T) {
+	const cooldown = 10 * time.Second
+	hs, clock := testHosts(Options{HostConcurrency: 8, BreakerFailures: 3, BreakerCooldown: cooldown})
+	x := endpointOf(1, 10)
+	for range 3 {
+		hs.end(mustAcquire(t, hs, x), endpointTimedOut)
+	}
+	_, err := hs.acquire(context.Background(), testHost, x, 0)
+	var open *CircuitOpenError
+	if !errors.As(err, &open) || open.Scope != scopeEndpoint {
+		t.Fatalf("X: got %v, want its breaker open", err)
+	}
+	hs.end(mustAcquire(t, hs, endpointOf(1, 11)), answered)
+	hs.end(mustAcquire(t, hs, endpointOf(2, 20)), answered)
+
+	z := endpointOf(1, 12)
+	for range 3 {
+		hs.end(mustAcquire(t, hs, z), endpointFailed)
+	}
+	if _, err := hs.acquire(context.Background(), testHost, z, 0); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("Z after three 5xx: got %v, want ErrCircuitOpen", err)
+	}
+	if st := hs.byKey[testHost].breaker.state; st != closed {
+		t.Fatalf("host breaker %v, want closed", st)
+	}
+
+	// Past the cool-down X is probed; its other exchanges wait for the probe, and do not fail.
+	clock.Advance(cooldown)
+	probe := mustAcquire(t, hs, x)
+	_, err = hs.acquire(context.Background(), testHost, x, 0)
+	held(t, err, HeldByBreaker)
+	hs.end(probe, answered)
+	hs.end(mustAcquire(t, hs, x), answered)
+}
+
+// TestHostBreakerTakesHostEvidenceOnly: timeouts and 5xx spread over many endpoints of many
+// accounts never open the host's breaker (each endpoint's own does); refused connections, DNS and
+// TLS failures do, whichever endpoints they came from, and then every endpoint fails fast.
+func TestHostBreakerTakesHostEvidenceOnly(t *testing.T) {
+	hs, _ := testHosts(Options{HostConcurrency: 8, BreakerFailures: 3})
+	for i := range 12 {
+		o := endpointTimedOut
+		if i%2 == 1 {
+			o = endpointFailed
+		}
+		hs.end(mustAcquire(t, hs, endpointOf(int64(i), int64(100+i))), o)
+	}
+	if st := hs.byKey[testHost].breaker.state; st != closed {
+		t.Fatalf("host breaker %v after failures of 12 endpoints of 12 accounts, want closed", st)
+	}
+	for i := range 3 {
+		hs.end(mustAcquire(t, hs, endpointOf(int64(i), int64(200+i))), hostFailed)
+	}
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(9, 900), 0)
+	var open *CircuitOpenError
+	if !errors.As(err, &open) || open.Scope != scopeHost {
+		t.Fatalf("got %v, want the host's breaker open", err)
+	}
+}
+
+// TestRateLimit: an endpoint's rate limit spaces its exchanges; one whose turn comes within its
+// wait waits for it, others are held back with their turn as the appointment.
+func TestRateLimit(t *testing.T) {
+	hs, clock := testHosts(Options{HostConcurrency: 8, EndpointConcurrency: 8})
+	ep := endpointOf(1, 10)
+	ep.RateLimit = 4 // a turn every 250ms
+	mustAcquire(t, hs, ep)
+	for turn := 1; turn <= 3; turn++ {
+		_, err := hs.acquire(context.Background(), testHost, ep, 0)
+		want := time.Duration(turn) * 250 * time.Millisecond
+		if retryIn := held(t, err, HeldByRateLimit); retryIn < want || retryIn >= want+25*time.Millisecond {
+			t.Fatalf("held %d: RetryIn %s, want %s plus under a tenth of the interval", turn, retryIn, want)
+		}
+	}
+	// Another endpoint of the same account and host is not limited.
+	mustAcquire(t, hs, endpointOf(1, 11))
+	clock.Advance(250 * time.Millisecond)
+	mustAcquire(t, hs, ep)
+	// The next turn is 250ms away: an exchange that may wait a second takes it.
+	if _, err := hs.acquire(context.Background(), testHost, ep, time.Second); err != nil {
+		t.Fatalf("an exchange that may wait: %v", err)
+	}
+}
+
+// TestWaitEndsHeld: an exchange that waited its whole wait is held back with an appointment and
+// leaves no waiter behind; one whose caller gives up returns the caller's error.
+func TestWaitEndsHeld(t *testing.T) {
+	hs, _ := testHosts(Options{HostConcurrency: 1})
+	mustAcquire(t, hs, endpointOf(1, 10))
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(2, 20), 20*time.Millisecond)
+	held(t, err, HeldByHostCap)
+	waitWaiters(t, hs, 0)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan error, 1)
+	go func() {
+		_, err := hs.acquire(ctx, testHost, endpointOf(2, 20), time.Minute)
+		out <- err
+	}()
+	waitWaiters(t, hs, 1)
+	cancel()
+	if err := <-out; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want the caller's cancellation", err)
+	}
+	waitWaiters(t, hs, 0)
+}

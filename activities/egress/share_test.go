@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -341,4 +342,42 @@ func TestWaitEndsHeld(t *testing.T) {
 		t.Fatalf("got %v, want the caller's cancellation", err)
 	}
 	waitWaiters(t, hs, 0)
+}
+
+// BenchmarkTurn is the scheduler's own cost per exchange: a turn taken and given back, on a host
+// with room, and on one whose 64 endpoints of 8 accounts keep it at its cap of 16 (each exchange
+// then also wakes a waiter).
+func BenchmarkTurn(b *testing.B) {
+	b.Run("uncontended", func(b *testing.B) {
+		hs, _ := testHosts(Options{HostConcurrency: 16})
+		ep := endpointOf(1, 10)
+		for b.Loop() {
+			tk, err := hs.acquire(context.Background(), testHost, ep, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			hs.end(tk, answered)
+		}
+	})
+	b.Run("at-cap", func(b *testing.B) {
+		hs, _ := testHosts(Options{HostConcurrency: 16, EndpointConcurrency: 16})
+		b.SetParallelism(32) // 32 x GOMAXPROCS goroutines for 16 slots: most exchanges wait
+		var n atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := n.Add(1)
+			ep := endpointOf(i%8, 100+i%64)
+			for pb.Next() {
+				tk, err := hs.acquire(context.Background(), testHost, ep, time.Minute)
+				if err != nil {
+					var held *HeldError
+					if errors.As(err, &held) {
+						continue // its account already has its share waiting
+					}
+					b.Error(err)
+					return
+				}
+				hs.end(tk, answered)
+			}
+		})
+	})
 }

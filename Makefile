@@ -72,6 +72,14 @@ bench:
 bench-isolation:
 	deployments/dev/bench-isolation.sh $(SCENARIO) $(ARGS)
 
+# At least once under kill -9 (docs/performance.md): cmd/loadtest's killload on a throwaway stack
+# whose webhookd is SIGKILLed while two accounts publish, then started again on the same database;
+# it fails if a delivery of an accepted event is missing. ARGS='-rate 6' passes loadtest flags,
+# BENCH_KILL_AT=15 BENCH_KILL_PAUSE=10 move the kill, BENCH_DATABASE_URL=... runs it on PostgreSQL.
+.PHONY: bench-kill
+bench-kill:
+	deployments/dev/bench-kill.sh $(ARGS)
+
 # Issue 10's end-to-end benchmark: cmd/loadtest's suite (tiers, open loop, fan-out, burst, then one
 # table) on a throwaway stack of its own. SCENARIO=fanout|... runs one, ARGS='-events 500' passes
 # loadtest flags, WEBHOOKD_BIN=... measures another build.

@@ -38,6 +38,12 @@
 //     retry timer (start the stack with a long WEBHOOKD_RETRY_SCHEDULE); it reports webhookd's RSS
 //     (-pid) at each quarter of the deliveries failed, at the end and after -idle, and the webhooks
 //     list's p50, p99 and max before, during and after the load.
+//   - killload: the at-least-once check under kill -9. Accounts C (-key) and B (-noisy-key) each
+//     have three webhooks on one receiver host and port: one with rateLimit -hook-rate-limit, one
+//     plain, one that answers 503 to each delivery's first request. Both publish -rate events/s for
+//     -duration while deployments/dev/bench-kill.sh SIGKILLs webhookd and starts it again; then it
+//     waits for every accepted event's deliveries and reports the missing (exit 1 if any), those
+//     that arrived twice, those whose publish got no 202, and the failed publishes.
 //
 // The stack must trust the receivers' certificate and allow loopback receivers, so the first run
 // writes the certificate and tells how to start the stack:
@@ -48,9 +54,10 @@
 //
 // deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging, isolation and
 // sharedhost scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make bench-e2e) the
-// suite, deployments/dev/bench-scale.sh (make bench-scale) the list and pending scenarios. The
-// isolation defaults (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever
-// B's receiver does, so that script scales them down.
+// suite, deployments/dev/bench-scale.sh (make bench-scale) the list and pending scenarios,
+// deployments/dev/bench-kill.sh (make bench-kill) the killload scenario. The isolation defaults
+// (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever B's receiver does,
+// so that script scales them down.
 package main
 
 import (
@@ -117,6 +124,10 @@ type config struct {
 	// sharedhost
 	pause time.Duration
 
+	// killload
+	hookRateLimit int
+	answerDelay   time.Duration
+
 	// isolation and openloop
 	rate     float64
 	duration time.Duration
@@ -154,11 +165,11 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list or pending")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending or killload")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
-	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation and sharedhost scenarios")
-	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost)")
-	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9443", "healthy receiver address; in sharedhost the one receiver, B's and C's")
+	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation, sharedhost and killload scenarios")
+	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost), the second account (killload)")
+	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9443", "healthy receiver address; in sharedhost and killload the one receiver, B's and C's")
 	flag.StringVar(&cfg.hangListen, "hang-listen", "127.0.0.1:9444", "hanging receiver address (hanging and isolation)")
 	flag.StringVar(&cfg.healthyHost, "healthy-host", "localhost",
 		"host name in the healthy webhook's URL: another name than the hanging receiver's 127.0.0.1, as two customers' hosts would be")
@@ -184,8 +195,10 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.probeEvery, "probe-every", 0, "interval between those C events (hanging: default 1s; sharedhost: 500ms)")
 	flag.DurationVar(&cfg.pause, "pause", 12*time.Second,
 		"after B publishes, wait this long before C publishes again, for a breaker on the host to open: twice webhookd's delivery timeout or more (sharedhost)")
-	flag.Float64Var(&cfg.rate, "rate", 10, "events per second each account publishes (isolation, openloop)")
-	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation), of the publishing (openloop)")
+	flag.Float64Var(&cfg.rate, "rate", 10, "events per second each account publishes (isolation, openloop, killload)")
+	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation), of the publishing (openloop, killload)")
+	flag.IntVar(&cfg.hookRateLimit, "hook-rate-limit", 2, "rateLimit (deliveries/s) of each account's rate-limited webhook, below -rate so that its attempts queue (killload)")
+	flag.DurationVar(&cfg.answerDelay, "answer-delay", 100*time.Millisecond, "how long the healthy endpoints take to answer, so that attempts queue for the host (killload)")
 	flag.BoolVar(&cfg.control, "control", true, "add a phase where B's receiver answers at once, to tell what the hang costs from what B's traffic costs (isolation)")
 	flag.DurationVar(&cfg.progress, "progress", 5*time.Second, "interval between progress lines")
 	flag.Parse()
@@ -209,8 +222,11 @@ func run(ctx context.Context) error {
 	if cfg.rate <= 0 || cfg.duration <= 0 || cfg.progress <= 0 {
 		return errors.New("-rate, -duration and -progress must be positive")
 	}
-	if cfg.probes < 0 || cfg.probeEvery < 0 || cfg.pause < 0 {
-		return errors.New("-probes, -probe-every and -pause must not be negative")
+	if cfg.probes < 0 || cfg.probeEvery < 0 || cfg.pause < 0 || cfg.answerDelay < 0 {
+		return errors.New("-probes, -probe-every, -pause and -answer-delay must not be negative")
+	}
+	if cfg.hookRateLimit < 1 || cfg.hookRateLimit > 10000 {
+		return errors.New("-hook-rate-limit must be 1..10000, as the API's rateLimit")
 	}
 	if cfg.events < 0 || cfg.concurrency <= 0 || cfg.hooks <= 0 {
 		return errors.New("-events must not be negative, -concurrency and -hooks must be positive")
@@ -243,7 +259,7 @@ func run(ctx context.Context) error {
 		}
 		_, err = suite(ctx, cfg, cert, opts, os.Stdout)
 		return err
-	case "hanging", "isolation", "sharedhost":
+	case "hanging", "isolation", "sharedhost", "killload":
 		if cfg.noisyKey == "" || cfg.noisyKey == cfg.key {
 			return fmt.Errorf("-scenario %s needs -noisy-key, the key of a second account", cfg.scenario)
 		}
@@ -254,10 +270,12 @@ func run(ctx context.Context) error {
 		case "sharedhost":
 			cfg.probes, cfg.probeEvery = orDefault(cfg.probes, 20), orDefault(cfg.probeEvery, 500*time.Millisecond)
 			return sharedHost(ctx, cfg, cert)
+		case "killload":
+			return killLoad(ctx, cfg, cert)
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, openloop, fanout, burst, suite, list or pending", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, openloop, fanout, burst, suite, list, pending or killload", cfg.scenario)
 }
 
 // temporalOptions finds the Temporal server the stack uses as webhookd finds it (TEMPORAL_*

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # shellcheck shell=bash
-# The throwaway stack of the benchmark scripts (bench-isolation.sh, bench-e2e.sh), sourced by them
-# after `set -euo pipefail`: it resolves WEBHOOKD_BIN, moves to the repository root, checks the
-# BENCH_*_PORT ports, builds bin/webhookd and loadtest (into $work, with its certificate), exports
-# what webhookd needs, and defines start_stack and stop_stack. Everything stops on exit; BENCH_KEEP=1
-# keeps the data and logs.
+# The throwaway stack of the benchmark scripts (bench-isolation.sh, bench-e2e.sh, bench-kill.sh),
+# sourced by them after `set -euo pipefail`: it resolves WEBHOOKD_BIN, moves to the repository root,
+# checks the BENCH_*_PORT ports, builds bin/webhookd and loadtest (into $work, with its certificate),
+# exports what webhookd needs, and defines start_stack, start_webhookd and stop_stack. Everything
+# stops on exit; BENCH_KEEP=1 keeps the data and logs.
 #
 # Ports: BENCH_TEMPORAL_PORT (17233), BENCH_UI_PORT (18233), BENCH_HTTP_PORT (18080),
 # BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444). webhookd runs on SQLite in the stack's
@@ -92,9 +92,18 @@ start_stack() {
   key_b=$("$webhookd" apikey create --owner-email b@bench.localhost --name "bench B (hanging)" | tail -n 1)
   key_c=$("$webhookd" apikey create --owner-email c@bench.localhost --name "bench C (healthy)" | tail -n 1)
 
-  env "$@" "$webhookd" serve >"$dir/webhookd.log" 2>&1 &
-  pids+=($!)
-  wait_for webhookd_ready "${pids[1]}" webhookd "$dir/webhookd.log"
+  start_webhookd "$dir/webhookd.log" "$@"
+}
+
+# start_webhookd LOG [VAR=value...] starts webhookd on the stack's database and ports, with the
+# variables given, appending to LOG, and waits until it is ready; its pid is ${pids[1]}. start_stack
+# starts it first; bench-kill.sh starts it again after killing it.
+start_webhookd() {
+  local log=$1
+  shift
+  env "$@" "$webhookd" serve >>"$log" 2>&1 &
+  pids[1]=$!
+  wait_for webhookd_ready "${pids[1]}" webhookd "$log"
 }
 
 # wait_for CHECK PID NAME LOG polls CHECK for a minute while process PID lives.

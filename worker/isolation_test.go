@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -91,8 +90,8 @@ func (st *stack) as(key string) *stack {
 // TestHangingReceiverDoesNotDelayOthers is the experiment on the real stack: account B has
 // 100 webhooks on a receiver that never answers and publishes 10 events (1,000 attempts of 5 s
 // each, far more than the worker's 50 slots). Meanwhile account C's events to a healthy receiver
-// still arrive within 2 s each, the hanging host never holds more than its cap of attempts, and
-// its breaker turns further attempts into fast circuit_open failures.
+// arrive sooner than any hanging attempt is held, the hanging host never holds more than its cap of
+// attempts, and C's webhook records no failed attempt.
 func TestHangingReceiverDoesNotDelayOthers(t *testing.T) {
 	const hostCap = 8
 	st := newStack(t, stackOptions{allowPrivate: true, timeout: 5 * time.Second, schedule: []time.Duration{time.Minute},
@@ -109,19 +108,12 @@ func TestHangingReceiverDoesNotDelayOthers(t *testing.T) {
 	healthy, _ := st.createWebhook(t, "A", st.rc.url("/healthy"), "campaign.created")
 
 	// Event-to-receipt of C's event: from the publish call to the receiver's arrival.
+	var events []int64
 	receipt := func() time.Duration {
 		t.Helper()
-		before := len(st.rc.requests("/healthy"))
-		sent := time.Now()
-		eventID := st.publish(t, "A", "campaign.created", campaign)
-		eventually(t, 60*time.Second, fmt.Sprintf("event %d at the healthy receiver", eventID), func() bool {
-			return len(st.rc.requests("/healthy")) > before
-		})
-		got := st.rc.requests("/healthy")[before]
-		if id := got.Header.Get("Webhook-Id"); id != fmt.Sprintf("msg_%d_%d", eventID, healthy) {
-			t.Fatalf("healthy receiver got %s, want event %d", id, eventID)
-		}
-		return got.At.Sub(sent)
+		e, d := st.receipt(t, "/healthy", healthy)
+		events = append(events, e)
+		return d
 	}
 	idle := receipt()
 
@@ -159,13 +151,18 @@ func TestHangingReceiverDoesNotDelayOthers(t *testing.T) {
 	if peak > hostCap {
 		t.Errorf("the hanging host had %d attempts in flight at once, over its cap of %d", peak, hostCap)
 	}
-	var open int64
-	eventually(t, 60*time.Second, "circuit_open attempts recorded", func() bool {
-		n, err := st.db.NewSelect().Model((*model.Attempt)(nil)).Where("error_class = ?", activities.ClassCircuitOpen).Count(context.Background())
-		open = n
-		return err == nil && n > 0
-	})
-	t.Logf("hanging receiver: %d requests, at most %d at once; %d attempts failed fast with circuit_open", requests, peak, open)
+	t.Logf("hanging receiver: %d requests, at most %d at once", requests, peak)
+	// The breaker judges an endpoint now, not a host: each of B's 100 hanging webhooks needs
+	// breakerFailures timeouts of its own before its breaker opens, and at 8 attempts of 5 s at a
+	// time that takes minutes, so this test no longer waits for circuit_open (egress's own tests
+	// cover the breaker). What it checks instead is the rule that matters to C: a guard never
+	// turns C's healthy webhook into a failure, so each of its deliveries is one successful attempt.
+	for _, e := range events {
+		st.waitIdle(t, e, healthy, model.DeliveryDelivered)
+	}
+	if log := st.checkNoFailedAttempt(t, healthy); len(log) != len(events) {
+		t.Errorf("healthy webhook: %d attempts for %d deliveries, want one each", len(log), len(events))
+	}
 }
 
 // TestRetryAfterIsHonoured: a 429 or 503 with Retry-After (seconds or an HTTP date) pushes the next

@@ -142,13 +142,15 @@ func deref[T any](p *T) any {
 // answer, and publishes 10 events (1,000 attempts of 5 s each); account C has one webhook on a path
 // of the same host that answers at once. Guards keyed by host:port alone let B's hangs fill the
 // host's slots and trip its breaker, so C's delivery waited minutes or failed with circuit_open.
-// With a breaker per endpoint and the host's slots shared fairly across accounts, every delivery
-// of C, made while B's hangs hold all the host's slots, arrives sooner than any hanging attempt is
-// held, with no failed attempt and its webhook's status untouched, while the host never holds more
-// than its cap.
+// With a breaker per endpoint and the host's slots shared fairly across accounts (no account holds
+// more than three quarters of them), every delivery of C, made while B's hangs hold all the slots
+// B may have, arrives sooner than any hanging attempt is held, with no failed attempt and its
+// webhook's status untouched, while the host never holds more than its cap.
 func TestSharedHostIsolation(t *testing.T) {
 	const (
-		hostCap         = 8
+		hostCap = 8
+		// bShare is what one account may hold of the host: the rest stays free for others.
+		bShare          = hostCap - hostCap/4
 		breakerFailures = 3
 		timeout         = 5 * time.Second
 		// cooldown outlasts the whole test, so a breaker that B's hangs open is still open when
@@ -215,8 +217,8 @@ func TestSharedHostIsolation(t *testing.T) {
 	t.Logf("before C's events: %d hanging requests, %d hung up (shortest hold %v), %v after the first hold",
 		loaded, holds, hold, time.Since(firstHeld).Round(time.Millisecond))
 
-	// Each of C's events goes while B's hanging attempts hold every slot of the host, so C's attempt
-	// has to wait for one to free: the case the fair share is for. Without this, C's events could
+	// Each of C's events goes while B's hanging attempts hold every slot B may have (on a host-keyed
+	// cap, every slot of the host), the case the fair share is for. Without this, C's events could
 	// go in the moment after a round of hangs timed out, find free slots, and the test would pass
 	// however the slots were shared. The deadline only bounds the wait; a host that never fills
 	// (as with a host-keyed breaker open) is reported after C's receipts.
@@ -224,7 +226,7 @@ func TestSharedHostIsolation(t *testing.T) {
 	var under []time.Duration
 	notFull := 0
 	for range 3 {
-		if !within(60*time.Second, func() bool { return hang.inFlightNow() >= hostCap }) {
+		if !within(60*time.Second, func() bool { return hang.inFlightNow() >= bShare }) {
 			notFull++
 		}
 		e, d := st.receipt(t, "/ok", healthy)
@@ -251,12 +253,12 @@ func TestSharedHostIsolation(t *testing.T) {
 	if recorded <= hostCap {
 		t.Errorf("only %d hanging attempts recorded: too few to tell whether the host's cap of %d held", recorded, hostCap)
 	}
-	if clientPeak > hostCap {
-		t.Errorf("the shared host had %d hanging attempts in flight at once, over its cap of %d", clientPeak, hostCap)
+	if clientPeak > bShare {
+		t.Errorf("account B had %d hanging attempts in flight at once on the shared host, over its share of %d (cap %d)", clientPeak, bShare, hostCap)
 	}
 	if notFull > 0 {
-		t.Errorf("%d of C's 3 events went while the hanging paths held fewer than the host's %d slots: a busy host was not tested",
-			notFull, hostCap)
+		t.Errorf("%d of C's 3 events went while the hanging paths held fewer than B's %d slots: a busy host was not tested",
+			notFull, bShare)
 	}
 
 	// Each delivery of C is one successful attempt: nothing held it back as a failure.

@@ -20,9 +20,12 @@ import (
 // endpoint does: timeouts, 5xx, 429 and broken connections. So one account's hanging paths on a
 // shared host open their own breakers and use their own share of slots, never another's.
 //
-// When a host is at its cap, the next free slot goes to the waiting exchange whose account holds
-// the fewest slots on that host, then whose endpoint holds the fewest, then the oldest: an account
-// with one exchange waiting gets the next slot however many another has queued.
+// No account may hold more than its share of a host's slots, three quarters of the cap: the last
+// quarter stays free for the other accounts, so a newcomer finds a slot at once even while one
+// account's backlog hangs on the host. When the host is at its cap, the next free slot goes to the
+// waiting exchange whose account holds the fewest slots on that host, then whose endpoint holds the
+// fewest, then the oldest: an account with one exchange waiting gets the next slot however many
+// another has queued.
 type hosts struct {
 	concurrency         int
 	endpointConcurrency int
@@ -240,6 +243,10 @@ func (hs *hosts) endpointCap(ep Endpoint) int {
 	return min(c, hs.concurrency)
 }
 
+// accountShare is how many of a host's slots one account may hold: all but a quarter of the cap,
+// which is left for the others. A cap under 4 keeps none back.
+func (hs *hosts) accountShare() int { return hs.concurrency - hs.concurrency/4 }
+
 // maxWaiters is how many exchanges of one account may wait in this process for one host: enough
 // that a freed slot finds one ready, few enough that a backlog holds few worker slots. The rest
 // are held back with appointments.
@@ -256,13 +263,13 @@ func (hs *hosts) waitersOf(h *host, account int64) int {
 }
 
 // dispatch gives the host's free slots to its waiters: each to the eligible waiter (its endpoint
-// below its cap) whose account holds the fewest slots on the host, then whose endpoint holds the
-// fewest, then the one that came first.
+// below its cap, its account below its share) whose account holds the fewest slots on the host,
+// then whose endpoint holds the fewest, then the one that came first.
 func (hs *hosts) dispatch(h *host, now time.Time) {
 	for h.inFlight < hs.concurrency {
 		best := -1
 		for i, w := range h.waiters {
-			if w.ep.inFlight >= w.cap {
+			if w.ep.inFlight >= w.cap || h.byAccount[w.account] >= hs.accountShare() {
 				continue
 			}
 			if best < 0 || fairer(h, w, h.waiters[best]) {
@@ -302,7 +309,8 @@ func (hs *hosts) dropWaiter(h *host, w *waiter) {
 	}
 }
 
-// heldBy names what keeps a waiter from a slot: its endpoint's cap, or the host's.
+// heldBy names what keeps a waiter from a slot: its endpoint's cap, or the host's (its account's
+// share of the host counts as the host's cap).
 func (hs *hosts) heldBy(h *host, w *waiter) HoldReason {
 	if w.ep.inFlight >= w.cap {
 		return HeldByEndpointCap

@@ -103,15 +103,33 @@ func nothingAdmitted(t *testing.T, out <-chan acquired) {
 	}
 }
 
-// TestFairShareOneAccountAgainstMany: account B holds every slot of the host and has exchanges
-// waiting; account C's one exchange, arriving last, gets the next free slot.
-func TestFairShareOneAccountAgainstMany(t *testing.T) {
+// TestAccountShareLeavesRoom: one account may hold three quarters of a host's slots; the last
+// quarter is there for the others at once, even while that account has more to send.
+func TestAccountShareLeavesRoom(t *testing.T) {
 	const b, c = 1, 2
 	hs, _ := testHosts(Options{HostConcurrency: 8, EndpointConcurrency: 8})
+	for i := range 6 {
+		mustAcquire(t, hs, endpointOf(b, int64(100+i)))
+	}
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(b, 110), 0)
+	held(t, err, HeldByHostCap)
+	mustAcquire(t, hs, endpointOf(c, 200))
+	mustAcquire(t, hs, endpointOf(c, 201))
+	_, err = hs.acquire(context.Background(), testHost, endpointOf(c, 202), 0)
+	held(t, err, HeldByHostCap) // now the host is at its cap
+}
+
+// TestFairShareOneAccountAgainstMany: with the host at its cap, account B holding most of it and
+// having exchanges waiting, account C's one exchange, arriving last, gets the next free slot.
+func TestFairShareOneAccountAgainstMany(t *testing.T) {
+	const b, c, d = 1, 2, 3
+	hs, _ := testHosts(Options{HostConcurrency: 8, EndpointConcurrency: 8})
 	var slots []ticket
-	for i := range 8 {
+	for i := range 6 {
 		slots = append(slots, mustAcquire(t, hs, endpointOf(b, int64(100+i%4))))
 	}
+	mustAcquire(t, hs, endpointOf(d, 300))
+	mustAcquire(t, hs, endpointOf(d, 301))
 	out := make(chan acquired, 8)
 	// B may keep a quarter of the cap waiting in the worker; more are held back at once, with an
 	// appointment, holding nothing.
@@ -137,15 +155,17 @@ func TestFairShareOneAccountAgainstMany(t *testing.T) {
 	waitWaiters(t, hs, 1)
 }
 
-// TestFairShareSeveralAccounts: with B holding every slot, C, D and E waiting behind B's own
-// waiter, the freed slots go to C, D and E (none holding any) in their order, then to B.
+// TestFairShareSeveralAccounts: with B holding its share and X the rest, and C, D and E waiting
+// behind B's own waiter, the first slots B frees go to C and D, which hold none, while B still
+// holds some; once B holds none either, B's older waiter goes before E; X's slot goes to E.
 func TestFairShareSeveralAccounts(t *testing.T) {
-	const b, c, d, e = 1, 2, 3, 4
+	const b, c, d, e, x = 1, 2, 3, 4, 5
 	hs, _ := testHosts(Options{HostConcurrency: 4, EndpointConcurrency: 4})
 	var slots []ticket
-	for i := range 4 {
+	for i := range 3 {
 		slots = append(slots, mustAcquire(t, hs, endpointOf(b, int64(100+i))))
 	}
+	slots = append(slots, mustAcquire(t, hs, endpointOf(x, 500)))
 	out := make(chan acquired, 8)
 	for i, account := range []int64{b, c, d, e} {
 		goAcquire(hs, endpointOf(account, account*100+50), time.Minute, out)
@@ -156,7 +176,7 @@ func TestFairShareSeveralAccounts(t *testing.T) {
 		hs.end(slots[i], answered)
 		order = append(order, next(t, out).account)
 	}
-	if want := []int64{c, d, e, b}; fmt.Sprint(order) != fmt.Sprint(want) {
+	if want := []int64{c, d, b, e}; fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Fatalf("slots went to accounts %v, want %v", order, want)
 	}
 }
@@ -166,10 +186,12 @@ func TestFairShareSeveralAccounts(t *testing.T) {
 func TestFairShareWithinAnAccount(t *testing.T) {
 	hs, _ := testHosts(Options{HostConcurrency: 8, EndpointConcurrency: 8})
 	var slots []ticket
-	for range 7 {
+	for range 5 {
 		slots = append(slots, mustAcquire(t, hs, endpointOf(1, 10)))
 	}
-	slots = append(slots, mustAcquire(t, hs, endpointOf(2, 30)))
+	for i := range 3 {
+		slots = append(slots, mustAcquire(t, hs, endpointOf(2, int64(30+i))))
+	}
 	out := make(chan acquired, 2)
 	busy, quiet := endpointOf(1, 10), endpointOf(1, 11)
 	go func() {
@@ -219,12 +241,14 @@ func TestEndpointCap(t *testing.T) {
 // TestHostCapAppointmentsPerAccount: exchanges held back by a full host get appointments on their
 // account's own line, so one account's backlog does not push another's turn out.
 func TestHostCapAppointmentsPerAccount(t *testing.T) {
-	hs, _ := testHosts(Options{HostConcurrency: 2, EndpointConcurrency: 2})
-	mustAcquire(t, hs, endpointOf(1, 10))
-	mustAcquire(t, hs, endpointOf(1, 11))
-	const spacing = defaultEstimate / 2
+	hs, _ := testHosts(Options{HostConcurrency: 4, EndpointConcurrency: 4})
+	for i := range 3 {
+		mustAcquire(t, hs, endpointOf(1, int64(10+i)))
+	}
+	mustAcquire(t, hs, endpointOf(3, 30))
+	const spacing = defaultEstimate / 4
 	for turn := 1; turn <= 5; turn++ {
-		_, err := hs.acquire(context.Background(), testHost, endpointOf(1, 12), 0)
+		_, err := hs.acquire(context.Background(), testHost, endpointOf(1, 19), 0)
 		if retryIn := held(t, err, HeldByHostCap); retryIn < time.Duration(turn)*spacing {
 			t.Fatalf("B's refusal %d: RetryIn %s, want at least %s", turn, retryIn, time.Duration(turn)*spacing)
 		}

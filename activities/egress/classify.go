@@ -99,7 +99,7 @@ func Classify(err error) (class, message string) {
 		if circuitErr.Scope == scopeHost {
 			return ClassCircuitOpen, "the receiver's host refused connections or failed DNS or TLS repeatedly; webhookd pauses connecting to it for a while"
 		}
-		return ClassCircuitOpen, "this endpoint failed repeatedly (timeouts, 5xx or 429); webhookd pauses it for a while"
+		return ClassCircuitOpen, "this endpoint timed out or broke the connection repeatedly; webhookd pauses it for a while"
 	case errors.Is(err, ErrCircuitOpen):
 		return ClassCircuitOpen, "the receiver failed repeatedly; webhookd pauses it for a while"
 	case headersTooLarge(err):

@@ -63,7 +63,7 @@ type Options struct {
 	// of HostConcurrency (at least 1).
 	EndpointConcurrency int
 	// BreakerFailures is how many counted failures in a row open a breaker: an endpoint's
-	// (timeouts, 5xx, 429, broken connections) or a host's (refused connections, DNS, TLS).
+	// (timeouts, broken connections) or a host's (refused connections, DNS, TLS).
 	BreakerFailures int
 	// BreakerCooldown is how long an open breaker fails fast before it lets one probe through.
 	BreakerCooldown time.Duration

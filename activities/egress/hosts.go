@@ -16,9 +16,10 @@ import (
 // A host is a receiver's host:port. It has a cap of exchanges in flight, to protect the receiver,
 // and a breaker that only evidence about the host itself trips: refused connections, DNS and TLS
 // failures, which no path can cause for itself. An endpoint is one webhook's URL. It has a cap of
-// its own (a fraction of its host's), an optional rate limit, and a breaker tripped by what that
-// endpoint does: timeouts, 5xx, 429 and broken connections. So one account's hanging paths on a
-// shared host open their own breakers and use their own share of slots, never another's.
+// its own (a fraction of its host's), an optional rate limit, a window that its 5xx and 429 answers
+// narrow and its successes widen again, and a breaker tripped by the failures that hold a slot or
+// break a connection: timeouts and resets. So one account's hanging paths on a shared host open
+// their own breakers and use their own share of slots, never another's.
 //
 // No account may hold more than its share of a host's slots, three quarters of the cap: the last
 // quarter stays free for the other accounts, so a newcomer finds a slot at once even while one
@@ -66,6 +67,10 @@ type endpoint struct {
 	webhook  int64
 	breaker  breaker
 	inFlight int
+	// window narrows the endpoint's cap while it answers 5xx or 429, as a receiver under load asks:
+	// halved by each, widened by one with each success, zero (the cap) once it is back. Attempts
+	// it holds back wait; they do not fail.
+	window int
 	// next is when the rate limit lets the next exchange go (a virtual schedule: each admitted
 	// exchange moves it one interval on); tail is the latest appointment given to an exchange the
 	// limit or the endpoint's cap held back.
@@ -90,6 +95,7 @@ type ticket struct {
 	h         *host
 	ep        *endpoint
 	account   int64
+	cap       int // the endpoint's cap for this exchange
 	hostProbe bool
 	epProbe   bool
 	started   time.Time
@@ -104,7 +110,10 @@ const (
 	neutral outcome = iota
 	// answered is an HTTP answer that says the endpoint works: any status but 5xx and 429.
 	answered
-	// endpointFailed is a failure of the endpoint: a 5xx or 429 answer, or a broken connection.
+	// endpointBusy is an answer that says the endpoint is in trouble or overloaded: a 5xx or a
+	// 429. It narrows the endpoint's window; being an answer, it does not trip a breaker.
+	endpointBusy
+	// endpointFailed is a broken connection: reset, or closed without an answer.
 	endpointFailed
 	// endpointTimedOut is an endpoint failure that held a slot for the whole timeout.
 	endpointTimedOut
@@ -148,7 +157,7 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait time
 	hs.mu.Lock()
 	now := hs.now()
 	h, e := hs.lookup(key, ep, now)
-	t := ticket{h: h, ep: e, account: ep.Account}
+	t := ticket{h: h, ep: e, account: ep.Account, cap: hs.endpointCap(ep)}
 	var err error
 	if t.hostProbe, err = hs.admitBreaker(&h.breaker, scopeHost, h, now); err != nil {
 		hs.mu.Unlock()
@@ -161,7 +170,7 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait time
 	}
 
 	hs.seq++
-	w := &waiter{account: ep.Account, ep: e, cap: hs.endpointCap(ep), seq: hs.seq, ready: make(chan struct{})}
+	w := &waiter{account: ep.Account, ep: e, cap: t.cap, seq: hs.seq, ready: make(chan struct{})}
 	h.waiters = append(h.waiters, w)
 	hs.dispatch(h, now)
 	if w.granted {
@@ -269,7 +278,7 @@ func (hs *hosts) dispatch(h *host, now time.Time) {
 	for h.inFlight < hs.concurrency {
 		best := -1
 		for i, w := range h.waiters {
-			if w.ep.inFlight >= w.cap || h.byAccount[w.account] >= hs.accountShare() {
+			if w.ep.inFlight >= w.ep.capFor(w.cap) || h.byAccount[w.account] >= hs.accountShare() {
 				continue
 			}
 			if best < 0 || fairer(h, w, h.waiters[best]) {
@@ -312,7 +321,7 @@ func (hs *hosts) dropWaiter(h *host, w *waiter) {
 // heldBy names what keeps a waiter from a slot: its endpoint's cap, or the host's (its account's
 // share of the host counts as the host's cap).
 func (hs *hosts) heldBy(h *host, w *waiter) HoldReason {
-	if w.ep.inFlight >= w.cap {
+	if w.ep.inFlight >= w.ep.capFor(w.cap) {
 		return HeldByEndpointCap
 	}
 	return HeldByHostCap
@@ -419,7 +428,7 @@ func (hs *hosts) finish(t ticket, o outcome, now time.Time) {
 	h.lastUsed, e.lastUsed = now, now
 
 	switch o {
-	case answered, endpointFailed, hostFailed:
+	case answered, endpointBusy, endpointFailed, hostFailed:
 		h.observe(now.Sub(t.started))
 	case endpointTimedOut:
 		h.observe(hs.timeout)
@@ -427,7 +436,7 @@ func (hs *hosts) finish(t ticket, o outcome, now time.Time) {
 
 	// The host: any exchange that reached it (an answer, or a path that hung) says it is there.
 	switch o {
-	case answered, endpointFailed, endpointTimedOut:
+	case answered, endpointBusy, endpointFailed, endpointTimedOut:
 		hs.success(&h.breaker, scopeHost, h.key)
 	case hostFailed:
 		hs.failure(&h.breaker, scopeHost, h.key, t.hostProbe, now)
@@ -437,6 +446,10 @@ func (hs *hosts) finish(t ticket, o outcome, now time.Time) {
 	// The endpoint: only what the endpoint itself did.
 	switch o {
 	case answered:
+		e.widen(t.cap)
+		hs.success(&e.breaker, scopeEndpoint, e.name())
+	case endpointBusy:
+		e.narrow(t.cap)
 		hs.success(&e.breaker, scopeEndpoint, e.name())
 	case endpointFailed, endpointTimedOut:
 		hs.failure(&e.breaker, scopeEndpoint, e.name(), t.epProbe, now)
@@ -463,6 +476,26 @@ func (h *host) observe(d time.Duration) {
 		return
 	}
 	h.estimate = time.Duration(estimateWeight*float64(d) + (1-estimateWeight)*float64(h.estimate))
+}
+
+// capFor is the endpoint's cap now: cap, or its window while that is narrower.
+func (e *endpoint) capFor(cap int) int {
+	if e.window > 0 && e.window < cap {
+		return e.window
+	}
+	return cap
+}
+
+// narrow halves the endpoint's window after a 5xx or 429, down to one exchange at a time.
+func (e *endpoint) narrow(cap int) { e.window = max(1, e.capFor(cap)/2) }
+
+// widen lets one more exchange in after a success, until the window reaches the cap again.
+func (e *endpoint) widen(cap int) {
+	if e.window > 0 {
+		if e.window++; e.window >= cap {
+			e.window = 0
+		}
+	}
 }
 
 func (e *endpoint) name() string { return fmt.Sprintf("webhook %d", e.webhook) }
@@ -502,7 +535,7 @@ func latest(tails map[int64]time.Time) time.Time {
 func judge(ctx context.Context, resp *Response, err error) outcome {
 	if err == nil {
 		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-			return endpointFailed
+			return endpointBusy
 		}
 		return answered
 	}

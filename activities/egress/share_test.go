@@ -259,8 +259,9 @@ func TestHostCapAppointmentsPerAccount(t *testing.T) {
 	}
 }
 
-// TestEndpointBreakerLeavesTheHost: one endpoint's timeouts and 5xx open its own breaker; the
-// host's other endpoints, of its account or another, go on, and the host's breaker stays closed.
+// TestEndpointBreakerLeavesTheHost: one endpoint's timeouts, or broken connections, open its own
+// breaker; the host's other endpoints, of its account or another, go on, and the host's breaker
+// stays closed.
 func TestEndpointBreakerLeavesTheHost(t *testing.T) {
 	const cooldown = 10 * time.Second
 	hs, clock := testHosts(Options{HostConcurrency: 8, BreakerFailures: 3, BreakerCooldown: cooldown})
@@ -281,7 +282,7 @@ func TestEndpointBreakerLeavesTheHost(t *testing.T) {
 		hs.end(mustAcquire(t, hs, z), endpointFailed)
 	}
 	if _, err := hs.acquire(context.Background(), testHost, z, 0); !errors.Is(err, ErrCircuitOpen) {
-		t.Fatalf("Z after three 5xx: got %v, want ErrCircuitOpen", err)
+		t.Fatalf("Z after three broken connections: got %v, want ErrCircuitOpen", err)
 	}
 	if st := hs.byKey[testHost].breaker.state; st != closed {
 		t.Fatalf("host breaker %v, want closed", st)
@@ -296,16 +297,13 @@ func TestEndpointBreakerLeavesTheHost(t *testing.T) {
 	hs.end(mustAcquire(t, hs, x), answered)
 }
 
-// TestHostBreakerTakesHostEvidenceOnly: timeouts and 5xx spread over many endpoints of many
+// TestHostBreakerTakesHostEvidenceOnly: timeouts, resets and 5xx spread over many endpoints of many
 // accounts never open the host's breaker (each endpoint's own does); refused connections, DNS and
 // TLS failures do, whichever endpoints they came from, and then every endpoint fails fast.
 func TestHostBreakerTakesHostEvidenceOnly(t *testing.T) {
 	hs, _ := testHosts(Options{HostConcurrency: 8, BreakerFailures: 3})
 	for i := range 12 {
-		o := endpointTimedOut
-		if i%2 == 1 {
-			o = endpointFailed
-		}
+		o := []outcome{endpointTimedOut, endpointFailed, endpointBusy}[i%3]
 		hs.end(mustAcquire(t, hs, endpointOf(int64(i), int64(100+i))), o)
 	}
 	if st := hs.byKey[testHost].breaker.state; st != closed {
@@ -319,6 +317,45 @@ func TestHostBreakerTakesHostEvidenceOnly(t *testing.T) {
 	if !errors.As(err, &open) || open.Scope != scopeHost {
 		t.Fatalf("got %v, want the host's breaker open", err)
 	}
+}
+
+// TestEndpointWindow: each 5xx or 429 halves what the endpoint may have in flight, down to one;
+// each success lets one more in, back up to its cap. Exchanges it holds back wait, as for its cap.
+func TestEndpointWindow(t *testing.T) {
+	hs, _ := testHosts(Options{HostConcurrency: 16, EndpointConcurrency: 4})
+	x := endpointOf(1, 10)
+	inFlight := func(n int) []ticket {
+		t.Helper()
+		var out []ticket
+		for range n {
+			out = append(out, mustAcquire(t, hs, x))
+		}
+		if _, err := hs.acquire(context.Background(), testHost, x, 0); err == nil {
+			t.Fatalf("an exchange over %d in flight was admitted", n)
+		} else {
+			held(t, err, HeldByEndpointCap)
+		}
+		return out
+	}
+	end := func(ts []ticket, o outcome) {
+		for _, tk := range ts {
+			hs.end(tk, o)
+		}
+	}
+	ts := inFlight(4)
+	end(ts[:1], endpointBusy) // 4 -> 2
+	end(ts[1:], answered)     // 2 -> 3 -> 4: the cap again
+	ts = inFlight(4)
+	end(ts[:2], endpointBusy) // 4 -> 2 -> 1
+	end(ts[2:], endpointBusy) // stays 1
+	ts = inFlight(1)
+	end(ts, answered) // 2
+	ts = inFlight(2)
+	end(ts, answered) // 4: the cap
+	ts = inFlight(4)
+	// Another endpoint of the host is not narrowed.
+	mustAcquire(t, hs, endpointOf(1, 11))
+	end(ts, answered)
 }
 
 // TestRateLimit: an endpoint's rate limit spaces its exchanges; one whose turn comes within its

@@ -64,8 +64,8 @@ type Config struct {
 	RetryJitter float64
 	// HostConcurrency caps one receiver host's attempts in flight per worker process, and
 	// EndpointConcurrency one endpoint's (a webhook's URL) unless the webhook sets maxInFlight;
-	// BreakerFailures failures in a row open an endpoint's breaker (timeouts, 5xx, 429) or a host's
-	// (refused connections, DNS, TLS) for BreakerCooldown.
+	// BreakerFailures failures in a row open an endpoint's breaker (timeouts, broken connections)
+	// or a host's (refused connections, DNS, TLS) for BreakerCooldown.
 	HostConcurrency     int
 	EndpointConcurrency int
 	BreakerFailures     int

@@ -391,17 +391,29 @@ func roundDelay(d time.Duration) time.Duration {
 // older ones ended delivered and dropped the signal.
 const versionResend = "resend-after-delivered"
 
-// resendAsked reports whether a retry signal is waiting after a delivered attempt, consuming it. It
-// asks for the version only then, so the histories of every other delivery stay as they were.
+// resendAsked reports whether a retry signal is waiting after a delivered attempt, consuming it and
+// every other one waiting (drainRetries). It asks for the version only then, so the histories of
+// every other delivery stay as they were.
 func resendAsked(ctx workflow.Context, retry workflow.ReceiveChannel) bool {
 	if !retry.ReceiveAsync(nil) {
 		return false
 	}
+	drainRetries(retry)
 	return workflow.GetVersion(ctx, versionResend, workflow.DefaultVersion, 1) == 1
 }
 
+// drainRetries consumes the retry signals already waiting, once one of them has been taken: they
+// all asked for an attempt after the last one, and the next attempt is that one for each of them.
+// Without it, 50 concurrent resends of one delivery made 50 attempts, one per signal (issue 18).
+// Signals that come in while that attempt runs wait for it, and then count as one resend at most.
+// Receiving a signal issues no command, so the drain changes no history's shape.
+func drainRetries(retry workflow.ReceiveChannel) {
+	for retry.ReceiveAsync(nil) {
+	}
+}
+
 // sleepUnlessRetried waits d on a durable timer, summary naming it in the Web UI; a retry signal ends
-// the wait early, and it reports whether one did.
+// the wait early (with the others waiting, drainRetries), and it reports whether one did.
 func sleepUnlessRetried(ctx workflow.Context, retry workflow.ReceiveChannel, d time.Duration, summary string) (bool, error) {
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
@@ -410,6 +422,7 @@ func sleepUnlessRetried(ctx workflow.Context, retry workflow.ReceiveChannel, d t
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(retry, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
+		drainRetries(c)
 		retried = true
 	})
 	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: summary}), func(f workflow.Future) { timerErr = f.Get(ctx, nil) })

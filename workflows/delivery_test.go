@@ -701,3 +701,71 @@ func TestDeliveryWorkflowResendDuringDeliveredAttempt(t *testing.T) {
 		t.Errorf("last DeliveryState upserted = %q, want %q", got, model.DeliveryDelivered)
 	}
 }
+
+// TestDeliveryWorkflowConcurrentResends: ten retry signals that come in together (ten concurrent
+// resends of one delivery) make at most two attempts, not ten: those waiting when one is taken are
+// consumed with it, and those that come in while an attempt runs count as one resend after it
+// (issue 18). The test environment runs the workflow after each signal, so of ten signals sent at
+// one instant into a wait, the first ends the wait alone and the other nine come in during the
+// attempt it starts.
+func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
+	const took = 20 * time.Second // each attempt's duration
+	for _, tc := range []struct {
+		name     string
+		schedule []time.Duration
+		signalAt time.Duration
+		succeed  bool
+		// want: when each attempt ended, the ones before the signals and after included.
+		want      []time.Duration
+		wantState string
+	}{
+		// Attempt 1 ends at 20s. The first signal ends the hour's wait at 10m: attempt 2, the last
+		// of the schedule, fails; the nine others end the exhausted wait: attempt 3, which runs the
+		// schedule again (attempt 4 an hour later).
+		{"during a scheduled wait", []time.Duration{time.Hour}, 10 * time.Minute, false,
+			[]time.Duration{took, 10*time.Minute + took, 10*time.Minute + 2*took, time.Hour + 10*time.Minute + 3*took}, model.DeliveryExhausted},
+		// Attempt 1 fails and exhausts the delivery; the signals end its retry window's wait.
+		{"during the exhausted wait", []time.Duration{}, time.Hour, false,
+			[]time.Duration{took, time.Hour + took, time.Hour + 2*took}, model.DeliveryExhausted},
+		// They come in while attempt 1 runs: one attempt right after it.
+		{"during a failing attempt", []time.Duration{time.Hour}, took / 2, false,
+			[]time.Duration{took, 2 * took}, model.DeliveryExhausted},
+		{"during the attempt that delivers", []time.Duration{time.Hour}, took / 2, true,
+			[]time.Duration{took, 2 * took}, model.DeliveryDelivered},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.deliverMock.After(took)
+			if tc.succeed {
+				h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+					return activities.DeliverResult{Delivered: true, StatusCode: 200, AttemptedAt: h.env.Now()}, nil
+				}
+			}
+			h.at(tc.signalAt, func() {
+				for range 10 {
+					h.env.SignalWorkflow(workflows.SignalRetry, nil)
+				}
+			})
+			in := input("website.published")
+			in.Schedule, in.RetryWindow = tc.schedule, 24*time.Hour
+			st := h.run(in)
+
+			got := h.deliverOffsets()
+			resent := 0
+			for _, at := range got {
+				if at > tc.signalAt && at <= tc.signalAt+30*time.Minute {
+					resent++
+				}
+			}
+			if resent > 2 {
+				t.Errorf("ten signals at %v made %d attempts, want at most 2", tc.signalAt, resent)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("attempts ended at %v, want %v", got, tc.want)
+			}
+			if st.State != tc.wantState || st.Attempts != len(tc.want) {
+				t.Errorf("result = %s, want %s after %d attempts", fmtState(st), tc.wantState, len(tc.want))
+			}
+		})
+	}
+}

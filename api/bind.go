@@ -16,44 +16,70 @@ import (
 	"github.com/webhookd/webhookd/model"
 )
 
-// decodeJSON reads the request body into dst strictly: JSON only, one value, no unknown fields, and
-// every failure explained in terms of the client's input.
+// decodeJSON reads the request body into dst strictly: JSON only, one object, no unknown fields, no
+// key given twice, and every failure explained in terms of the client's input. A Content-Type
+// other than JSON is 400, as malformed JSON is (docs/api.md).
 func decodeJSON(c echo.Context, dst any) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeBody(c, body, dst)
+}
+
+// decodeOptional is decodeJSON for an operation whose parameters are all optional: no body, or one
+// of only white space, leaves dst as it is.
+func decodeOptional(c echo.Context, dst any) error {
+	body, err := readBody(c)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return err
+	}
+	return decodeBody(c, body, dst)
+}
+
+// decodeNoBody accepts the body of an operation that takes no parameters: none, an empty one or
+// {}. Anything else is refused as decodeJSON refuses it, an unknown field naming the field.
+func decodeNoBody(c echo.Context) error {
+	return decodeOptional(c, &struct{}{})
+}
+
+// readBody reads the whole body; the route's body limit has already bounded it.
+func readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		if tooLarge(err) {
+			return nil, errTooLarge
+		}
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	return body, nil
+}
+
+func decodeBody(c echo.Context, body []byte, dst any) error {
 	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
 			return invalidRequest("Content-Type must be application/json")
 		}
 	}
-	dec := json.NewDecoder(c.Request().Body)
+	if string(bytes.TrimSpace(body)) == "null" {
+		return invalidRequest("request body must be a JSON object, not null")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if tooLarge(err) {
-			return errTooLarge
-		}
 		return invalidRequest("request body must hold a single JSON object")
 	}
+	// encoding/json lets the last of two equal keys win; a client that sent both meant one of them.
+	var dup *model.DuplicateKeyError
+	if errors.As(model.DuplicateKey(body), &dup) {
+		field := strings.Join(dup.Path, ".")
+		return invalidField(field, "request body repeats the key %q at byte %d (field %s); send each key once", dup.Key, dup.Offset, field)
+	}
 	return nil
-}
-
-// decodeNoBody accepts the body of an operation that takes no parameters: none, an empty one or
-// {}. Anything else is refused as decodeJSON refuses it, an unknown field naming the field.
-func decodeNoBody(c echo.Context) error {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		if tooLarge(err) {
-			return errTooLarge
-		}
-		return fmt.Errorf("read request body: %w", err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	c.Request().Body = io.NopCloser(bytes.NewReader(body))
-	return decodeJSON(c, &struct{}{})
 }
 
 func decodeError(err error) error {
@@ -70,12 +96,12 @@ func decodeError(err error) error {
 		return invalidRequest("malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return invalidRequest("request body must be a JSON object, not %s", typ.Value)
+			return invalidRequest("request body must be a JSON object, not %s", clip(typ.Value))
 		}
 		if unsafeInteger(typ) {
 			return validationFailed(typ.Field, "%s %s", typ.Field, model.UnsafeIntegerReason)
 		}
-		return invalidField(typ.Field, "field %s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.Kind().String()), typ.Value)
+		return invalidField(typ.Field, "field %s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.Kind().String()), clip(typ.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
 		return invalidField(field, "unknown field %q", field)

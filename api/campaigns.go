@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -222,10 +221,11 @@ func parseCampaignDate(field string, s *string, required bool) (time.Time, error
 	return t, nil
 }
 
-// pathID reads the :id parameter of a resource.
+// pathID reads the :id parameter of a resource: a positive integer written as the API writes ids
+// (parseID), so "+2" and "02" are 400 rather than another name for 2.
 func pathID(c echo.Context, what string) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
+	id, ok := parseID(c.Param("id"))
+	if !ok || id < 1 {
 		return 0, invalidField("id", "%s id must be a positive integer", what)
 	}
 	return id, nil

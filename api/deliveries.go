@@ -172,8 +172,8 @@ func (h *webhookHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, e
 	if err != nil {
 		return nil, 0, err
 	}
-	id, err := strconv.ParseInt(c.Param("deliveryId"), 10, 64)
-	if err != nil || id < 1 {
+	id, ok := parseID(c.Param("deliveryId"))
+	if !ok || id < 1 {
 		return nil, 0, invalidField("deliveryId", "delivery id must be a positive integer")
 	}
 	return w, id, nil
@@ -182,6 +182,9 @@ func (h *webhookHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, e
 // retry is POST <collection>/<id>/retry: the webhook is enabled if it was disabled, every exhausted
 // delivery of it runs its schedule again, and a variant B webhook gets a fresh test event.
 func (h *webhookHandlers) retry(c echo.Context) error {
+	if err := decodeNoBody(c); err != nil {
+		return err
+	}
 	w, err := h.load(c)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -39,16 +40,29 @@ type apiError struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.code, e.message) }
 
+// The constructors below quote at most maxEchoed characters of any value they format with %q, and
+// of the field they name (a field can be a caller's key, as in data.customFields.<key>).
+
 func invalidRequest(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest, message: fmt.Sprintf(format, args...)}
+	return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest, message: fmt.Sprintf(format, clipQuoted(format, args)...)}
 }
 
 func invalidField(field, format string, args ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest, field: field, message: fmt.Sprintf(format, args...)}
+	return fieldError(http.StatusBadRequest, codeInvalidRequest, field, format, args)
 }
 
 func validationFailed(field, format string, args ...any) *apiError {
-	return &apiError{status: http.StatusUnprocessableEntity, code: codeValidationFailed, field: field, message: fmt.Sprintf(format, args...)}
+	return fieldError(http.StatusUnprocessableEntity, codeValidationFailed, field, format, args)
+}
+
+func fieldError(status int, code, field, format string, args []any) *apiError {
+	message := fmt.Sprintf(format, clipQuoted(format, args)...)
+	if short := clip(field); short != field {
+		// Messages name their field with %s ("data.<key> is not a field of this event").
+		message = strings.ReplaceAll(message, field, short)
+		field = short
+	}
+	return &apiError{status: status, code: code, field: field, message: message}
 }
 
 func unauthorized(message string) *apiError {

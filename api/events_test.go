@@ -71,7 +71,7 @@ func TestPublishEvent(t *testing.T) {
 			{"missing data", eventBody(v, v.eventType, nil), 422, "validation_failed", "data"},
 			{"wrong data field", eventBody(v, v.eventType, bad), 422, "validation_failed", "data." + firstField},
 			{"extra data field", eventBody(v, v.eventType, mergeMap(data, "extra", 1)), 422, "validation_failed", "data.extra"},
-			{"duplicate key", strings.Replace(eventBody(v, v.eventType, data), `"data":{`, `"data":{"x":1,"x":2,`, 1), 400, "invalid_request", "data"},
+			{"duplicate key", strings.Replace(eventBody(v, v.eventType, data), `"data":{`, `"data":{"x":1,"x":2,`, 1), 400, "invalid_request", "data.x"},
 			{"too large", eventBody(v, v.eventType, mergeMap(data, "pad", strings.Repeat("x", 300<<10))), 413, "payload_too_large", ""},
 		}
 		for _, tc := range cases {

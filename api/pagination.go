@@ -30,8 +30,8 @@ func pageParams(c echo.Context) (limit, after int64, err error) {
 		return 0, 0, err
 	}
 	if s := c.QueryParam("after"); s != "" {
-		n, perr := strconv.ParseInt(s, 10, 64)
-		if perr != nil || n < 0 {
+		n, ok := parseID(s)
+		if !ok {
 			return 0, 0, invalidField("after", "after must be a non-negative integer id")
 		}
 		after = n

@@ -269,13 +269,32 @@ func (h *webhookHandlers) secret(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.v.success(secretResponse{Secret: plain}, "Webhook secret retrieved"))
 }
 
+// rotateSecretRequest is the optional body of POST .../secret/rotate: a secret of the caller's
+// own, as Svix and Stripe take one; absent or null, webhookd makes one.
+type rotateSecretRequest struct {
+	Secret *string `json:"secret"`
+}
+
 func (h *webhookHandlers) rotateSecret(c echo.Context) error {
 	id, err := webhookID(c)
 	if err != nil {
 		return err
 	}
-	secret, sealed, err := h.secrets.NewSealedWebhookSecret()
-	if err != nil {
+	var req rotateSecretRequest
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	var secret, sealed string
+	if req.Secret != nil {
+		if err := model.CheckWebhookSecret(*req.Secret); err != nil {
+			// The reason says what is wrong, never the value: it is a secret.
+			return validationFailed("secret", "secret %v", err)
+		}
+		secret = *req.Secret
+		if sealed, err = h.secrets.Seal(secret); err != nil {
+			return err
+		}
+	} else if secret, sealed, err = h.secrets.NewSealedWebhookSecret(); err != nil {
 		return err
 	}
 	until := model.Now().Add(secretOverlap)

@@ -103,10 +103,8 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 	var req struct {
 		ScheduledAt *string `json:"scheduledAt"`
 	}
-	if c.Request().ContentLength != 0 {
-		if err := decodeJSON(c, &req); err != nil {
-			return err
-		}
+	if err := decodeOptional(c, &req); err != nil {
+		return err
 	}
 	if req.ScheduledAt != nil {
 		at, err := time.Parse(time.RFC3339Nano, *req.ScheduledAt)
@@ -199,6 +197,9 @@ func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*mod
 }
 
 func (h *websiteHandlers) archive(c echo.Context) error {
+	if err := decodeNoBody(c); err != nil {
+		return err
+	}
 	return h.retire(c, model.WebsiteArchived, "Website archived")
 }
 

@@ -20,6 +20,37 @@ import (
 // ErrDuplicateKey is wrapped by CanonicalJSON when an object repeats a key.
 var ErrDuplicateKey = errors.New("duplicate object key")
 
+// DuplicateKeyError is the error CanonicalJSON and DuplicateKey return for a repeated key: the key
+// and the byte offset of its second occurrence. It matches ErrDuplicateKey.
+type DuplicateKeyError struct {
+	Key    string
+	Offset int
+	// Path leads from the top-level value to the key, the key included: object keys, and array
+	// indices in decimal. Only DuplicateKey sets it.
+	Path []string
+}
+
+func (e *DuplicateKeyError) Error() string {
+	return fmt.Sprintf("object key %q at offset %d: %v", e.Key, e.Offset, ErrDuplicateKey)
+}
+
+func (e *DuplicateKeyError) Unwrap() error { return ErrDuplicateKey }
+
+// DuplicateKey returns a *DuplicateKeyError for the first object in raw that repeats a key, and nil
+// when none does. It is the check CanonicalJSON makes, run over a request body that encoding/json
+// has already accepted, where the last of two equal keys would silently win: only syntax is its
+// concern, so numbers out of float64's range, invalid UTF-8 (read as U+FFFD, as encoding/json reads
+// it) and deep nesting pass, and any syntax error encoding/json let through is nil here too.
+func DuplicateKey(raw []byte) error {
+	c := &canonicalizer{in: raw, out: make([]byte, 0, len(raw)), lenient: true}
+	c.skipSpace()
+	var dup *DuplicateKeyError
+	if err := c.value(0); errors.As(err, &dup) {
+		return dup
+	}
+	return nil
+}
+
 // MaxJSONDepth bounds nesting. Receivers must be able to parse what we send: V8's JSON.stringify
 // overflows its stack a little past 4,000 levels and Python's json stops near its recursion limit of
 // 1,000, so 512 leaves room for both.
@@ -66,6 +97,10 @@ type canonicalizer struct {
 	members []member
 	// str holds the decoded bytes of the string being parsed.
 	str []byte
+	// lenient (DuplicateKey) refuses nothing but repeated keys and broken syntax.
+	lenient bool
+	// path is where the parser is, kept only when lenient, for DuplicateKeyError.Path.
+	path []string
 }
 
 // member is one written "key":value of the object being parsed, located in out.
@@ -130,7 +165,7 @@ func (c *canonicalizer) literal(word string) error {
 }
 
 func (c *canonicalizer) array(depth int) error {
-	if depth > MaxJSONDepth {
+	if depth > MaxJSONDepth && !c.lenient {
 		return c.syntaxErr(fmt.Sprintf("nesting deeper than %d", MaxJSONDepth))
 	}
 	c.pos++ // [
@@ -141,9 +176,15 @@ func (c *canonicalizer) array(depth int) error {
 		c.out = append(c.out, ']')
 		return nil
 	}
-	for {
+	for i := 0; ; i++ {
+		if c.lenient {
+			c.path = append(c.path, strconv.Itoa(i))
+		}
 		if err := c.value(depth); err != nil {
 			return err
+		}
+		if c.lenient {
+			c.path = c.path[:len(c.path)-1]
 		}
 		c.skipSpace()
 		if c.pos >= len(c.in) {
@@ -168,7 +209,7 @@ func (c *canonicalizer) array(depth int) error {
 const linearKeyScan = 16
 
 func (c *canonicalizer) object(depth int) error {
-	if depth > MaxJSONDepth {
+	if depth > MaxJSONDepth && !c.lenient {
 		return c.syntaxErr(fmt.Sprintf("nesting deeper than %d", MaxJSONDepth))
 	}
 	c.pos++ // {
@@ -201,7 +242,11 @@ func (c *canonicalizer) object(depth int) error {
 			dup = slices.ContainsFunc(own, func(m member) bool { return m.key == key })
 		}
 		if dup {
-			return fmt.Errorf("object key %q at offset %d: %w", key, keyAt, ErrDuplicateKey)
+			var path []string
+			if c.lenient {
+				path = append(slices.Clone(c.path), key)
+			}
+			return &DuplicateKeyError{Key: key, Offset: keyAt, Path: path}
 		}
 		if seen == nil && len(own) >= linearKeyScan {
 			seen = make(map[string]struct{}, 2*len(own))
@@ -227,8 +272,14 @@ func (c *canonicalizer) object(depth int) error {
 		}
 		c.pos++
 		c.skipSpace()
+		if c.lenient {
+			c.path = append(c.path, key)
+		}
 		if err := c.value(depth); err != nil {
 			return err
+		}
+		if c.lenient {
+			c.path = c.path[:len(c.path)-1]
 		}
 		m.end = len(c.out)
 		c.members = append(c.members, m)
@@ -337,10 +388,14 @@ func (c *canonicalizer) string() error {
 			c.pos++
 		default:
 			r, size := utf8.DecodeRune(c.in[c.pos:])
-			if r == utf8.RuneError && size == 1 {
+			switch {
+			case r == utf8.RuneError && size == 1 && !c.lenient:
 				return c.syntaxErr("invalid UTF-8 in string")
+			case r == utf8.RuneError && size == 1:
+				c.str = utf8.AppendRune(c.str, utf8.RuneError)
+			default:
+				c.str = append(c.str, c.in[c.pos:c.pos+size]...)
 			}
-			c.str = append(c.str, c.in[c.pos:c.pos+size]...)
 			c.pos += size
 		}
 	}
@@ -465,6 +520,10 @@ func (c *canonicalizer) number() error {
 	}
 	lit := string(c.in[start:c.pos])
 	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil && c.lenient {
+		c.out = append(c.out, lit...)
+		return nil
+	}
 	if err != nil {
 		// The grammar was checked above, so only a range error is left: JavaScript would read
 		// Infinity and write null, losing the value.

@@ -75,6 +75,46 @@ func NewWebhookSecret() (string, error) {
 	return SecretPrefix + base64.StdEncoding.EncodeToString(b), nil
 }
 
+// The length of a caller's own secret, decoded, as Svix accepts it: 24 bytes (192 bits) at least,
+// 64 (HMAC-SHA256's block) at most.
+const (
+	MinSecretBytes = 24
+	MaxSecretBytes = 64
+)
+
+// CheckWebhookSecret accepts a caller's own secret when it has the form of the ones webhookd makes
+// ("whsec_" + standard base64, padded) of MinSecretBytes to MaxSecretBytes bytes that look random:
+// not text (every byte printable ASCII: a password, base64-encoded) and not a pattern (fewer
+// distinct byte values than half the length, as zeros or a repeated word give). Random bytes fail
+// either test with a probability below 1e-10. The error describes the rule broken, never the value.
+func CheckWebhookSecret(secret string) error {
+	encoded, ok := strings.CutPrefix(secret, SecretPrefix)
+	if !ok {
+		return fmt.Errorf("must start with %q followed by the base64 of %d to %d random bytes", SecretPrefix, MinSecretBytes, MaxSecretBytes)
+	}
+	key, err := base64.StdEncoding.Strict().DecodeString(encoded)
+	if err != nil {
+		return fmt.Errorf("must be %q followed by standard base64 (A-Z, a-z, 0-9, +, / and = padding)", SecretPrefix)
+	}
+	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
+		return fmt.Errorf("must encode %d to %d bytes, not %d", MinSecretBytes, MaxSecretBytes, len(key))
+	}
+	text := true
+	var seen [256]bool
+	distinct := 0
+	for _, b := range key {
+		text = text && b >= 0x20 && b < 0x7f
+		if !seen[b] {
+			seen[b] = true
+			distinct++
+		}
+	}
+	if text || distinct < len(key)/2 {
+		return errors.New("must encode random bytes (from a secure random generator), not text or a repeated pattern")
+	}
+	return nil
+}
+
 // NewSealedWebhookSecret makes a new webhook secret and returns it with its ciphertext.
 func (b *SecretBox) NewSealedWebhookSecret() (plain, sealed string, err error) {
 	plain, err = NewWebhookSecret()

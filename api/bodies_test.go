@@ -1,0 +1,328 @@
+package api_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+)
+
+// bodyRoutes holds every route that reads a request body (POST, PUT, PATCH), keyed as Echo names
+// it, with one valid member of its body for the duplicate-key case; "" for the operations that take
+// no parameters. TestBodiesRefused fails for a route of the server missing here, so a new POST
+// route cannot skip these checks.
+var bodyRoutes = map[string]string{
+	"POST /api/svc/v2/webhooks":                                  `"url":"https://r.example.com/"`,
+	"PUT /api/svc/v2/webhooks/:id":                               `"url":"https://r.example.com/"`,
+	"PATCH /api/svc/v2/webhooks/:id":                             `"rateLimit":5`,
+	"POST /api/svc/v2/webhooks/:id/secret/rotate":                `"secret":null`,
+	"POST /api/svc/v2/webhooks/:id/retry":                        "",
+	"POST /api/svc/v2/webhooks/:id/disable":                      "",
+	"POST /api/svc/v2/webhooks/:id/enable":                       "",
+	"POST /api/svc/v2/webhooks/:id/deliveries/:deliveryId/retry": "",
+	"POST /api/svc/v2/webhooks/:id/recover":                      `"since":"2020-01-01T00:00:00Z"`,
+	"POST /api/svc/v2/webhooks/:id/test":                         "",
+	"POST /api/svc/v2/events":                                    `"eventType":"campaign.created"`,
+	"POST /api/svc/v2/campaigns":                                 `"name":"n"`,
+	"PATCH /api/svc/v2/campaigns/:id":                            `"budget":1`,
+	"POST /v2/svc/v2/webhooks":                                   `"url":"https://r.example.com/"`,
+	"PUT /v2/svc/v2/webhooks/:id":                                `"url":"https://r.example.com/"`,
+	"PATCH /v2/svc/v2/webhooks/:id":                              `"maxInFlight":2`,
+	"POST /v2/svc/v2/webhooks/:id/secret/rotate":                 `"secret":null`,
+	"POST /v2/svc/v2/webhooks/:id/retry":                         "",
+	"POST /v2/svc/v2/webhooks/:id/disable":                       "",
+	"POST /v2/svc/v2/webhooks/:id/enable":                        "",
+	"POST /v2/svc/v2/webhooks/:id/deliveries/:deliveryId/retry":  "",
+	"POST /v2/svc/v2/webhooks/:id/recover":                       `"since":"2020-01-01T00:00:00Z"`,
+	"POST /v2/svc/v2/webhooks/:id/test":                          "",
+	"POST /v2/svc/v2/events":                                     `"event":"lead.captured"`,
+	"POST /v2/svc/v2/websites":                                   `"slug":"s"`,
+	"POST /v2/svc/v2/websites/:id/publish":                       `"scheduledAt":"2999-01-01T00:00:00Z"`,
+	"POST /v2/svc/v2/websites/:id/archive":                       "",
+	"POST /v2/svc/v2/websites/:id/leads":                         `"email":"a@example.com"`,
+	"POST /v2/svc/v2/websites/:id/presaves":                      `"platform":"spotify"`,
+	"POST /v2/svc/v2/websites/:id/analytics":                     `"metric":"pageViews"`,
+}
+
+// withContentType presents auth and then replaces the JSON Content-Type e.do sets.
+func withContentType(auth func(*http.Request), ct string) func(*http.Request) {
+	return func(r *http.Request) {
+		auth(r)
+		r.Header.Set("Content-Type", ct)
+	}
+}
+
+// TestBodiesRefused (issue 18): every route that reads a body, on both variants and both
+// databases, refuses malformed JSON, an unknown field, a Content-Type that is not JSON and a key
+// sent twice with 400 invalid_request, naming the field where there is one, and changes nothing.
+func TestBodiesRefused(t *testing.T) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b.Open(t))
+			key := newKey(t, e.db)
+			// The ids every path needs, real so that no handler stops at 404 before the body.
+			ids := map[string]map[string]string{}
+			for _, v := range variants {
+				hook, d := hookWithDelivery(t, e, v, v.auth(key))
+				ids[v.name] = map[string]string{"webhooks": strings.TrimPrefix(hook, v.collection+"/"), "deliveryId": fmt.Sprint(d.ID)}
+			}
+			ids["A"]["campaigns"] = jsonNumber(e.do(t, "POST", "/api/svc/v2/campaigns", variants[0].auth(key), campaignBody).data(t)["id"])
+			ids["B"]["websites"] = jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", variants[1].auth(key), `{"brandId":3,"slug":"bodies"}`).data(t)["id"])
+
+			covered := map[string]bool{}
+			for _, rt := range api.Routes(e.srv) {
+				if rt.Method != http.MethodPost && rt.Method != http.MethodPut && rt.Method != http.MethodPatch {
+					continue
+				}
+				name := rt.Method + " " + rt.Path
+				member, ok := bodyRoutes[name]
+				if !ok {
+					t.Errorf("%s reads a body but has no entry in bodyRoutes: add one", name)
+					continue
+				}
+				covered[name] = true
+				v := variants[0]
+				if strings.HasPrefix(rt.Path, "/v2/svc/v2/") {
+					v = variants[1]
+				}
+				resource := strings.Split(strings.TrimPrefix(strings.TrimPrefix(rt.Path, "/api/svc/v2/"), "/v2/svc/v2/"), "/")[0]
+				path := strings.NewReplacer(":id", ids[v.name][resource], ":deliveryId", ids[v.name]["deliveryId"]).Replace(rt.Path)
+				auth := v.auth(key)
+				t.Run(name, func(t *testing.T) {
+					for _, c := range []struct {
+						name, body, field, says string
+						auth                    func(*http.Request)
+					}{
+						{"malformed JSON", `{`, "", "malformed JSON", auth},
+						{"trailing data", `{}{}`, "", "single JSON object", auth},
+						{"null", `null`, "", "not null", auth},
+						{"array", `[]`, "", "JSON object", auth},
+						{"unknown field", `{"bogus":1}`, "bogus", `unknown field "bogus"`, auth},
+						{"text/plain", `{}`, "", "Content-Type", withContentType(auth, "text/plain")},
+						{"form", `{}`, "", "Content-Type", withContentType(auth, "application/x-www-form-urlencoded")},
+						{"unparsable Content-Type", `{}`, "", "Content-Type", withContentType(auth, "application/json; charset")},
+					} {
+						r := e.do(t, rt.Method, path, c.auth, c.body)
+						r.expectError(t, v, http.StatusBadRequest, c.field)
+						if r.body["code"] != "invalid_request" || !strings.Contains(r.body["message"].(string), c.says) {
+							t.Errorf("%s: %s, want invalid_request saying %q", c.name, r.raw, c.says)
+						}
+					}
+					if member == "" {
+						return
+					}
+					field := strings.Trim(strings.SplitN(member, ":", 2)[0], `"`)
+					r := e.do(t, rt.Method, path, auth, "{"+member+","+member+"}")
+					r.expectError(t, v, http.StatusBadRequest, field)
+					if !strings.Contains(r.body["message"].(string), "repeats the key") {
+						t.Errorf("duplicate %s: %s", field, r.raw)
+					}
+				})
+			}
+			for name := range bodyRoutes {
+				if !covered[name] {
+					t.Errorf("bodyRoutes lists %s, which the server does not route", name)
+				}
+			}
+		})
+	}
+}
+
+// TestNoBodyOperationsAcceptEmpty (issue 18): the operations without parameters take no body, an
+// empty one, white space or {}, with or without a Content-Type (a body-less request's Content-Type
+// says nothing); website publish takes the same, and archive too.
+func TestNoBodyOperationsAcceptEmpty(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		hook := v.collection + "/" + jsonNumber(e.do(t, "POST", v.collection, auth, createBody("https://r.example.com/", v.eventType)).data(t)["id"])
+		for _, body := range []string{"", " \n", "{}", " { } "} {
+			e.do(t, "POST", hook+"/disable", auth, body).expect(t, http.StatusOK, "")
+			e.do(t, "POST", hook+"/enable", auth, body).expect(t, http.StatusOK, "")
+			e.do(t, "POST", hook+"/secret/rotate", auth, body).expect(t, http.StatusOK, "")
+			// Temporal is not configured here: past the body, whatever retry answers is not 400.
+			if r := e.do(t, "POST", hook+"/retry", auth, body); r.status == http.StatusBadRequest {
+				t.Fatalf("retry with body %q: %s", body, r.raw)
+			}
+		}
+		e.do(t, "POST", hook+"/disable", withContentType(auth, "text/plain"), "").expect(t, http.StatusOK, "")
+		e.do(t, "POST", hook+"/retry", auth, `{"since":"2020-01-01T00:00:00Z"}`).expectError(t, v, http.StatusBadRequest, "since")
+		if v.name == "B" {
+			for i, body := range []string{"", "{}"} {
+				site := "/v2/svc/v2/websites/" + jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", auth, fmt.Sprintf(`{"brandId":3,"slug":"s%d"}`, i)).data(t)["id"])
+				e.do(t, "POST", site+"/publish", auth, body).expect(t, http.StatusOK, "")
+				e.do(t, "POST", site+"/archive", auth, body).expect(t, http.StatusOK, "")
+			}
+		}
+	})
+}
+
+// TestRotateWithOwnSecret (issue 18): rotate takes the caller's own secret, as Svix and Stripe
+// do: a strong one becomes the signing secret (GET .../secret returns it, the Standard Webhooks
+// signature is made with it) and the previous one keeps its 24 hours; a weak or malformed one is 422
+// naming secret, never echoed, and changes nothing.
+func TestRotateWithOwnSecret(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		created := e.do(t, "POST", v.collection, auth, createBody("https://r.example.com/", v.eventType)).data(t)
+		one := v.collection + "/" + jsonNumber(created["id"])
+		random := func(n int) []byte {
+			b := make([]byte, n)
+			_, _ = rand.Read(b)
+			return b
+		}
+		mine := model.SecretPrefix + base64.StdEncoding.EncodeToString(random(24))
+
+		r := e.do(t, "POST", one+"/secret/rotate", auth, fmt.Sprintf(`{"secret":%q}`, mine))
+		r.expect(t, http.StatusOK, "")
+		v.okEnvelope(t, r)
+		if r.data(t)["secret"] != mine || r.data(t)["previousSecretExpiresAt"] == nil {
+			t.Fatalf("rotate with my secret = %s", r.raw)
+		}
+		if got := e.do(t, "GET", one+"/secret", auth, "").data(t)["secret"]; got != mine {
+			t.Fatalf("GET secret after rotating to mine = %v", got)
+		}
+		prev, err := model.ListPreviousSecrets(context.Background(), e.db, int64(created["id"].(float64)))
+		if err != nil || len(prev) != 1 || prev[0].ExpiresAt.Before(time.Now().Add(23*time.Hour)) {
+			t.Fatalf("previous secrets = %+v, %v; want the created one, for 24 hours", prev, err)
+		}
+		if _, err := activities.StandardSignature("msg_1_1", time.Now(), []byte("{}"), mine, created["secret"].(string)); err != nil {
+			t.Fatalf("my secret does not sign: %v", err)
+		}
+		// null is no secret: webhookd makes one.
+		r = e.do(t, "POST", one+"/secret/rotate", auth, `{"secret":null}`)
+		r.expect(t, http.StatusOK, "")
+		current := r.data(t)["secret"].(string)
+		if current == mine || !strings.HasPrefix(current, model.SecretPrefix) {
+			t.Fatalf("rotate with null made %q", current)
+		}
+
+		text := base64.StdEncoding.EncodeToString([]byte("correct horse battery staple, 32b"))
+		for _, c := range []struct{ name, secret string }{
+			{"issue 18's", "whsec_AAAA"},
+			{"no prefix", base64.StdEncoding.EncodeToString(random(32))},
+			{"other prefix", "sk_live_" + base64.StdEncoding.EncodeToString(random(32))},
+			{"not base64", "whsec_" + strings.Repeat("!", 44)},
+			{"URL-safe alphabet", "whsec_" + strings.Repeat("-_", 22)},
+			{"no padding", "whsec_" + base64.RawStdEncoding.EncodeToString(random(32))},
+			{"space inside", "whsec_" + base64.StdEncoding.EncodeToString(random(12)) + " " + base64.StdEncoding.EncodeToString(random(12))},
+			{"23 bytes", "whsec_" + base64.StdEncoding.EncodeToString(random(23))},
+			{"65 bytes", "whsec_" + base64.StdEncoding.EncodeToString(random(65))},
+			{"zeros", "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32))},
+			{"a repeated pattern", "whsec_" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("\x01\x02\x03\x04\xff", 8)))},
+			{"a password", "whsec_" + text},
+			{"empty", ""},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := e.do(t, "POST", one+"/secret/rotate", auth, fmt.Sprintf(`{"secret":%q}`, c.secret))
+				r.expectError(t, v, http.StatusUnprocessableEntity, "secret")
+				if c.secret != "" && strings.Contains(string(r.raw), strings.TrimPrefix(c.secret, "whsec_")) {
+					t.Fatalf("the refusal echoes the secret: %s", r.raw)
+				}
+			})
+		}
+		e.do(t, "POST", one+"/secret/rotate", auth, `{"secret":5}`).expectError(t, v, http.StatusBadRequest, "secret")
+		if got := e.do(t, "GET", one+"/secret", auth, "").data(t)["secret"]; got != current {
+			t.Fatalf("a refused rotation changed the secret to %v", got)
+		}
+	})
+}
+
+// TestIDsAreCanonical (issue 18): an id is written one way. A sign, a leading zero, white space or
+// a fraction is 400 naming the id, in the path (every resource) and in ?after=, never another name
+// for a valid id.
+func TestIDsAreCanonical(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		hook, d := hookWithDelivery(t, e, v, auth)
+		prefix := strings.TrimSuffix(v.collection, "/webhooks")
+		hookID := strings.TrimPrefix(hook, v.collection+"/")
+		paths := []struct{ format, field, valid string }{
+			{prefix + "/events/%s", "id", fmt.Sprint(d.EventID)},
+			{v.collection + "/%s", "id", hookID},
+			{v.collection + "/%s/secret", "id", hookID},
+			{hook + "/deliveries/%s", "deliveryId", fmt.Sprint(d.ID)},
+		}
+		if v.name == "A" {
+			id := jsonNumber(e.do(t, "POST", "/api/svc/v2/campaigns", auth, campaignBody).data(t)["id"])
+			paths = append(paths, struct{ format, field, valid string }{"/api/svc/v2/campaigns/%s", "id", id})
+		} else {
+			id := jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", auth, `{"brandId":3,"slug":"ids"}`).data(t)["id"])
+			paths = append(paths, struct{ format, field, valid string }{"/v2/svc/v2/websites/%s", "id", id})
+		}
+		for _, p := range paths {
+			e.do(t, "GET", fmt.Sprintf(p.format, p.valid), auth, "").expect(t, http.StatusOK, "")
+			for _, bad := range []string{"+" + p.valid, "0" + p.valid, "%20" + p.valid, p.valid + "%20", "-" + p.valid, p.valid + ".0", "0", "00", "-0", "0x1", "1e1", "9223372036854775808"} {
+				e.do(t, "GET", fmt.Sprintf(p.format, bad), auth, "").expectError(t, v, http.StatusBadRequest, p.field)
+			}
+		}
+		for _, list := range []string{v.collection, prefix + "/events"} {
+			e.do(t, "GET", list+"?after=0", auth, "").expect(t, http.StatusOK, "")
+			for _, bad := range []string{"%2B2", "02", "00", "-0", "%202", "-2", "2.0"} {
+				e.do(t, "GET", list+"?after="+bad, auth, "").expectError(t, v, http.StatusBadRequest, "after")
+			}
+		}
+	})
+}
+
+// TestEchoedInputIsCapped (issue 18): an error quotes at most 64 characters of a caller's value,
+// cut with "...", whatever its size: an eventType, a status, an unknown field's name and a field
+// named by a caller's key.
+func TestEchoedInputIsCapped(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		huge := strings.Repeat("x", 200<<10)
+		typeField := map[string]string{"A": "eventType", "B": "event"}[v.name]
+		for _, c := range []struct {
+			name, method, path, body string
+			status                   int
+			field                    string
+		}{
+			{"published eventType", "POST", eventsPath(v), fmt.Sprintf(`{%q:%q,"data":{}}`, typeField, huge), 422, typeField},
+			{"registered eventType", "POST", v.collection, createBody("https://r.example.com/", huge[:60<<10]), 422, "eventType"},
+			{"listed eventType", "GET", v.collection + "?eventType=" + huge, "", 422, "eventType"},
+			{"listed status", "GET", v.collection + "?status=" + huge, "", 422, "status"},
+			{"event log eventType", "GET", eventsPath(v) + "?eventType=" + huge, "", 422, "eventType"},
+			{"unknown field", "POST", v.collection, fmt.Sprintf(`{%q:1}`, huge[:60<<10]), 400, huge[:64] + "..."},
+			{"unknown data field", "POST", eventsPath(v), eventBody(v, v.eventType, mergeMap(validData[v.name], huge, 1)), 422, "data." + huge[:59] + "..."},
+			{"huge number for a string", "POST", v.collection, `{"url":` + strings.Repeat("9", 60<<10) + `}`, 400, "url"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := e.do(t, c.method, c.path, auth, c.body)
+				r.expectError(t, v, c.status, c.field)
+				if len(r.raw) > 1024 {
+					t.Fatalf("the error is %d bytes: %.300s...", len(r.raw), r.raw)
+				}
+				if c.status == 422 && c.field == typeField && !strings.Contains(r.body["message"].(string), `"`+huge[:64]+`..."`) {
+					t.Fatalf("message %q does not quote the first 64 characters", r.body["message"])
+				}
+			})
+		}
+	})
+}
+
+// TestResendOfDeletedWebhooksDelivery (issue 18): deleting a webhook cancels its deliveries, and
+// through the API they are then 404 with their webhook, never 409: the 409 for a canceled delivery
+// (TestRetryOneDelivery) is reached only when its workflow was canceled by hand in Temporal while its
+// webhook lives.
+func TestResendOfDeletedWebhooksDelivery(t *testing.T) {
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		hook, d := hookWithDelivery(t, e, v, auth)
+		e.do(t, "DELETE", hook, auth, "").expect(t, http.StatusOK, "")
+		if got := deliveryState(t, e, d.ID); got != model.DeliveryCanceled {
+			t.Fatalf("state after delete = %s, want canceled", got)
+		}
+		path := fmt.Sprintf("%s/deliveries/%d", hook, d.ID)
+		e.do(t, "POST", path+"/retry", auth, "").expectError(t, v, http.StatusNotFound, "")
+		e.do(t, "GET", path, auth, "").expectError(t, v, http.StatusNotFound, "")
+	})
+}

@@ -79,7 +79,7 @@ func decodeBody(c echo.Context, body []byte, dst any) error {
 		field := strings.Join(dup.Path, ".")
 		return invalidField(field, "request body repeats the key %q at byte %d (field %s); send each key once", dup.Key, dup.Offset, field)
 	}
-	return nil
+	return exactNames(body, reflect.TypeOf(dst), "")
 }
 
 func decodeError(err error) error {
@@ -179,4 +179,62 @@ func jsonTypeName(kind string) string {
 		return "an array"
 	}
 	return "of another type"
+}
+
+// exactNames refuses a key that names a field of dst's type in another case. encoding/json matches
+// field names without regard to case, so {"URL": ...} would set url, and {"url": a, "URL": b}
+// would keep b without a word; documented names are exact, as in Stripe's API. Only structs are
+// walked: the keys of a map (customFields) and of raw JSON (an event's data) are the caller's own.
+// The body has already been decoded into dst, so every key names a field in some case.
+func exactNames(body []byte, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return nil // null, or not an object: encoding/json has accepted it for this field
+	}
+	for key, raw := range members {
+		field, exact := structField(t, key)
+		if field.name == "" {
+			continue // not a field of ours at all (encoding/json accepted it elsewhere)
+		}
+		if !exact {
+			return invalidField(path+key, "unknown field %q; the field is %q (field names are case-sensitive)", path+key, path+field.name)
+		}
+		if err := exactNames(raw, field.typ, path+key+"."); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type jsonField struct {
+	name string
+	typ  reflect.Type
+}
+
+// structField finds the field key names in t: exactly, or else as encoding/json would, ignoring case.
+func structField(t reflect.Type, key string) (jsonField, bool) {
+	var folded jsonField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if name == key {
+			return jsonField{name, f.Type}, true
+		}
+		if folded.name == "" && strings.EqualFold(name, key) {
+			folded = jsonField{name, f.Type}
+		}
+	}
+	return folded, false
 }

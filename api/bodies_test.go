@@ -126,6 +126,16 @@ func TestBodiesRefused(t *testing.T) {
 					if !strings.Contains(r.body["message"].(string), "repeats the key") {
 						t.Errorf("duplicate %s: %s", field, r.raw)
 					}
+					// encoding/json would read FIELD as field, and let the last of the two win.
+					key, value, _ := strings.Cut(member, ":")
+					other := strings.ToUpper(key)
+					for _, body := range []string{"{" + other + ":" + value + "}", "{" + member + "," + other + ":" + value + "}"} {
+						r := e.do(t, rt.Method, path, auth, body)
+						r.expectError(t, v, http.StatusBadRequest, strings.Trim(other, `"`))
+						if !strings.Contains(r.body["message"].(string), "case-sensitive") {
+							t.Errorf("%s: %s", body, r.raw)
+						}
+					}
 				})
 			}
 			for name := range bodyRoutes {
@@ -325,4 +335,26 @@ func TestResendOfDeletedWebhooksDelivery(t *testing.T) {
 		e.do(t, "POST", path+"/retry", auth, "").expectError(t, v, http.StatusNotFound, "")
 		e.do(t, "GET", path, auth, "").expectError(t, v, http.StatusNotFound, "")
 	})
+}
+
+// TestNestedFieldNamesAreExact (issue 18): a nested field in another case is refused with its path;
+// keys that are the caller's own (customFields) keep their case and may differ only by it.
+func TestNestedFieldNamesAreExact(t *testing.T) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b.Open(t))
+			v := variants[1]
+			auth := v.auth(newKey(t, e.db))
+			site := "/v2/svc/v2/websites/" + jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", auth, `{"brandId":3,"slug":"case"}`).data(t)["id"])
+			e.do(t, "POST", site+"/publish", auth, "").expect(t, http.StatusOK, "")
+			lead := func(source, custom string) string {
+				return `{"collectDataId":"c","email":"a@example.com","phone":"+4915123456789","name":"n","customFields":` + custom +
+					`,"source":{"referrer":"https://x.example.com","userAgent":"","ipAddress":"203.0.113.9",` + source + `}}`
+			}
+			e.do(t, "POST", site+"/leads", auth, lead(`"Country":"DE"`, `{}`)).expectError(t, v, http.StatusBadRequest, "source.Country")
+			e.do(t, "POST", site+"/leads", auth, lead(`"country":"DE"`, `{"City":"a","city":"b"}`)).expect(t, http.StatusAccepted, "")
+			e.do(t, "POST", site+"/presaves", auth, `{"platform":"spotify","fanEmail":null,"releaseDate":"2026-12-01T00:00:00Z","releaseUrl":"https://open.example.com/a","boosts":{"followedartist":true}}`).
+				expectError(t, v, http.StatusBadRequest, "boosts.followedartist")
+		})
+	}
 }

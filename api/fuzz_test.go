@@ -35,6 +35,7 @@ var fuzzRoutes = []fuzzRoute{
 	{"PATCH", "/api/svc/v2/webhooks/{webhookA}", 0, `{"rateLimit":10,"maxInFlight":2}`},
 	{"PATCH", "/v2/svc/v2/webhooks/{webhookB}", 1, `{"rateLimit":null,"maxInFlight":1000}`},
 	{"PUT", "/v2/svc/v2/webhooks/{webhookB}", 1, `{"url":"https://r.example.com/moved","rateLimit":1}`},
+	{"POST", "/api/svc/v2/webhooks/{webhookA}/secret/rotate", 0, `{"secret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/5pBqdvU1dc="}`},
 }
 
 // FuzzRequestBodies (issue 8): whatever the body, the request decoders and handlers answer 2xx or
@@ -71,6 +72,10 @@ func FuzzRequestBodies(f *testing.F) {
 		{11, `{"maxInFlight":9223372036854775808}`},
 		{11, `{"url":{"rateLimit":1}}`},
 		{12, `{"url":"https://r.example.com/","rateLimit":"\u0000"}`},
+		{13, `{"secret":"whsec_AAAA"}`},
+		{13, `{"secret":"whsec_\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000"}`},
+		{13, `{"secret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/5pBqdvU1dc=","secret":null}`},
+		{13, `{"SECRET":null}`},
 	} {
 		f.Add(uint8(s.route), s.body)
 	}

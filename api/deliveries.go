@@ -180,7 +180,8 @@ func (h *webhookHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, e
 }
 
 // retry is POST <collection>/<id>/retry: the webhook is enabled if it was disabled, every exhausted
-// delivery of it runs its schedule again, and a variant B webhook gets a fresh test event.
+// delivery of it runs its schedule again, in the background (a RetryWebhookWorkflow, whose id the
+// answer gives with the count), and a variant B webhook gets a fresh test event.
 func (h *webhookHandlers) retry(c echo.Context) error {
 	if err := decodeNoBody(c); err != nil {
 		return err
@@ -194,15 +195,14 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 	}
 	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
 	defer cancel()
-	// Signaled when its workflow still waits in the retry window, a new run when it has ended.
-	retried, err := h.starter.RetryWebhook(tctx, h.db, w.ID)
+	retried, workflowID, err := h.starter.RetryWebhook(tctx, h.db, w.ID)
 	if err != nil {
-		h.log.Warn("retry", "webhook", w.ID, "retried", retried, "err", err)
-		if retried == 0 {
-			return temporalUnavailable(h.log, err)
-		}
+		return temporalUnavailable(h.log, err)
 	}
-	body := map[string]any{"retried": retried}
+	body := map[string]any{"retried": retried, "workflowId": nil}
+	if workflowID != "" {
+		body["workflowId"] = workflowID
+	}
 	if h.v.model == model.VariantB {
 		res, err := h.publishTest(c, w)
 		if err != nil {

@@ -82,11 +82,11 @@ func (r Recovery) Check(now time.Time) error {
 	return nil
 }
 
-// recoverableStates are the states of deliveries that did not succeed and can be retried.
-var recoverableStates = []string{DeliveryExhausted, DeliveryRetrying}
+// RecoverableStates are the states of deliveries that did not succeed and can be recovered.
+var RecoverableStates = []string{DeliveryExhausted, DeliveryRetrying}
 
 func (r Recovery) where(q *bun.SelectQuery) *bun.SelectQuery {
-	q = q.Where("d.webhook_id = ?", r.WebhookID).Where("d.state IN (?)", bun.In(recoverableStates)).
+	q = q.Where("d.webhook_id = ?", r.WebhookID).Where("d.state IN (?)", bun.In(RecoverableStates)).
 		Where("d.created_at >= ?", r.Since).Where("d.created_at < ?", r.Until)
 	if r.UpTo > 0 {
 		q = q.Where("d.id <= ?", r.UpTo)

@@ -57,8 +57,10 @@ type Delivery struct {
 	LastError     *string    `bun:"last_error"`
 	NextAttemptAt *time.Time `bun:"next_attempt_at"`
 	DispatchedAt  *time.Time `bun:"dispatched_at"`
-	CreatedAt     time.Time  `bun:"created_at,notnull"`
-	UpdatedAt     time.Time  `bun:"updated_at,notnull"`
+	// ClaimedAt is set while a manual retry hands the delivery to its workflow (ClaimDelivery).
+	ClaimedAt *time.Time `bun:"claimed_at"`
+	CreatedAt time.Time  `bun:"created_at,notnull"`
+	UpdatedAt time.Time  `bun:"updated_at,notnull"`
 }
 
 // NewEvent describes an event to publish.
@@ -289,43 +291,98 @@ func HoldDelivery(ctx context.Context, db bun.IDB, deliveryID int64, reason stri
 	return nil
 }
 
-// ExhaustedDeliveries returns the exhausted deliveries of a webhook, for a manual retry.
-func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
+// CountExhausted counts the exhausted deliveries of a webhook, for a manual retry of them, and
+// returns the largest of their ids (0 when there are none): the retry covers those and not the
+// deliveries that are exhausted after it was asked for.
+func CountExhausted(ctx context.Context, db bun.IDB, webhookID int64) (count int, upTo int64, err error) {
+	var row struct {
+		N   int   `bun:"n"`
+		Max int64 `bun:"max_id"`
+	}
+	err = db.NewSelect().TableExpr("deliveries AS d").ColumnExpr("COUNT(*) AS n, COALESCE(MAX(d.id), 0) AS max_id").
+		Where("d.webhook_id = ?", webhookID).Where("d.state = ?", DeliveryExhausted).Scan(ctx, &row)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count exhausted deliveries: %w", err)
+	}
+	return row.N, row.Max, nil
+}
+
+// ExhaustedDeliveries returns up to limit exhausted deliveries of a webhook with ids above after
+// and at most upTo, in id order: one batch of a manual retry.
+func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID, upTo, after, limit int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
 	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state = ?", DeliveryExhausted).
-		OrderExpr("d.id ASC").Scan(ctx, &refs)
+		Where("d.id > ?", after).Where("d.id <= ?", upTo).OrderExpr("d.id ASC").Limit(limit).Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find exhausted deliveries: %w", err)
 	}
 	return refs, nil
 }
 
-// ClaimForRetry moves the given deliveries that had ended, exhausted or delivered (a resend), back
-// to delivering, as their workflows are signaled or run again. A delivery still in its schedule
-// keeps its state: the signal only brings its next attempt forward.
-func ClaimForRetry(ctx context.Context, db bun.IDB, deliveryIDs []int64) error {
-	if len(deliveryIDs) == 0 {
-		return nil
-	}
-	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryDelivering).Set("updated_at = ?", Now()).
-		Where("id IN (?)", bun.In(deliveryIDs)).Where("state IN (?)", bun.In([]string{DeliveryExhausted, DeliveryDelivered})).Exec(ctx)
+// ClaimDelivery claims one delivery for a manual retry, right before its workflow is signaled or
+// run again, and reports whether it did. The claim is a compare-and-set: the delivery must be in
+// one of the states from and not claimed already (a claim in flight, or one a crash left, which the
+// sweeper repairs). A delivery that had ended, exhausted or delivered (a resend), moves to
+// delivering, before the signal and not after: an attempt that finishes first must not have its
+// outcome overwritten. One still in its schedule keeps its state: the signal only brings its next
+// attempt forward. claimed_at records the claim until ReleaseClaim or RestoreClaim clears it.
+func ClaimDelivery(ctx context.Context, db bun.IDB, deliveryID int64, from []string) (claimedAt time.Time, ok bool, err error) {
+	now := Now()
+	r, err := db.NewUpdate().Model((*Delivery)(nil)).
+		Set("state = CASE WHEN state IN (?) THEN ? ELSE state END", bun.In([]string{DeliveryExhausted, DeliveryDelivered}), DeliveryDelivering).
+		Set("claimed_at = ?", now).Set("updated_at = ?", now).
+		Where("id = ?", deliveryID).Where("state IN (?)", bun.In(from)).Where("claimed_at IS NULL").Exec(ctx)
 	if err != nil {
-		return fmt.Errorf("claim deliveries for retry: %w", err)
+		return now, false, fmt.Errorf("claim delivery %d for retry: %w", deliveryID, err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return now, false, fmt.Errorf("claim delivery %d for retry: %w", deliveryID, err)
+	}
+	return now, n == 1, nil
+}
+
+// ReleaseClaim clears the claim made at claimedAt once its signal or start succeeded. A claim made
+// since by another retry is left alone.
+func ReleaseClaim(ctx context.Context, db bun.IDB, deliveryID int64, claimedAt time.Time) error {
+	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("claimed_at = NULL").
+		Where("id = ?", deliveryID).Where("claimed_at = ?", claimedAt).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("release the claim on delivery %d: %w", deliveryID, err)
 	}
 	return nil
 }
 
-// RestoreStates gives deliveries claimed for a retry that did not happen their states back, as
-// their references recorded them.
-func RestoreStates(ctx context.Context, db bun.IDB, refs []DeliveryRef) error {
-	for _, r := range refs {
-		_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", r.State).Set("updated_at = ?", Now()).
-			Where("id = ?", r.DeliveryID).Where("state = ?", DeliveryDelivering).Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("restore delivery state: %w", err)
-		}
+// RestoreClaim undoes the claim made at claimedAt of a retry that did not happen (Temporal refused
+// it): the delivery gets back its state as ref recorded it, unless an attempt has moved it on
+// meanwhile, and the claim is cleared.
+func RestoreClaim(ctx context.Context, db bun.IDB, ref DeliveryRef, claimedAt time.Time) error {
+	_, err := db.NewUpdate().Model((*Delivery)(nil)).
+		Set("state = CASE WHEN state = ? THEN ? ELSE state END", DeliveryDelivering, ref.State).
+		Set("claimed_at = NULL").Set("updated_at = ?", Now()).
+		Where("id = ?", ref.DeliveryID).Where("claimed_at = ?", claimedAt).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("restore delivery %d after a failed retry: %w", ref.DeliveryID, err)
 	}
 	return nil
+}
+
+// ClaimedRef is a delivery a claim holds, with the time of the claim.
+type ClaimedRef struct {
+	DeliveryRef
+	ClaimedAt time.Time `bun:"claimed_at"`
+}
+
+// StaleClaims returns up to limit deliveries claimed before olderThan, oldest claim first: those a
+// process claimed for a retry and died before it handed them to their workflows.
+func StaleClaims(ctx context.Context, db bun.IDB, olderThan time.Time, limit int64) ([]ClaimedRef, error) {
+	var refs []ClaimedRef
+	err := selectRefs(db).ColumnExpr("d.claimed_at").Where("d.claimed_at < ?", olderThan).
+		OrderExpr("d.claimed_at ASC, d.id ASC").Limit(limit).Scan(ctx, &refs)
+	if err != nil {
+		return nil, fmt.Errorf("find stale claims: %w", err)
+	}
+	return refs, nil
 }
 
 // EventDeliveryRefs returns the deliveries of one event, in id order: what a fan-out starts.

@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,10 +68,12 @@ func TestGetDelivery(t *testing.T) {
 	})
 }
 
-// TestClaimAndRestore: a retry claims deliveries that had ended, exhausted or delivered, and leaves
-// those still in their schedule alone; what it could not retry gets its state back, unless an
-// attempt has moved it on meanwhile.
-func TestClaimAndRestore(t *testing.T) {
+// TestClaimReleaseRestore: a retry claims one delivery at a time, from the states it asks for:
+// one that had ended (exhausted or delivered) moves to delivering, one still in its schedule keeps
+// its state, and a delivery held by another claim or in another state is not claimed. A released
+// claim is gone; a claim left standing is stale after its time; a restored one gives the delivery
+// its state back unless an attempt has moved it on meanwhile.
+func TestClaimReleaseRestore(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "claim@example.com", "")
@@ -86,24 +89,105 @@ func TestClaimAndRestore(t *testing.T) {
 			}
 			refs = append(refs, ref)
 		}
-		ids := []int64{refs[0].DeliveryID, refs[1].DeliveryID, refs[2].DeliveryID}
-		if err := model.ClaimForRetry(ctx, db, ids); err != nil {
-			t.Fatal(err)
+		all := []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying}
+		if _, ok, err := model.ClaimDelivery(ctx, db, refs[1].DeliveryID, []string{model.DeliveryExhausted}); err != nil || ok {
+			t.Fatalf("claim of a delivered delivery from exhausted only: ok %v, %v; want not claimed", ok, err)
+		}
+		var at []time.Time
+		for i, r := range refs {
+			claimedAt, ok, err := model.ClaimDelivery(ctx, db, r.DeliveryID, all)
+			if err != nil || !ok {
+				t.Fatalf("claim of the %s delivery: ok %v, %v", states[i], ok, err)
+			}
+			at = append(at, claimedAt)
+			if _, again, err := model.ClaimDelivery(ctx, db, r.DeliveryID, all); err != nil || again {
+				t.Fatalf("second claim of the %s delivery: ok %v, %v; want not claimed", states[i], again, err)
+			}
 		}
 		for i, want := range []string{model.DeliveryDelivering, model.DeliveryDelivering, model.DeliveryRetrying} {
-			if got := stateOf(t, db, ids[i]); got != want {
+			if got := stateOf(t, db, refs[i].DeliveryID); got != want {
 				t.Errorf("after the claim, the %s delivery is %s, want %s", states[i], got, want)
 			}
 		}
-		// The resent delivery's attempt has already recorded its outcome: the restore leaves it.
-		attempt(t, db, w, ids[1], 2, true, model.Now())
-		if err := model.RestoreStates(ctx, db, refs); err != nil {
+		stale, err := model.StaleClaims(ctx, db, model.Now().Add(time.Second), 10)
+		if err != nil || len(stale) != 3 || stale[0].DeliveryID != refs[0].DeliveryID || !stale[0].ClaimedAt.Equal(at[0]) || stale[0].WebhookURL != w.URL {
+			t.Fatalf("stale claims = %+v, %v; want the 3, oldest first", stale, err)
+		}
+		if stale, _ := model.StaleClaims(ctx, db, at[0], 10); len(stale) != 0 {
+			t.Fatalf("claims older than the first = %+v, want none", stale)
+		}
+
+		// The exhausted one was handed over: released, it is no claim any more.
+		if err := model.ReleaseClaim(ctx, db, refs[0].DeliveryID, at[0]); err != nil {
 			t.Fatal(err)
 		}
-		for i, want := range []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying} {
-			if got := stateOf(t, db, ids[i]); got != want {
-				t.Errorf("after the restore, the %s delivery is %s, want %s", states[i], got, want)
+		// The resent delivery's attempt has already recorded its outcome: the restore leaves it.
+		attempt(t, db, w, refs[1].DeliveryID, 2, true, model.Now())
+		for _, i := range []int{1, 2} {
+			if err := model.RestoreClaim(ctx, db, refs[i], at[i]); err != nil {
+				t.Fatal(err)
 			}
+		}
+		for i, want := range []string{model.DeliveryDelivering, model.DeliveryDelivered, model.DeliveryRetrying} {
+			if got := stateOf(t, db, refs[i].DeliveryID); got != want {
+				t.Errorf("after release and restore, the %s delivery is %s, want %s", states[i], got, want)
+			}
+		}
+		if stale, _ := model.StaleClaims(ctx, db, model.Now().Add(time.Second), 10); len(stale) != 0 {
+			t.Fatalf("claims left = %+v, want none", stale)
+		}
+		// A release of a claim made at another time (a newer claim) leaves the newer one.
+		newer, ok, err := model.ClaimDelivery(ctx, db, refs[2].DeliveryID, all)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if err := model.ReleaseClaim(ctx, db, refs[2].DeliveryID, at[2]); err != nil {
+			t.Fatal(err)
+		}
+		if stale, _ := model.StaleClaims(ctx, db, model.Now().Add(time.Second), 10); len(stale) != 1 || !stale[0].ClaimedAt.Equal(newer) {
+			t.Fatalf("claims left = %+v, want the newer claim", stale)
+		}
+	})
+}
+
+// TestExhaustedBatches: a webhook-wide retry counts the webhook's exhausted deliveries up to the
+// largest id, and reads them in batches after an id, never beyond that id.
+func TestExhaustedBatches(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "exhausted@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		other := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		var want []int64
+		for _, s := range []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryExhausted, model.DeliveryRetrying, model.DeliveryExhausted} {
+			id := deliveryFor(t, db, acc.ID, w)
+			setState(t, db, id, s)
+			if s == model.DeliveryExhausted {
+				want = append(want, id)
+			}
+		}
+		setState(t, db, deliveryFor(t, db, acc.ID, other), model.DeliveryExhausted)
+		n, upTo, err := model.CountExhausted(ctx, db, w.ID)
+		if err != nil || n != 3 || upTo != want[2] {
+			t.Fatalf("count = %d up to %d (%v), want 3 up to %d", n, upTo, err, want[2])
+		}
+		setState(t, db, deliveryFor(t, db, acc.ID, w), model.DeliveryExhausted) // after the count
+		var got []int64
+		for after := int64(0); ; {
+			refs, err := model.ExhaustedDeliveries(ctx, db, w.ID, upTo, after, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(refs) == 0 {
+				break
+			}
+			for _, r := range refs {
+				got = append(got, r.DeliveryID)
+			}
+			after = refs[len(refs)-1].DeliveryID
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("batches = %v, want %v", got, want)
 		}
 	})
 }

@@ -77,10 +77,10 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if n, err := Sweep(ctx, cfg.DB, cfg.Starter, cfg.SweepInterval); err != nil {
-				cfg.Logger.Warn("outbox sweep", "err", err, "started", n)
-			} else if n > 0 {
-				cfg.Logger.Info("outbox sweep started deliveries left behind", "started", n)
+			if n, repaired, err := Sweep(ctx, cfg.DB, cfg.Starter, cfg.SweepInterval); err != nil {
+				cfg.Logger.Warn("outbox sweep", "err", err, "started", n, "repaired", repaired)
+			} else if n > 0 || repaired > 0 {
+				cfg.Logger.Info("outbox sweep started deliveries left behind", "started", n, "repaired", repaired)
 			}
 		}
 	}
@@ -114,6 +114,7 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 	main.RegisterWorkflow(workflows.Retention)
 	main.RegisterWorkflow(workflows.FanOutWorkflow)
 	main.RegisterWorkflow(workflows.RecoverWorkflow)
+	main.RegisterWorkflow(workflows.RetryWebhookWorkflow)
 	main.RegisterActivity(cfg.Activities)
 	main.RegisterActivity(&workflows.DispatchActivities{DB: cfg.DB, Starter: cfg.Starter})
 	if err := main.Start(); err != nil {
@@ -137,24 +138,37 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 	return []sdkworker.Worker{main, retries}, nil
 }
 
-// Sweep starts the workflows of deliveries older than minAge that were never started, and returns
-// how many it started.
-func Sweep(ctx context.Context, db *bun.DB, s *workflows.Starter, minAge time.Duration) (int, error) {
+// claimGraceSweeps is how many sweep intervals a manual retry's claim on a delivery may stand
+// before the sweeper takes it for one whose process died (model.ClaimDelivery). A live claim lasts
+// one database write and one Temporal call, a few milliseconds, and at most the Temporal client's
+// RPC timeout (10 s); at the default interval (5 s) the grace is 30 s. A shorter grace would only
+// cost extra signals, each at worst one more POST with the same webhook-id.
+const claimGraceSweeps = 6
+
+// Sweep starts the workflows of deliveries older than minAge that were never started, then hands
+// to their workflows the deliveries that a manual retry claimed more than claimGraceSweeps sweep
+// intervals (minAge) ago and never handed over. It returns how many it started and how many it
+// handed over.
+func Sweep(ctx context.Context, db *bun.DB, s *workflows.Starter, minAge time.Duration) (started, repaired int, err error) {
 	// One replica sweeps at a time; the others skip this round.
 	unlock, ok, err := model.LockSweep(ctx, db)
 	if err != nil || !ok {
-		return 0, err
+		return 0, 0, err
 	}
 	defer unlock()
-	total := 0
 	for {
 		refs, err := model.UndispatchedDeliveries(ctx, db, model.Now().Add(-minAge), 200)
-		if err != nil || len(refs) == 0 {
-			return total, err
+		if err != nil {
+			return started, 0, err
+		}
+		if len(refs) == 0 {
+			break
 		}
 		if err := s.Dispatch(ctx, db, refs, workflows.StartedBySweeper); err != nil {
-			return total, err
+			return started, 0, err
 		}
-		total += len(refs)
+		started += len(refs)
 	}
+	repaired, err = s.RepairClaims(ctx, db, model.Now().Add(-claimGraceSweeps*minAge))
+	return started, repaired, err
 }

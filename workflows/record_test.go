@@ -429,3 +429,34 @@ func TestRecordRecoverHistory(t *testing.T) {
 	}
 	recordRun(ctx, t, c, run, recoverHistory)
 }
+
+// TestRecordRetryWebhookHistory is a generator like TestRecordHistories, for RetryWebhookWorkflow,
+// with a stand-in RetryExhausted that fails once (Temporal away) and then retries 3 deliveries:
+//
+//	go test -tags record -run TestRecordRetryWebhookHistory -count=1 ./workflows/
+func TestRecordRetryWebhookHistory(t *testing.T) {
+	c := temporaltest.Start(t).Client(t)
+	queue := fmt.Sprintf("record-retry-webhook-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(workflows.RetryWebhookWorkflow)
+	calls := 0
+	w.RegisterActivityWithOptions(func(context.Context, workflows.RetryWebhookInput) (int, error) {
+		calls++
+		if calls == 1 {
+			return 0, errors.New("retry delivery:9:7: connection refused")
+		}
+		return 3, nil
+	}, activity.RegisterOptions{Name: "RetryExhausted"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := workflows.RetryWebhookInput{WebhookID: 7, UpTo: 99}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.RetryWebhookWorkflowID(in), TaskQueue: queue}, workflows.RetryWebhookWorkflow, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordRun(ctx, t, c, run, retryWebhookHistory)
+}

@@ -125,3 +125,29 @@ func TestReplayRecoverHistory(t *testing.T) {
 		t.Fatalf("replay %s: %v", recoverHistory, err)
 	}
 }
+
+// retryWebhookHistory is the recorded RetryWebhookWorkflow run (its activity failed once, then
+// retried 3).
+const retryWebhookHistory = "testdata/retry-webhook.json"
+
+// TestReplayRetryWebhookHistory replays a recorded webhook-wide retry, and shows the replay can
+// fail: a workflow that waits before the activity issues a timer where the history holds it.
+func TestReplayRetryWebhookHistory(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.RetryWebhookWorkflow)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(testLogger(t), retryWebhookHistory); err != nil {
+		t.Fatalf("replay %s: %v", retryWebhookHistory, err)
+	}
+	late := func(ctx workflow.Context, in workflows.RetryWebhookInput) (int, error) {
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return 0, err
+		}
+		return workflows.RetryWebhookWorkflow(ctx, in)
+	}
+	r = worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(late, workflow.RegisterOptions{Name: "RetryWebhookWorkflow"})
+	err := r.ReplayWorkflowHistoryFromJSONFile(log.NewStructuredLogger(slog.New(slog.DiscardHandler)), retryWebhookHistory)
+	if err == nil || !strings.Contains(err.Error(), "TMPRL1100") {
+		t.Errorf("replay with a workflow that waits first: err = %v, want a nondeterminism error", err)
+	}
+}

@@ -19,27 +19,41 @@ import (
 // Manual retries: the operations behind the API's retry, resend and recover calls and the
 // `webhookd webhooks` commands, so that both do the same thing.
 
-// RetryWebhook is a manual retry of a webhook: it enables the webhook if it was disabled, then runs
-// the schedule of each of its exhausted deliveries again. It returns how many it retried; on an
-// error, those it had retried before it.
-func (s *Starter) RetryWebhook(ctx context.Context, db bun.IDB, webhookID int64) (int, error) {
+// RetryWebhook is a manual retry of a webhook, in the background: it enables the webhook if it was
+// disabled, counts its exhausted deliveries, starts a RetryWebhookWorkflow that runs the schedule of
+// each of them again, and returns the count and the workflow's id at once (0 and "" when none is
+// exhausted: no workflow). Asked twice while the first runs, it finds the same workflow as long as
+// the largest exhausted delivery id is the same.
+func (s *Starter) RetryWebhook(ctx context.Context, db bun.IDB, webhookID int64) (int, string, error) {
 	// Enabled before the signals: a retried attempt that still found the webhook disabled would
 	// be held again instead of delivered.
 	if err := model.ReenableWebhook(ctx, db, webhookID); err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	refs, err := model.ExhaustedDeliveries(ctx, db, webhookID)
+	n, upTo, err := model.CountExhausted(ctx, db, webhookID)
+	if err != nil || n == 0 {
+		return 0, "", err
+	}
+	in := RetryWebhookInput{WebhookID: webhookID, UpTo: upTo}
+	id := RetryWebhookWorkflowID(in)
+	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                s.TaskQueue,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            fmt.Sprintf("retry webhook %d: %d exhausted deliveries", webhookID, n),
+	}, RetryWebhookWorkflow, in)
 	if err != nil {
-		return 0, err
+		return 0, "", fmt.Errorf("%w: start %s: %w", ErrTemporal, id, err)
 	}
-	retried, err := s.retryDeliveries(ctx, db, refs)
-	return len(retried), err
+	return n, id, nil
 }
 
 // RetryDelivery sends one delivery of a webhook again, whatever its state, and enables the webhook
 // if it was disabled. A delivery still in its schedule makes its next attempt now. One that has
 // ended, exhausted or delivered, runs again under the same workflow id, its attempts numbered on:
-// a delivered one is sent once more with the same webhook-id, so its receiver can recognize it.
+// a delivered one is sent once more with the same webhook-id, so its receiver can recognize it. A
+// resend that finds another one handing the delivery over right then joins it.
 // model.ErrNotFound means the webhook has no such delivery; ErrCanceled, that it was canceled.
 func (s *Starter) RetryDelivery(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (model.DeliveryRef, error) {
 	ref, err := model.WebhookDeliveryRef(ctx, db, webhookID, deliveryID)
@@ -52,9 +66,12 @@ func (s *Starter) RetryDelivery(ctx context.Context, db bun.IDB, webhookID, deli
 	if err := model.ReenableWebhook(ctx, db, webhookID); err != nil {
 		return ref, err
 	}
-	_, err = s.retryDeliveries(ctx, db, []model.DeliveryRef{ref})
+	_, err = s.retryDeliveries(ctx, db, []model.DeliveryRef{ref}, resendableStates)
 	return ref, err
 }
+
+// resendableStates are the states a resend claims a delivery from: all but canceled.
+var resendableStates = []string{model.DeliveryPending, model.DeliveryDelivering, model.DeliveryRetrying, model.DeliveryDelivered, model.DeliveryExhausted}
 
 var (
 	// ErrCanceled refuses to retry a canceled delivery: its webhook was deleted.
@@ -63,26 +80,36 @@ var (
 	ErrTemporal = errors.New("temporal")
 )
 
-// retryDeliveries retries refs and returns the ids it retried. Deliveries that had ended are
-// claimed (moved to delivering) before their workflows are signaled or run again, not after: an
-// attempt that finishes first must not have its outcome overwritten. Those it could not retry get
-// their state back.
-func (s *Starter) retryDeliveries(ctx context.Context, db bun.IDB, refs []model.DeliveryRef) ([]int64, error) {
-	if len(refs) == 0 {
-		return nil, nil
-	}
-	ids := make([]int64, len(refs))
-	for i, r := range refs {
-		ids[i] = r.DeliveryID
-	}
-	if err := model.ClaimForRetry(ctx, db, ids); err != nil {
-		return nil, err
-	}
-	retried, err := s.Retry(ctx, refs)
-	if err != nil {
-		err = fmt.Errorf("%w: %w", ErrTemporal, err)
-		if rerr := model.RestoreStates(context.WithoutCancel(ctx), db, refs[len(retried):]); rerr != nil {
-			err = errors.Join(err, rerr)
+// retryDeliveries retries refs, one at a time, and returns the ids it retried. Each delivery is
+// claimed (model.ClaimDelivery, from one of the states from) right before its workflow is signaled
+// or run again, and the claim is released right after: a crash between the two leaves one
+// delivery claimed, which the worker's sweeper hands over again (RepairClaims), and never a
+// batch of deliveries marked delivering with no workflow told. A delivery another retry holds, or
+// that has moved out of from since refs were read, is skipped. At the first error from Temporal
+// the delivery gets its state back and the retry stops.
+func (s *Starter) retryDeliveries(ctx context.Context, db bun.IDB, refs []model.DeliveryRef, from []string) ([]int64, error) {
+	retried := make([]int64, 0, len(refs))
+	var err error
+	for _, r := range refs {
+		var at time.Time
+		var ok bool
+		if at, ok, err = model.ClaimDelivery(ctx, db, r.DeliveryID, from); err != nil {
+			break
+		}
+		if !ok {
+			continue
+		}
+		if err = s.retryOne(ctx, r); err != nil {
+			err = fmt.Errorf("%w: %w", ErrTemporal, err)
+			if rerr := model.RestoreClaim(context.WithoutCancel(ctx), db, r, at); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			break
+		}
+		retried = append(retried, r.DeliveryID)
+		// A release that fails leaves the claim to the sweeper: one more signal, at worst.
+		if err = model.ReleaseClaim(context.WithoutCancel(ctx), db, r.DeliveryID, at); err != nil {
+			break
 		}
 	}
 	// A pending delivery retried before its first start now has its workflow: the sweeper must not
@@ -132,55 +159,111 @@ func RecoverWorkflowID(in RecoverInput) string {
 	return fmt.Sprintf("recover:%d:%d-%d:%d", in.WebhookID, in.Since.UnixMilli(), in.Until.UnixMilli(), in.UpTo)
 }
 
-// recoverBatch is how many deliveries RecoverDeliveries retries between two heartbeats.
-const recoverBatch = 100
+// retryBatch is how many deliveries a batch retry (RecoverDeliveries, RetryExhausted) reads at a
+// time.
+const retryBatch = 100
+
+// batchHeartbeatTimeout is how long a batch retry's activity may go without a heartbeat before
+// Temporal runs it again, so it is also how soon a batch resumes after its worker died. It beats
+// after every delivery (the SDK sends at most one heartbeat per 80% of this), and one delivery is
+// two database writes and one Temporal call.
+const batchHeartbeatTimeout = 10 * time.Second
+
+// runBatchRetry runs a batch retry's one activity (RecoverDeliveries, RetryExhausted), which
+// resumes after a crash where its heartbeat says it stopped, and returns how many it retried.
+func runBatchRetry(ctx workflow.Context, summary string, activity, in any) (int, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Hour,
+		HeartbeatTimeout:    batchHeartbeatTimeout,
+		// Temporal or the database away: keep trying; retrying a delivery twice is harmless.
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		Summary:     summary,
+	})
+	var retried int
+	err := workflow.ExecuteActivity(ctx, activity, in).Get(ctx, &retried)
+	return retried, err
+}
 
 // RecoverWorkflow retries the deliveries of a recovery, a batch at a time, in one activity that
 // resumes after a crash where its heartbeat says it stopped.
 func RecoverWorkflow(ctx workflow.Context, in RecoverInput) (int, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Hour,
-		HeartbeatTimeout:    time.Minute,
-		// Temporal or the database away: keep trying; retrying a delivery twice is harmless.
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-		Summary:     fmt.Sprintf("retry the failed deliveries of webhook %d up to delivery %d", in.WebhookID, in.UpTo),
-	})
 	var d *DispatchActivities
-	var retried int
-	err := workflow.ExecuteActivity(ctx, d.RecoverDeliveries, in).Get(ctx, &retried)
+	return runBatchRetry(ctx, fmt.Sprintf("retry the failed deliveries of webhook %d up to delivery %d", in.WebhookID, in.UpTo), d.RecoverDeliveries, in)
+}
+
+// RecoverDeliveries retries the deliveries of a recovery that still have not succeeded, in id
+// order, and returns how many it retried.
+func (f *DispatchActivities) RecoverDeliveries(ctx context.Context, in RecoverInput) (int, error) {
+	r := model.Recovery{WebhookID: in.WebhookID, Since: in.Since, Until: in.Until, UpTo: in.UpTo}
+	retried, err := f.retryInBatches(ctx, model.RecoverableStates, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
+		return model.RecoverableDeliveries(ctx, f.DB, r, after, retryBatch)
+	})
+	if err == nil {
+		activity.GetLogger(ctx).Info("recovery done", "webhook", in.WebhookID, "retried", retried)
+	}
 	return retried, err
 }
 
-// recoverProgress is RecoverDeliveries' heartbeat: the last delivery id done, and how many it
-// retried.
-type recoverProgress struct {
+// RetryWebhookInput starts a RetryWebhookWorkflow: the webhook, and the largest id of its
+// deliveries that were exhausted when the retry was asked for.
+type RetryWebhookInput struct {
+	WebhookID int64
+	UpTo      int64
+}
+
+// RetryWebhookWorkflowID names a webhook-wide retry by what it covers, so that asking twice finds
+// the first.
+func RetryWebhookWorkflowID(in RetryWebhookInput) string {
+	return fmt.Sprintf("retry:%d:%d", in.WebhookID, in.UpTo)
+}
+
+// RetryWebhookWorkflow runs the schedule of a webhook's exhausted deliveries again, a batch at a
+// time, as RecoverWorkflow does for a recovery.
+func RetryWebhookWorkflow(ctx workflow.Context, in RetryWebhookInput) (int, error) {
+	var d *DispatchActivities
+	return runBatchRetry(ctx, fmt.Sprintf("retry the exhausted deliveries of webhook %d up to delivery %d", in.WebhookID, in.UpTo), d.RetryExhausted, in)
+}
+
+// RetryExhausted retries the deliveries of a webhook-wide retry that are still exhausted, in id
+// order, and returns how many it retried.
+func (f *DispatchActivities) RetryExhausted(ctx context.Context, in RetryWebhookInput) (int, error) {
+	retried, err := f.retryInBatches(ctx, []string{model.DeliveryExhausted}, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
+		return model.ExhaustedDeliveries(ctx, f.DB, in.WebhookID, in.UpTo, after, retryBatch)
+	})
+	if err == nil {
+		activity.GetLogger(ctx).Info("webhook retry done", "webhook", in.WebhookID, "retried", retried)
+	}
+	return retried, err
+}
+
+// batchProgress is a batch retry's heartbeat: the last delivery id done, and how many it retried.
+type batchProgress struct {
 	After   int64
 	Retried int
 }
 
-// RecoverDeliveries retries the deliveries of a recovery that still have not succeeded, in id
-// order, recoverBatch at a time, and returns how many it retried.
-func (f *DispatchActivities) RecoverDeliveries(ctx context.Context, in RecoverInput) (int, error) {
-	r := model.Recovery{WebhookID: in.WebhookID, Since: in.Since, Until: in.Until, UpTo: in.UpTo}
-	var p recoverProgress
+// retryInBatches retries what next selects, retryBatch deliveries at a time in id order, claiming
+// each from the states from, and returns how many it retried. It heartbeats after each delivery,
+// so that when it runs again (its worker died) it resumes after the last one done; one it had
+// claimed and not handed over is the sweeper's (Starter.RepairClaims).
+func (f *DispatchActivities) retryInBatches(ctx context.Context, from []string, next func(ctx context.Context, after int64) ([]model.DeliveryRef, error)) (int, error) {
+	var p batchProgress
 	if activity.HasHeartbeatDetails(ctx) {
 		_ = activity.GetHeartbeatDetails(ctx, &p)
 	}
 	for {
-		refs, err := model.RecoverableDeliveries(ctx, f.DB, r, p.After, recoverBatch)
-		if err != nil {
+		refs, err := next(ctx, p.After)
+		if err != nil || len(refs) == 0 {
 			return p.Retried, err
 		}
-		if len(refs) == 0 {
-			break
+		for _, r := range refs {
+			retried, err := f.Starter.retryDeliveries(ctx, f.DB, []model.DeliveryRef{r}, from)
+			p.Retried += len(retried)
+			if err != nil {
+				return p.Retried, err
+			}
+			p.After = r.DeliveryID
+			activity.RecordHeartbeat(ctx, p)
 		}
-		retried, err := f.Starter.retryDeliveries(ctx, f.DB, refs)
-		if err != nil {
-			return p.Retried, err
-		}
-		p.After, p.Retried = refs[len(refs)-1].DeliveryID, p.Retried+len(retried)
-		activity.RecordHeartbeat(ctx, p)
 	}
-	activity.GetLogger(ctx).Info("recovery done", "webhook", in.WebhookID, "retried", p.Retried)
-	return p.Retried, nil
 }

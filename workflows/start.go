@@ -56,18 +56,21 @@ const (
 	// StartedBySweeper: the worker's sweeper, for deliveries whose start was left to it (Temporal
 	// was away, or the request's dispatch bound passed). A steady rise means starts are failing.
 	StartedBySweeper StartedBy = "sweeper"
+	// StartedByRepair: the worker's sweeper, handing a delivery to its workflow (a signal, or a
+	// new run) because a manual retry claimed it and its process died before it did (RepairClaims).
+	StartedByRepair StartedBy = "repair"
 )
 
 // NewStartsMetric registers webhookd_delivery_starts_total with reg, its series at 0.
 func NewStartsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhookd_delivery_starts_total",
-		Help: "Delivery workflows started, by who started them: request, fanout (a workflow the request started), activity or sweeper.",
+		Help: "Delivery workflows started, by who started them: request, fanout (a workflow the request started), activity or sweeper; repair counts the deliveries a crashed manual retry had claimed, handed to their workflows by the sweeper.",
 	}, []string{"by"})
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("register starts metric: %w", err)
 	}
-	for _, by := range []StartedBy{StartedByRequest, StartedByFanOut, StartedByActivity, StartedBySweeper} {
+	for _, by := range []StartedBy{StartedByRequest, StartedByFanOut, StartedByActivity, StartedBySweeper, StartedByRepair} {
 		c.WithLabelValues(string(by))
 	}
 	return c, nil
@@ -189,25 +192,87 @@ func FairnessKey(accountID int64) string { return fmt.Sprintf("account:%d", acco
 func (s *Starter) Retry(ctx context.Context, refs []model.DeliveryRef) ([]int64, error) {
 	retried := make([]int64, 0, len(refs))
 	for _, r := range refs {
-		id := DeliveryWorkflowID(r.EventID, r.WebhookID)
-		err := s.Client.SignalWorkflow(ctx, id, "", SignalRetry, nil)
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut
-			// short its first scheduled wait.
-			opts := s.startOptions(r)
-			opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
-			_, err = s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, r.Attempts))
-			if isAlreadyStarted(err) {
-				err = nil // a concurrent retry started it first
-			}
-		}
-		if err != nil {
-			return retried, fmt.Errorf("retry %s: %w", id, err)
+		if err := s.retryOne(ctx, r); err != nil {
+			return retried, err
 		}
 		retried = append(retried, r.DeliveryID)
 	}
 	return retried, nil
+}
+
+// retryOne signals the workflow of one delivery, or runs it again if it has ended.
+func (s *Starter) retryOne(ctx context.Context, r model.DeliveryRef) error {
+	id := DeliveryWorkflowID(r.EventID, r.WebhookID)
+	err := s.Client.SignalWorkflow(ctx, id, "", SignalRetry, nil)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut
+		// short its first scheduled wait.
+		opts := s.startOptions(r)
+		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		_, err = s.Client.ExecuteWorkflow(ctx, opts, DeliveryWorkflow, s.input(r, r.Attempts))
+		if isAlreadyStarted(err) {
+			err = nil // a concurrent retry started it first
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("retry %s: %w", id, err)
+	}
+	return nil
+}
+
+// RepairClaims hands to their workflows the deliveries that a manual retry claimed before
+// olderThan and never released: its process died between the claim and the signal or start (or
+// right after it, before the release). Each is handed over as a resend is, the running workflow
+// signaled or a new run started under the same id with its attempts numbered on, and its claim is
+// cleared. A claim whose signal had in fact landed gets a second one: at worst one more POST, with
+// the same webhook-id (at least once, never lost). A delivery whose state shows that its
+// workflow has run since (delivered, exhausted or canceled) only loses the claim. It returns how
+// many it handed over, counted under StartedByRepair.
+func (s *Starter) RepairClaims(ctx context.Context, db bun.IDB, olderThan time.Time) (int, error) {
+	total := 0
+	for {
+		refs, err := model.StaleClaims(ctx, db, olderThan, 200)
+		if err != nil || len(refs) == 0 {
+			return total, err
+		}
+		handed := make([]int64, 0, len(refs))
+		for _, r := range refs {
+			var again bool
+			if again, err = s.repairClaim(ctx, db, r); err != nil {
+				break
+			}
+			if again {
+				handed = append(handed, r.DeliveryID)
+			}
+		}
+		total += len(handed)
+		if s.Starts != nil {
+			s.Starts.WithLabelValues(string(StartedByRepair)).Add(float64(len(handed)))
+		}
+		if merr := model.MarkDispatched(context.WithoutCancel(ctx), db, handed); merr != nil {
+			err = errors.Join(err, merr)
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// repairClaim hands one stale claim's delivery to its workflow, unless its state shows the
+// workflow ran since, and clears the claim. It reports whether it handed the delivery over.
+func (s *Starter) repairClaim(ctx context.Context, db bun.IDB, r model.ClaimedRef) (bool, error) {
+	again := true
+	switch r.State {
+	case model.DeliveryDelivered, model.DeliveryExhausted, model.DeliveryCanceled:
+		again = false
+	}
+	if again {
+		if err := s.retryOne(ctx, r.DeliveryRef); err != nil {
+			return false, err
+		}
+	}
+	return again, model.ReleaseClaim(ctx, db, r.DeliveryID, r.ClaimedAt)
 }
 
 // Cancel cancels the delivery workflows of refs (their webhook was deleted) and returns the

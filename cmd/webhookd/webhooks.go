@@ -66,6 +66,13 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 			return fmt.Errorf("--variant: %q is not A or B", *variant)
 		}
 	case "retry":
+		// A delivery id is positive: 0 or less would otherwise read as "no --delivery", a retry of
+		// the whole webhook.
+		var given bool
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "delivery" })
+		if given && *delivery < 1 {
+			return fmt.Errorf("--delivery: %d is not a delivery id (webhooks retry %d without --delivery retries them all)", *delivery, id)
+		}
 	case "recover":
 		var err error
 		if r, err = recoveryFlags(id, *since, *until); err != nil {
@@ -107,11 +114,16 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		fmt.Fprintf(stdout, "delivery %d of webhook %d queued to be sent again\n", *delivery, w.ID)
 		fmt.Fprintln(stdout, *delivery)
 	case args[0] == "retry":
-		n, err := starter.RetryWebhook(ctx, db, w.ID)
+		// As the API's retry: the count now, the signals in the background (RetryWebhookWorkflow).
+		n, workflowID, err := starter.RetryWebhook(ctx, db, w.ID)
 		if err != nil {
-			return fmt.Errorf("retried %d delivery(ies), then: %w", n, err)
+			return err
 		}
-		fmt.Fprintf(stdout, "webhook %d: %d exhausted delivery(ies) retried\n", w.ID, n)
+		if n == 0 {
+			fmt.Fprintf(stdout, "webhook %d: no exhausted delivery to retry\n", w.ID)
+		} else {
+			fmt.Fprintf(stdout, "webhook %d: %d exhausted delivery(ies) being retried by workflow %s\n", w.ID, n, workflowID)
+		}
 		fmt.Fprintln(stdout, n)
 	default:
 		n, err := starter.Recover(ctx, db, r)

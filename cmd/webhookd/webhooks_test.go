@@ -77,6 +77,8 @@ func TestWebhooksCommands(t *testing.T) {
 		{[]string{"retry"}, "usage"},
 		{[]string{"retry", "x"}, "not a webhook id"},
 		{[]string{"retry", "999999"}, "no webhook with id 999999"},
+		{[]string{"retry", "1", "--delivery", "0"}, "--delivery: 0 is not a delivery id"},
+		{[]string{"retry", "1", "--delivery", "-3"}, "--delivery: -3 is not a delivery id"},
 		{[]string{"recover", "1"}, "--since is required"},
 		{[]string{"recover", "1", "--since", "yesterday"}, "not an ISO 8601 time"},
 		{[]string{"recover", "1", "--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"}, "--since: must be before until"},

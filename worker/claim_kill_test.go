@@ -1,0 +1,349 @@
+package worker_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/worker/temporaltest"
+)
+
+// killBatch is how many exhausted deliveries each kill point retries: three batches of the
+// activity (100 each), as issue 18 reported it.
+const killBatch = 300
+
+// TestBatchRetryAndRecoverySurviveKill is issue 18's experiment on the real stack: the built
+// webhookd binary (API and worker in one process) on a Temporal dev server and PostgreSQL, a
+// receiver that fails until killBatch deliveries of one webhook are exhausted and is then fixed.
+// A webhook-wide retry, then a recovery since T, is asked for, and webhookd is killed with SIGKILL
+// at three points of the batch, chosen by polling how many deliveries left exhausted: before the
+// first signal, in the middle, and near the end. After a restart every delivery ends delivered,
+// the receiver got a second copy only under the same webhook-id, and none is left delivering or
+// claimed. The counts of each kill point are logged:
+//
+//	go test -count=1 -run TestBatchRetryAndRecoverySurviveKill -v ./worker/
+func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
+	bin := webhookdBinary(t)
+	dbURL := dbtest.PostgresURL(t)
+	tsrv := temporaltest.Start(t)
+	rc := startReceiver(t)
+	var failing atomic.Bool
+	rc.setRespond(func(_ int, _ string, w http.ResponseWriter) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	db, err := model.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	uniqueIDs(t, db)
+	apiAddr := freeAddr(t)
+	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: append(os.Environ(),
+		"WEBHOOKD_DATABASE_URL="+dbURL,
+		"WEBHOOKD_HTTP_ADDR="+apiAddr,
+		"TEMPORAL_ADDRESS="+tsrv.Address,
+		"TEMPORAL_NAMESPACE="+tsrv.Namespace,
+		fmt.Sprintf("WEBHOOKD_TASK_QUEUE=kill-%d", time.Now().UnixNano()),
+		"WEBHOOKD_SECRET_KEY="+base64.StdEncoding.EncodeToString(testSecretKey),
+		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true",
+		"WEBHOOKD_EXTRA_CA_FILE="+rc.caFile,
+		"WEBHOOKD_DATA_DIR="+t.TempDir(),
+		// Two attempts 100 ms apart exhaust a delivery; a Deliver activity cut by the kill is run
+		// again after its start-to-close timeout (2 x 1 s + 10 s).
+		"WEBHOOKD_RETRY_SCHEDULE=100ms",
+		"WEBHOOKD_RETRY_JITTER=0",
+		"WEBHOOKD_DELIVERY_TIMEOUT=1s",
+		// The sweeper repairs a claim after 6 intervals: 1.5 s.
+		"WEBHOOKD_SWEEP_INTERVAL=250ms",
+		"WEBHOOKD_RATE_LIMIT=10000",
+		"WEBHOOKD_HOST_CONCURRENCY=64",
+		"WEBHOOKD_ENDPOINT_CONCURRENCY=64",
+		"WEBHOOKD_LOG_LEVEL=warn",
+	), healthz: "http://" + apiAddr + "/healthz"}
+	p.start(t)
+	t.Cleanup(func() { p.kill(t) })
+	st := &stack{apiURL: "http://" + apiAddr, db: db, rc: rc}
+
+	// Kill points: how many deliveries of each batch have left exhausted (been claimed) when
+	// webhookd is killed. A retry and a recovery, on webhooks of two accounts, run side by side.
+	for _, at := range []int{0, killBatch / 2, killBatch - 10} {
+		cases := []*killCase{{op: "retry"}, {op: "recover"}}
+		failing.Store(true)
+		var wg sync.WaitGroup
+		for _, c := range cases {
+			c.name, c.path = fmt.Sprintf("%s/kill-at-%d", c.op, at), fmt.Sprintf("/%s-%d", c.op, at)
+			// An account of its own: its events reach this case's webhook alone.
+			c.st = *st
+			if c.st.key, _, err = model.CreateAPIKey(context.Background(), db, fmt.Sprintf("%s-%d@example.com", c.op, at), ""); err != nil {
+				t.Fatal(err)
+			}
+			c.since = model.Now()
+			c.hook, _ = c.st.createWebhook(t, "A", rc.url(c.path), "campaign.created")
+			wg.Go(func() { c.events, c.err = publishMany(&c.st, killBatch) })
+		}
+		wg.Wait()
+		for _, c := range cases {
+			if c.err != nil {
+				t.Fatal(c.err)
+			}
+			eventually(t, 60*time.Second, c.name+": every delivery exhausted", func() bool {
+				return countStates(t, db, c.hook)[model.DeliveryExhausted] == killBatch
+			})
+		}
+		failing.Store(false)
+		fixedAt := time.Now()
+
+		for _, c := range cases {
+			var status int
+			var body map[string]any
+			if c.op == "retry" {
+				status, body, _ = c.st.call(t, "A", "POST", fmt.Sprintf("/api/svc/v2/webhooks/%d/retry", c.hook), nil)
+			} else {
+				status, body, _ = c.st.call(t, "A", "POST", fmt.Sprintf("/api/svc/v2/webhooks/%d/recover", c.hook),
+					map[string]string{"since": c.since.Format(time.RFC3339Nano)})
+			}
+			if status != http.StatusAccepted {
+				t.Fatalf("%s: %d %v", c.name, status, body)
+			}
+			c.accepted = acceptedCount(body)
+			if c.op == "retry" && (c.accepted != killBatch || body["data"].(map[string]any)["workflowId"] == nil) {
+				t.Fatalf("%s: answer %v, want retried %d and a workflowId", c.name, body, killBatch)
+			}
+		}
+		// Kill when one of the batches has claimed `at` deliveries (at 0: at once), the other close behind.
+		claimed := func(c *killCase) int { return killBatch - countStates(t, db, c.hook)[model.DeliveryExhausted] }
+		for at > 0 && claimed(cases[0]) < at && claimed(cases[1]) < at {
+			time.Sleep(2 * time.Millisecond)
+		}
+		p.kill(t)
+		for _, c := range cases {
+			c.claimedAtKill, c.heldAtKill = claimed(c), countClaims(t, db, c.hook)
+		}
+
+		p.start(t)
+		restarted := time.Now()
+		for _, c := range cases {
+			eventually(t, 90*time.Second, c.name+": every delivery delivered", func() bool {
+				return countStates(t, db, c.hook)[model.DeliveryDelivered] == killBatch && countClaims(t, db, c.hook) == 0
+			})
+		}
+		repaired := p.metric(t, `webhookd_delivery_starts_total{by="repair"}`)
+		t.Logf("kill at %d: all delivered %s after the restart; the sweeper repaired %.0f claims", at, time.Since(restarted).Round(time.Millisecond), repaired)
+		for _, c := range cases {
+			final := countStates(t, db, c.hook)
+			stranded := final[model.DeliveryDelivering]
+			// Receipts after the fix: each a copy of one of the batch's messages, under its own
+			// webhook-id; a duplicate is a second copy of one.
+			want := make(map[string]bool, len(c.events))
+			for _, ev := range c.events {
+				want[activities.MessageID(ev, c.hook)] = true
+			}
+			got := map[string]int{}
+			for _, r := range rc.requests(c.path) {
+				if r.At.Before(fixedAt) {
+					continue
+				}
+				id := r.Header.Get("Webhook-Id")
+				if !want[id] {
+					t.Errorf("%s: a receipt under webhook-id %q, which is none of the batch's", c.name, id)
+				}
+				got[id]++
+			}
+			duplicates := 0
+			for _, n := range got {
+				duplicates += n - 1
+			}
+			t.Logf("%s: accepted %d, claimed at the kill %d (%d of them held by a claim), delivered %d, stranded %d, duplicates %d",
+				c.name, c.accepted, c.claimedAtKill, c.heldAtKill, final[model.DeliveryDelivered], stranded, duplicates)
+			if len(got) != killBatch || stranded != 0 || final[model.DeliveryDelivered] != killBatch {
+				t.Errorf("%s: %d of %d messages received after the fix, %d stranded, states %v\n%s", c.name, len(got), killBatch, stranded, final, p.logs(t))
+			}
+		}
+	}
+}
+
+// killCase is one batch of TestBatchRetryAndRecoverySurviveKill: a retry or a recovery of
+// killBatch exhausted deliveries of one webhook.
+type killCase struct {
+	op, name, path string
+	st             stack
+	since          time.Time
+	hook           int64
+	events         []int64
+	err            error
+	accepted       int
+	claimedAtKill  int
+	heldAtKill     int
+}
+
+// webhookdProcess runs the built binary as `webhookd serve` (API and worker), to be killed with
+// SIGKILL and started again on the same database and Temporal.
+type webhookdProcess struct {
+	bin, logFile, healthz string
+	env                   []string
+	cmd                   *exec.Cmd
+}
+
+func (p *webhookdProcess) start(t *testing.T) {
+	t.Helper()
+	logs, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	p.cmd = exec.Command(p.bin, "serve")
+	p.cmd.Env = p.env
+	p.cmd.Stdout, p.cmd.Stderr = logs, logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "webhookd up", func() bool {
+		resp, err := http.Get(p.healthz)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+}
+
+// kill sends SIGKILL, as a crash would, and waits for the process to end.
+func (p *webhookdProcess) kill(t *testing.T) {
+	t.Helper()
+	if p.cmd == nil {
+		return
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+	p.cmd = nil
+}
+
+// metric reads one series of the running process's /metrics (0 when absent).
+func (p *webhookdProcess) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(p.healthz, "/healthz") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			var f float64
+			_, _ = fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
+}
+
+func (p *webhookdProcess) logs(t *testing.T) string {
+	b, err := os.ReadFile(p.logFile)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 8000 {
+		b = b[len(b)-8000:]
+	}
+	return string(b)
+}
+
+// publishMany publishes n events of campaign.created through the API, eight requests at a time,
+// and returns their ids.
+func publishMany(st *stack, n int) ([]int64, error) {
+	body, _ := json.Marshal(map[string]any{"eventType": "campaign.created", "data": campaign})
+	ids := make([]int64, n)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range 8 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				req, _ := http.NewRequest("POST", st.apiURL+"/api/svc/v2/events", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("x-api-key", st.key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var out struct {
+					Data struct {
+						ID int64 `json:"id"`
+					} `json:"data"`
+				}
+				err = json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusAccepted {
+					errs <- fmt.Errorf("publish: %d, %v", resp.StatusCode, err)
+					return
+				}
+				ids[i] = out.Data.ID
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return ids, <-errs
+}
+
+// acceptedCount is the count a retry (retried) or a recovery (queued) answered with.
+func acceptedCount(body map[string]any) int {
+	data, _ := body["data"].(map[string]any)
+	for _, k := range []string{"retried", "queued"} {
+		if n, ok := data[k].(float64); ok {
+			return int(n)
+		}
+	}
+	return -1
+}
+
+// countStates counts a webhook's deliveries by state.
+func countStates(t *testing.T, db *bun.DB, webhookID int64) map[string]int {
+	t.Helper()
+	var rows []struct {
+		State string `bun:"state"`
+		N     int    `bun:"n"`
+	}
+	err := db.NewSelect().TableExpr("deliveries").ColumnExpr("state, COUNT(*) AS n").Where("webhook_id = ?", webhookID).
+		GroupExpr("state").Scan(context.Background(), &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range rows {
+		out[r.State] = r.N
+	}
+	return out
+}
+
+// countClaims counts a webhook's deliveries that a retry has claimed and not released.
+func countClaims(t *testing.T, db *bun.DB, webhookID int64) int {
+	t.Helper()
+	n, err := db.NewSelect().TableExpr("deliveries").Where("webhook_id = ?", webhookID).Where("claimed_at IS NOT NULL").Count(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(n)
+}

@@ -18,12 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker/temporaltest"
+	"github.com/webhookd/webhookd/workflows"
 )
 
 // killBatch is how many exhausted deliveries each kill point retries: three batches of the
@@ -346,4 +348,54 @@ func countClaims(t *testing.T, db *bun.DB, webhookID int64) int {
 		t.Fatal(err)
 	}
 	return int(n)
+}
+
+// TestSweeperRepairsStaleClaims: a delivery a crashed retry claimed and never signaled (delivering,
+// claimed long ago) is handed to its workflow by the sweeper and delivered, counted under
+// by="repair"; a stale claim on a delivery whose workflow has run since (delivered) is only
+// cleared, with no resend.
+func TestSweeperRepairsStaleClaims(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{100 * time.Millisecond}})
+	var failing atomic.Bool
+	failing.Store(true)
+	st.rc.setRespond(func(_ int, _ string, w http.ResponseWriter) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	hook, _ := st.createWebhook(t, "A", st.rc.url("/stale"), "campaign.created")
+	stranded := st.publish(t, "A", "campaign.created", campaign)
+	st.waitIdle(t, stranded, hook, model.DeliveryExhausted)
+	failing.Store(false)
+	done := st.publish(t, "A", "campaign.created", campaign)
+	eventually(t, 30*time.Second, "second delivered", func() bool { return st.delivery(t, done, hook).State == model.DeliveryDelivered })
+
+	// What a kill between the claim and the signal leaves, an hour ago; and a claim whose
+	// delivery was delivered since.
+	ctx := context.Background()
+	for _, ev := range []int64{stranded, done} {
+		d := st.delivery(t, ev, hook)
+		from := []string{model.DeliveryExhausted, model.DeliveryDelivered}
+		if _, ok, err := model.ClaimDelivery(ctx, st.db, d.ID, from); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		if _, err := st.db.NewUpdate().Model((*model.Delivery)(nil)).Set("claimed_at = ?", model.Now().Add(-time.Hour)).Where("id = ?", d.ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := model.SetDeliveryState(ctx, st.db, st.delivery(t, done, hook).ID, model.DeliveryDelivered); err != nil {
+		t.Fatal(err)
+	}
+	receipts := len(st.rc.requests("/stale"))
+
+	eventually(t, 30*time.Second, "the stranded delivery delivered and both claims cleared", func() bool {
+		return st.delivery(t, stranded, hook).State == model.DeliveryDelivered &&
+			st.delivery(t, stranded, hook).ClaimedAt == nil && st.delivery(t, done, hook).ClaimedAt == nil
+	})
+	if got := len(st.rc.requests("/stale")) - receipts; got != 1 {
+		t.Fatalf("%d receipts after the repair, want 1 (the stranded delivery; none for the delivered one)", got)
+	}
+	if got := testutil.ToFloat64(st.starter.Starts.WithLabelValues(string(workflows.StartedByRepair))); got != 1 {
+		t.Fatalf("starts by repair = %v, want 1", got)
+	}
 }

@@ -72,7 +72,8 @@ func (h *webhookHandlers) presentEvent(ev *model.Event, states map[string]int) e
 }
 
 // listEvents is GET <prefix>/events: the account's events of the variant, ordered by id, each with
-// its data and the count of its deliveries by state (one query per page, whatever its size).
+// its data and the count of its deliveries by state (one query per page, whatever its size). A page
+// ends early once its events' data reaches MaxPageBytes.
 func (h *webhookHandlers) listEvents(c echo.Context) error {
 	limit, after, err := pageParams(c)
 	if err != nil {
@@ -94,27 +95,24 @@ func (h *webhookHandlers) listEvents(c echo.Context) error {
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
 		return validationFailed("since", "since must be before until")
 	}
-	page := f
-	page.Limit++
+	f.MaxBytes = MaxPageBytes
 	ctx := c.Request().Context()
-	events, err := model.ListEvents(ctx, h.db, h.scope(c), page)
+	page, err := model.ListEvents(ctx, h.db, h.scope(c), f)
 	if err != nil {
 		return err
 	}
-	events = trimPage(c, events, f.Limit, func(ev *model.Event) int64 { return ev.ID })
-	ids := make([]int64, len(events))
-	for i := range events {
-		ids[i] = events[i].ID
+	if page.More {
+		setNextLink(c, f.Limit, "after", page.Last)
+	}
+	ids := make([]int64, len(page.Events))
+	for i := range page.Events {
+		ids[i] = page.Events[i].ID
 	}
 	states, err := model.CountDeliveryStates(ctx, h.db, ids)
 	if err != nil {
 		return err
 	}
-	data := make([]eventJSON, len(events))
-	for i := range events {
-		data[i] = h.presentEvent(&events[i], states[events[i].ID])
-	}
-	return c.JSON(http.StatusOK, h.v.success(data, "Events retrieved"))
+	return writeList(c, h, page.Events, func(ev *model.Event) any { return h.presentEvent(ev, states[ev.ID]) }, "Events retrieved")
 }
 
 // getEvent is GET <prefix>/events/:id: one event with every delivery it made, those to webhooks

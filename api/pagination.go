@@ -44,18 +44,27 @@ func pageParams(c echo.Context) (limit, after int64, err error) {
 func trimPage[T any](c echo.Context, items []T, limit int64, id func(*T) int64) []T {
 	if int64(len(items)) > limit {
 		items = items[:limit]
-		setNextLink(c, limit, id(&items[limit-1]))
+		setNextLink(c, limit, "after", id(&items[limit-1]))
 	}
 	return items
 }
 
-// setNextLink points a Link header at the page after lastID, keeping the request's filters.
-func setNextLink(c echo.Context, limit, lastID int64) {
+// setNextLink points a Link header at the page that follows lastID, keeping the request's filters;
+// cursor names the parameter that pages ("after", or "before" for a list newest first).
+func setNextLink(c echo.Context, limit int64, cursor string, lastID int64) {
 	next := url.Values{}
 	for k, v := range c.QueryParams() {
 		next[k] = v
 	}
 	next.Set("limit", strconv.FormatInt(limit, 10))
-	next.Set("after", strconv.FormatInt(lastID, 10))
+	next.Set(cursor, strconv.FormatInt(lastID, 10))
 	c.Response().Header().Set("Link", fmt.Sprintf(`<%s?%s>; rel="next"`, c.Request().URL.Path, next.Encode()))
 }
+
+// MaxPageBytes bounds a page of a list that carries payloads by their bytes as well as by count:
+// the events' data, or the response bodies, request headers and errors of a delivery log's
+// attempts. A page stops before the item that would take it past the budget, holding at least one
+// item, and its Link leads on. 1 MiB holds a whole page of 200 events of up to 5 KB each, so
+// ordinary pages are never cut, while a read of the largest events (256 KiB) holds 4 of them in
+// memory instead of 200 (51 MB; issue 18).
+const MaxPageBytes = 1 << 20

@@ -18,18 +18,55 @@ type DeliveryView struct {
 	Log             []Attempt `bun:"-"`
 }
 
-// ListDeliveries returns one page of a webhook's deliveries, newest first, with their attempts.
-func ListDeliveries(ctx context.Context, db bun.IDB, webhookID, before int64, limit int64) ([]DeliveryView, error) {
-	var views []DeliveryView
-	q := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		ColumnExpr("d.*, e.event_type").Where("d.webhook_id = ?", webhookID).OrderExpr("d.id DESC").Limit(limit)
-	if before > 0 {
-		q = q.Where("d.id < ?", before)
+// DeliveryFilter selects a page of a webhook's deliveries, newest first.
+type DeliveryFilter struct {
+	WebhookID int64
+	// Before, when set, starts the page below that delivery id.
+	Before int64
+	Limit  int64
+	// MaxBytes, when set, bounds the page by the bytes its attempt logs carry (response bodies,
+	// request headers, errors) as well: it ends before the delivery that would take it past
+	// MaxBytes, and always holds at least one delivery.
+	MaxBytes int64
+}
+
+// DeliveryPage is one page of deliveries. More says that older deliveries come after Last, the id
+// of the page's last delivery (the last one planned, should a purge remove it meanwhile).
+type DeliveryPage struct {
+	Views []DeliveryView
+	More  bool
+	Last  int64
+}
+
+// attemptLogSize is the SQL for the bytes of a delivery's (d) attempt log.
+var attemptLogSize = "(SELECT COALESCE(SUM(" + dataSize("a.response_body") + " + " + dataSize("a.request_headers") + " + " +
+	dataSize("a.error") + "), 0) FROM delivery_attempts AS a WHERE a.delivery_id = d.id)"
+
+// ListDeliveries returns one page of a webhook's deliveries, newest first, with their attempts. The
+// page is planned from the deliveries' ids and the sizes of their attempt logs first, so the
+// attempts of deliveries that do not fit are never read.
+func ListDeliveries(ctx context.Context, db bun.IDB, f DeliveryFilter) (*DeliveryPage, error) {
+	var rows []sizedRow
+	q := db.NewSelect().TableExpr("deliveries AS d").ColumnExpr("d.id").ColumnExpr(attemptLogSize+" AS size").
+		Where("d.webhook_id = ?", f.WebhookID).OrderExpr("d.id DESC").Limit(f.Limit + 1)
+	if f.Before > 0 {
+		q = q.Where("d.id < ?", f.Before)
 	}
-	if err := q.Scan(ctx, &views); err != nil {
+	if err := q.Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
-	return views, attachAttempts(ctx, db, views)
+	ids, more := fitPage(rows, f.Limit, f.MaxBytes)
+	page := &DeliveryPage{Views: []DeliveryView{}, More: more}
+	if len(ids) == 0 {
+		return page, nil
+	}
+	page.Last = ids[len(ids)-1]
+	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
+		ColumnExpr("d.*, e.event_type").Where("d.id IN (?)", bun.In(ids)).OrderExpr("d.id DESC").Scan(ctx, &page.Views)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	return page, attachAttempts(ctx, db, page.Views)
 }
 
 // GetDelivery returns one delivery of a webhook with its event and attempts, or ErrNotFound when

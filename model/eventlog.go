@@ -16,13 +16,26 @@ type EventFilter struct {
 	Until *time.Time
 	After int64
 	Limit int64
+	// MaxBytes, when set, bounds the page by the bytes of data it carries as well: it ends before
+	// the event that would take it past MaxBytes, and always holds at least one event.
+	MaxBytes int64
+}
+
+// EventPage is one page of events. More says that further events come after Last, the id of the
+// page's last event (the last one planned, should a purge remove it meanwhile).
+type EventPage struct {
+	Events []Event
+	More   bool
+	Last   int64
 }
 
 // ListEvents returns one page of the events within scope: the caller's account and variant, as for
-// webhooks.
-func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilter) ([]Event, error) {
-	events := []Event{}
-	q := scope.apply(db.NewSelect().Model(&events)).Where("id > ?", f.After).OrderExpr("id ASC").Limit(f.Limit)
+// webhooks. The page is planned from the events' ids and sizes first, so the data of events that do
+// not fit is never read.
+func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilter) (*EventPage, error) {
+	var rows []sizedRow
+	q := scope.apply(db.NewSelect().Model((*Event)(nil))).ColumnExpr("id").ColumnExpr(dataSize("data")+" AS size").
+		Where("id > ?", f.After).OrderExpr("id ASC").Limit(f.Limit + 1)
 	if f.EventType != "" {
 		q = q.Where("event_type = ?", f.EventType)
 	}
@@ -43,10 +56,19 @@ func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilt
 		}
 		q = q.Where("occurred_at "+op+" ?", t.Truncate(time.Microsecond))
 	}
-	if err := q.Scan(ctx); err != nil {
+	if err := q.Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	return events, nil
+	ids, more := fitPage(rows, f.Limit, f.MaxBytes)
+	page := &EventPage{Events: []Event{}, More: more}
+	if len(ids) == 0 {
+		return page, nil
+	}
+	page.Last = ids[len(ids)-1]
+	if err := db.NewSelect().Model(&page.Events).Where("id IN (?)", bun.In(ids)).OrderExpr("id ASC").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return page, nil
 }
 
 func finerThanMicrosecond(t time.Time) bool { return !t.Truncate(time.Microsecond).Equal(t) }

@@ -80,17 +80,17 @@ func TestListEvents(t *testing.T) {
 				if tc.f.Limit == 0 {
 					tc.f.Limit = 50
 				}
-				events, err := model.ListEvents(ctx, db, scope, tc.f)
+				page, err := model.ListEvents(ctx, db, scope, tc.f)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := eventIDs(events); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				if got := eventIDs(page.Events); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 					t.Fatalf("ids = %v, want %v", got, tc.want)
 				}
 			})
 		}
-		events, _ := model.ListEvents(ctx, db, scope, model.EventFilter{Limit: 1})
-		if ev := events[0]; ev.AccountID != acc.ID || ev.Variant != model.VariantB || ev.EventType != "lead.captured" ||
+		page, _ := model.ListEvents(ctx, db, scope, model.EventFilter{Limit: 1})
+		if ev := page.Events[0]; ev.AccountID != acc.ID || ev.Variant != model.VariantB || ev.EventType != "lead.captured" ||
 			ev.Data != `{"n":1}` || !ev.OccurredAt.Equal(t0.Add(time.Microsecond)) {
 			t.Fatalf("listed event = %+v", ev)
 		}

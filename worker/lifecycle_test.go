@@ -29,10 +29,11 @@ func TestAttemptTimeoutComesFromTheWorkflowInput(t *testing.T) {
 	eventID := st.publish(t, "A", "campaign.created", sampleData["campaign.created"])
 
 	eventually(t, 30*time.Second, "both attempts timed out", func() bool { return st.delivery(t, eventID, id).State == model.DeliveryExhausted })
-	views, err := model.ListDeliveries(t.Context(), st.db, id, 0, 10)
-	if err != nil || len(views) != 1 {
-		t.Fatalf("deliveries: %v %v", views, err)
+	page, err := model.ListDeliveries(t.Context(), st.db, model.DeliveryFilter{WebhookID: id, Limit: 10})
+	if err != nil || len(page.Views) != 1 {
+		t.Fatalf("deliveries: %v %v", page, err)
 	}
+	views := page.Views
 	if got := len(views[0].Log); got != 2 {
 		t.Fatalf("%d attempts recorded, want 2", got)
 	}
@@ -108,10 +109,11 @@ func TestRetryAfterRetryWindow(t *testing.T) {
 		t.Fatalf("retried = %v, want 1 (%v)", got, body)
 	}
 	eventually(t, 30*time.Second, "delivered by the new run", func() bool { return st.delivery(t, eventID, id).State == model.DeliveryDelivered })
-	views, err := model.ListDeliveries(t.Context(), st.db, id, 0, 10)
-	if err != nil || len(views) != 1 {
-		t.Fatalf("deliveries: %v %v", views, err)
+	page, err := model.ListDeliveries(t.Context(), st.db, model.DeliveryFilter{WebhookID: id, Limit: 10})
+	if err != nil || len(page.Views) != 1 {
+		t.Fatalf("deliveries: %v %v", page, err)
 	}
+	views := page.Views
 	var numbers []int
 	for _, a := range views[0].Log {
 		numbers = append(numbers, a.Attempt)

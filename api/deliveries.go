@@ -31,6 +31,11 @@ func (h *webhookHandlers) retryDelivery(c echo.Context) error {
 	}
 	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
 	defer cancel()
+	// Resends that arrive together are one: an attempt that starts after this one arrived answers
+	// it, however long it then waited for the database or Temporal.
+	if arrived, ok := c.Get(contextArrived).(time.Time); ok {
+		tctx = workflows.WithAskedAt(tctx, arrived)
+	}
 	ref, err := h.starter.RetryDelivery(tctx, h.db, w.ID, deliveryID)
 	switch {
 	case errors.Is(err, model.ErrNotFound):
@@ -108,7 +113,8 @@ type recoverRequest struct {
 
 // recoverSince is POST <collection>/<id>/recover: every delivery of the webhook created in [since,
 // until) that did not succeed is retried, in the background (a RecoverWorkflow), and the answer
-// says how many. until defaults to now.
+// says how many, and which workflow. until defaults to the time of the request that starts the
+// recovery: identical requests agree, the ones that come while it runs joining it.
 func (h *webhookHandlers) recoverSince(c echo.Context) error {
 	w, err := h.load(c)
 	if err != nil {
@@ -119,7 +125,7 @@ func (h *webhookHandlers) recoverSince(c echo.Context) error {
 		return err
 	}
 	now := model.Now()
-	r := model.Recovery{WebhookID: w.ID, Until: now}
+	r := model.Recovery{WebhookID: w.ID}
 	if req.Since == nil {
 		return validationFailed("since", "since is required")
 	}
@@ -131,8 +137,12 @@ func (h *webhookHandlers) recoverSince(c echo.Context) error {
 			return err
 		}
 	}
+	check := r
+	if req.Until == nil {
+		check.Until = now
+	}
 	var de *model.DataError
-	if err := r.Check(now); errors.As(err, &de) {
+	if err := check.Check(now); errors.As(err, &de) {
 		return validationFailed(de.Field, "%s %s", de.Field, de.Reason)
 	}
 	if h.starter == nil {
@@ -140,12 +150,16 @@ func (h *webhookHandlers) recoverSince(c echo.Context) error {
 	}
 	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
 	defer cancel()
-	n, err := h.starter.Recover(tctx, h.db, r)
+	rec, err := h.starter.Recover(tctx, h.db, r)
 	if err != nil {
 		return temporalUnavailable(h.log, err)
 	}
-	body := map[string]any{"queued": n, "since": isoTime(r.Since), "until": isoTime(r.Until)}
-	return c.JSON(http.StatusAccepted, h.v.success(body, fmt.Sprintf("Recovering %d delivery(ies)", n)))
+	var workflowID *string
+	if rec.WorkflowID != "" {
+		workflowID = &rec.WorkflowID
+	}
+	body := map[string]any{"queued": rec.Queued, "since": isoTime(r.Since), "until": isoTime(rec.Until), "workflowId": workflowID}
+	return c.JSON(http.StatusAccepted, h.v.success(body, fmt.Sprintf("Recovering %d delivery(ies)", rec.Queued)))
 }
 
 // parseTime reads an ISO 8601 (RFC 3339) time of a request field.

@@ -234,16 +234,32 @@ func TestRecover(t *testing.T) {
 		if got := r.data(t)["queued"]; got != float64(len(wantIDs)) {
 			t.Fatalf("queued = %v, want %d: %s", got, len(wantIDs), r.raw)
 		}
-		// One workflow retries them, named by what it covers: up to the newest of them.
-		since, _ = time.Parse(time.RFC3339Nano, r.data(t)["since"].(string))
-		until, _ := time.Parse(time.RFC3339Nano, r.data(t)["until"].(string))
-		wf := workflows.RecoverWorkflowID(workflows.RecoverInput{WebhookID: first.WebhookID, Since: since, Until: until, UpTo: wantIDs[len(wantIDs)-1]})
+		// One workflow retries them, named by the request: the webhook, since, and "now" for an
+		// until left open.
+		wf := workflows.RecoverWorkflowID(first.WebhookID, since, time.Time{})
+		if got := r.data(t)["workflowId"]; got != wf {
+			t.Fatalf("workflowId = %v, want %s", got, wf)
+		}
 		if _, err := tc.DescribeWorkflowExecution(context.Background(), wf, ""); err != nil {
 			t.Fatalf("no recover workflow %s: %v", wf, err)
 		}
+		// The same request while it runs (no worker here: it runs for good) joins it and answers as
+		// it did, although one of the deliveries has succeeded since and time has passed.
+		setDeliveryState(t, e, wantIDs[0], model.DeliveryDelivered)
+		again := e.do(t, "POST", hook+"/recover", auth, fmt.Sprintf(`{"since":%q}`, since.Format(time.RFC3339Nano)))
+		again.expect(t, http.StatusAccepted, "")
+		for _, field := range []string{"queued", "since", "until", "workflowId"} {
+			if again.data(t)[field] != r.data(t)[field] {
+				t.Fatalf("the same request again answered %s, want %s", again.raw, r.raw)
+			}
+		}
 
-		// Nothing failed before the first delivery: 202, nothing queued.
-		e.do(t, "POST", hook+"/recover", auth, `{"since":"2020-01-01T00:00:00Z","until":"2020-01-02T00:00:00Z"}`).expect(t, http.StatusAccepted, "")
+		// Nothing failed before the first delivery: 202, nothing queued, no workflow.
+		none := e.do(t, "POST", hook+"/recover", auth, `{"since":"2020-01-01T00:00:00Z","until":"2020-01-02T00:00:00Z"}`)
+		none.expect(t, http.StatusAccepted, "")
+		if d := none.data(t); d["queued"] != float64(0) || d["workflowId"] != nil || d["until"] != "2020-01-02T00:00:00.000Z" {
+			t.Fatalf("an empty window answered %s, want queued 0 and no workflowId", none.raw)
+		}
 
 		for _, bad := range []struct {
 			body   string

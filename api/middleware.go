@@ -20,6 +20,8 @@ const (
 	contextKeyID    = "webhookd.key"
 	// contextBodyLimit names the body limit of the route, for the 413 message.
 	contextBodyLimit = "webhookd.bodylimit"
+	// contextArrived is when the request arrived, before it waited for anything (time.Time).
+	contextArrived = "webhookd.arrived"
 )
 
 // A client-supplied request id is kept only when it is short and plain, so it cannot forge log lines.
@@ -29,6 +31,7 @@ var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 // line about it, so a client's report of a 500 can be matched to the log.
 func requestIDMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		c.Set(contextArrived, model.Now())
 		id := c.Request().Header.Get(headerRequestID)
 		if !requestIDPattern.MatchString(id) {
 			b := make([]byte, 12)

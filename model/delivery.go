@@ -117,3 +117,16 @@ func RecoverableDeliveries(ctx context.Context, db bun.IDB, r Recovery, after, l
 	}
 	return refs, nil
 }
+
+// SettleClaim gives a delivery that a manual retry claimed (moved to delivering) back the state
+// its workflow is in, exhausted or delivered, when the workflow found the retry already answered:
+// an attempt had started after the retry was asked for, so no attempt follows the claim to record
+// an outcome. A delivery no longer delivering is left alone.
+func SettleClaim(ctx context.Context, db bun.IDB, deliveryID int64, state string) error {
+	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", state).Set("updated_at = ?", Now()).
+		Where("id = ?", deliveryID).Where("state = ?", DeliveryDelivering).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("settle the claim on delivery %d: %w", deliveryID, err)
+	}
+	return nil
+}

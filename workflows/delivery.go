@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -86,6 +87,16 @@ type DeliveryInput struct {
 	// "The first attempt is a local activity"). Later attempts stay regular activities on the retry
 	// task queue. False in workflows started before it existed, which keep their shape.
 	LocalFirstAttempt bool
+}
+
+// RetryRequest is the payload of a retry signal that a resend sends: when it was asked for. A signal
+// without it (an operator's, from the Web UI or the CLI, or a batch retry's) asks for an attempt
+// whenever it comes.
+type RetryRequest struct {
+	// AskedAt is when the resend's request came in. An attempt that started after it answers it,
+	// so its signal, should it come in later still (behind 49 other concurrent resends, say), asks
+	// for nothing more.
+	AskedAt time.Time
 }
 
 // DeliveryState is what the state query returns.
@@ -166,6 +177,13 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, 
 			MaximumAttempts: 20, NonRetryableErrorTypes: []string{activities.ErrTypeMail}},
 	})
 
+	var lastAttempt time.Time // when the last attempt started, for the retry signals' AskedAt
+	// settle undoes the claim of a retry that asked for nothing more (takeRetries): its API
+	// request moved the delivery to delivering, and no attempt follows to record an outcome.
+	settle := func(state string) error {
+		return workflow.ExecuteActivity(dbCtx, a.SettleClaim,
+			activities.SettleInput{DeliveryID: in.DeliveryID, State: state}).Get(ctx, nil)
+	}
 	delays := in.Schedule
 	if in.EventType == model.EventTest {
 		delays = nil // spec 3.2: a failed test marks the webhook failing at once
@@ -194,7 +212,7 @@ schedule:
 				summary := fmt.Sprintf("attempt %d: %s; attempt %d in %s", st.Attempts, last.Outcome(), st.Attempts+1, roundDelay(delay))
 				workflow.SetCurrentDetails(ctx, fmt.Sprintf("**retrying**: attempt %d: %s. Attempt %d at %s, or send the `retry` signal to make it now.",
 					st.Attempts, last.Outcome(), st.Attempts+1, next.UTC().Format(time.RFC3339)))
-				if _, err := sleepUnlessRetried(ctx, retry, delay, summary); err != nil {
+				if _, err := sleepUnlessRetried(ctx, retry, delay, summary, lastAttempt, nil); err != nil {
 					return st, err
 				}
 				st.NextAttemptAt = nil
@@ -204,6 +222,7 @@ schedule:
 				nextIn = JitteredDelay(delays[i], in.Jitter, in.DeliveryID, st.Attempts+1)
 			}
 			st.Attempts++
+			lastAttempt = workflow.Now(ctx)
 			attemptCtx := firstCtx
 			if st.Attempts > 1 {
 				attemptCtx = retryCtx
@@ -233,7 +252,7 @@ schedule:
 				return st, setState(model.DeliveryCanceled)
 			case last.Delivered:
 				workflow.SetCurrentDetails(ctx, fmt.Sprintf("**delivered**: attempt %d: %s.", st.Attempts, last.Outcome()))
-				if resendAsked(ctx, retry) {
+				if resendAsked(ctx, retry, lastAttempt, func() error { return settle(model.DeliveryDelivered) }) {
 					workflow.GetLogger(ctx).Info("resend", "webhook", in.WebhookID, "event", in.EventID)
 					continue schedule
 				}
@@ -274,7 +293,8 @@ schedule:
 		}
 
 		// Wait for an operator's retry, or end when the window closes.
-		retried, err := sleepUnlessRetried(ctx, retry, in.RetryWindow, fmt.Sprintf("exhausted: waiting %s for a retry signal", in.RetryWindow))
+		retried, err := sleepUnlessRetried(ctx, retry, in.RetryWindow, fmt.Sprintf("exhausted: waiting %s for a retry signal", in.RetryWindow), lastAttempt,
+			func() error { return settle(model.DeliveryExhausted) })
 		if err != nil {
 			return st, err
 		}
@@ -391,42 +411,76 @@ func roundDelay(d time.Duration) time.Duration {
 // older ones ended delivered and dropped the signal.
 const versionResend = "resend-after-delivered"
 
-// resendAsked reports whether a retry signal is waiting after a delivered attempt, consuming it and
-// every other one waiting (drainRetries). It asks for the version only then, so the histories of
-// every other delivery stay as they were.
-func resendAsked(ctx workflow.Context, retry workflow.ReceiveChannel) bool {
-	if !retry.ReceiveAsync(nil) {
+// resendAsked reports whether a retry signal waiting after a delivered attempt asks for a resend,
+// consuming every one waiting (takeRetries). It asks for the version only then, so the histories
+// of every other delivery stay as they were. Signals that ask for nothing run settle.
+func resendAsked(ctx workflow.Context, retry workflow.ReceiveChannel, lastAttempt time.Time, settle func() error) bool {
+	if retry.Len() == 0 {
 		return false
 	}
-	drainRetries(retry)
+	if !takeRetries(ctx, retry, lastAttempt) {
+		if err := settle(); err != nil {
+			workflow.GetLogger(ctx).Error("claim not settled", "err", err)
+		}
+		return false
+	}
 	return workflow.GetVersion(ctx, versionResend, workflow.DefaultVersion, 1) == 1
 }
 
-// drainRetries consumes the retry signals already waiting, once one of them has been taken: they
-// all asked for an attempt after the last one, and the next attempt is that one for each of them.
+// takeRetries consumes the retry signals waiting on retry (there is at least one) and reports
+// whether one of them asks for an attempt: one that does not say when it was asked, or was asked
+// after the last attempt started. They are one request: the next attempt answers all of them.
 // Without it, 50 concurrent resends of one delivery made 50 attempts, one per signal (issue 18).
-// Signals that come in while that attempt runs wait for it, and then count as one resend at most.
-// Receiving a signal issues no command, so the drain changes no history's shape.
-func drainRetries(retry workflow.ReceiveChannel) {
-	for retry.ReceiveAsync(nil) {
+// Signals that come in while that attempt runs wait for it, and then count as one resend at most;
+// those asked before it started count for nothing. Receiving a signal issues no command, so this
+// changes no history's shape.
+func takeRetries(ctx workflow.Context, retry workflow.ReceiveChannel, lastAttempt time.Time) bool {
+	var first converter.RawValue
+	retry.Receive(ctx, &first)
+	asks := asksAttempt(first, lastAttempt)
+	for {
+		var next converter.RawValue
+		if !retry.ReceiveAsync(&next) {
+			return asks
+		}
+		asks = asksAttempt(next, lastAttempt) || asks
 	}
 }
 
-// sleepUnlessRetried waits d on a durable timer, summary naming it in the Web UI; a retry signal ends
-// the wait early (with the others waiting, drainRetries), and it reports whether one did.
-func sleepUnlessRetried(ctx workflow.Context, retry workflow.ReceiveChannel, d time.Duration, summary string) (bool, error) {
+// asksAttempt reports whether a retry signal's payload asks for an attempt after the one that
+// started at lastAttempt. A payload that is not a RetryRequest is a plain retry, as no payload is.
+func asksAttempt(v converter.RawValue, lastAttempt time.Time) bool {
+	var req RetryRequest
+	if p := v.Payload(); p == nil || converter.GetDefaultDataConverter().FromPayload(p, &req) != nil {
+		return true
+	}
+	return req.AskedAt.IsZero() || !req.AskedAt.Before(lastAttempt)
+}
+
+// sleepUnlessRetried waits d on a durable timer, summary naming it in the Web UI; a retry signal that
+// asks for an attempt (takeRetries) ends the wait early, and it reports whether one did. Signals
+// that ask for nothing leave the timer running, after settle (if not nil).
+func sleepUnlessRetried(ctx workflow.Context, retry workflow.ReceiveChannel, d time.Duration, summary string, lastAttempt time.Time, settle func() error) (bool, error) {
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
-	retried := false
+	retried, fired := false, false
 	var timerErr error
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(retry, func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		drainRetries(c)
-		retried = true
+		retried = takeRetries(ctx, c, lastAttempt)
+		if !retried && settle != nil {
+			if err := settle(); err != nil {
+				workflow.GetLogger(ctx).Error("claim not settled", "err", err)
+			}
+		}
 	})
-	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: summary}), func(f workflow.Future) { timerErr = f.Get(ctx, nil) })
-	sel.Select(ctx)
+	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: summary}), func(f workflow.Future) {
+		fired = true
+		timerErr = f.Get(ctx, nil)
+	})
+	for !retried && !fired {
+		sel.Select(ctx)
+	}
 	if !retried && timerErr != nil {
 		return false, timerErr
 	}

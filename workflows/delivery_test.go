@@ -81,6 +81,7 @@ type harness struct {
 	delivers  []deliverCall
 	exhausted []timedCall[activities.ExhaustedInput]
 	alerts    []timedCall[activities.AlertInput]
+	settled   []string // the states SettleClaim gave back
 	states    []string // DeliveryState search attribute values, in upsert order
 }
 
@@ -117,6 +118,13 @@ func newHarness(t *testing.T) *harness {
 			h.alerts = append(h.alerts, timedCall[activities.AlertInput]{h.since(), in})
 			return h.alertErr
 		})
+	h.env.OnActivity(a.SettleClaim, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.SettleInput) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.settled = append(h.settled, in.State)
+			return nil
+		}).Maybe()
 	// The webhook is still there when the retry window closes (TestDeliveryWorkflowWindowEnd
 	// deletes it).
 	h.env.OnActivity(a.CancelIfWebhookGone, mock.Anything, mock.Anything).Return(
@@ -710,7 +718,7 @@ func TestDeliveryWorkflowResendDuringDeliveredAttempt(t *testing.T) {
 // attempt it starts.
 func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
 	const took = 20 * time.Second // each attempt's duration
-	for _, tc := range []struct {
+	type resendCase struct {
 		name     string
 		schedule []time.Duration
 		signalAt time.Duration
@@ -718,21 +726,48 @@ func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
 		// want: when each attempt ended, the ones before the signals and after included.
 		want      []time.Duration
 		wantState string
-	}{
+		// payload is each signal's: nil, as an operator's, or a resend's RetryRequest.
+		payload any
+		// settled: the states SettleClaim gave back, for signals that asked for nothing.
+		settled []string
+	}
+	var cases []resendCase
+	for _, tc := range []resendCase{
 		// Attempt 1 ends at 20s. The first signal ends the hour's wait at 10m: attempt 2, the last
 		// of the schedule, fails; the nine others end the exhausted wait: attempt 3, which runs the
 		// schedule again (attempt 4 an hour later).
 		{"during a scheduled wait", []time.Duration{time.Hour}, 10 * time.Minute, false,
-			[]time.Duration{took, 10*time.Minute + took, 10*time.Minute + 2*took, time.Hour + 10*time.Minute + 3*took}, model.DeliveryExhausted},
+			[]time.Duration{took, 10*time.Minute + took, 10*time.Minute + 2*took, time.Hour + 10*time.Minute + 3*took}, model.DeliveryExhausted, nil, nil},
 		// Attempt 1 fails and exhausts the delivery; the signals end its retry window's wait.
 		{"during the exhausted wait", []time.Duration{}, time.Hour, false,
-			[]time.Duration{took, time.Hour + took, time.Hour + 2*took}, model.DeliveryExhausted},
+			[]time.Duration{took, time.Hour + took, time.Hour + 2*took}, model.DeliveryExhausted, nil, nil},
 		// They come in while attempt 1 runs: one attempt right after it.
 		{"during a failing attempt", []time.Duration{time.Hour}, took / 2, false,
-			[]time.Duration{took, 2 * took}, model.DeliveryExhausted},
+			[]time.Duration{took, 2 * took}, model.DeliveryExhausted, nil, nil},
 		{"during the attempt that delivers", []time.Duration{time.Hour}, took / 2, true,
-			[]time.Duration{took, 2 * took}, model.DeliveryDelivered},
+			[]time.Duration{took, 2 * took}, model.DeliveryDelivered, nil, nil},
 	} {
+		cases = append(cases, tc)
+	}
+	// Resends say when they were asked for (workflows.RetryRequest). Those asked before the last
+	// attempt started, which came in late, ask for nothing more; those asked after it, for one.
+	asked := func(at time.Duration) workflows.RetryRequest { return workflows.RetryRequest{AskedAt: start.Add(at)} }
+	cases = append(cases,
+		// Attempt 1 started at 0: the wait goes on to the scheduled attempt 2.
+		resendCase{"asked before the attempt they came in during", []time.Duration{time.Hour}, took / 2, false,
+			[]time.Duration{took, time.Hour + 2*took}, model.DeliveryExhausted, asked(-time.Second), nil},
+		resendCase{"asked during the attempt they came in during", []time.Duration{time.Hour}, took / 2, false,
+			[]time.Duration{took, 2 * took}, model.DeliveryExhausted, asked(took / 4), nil},
+		resendCase{"asked before the attempt that delivers", []time.Duration{time.Hour}, took / 2, true,
+			[]time.Duration{took}, model.DeliveryDelivered, asked(-time.Second), []string{model.DeliveryDelivered}},
+		// In the exhausted wait: no attempt, and the retry window ends 24 h after attempt 1. The
+		// first signal is settled alone, the nine that come in meanwhile together.
+		resendCase{"asked before the exhausted attempt", []time.Duration{}, time.Hour, false,
+			[]time.Duration{took}, model.DeliveryExhausted, asked(-time.Second), []string{model.DeliveryExhausted, model.DeliveryExhausted}},
+		resendCase{"asked after the exhausted attempt", []time.Duration{}, time.Hour, false,
+			[]time.Duration{took, time.Hour + took, time.Hour + 2*took}, model.DeliveryExhausted, asked(time.Hour), nil},
+	)
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.deliverMock.After(took)
@@ -743,7 +778,7 @@ func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
 			}
 			h.at(tc.signalAt, func() {
 				for range 10 {
-					h.env.SignalWorkflow(workflows.SignalRetry, nil)
+					h.env.SignalWorkflow(workflows.SignalRetry, tc.payload)
 				}
 			})
 			in := input("website.published")
@@ -765,6 +800,9 @@ func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
 			}
 			if st.State != tc.wantState || st.Attempts != len(tc.want) {
 				t.Errorf("result = %s, want %s after %d attempts", fmtState(st), tc.wantState, len(tc.want))
+			}
+			if !slices.Equal(h.settled, tc.settled) {
+				t.Errorf("SettleClaim gave back %v, want %v", h.settled, tc.settled)
 			}
 		})
 	}

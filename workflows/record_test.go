@@ -423,7 +423,7 @@ func TestRecordRecoverHistory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	in := workflows.RecoverInput{WebhookID: 7, Since: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC), UpTo: 99}
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.RecoverWorkflowID(in), TaskQueue: queue}, workflows.RecoverWorkflow, in)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.RecoverWorkflowID(in.WebhookID, in.Since, in.Until), TaskQueue: queue}, workflows.RecoverWorkflow, in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,10 @@ import (
 
 	"github.com/uptrace/bun"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -56,6 +58,9 @@ func (s *Starter) RetryWebhook(ctx context.Context, db bun.IDB, webhookID int64)
 // resend that finds another one handing the delivery over right then joins it.
 // model.ErrNotFound means the webhook has no such delivery; ErrCanceled, that it was canceled.
 func (s *Starter) RetryDelivery(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (model.DeliveryRef, error) {
+	if _, ok := ctx.Value(askedAtKey{}).(time.Time); !ok {
+		ctx = WithAskedAt(ctx, model.Now())
+	}
 	ref, err := model.WebhookDeliveryRef(ctx, db, webhookID, deliveryID)
 	if err != nil {
 		return ref, err
@@ -66,12 +71,50 @@ func (s *Starter) RetryDelivery(ctx context.Context, db bun.IDB, webhookID, deli
 	if err := model.ReenableWebhook(ctx, db, webhookID); err != nil {
 		return ref, err
 	}
+	if ref.State == model.DeliveryDelivering {
+		return ref, s.joinResend(ctx, ref)
+	}
 	_, err = s.retryDeliveries(ctx, db, []model.DeliveryRef{ref}, resendableStates)
 	return ref, err
 }
 
 // resendableStates are the states a resend claims a delivery from: all but canceled.
 var resendableStates = []string{model.DeliveryPending, model.DeliveryDelivering, model.DeliveryRetrying, model.DeliveryDelivered, model.DeliveryExhausted}
+
+// joinResend is the resend of a delivery that is delivering: another retry has claimed it and is
+// handing it to its workflow, or an attempt is in flight. It joins that retry: it signals the
+// workflow if it runs, which takes every signal waiting as one (drainRetries) and those that come
+// during an attempt as one more after it, and it never starts a run, which would be a second
+// attempt (50 concurrent resends of one delivery made 51 attempts, issue 18). A run not started
+// yet is the claim's to start; one a crash left unstarted, the sweeper's.
+func (s *Starter) joinResend(ctx context.Context, r model.DeliveryRef) error {
+	id := DeliveryWorkflowID(r.EventID, r.WebhookID)
+	err := s.Client.SignalWorkflow(ctx, id, "", SignalRetry, retrySignal(ctx))
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("%w: retry %s: %w", ErrTemporal, id, err)
+	}
+	return nil
+}
+
+// askedAtKey holds, in a resend's context, when the resend was asked for (retrySignal).
+type askedAtKey struct{}
+
+// WithAskedAt tells RetryDelivery when its request came in: the API's is the time the request
+// arrived, before it waited for anything (the database, Temporal); without it, the time of the call.
+func WithAskedAt(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, askedAtKey{}, t)
+}
+
+// retrySignal is the payload of the retry signal sent under ctx: a RetryRequest saying when a
+// resend was asked for, so that the workflow drops the signal if an attempt has started since
+// (takeRetries); nil for the other retries, which ask for an attempt whenever they come.
+func retrySignal(ctx context.Context) any {
+	if t, ok := ctx.Value(askedAtKey{}).(time.Time); ok {
+		return RetryRequest{AskedAt: t}
+	}
+	return nil
+}
 
 var (
 	// ErrCanceled refuses to retry a canceled delivery: its webhook was deleted.
@@ -121,42 +164,121 @@ func (s *Starter) retryDeliveries(ctx context.Context, db bun.IDB, refs []model.
 }
 
 // Recover retries every delivery of r's webhook that did not succeed in r's window, in the
-// background: it counts them, starts a RecoverWorkflow for them and returns the count at once. The
-// webhook is enabled first, as for any manual retry. A recovery asked for twice while the first
-// still runs is the same workflow.
-func (s *Starter) Recover(ctx context.Context, db bun.IDB, r model.Recovery) (int, error) {
+// background: it counts them, starts a RecoverWorkflow for them and answers at once. r.Until zero
+// means "until now": the time of the request that starts the recovery. The webhook is enabled
+// first, as for any manual retry.
+//
+// Identical requests (the same webhook, since and until as given) agree: while one recovery runs,
+// another request joins it and answers its workflow id, count and cut-off, read back from the
+// workflow's memo, not a count of its own, which would shrink as the recovery claims deliveries.
+// Once it has ended, the next identical request starts a new one and counts afresh. A request
+// that finds nothing to recover and no recovery of its own running answers 0 and no workflow.
+func (s *Starter) Recover(ctx context.Context, db bun.IDB, r model.Recovery) (Recovering, error) {
+	id := RecoverWorkflowID(r.WebhookID, r.Since, r.Until)
+	if r.Until.IsZero() {
+		r.Until = model.Now()
+	}
 	if err := model.ReenableWebhook(ctx, db, r.WebhookID); err != nil {
-		return 0, err
+		return Recovering{}, err
 	}
 	n, upTo, err := model.CountRecoverable(ctx, db, r)
-	if err != nil || n == 0 {
-		return 0, err
+	if err != nil {
+		return Recovering{}, err
+	}
+	mine := Recovering{WorkflowID: id, Queued: n, Until: r.Until, UpTo: upTo}
+	if n == 0 {
+		// Perhaps because a recovery of the same request has claimed them all: answer as it did.
+		return s.runningRecovery(ctx, id, Recovering{Until: r.Until})
 	}
 	in := RecoverInput{WebhookID: r.WebhookID, Since: r.Since, Until: r.Until, UpTo: upTo}
-	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       RecoverWorkflowID(in),
+	run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
 		TaskQueue:                s.TaskQueue,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            fmt.Sprintf("recover webhook %d: %d deliveries", r.WebhookID, n),
+		Memo:                     map[string]any{recoveringMemo: mine},
 	}, RecoverWorkflow, in)
 	if err != nil {
-		return 0, fmt.Errorf("%w: start %s: %w", ErrTemporal, RecoverWorkflowID(in), err)
+		return Recovering{}, fmt.Errorf("%w: start %s: %w", ErrTemporal, id, err)
 	}
-	return n, nil
+	// The run may be another request's (USE_EXISTING returns it): its memo has the answer.
+	got, found, err := s.recoveringMemo(ctx, id, run.GetRunID())
+	if err != nil || !found {
+		return mine, err // !found: a run started without the memo
+	}
+	return got, nil
 }
 
-// RecoverInput starts a RecoverWorkflow: the webhook, the window, and the largest delivery id the
-// recovery covers.
+// Recovering is Recover's answer: the recovery's workflow, how many deliveries it retries, and
+// the window's end (until as given, or the time of the request that started it) and largest
+// delivery id, which bound it.
+type Recovering struct {
+	// WorkflowID is empty when there was nothing to recover and no identical recovery runs.
+	WorkflowID string
+	Queued     int
+	Until      time.Time
+	UpTo       int64
+}
+
+// recoveringMemo is the memo field of a RecoverWorkflow that holds its Recovering.
+const recoveringMemo = "recovering"
+
+// runningRecovery answers for a request that found nothing to recover: the running recovery id,
+// if there is one, else none.
+func (s *Starter) runningRecovery(ctx context.Context, id string, none Recovering) (Recovering, error) {
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return none, nil
+	case err != nil:
+		return Recovering{}, fmt.Errorf("%w: describe %s: %w", ErrTemporal, id, err)
+	case desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return none, nil
+	}
+	got, found, err := s.recoveringMemo(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	if err != nil || !found {
+		return none, err
+	}
+	return got, nil
+}
+
+// recoveringMemo reads the Recovering of a recovery's run from its memo.
+func (s *Starter) recoveringMemo(ctx context.Context, id, runID string) (Recovering, bool, error) {
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, id, runID)
+	if err != nil {
+		return Recovering{}, false, fmt.Errorf("%w: describe %s: %w", ErrTemporal, id, err)
+	}
+	p, ok := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[recoveringMemo]
+	if !ok {
+		return Recovering{}, false, nil
+	}
+	var got Recovering
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &got); err != nil {
+		return Recovering{}, false, fmt.Errorf("read the memo of %s: %w", id, err)
+	}
+	got.WorkflowID = id
+	return got, true, nil
+}
+
+// RecoverInput starts a RecoverWorkflow: the webhook, the window (its end as a time, also when the
+// request left it open), and the largest delivery id the recovery covers.
 type RecoverInput struct {
 	WebhookID    int64
 	Since, Until time.Time
 	UpTo         int64
 }
 
-// RecoverWorkflowID names a recovery by what it covers, so that asking twice finds the first.
-func RecoverWorkflowID(in RecoverInput) string {
-	return fmt.Sprintf("recover:%d:%d-%d:%d", in.WebhookID, in.Since.UnixMilli(), in.Until.UnixMilli(), in.UpTo)
+// RecoverWorkflowID names a recovery by the request that asks for it: the webhook, since, and
+// until as given, or "now" when it was left open. Nothing in it changes as the recovery runs, nor
+// with the time of the request, so identical requests find the same workflow while it runs.
+func RecoverWorkflowID(webhookID int64, since, until time.Time) string {
+	end := "now"
+	if !until.IsZero() {
+		end = until.UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("recover:%d:%s/%s", webhookID, since.UTC().Format(time.RFC3339Nano), end)
 }
 
 // retryBatch is how many deliveries a batch retry (RecoverDeliveries, RetryExhausted) reads at a

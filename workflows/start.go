@@ -203,7 +203,7 @@ func (s *Starter) Retry(ctx context.Context, refs []model.DeliveryRef) ([]int64,
 // retryOne signals the workflow of one delivery, or runs it again if it has ended.
 func (s *Starter) retryOne(ctx context.Context, r model.DeliveryRef) error {
 	id := DeliveryWorkflowID(r.EventID, r.WebhookID)
-	err := s.Client.SignalWorkflow(ctx, id, "", SignalRetry, nil)
+	err := s.Client.SignalWorkflow(ctx, id, "", SignalRetry, retrySignal(ctx))
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut

@@ -126,13 +126,16 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		}
 		fmt.Fprintln(stdout, n)
 	default:
-		n, err := starter.Recover(ctx, db, r)
+		if *until == "" {
+			r.Until = time.Time{} // until the recovery starts, as the API's
+		}
+		rec, err := starter.Recover(ctx, db, r)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "webhook %d: %d delivery(ies) created from %s to %s that did not succeed are being retried\n",
-			w.ID, n, r.Since.Format(time.RFC3339), r.Until.Format(time.RFC3339))
-		fmt.Fprintln(stdout, n)
+		fmt.Fprintf(stdout, "webhook %d: %d delivery(ies) created from %s to %s that did not succeed are being retried (workflow %q)\n",
+			w.ID, rec.Queued, r.Since.Format(time.RFC3339), rec.Until.Format(time.RFC3339), rec.WorkflowID)
+		fmt.Fprintln(stdout, rec.Queued)
 	}
 	return nil
 }

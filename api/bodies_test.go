@@ -280,6 +280,10 @@ func TestIDsAreCanonical(t *testing.T) {
 				e.do(t, "GET", list+"?after="+bad, auth, "").expectError(t, v, http.StatusBadRequest, "after")
 			}
 		}
+		e.do(t, "GET", hook+"/deliveries?before=2", auth, "").expect(t, http.StatusOK, "")
+		for _, bad := range []string{"%2B2", "02", "00", "0", "-0", "%202", "-2", "2.0"} {
+			e.do(t, "GET", hook+"/deliveries?before="+bad, auth, "").expectError(t, v, http.StatusBadRequest, "before")
+		}
 	})
 }
 

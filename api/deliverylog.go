@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -80,8 +79,8 @@ func (h *webhookHandlers) deliveries(c echo.Context) error {
 	}
 	var before int64
 	if s := c.QueryParam("before"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 {
+		n, ok := parseID(s)
+		if !ok || n < 1 {
 			return invalidField("before", "before must be a positive integer delivery id")
 		}
 		before = n

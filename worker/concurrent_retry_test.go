@@ -161,18 +161,5 @@ func concurrently(t *testing.T, st *stack, n int, method, path string, body any)
 // signal it got has been handled, so nothing more will happen until it gets another.
 func (st *stack) waitSettled(t *testing.T, eventID, webhookID int64, state string) {
 	t.Helper()
-	id := workflows.DeliveryWorkflowID(eventID, webhookID)
-	eventually(t, 30*time.Second, id+" settled in "+state, func() bool {
-		v, err := st.tc.QueryWorkflow(context.Background(), id, "", workflows.QueryState)
-		if err != nil {
-			return false
-		}
-		var ds workflows.DeliveryState
-		if err := v.Get(&ds); err != nil || ds.State != state {
-			return false
-		}
-		desc, err := st.tc.DescribeWorkflowExecution(context.Background(), id, "")
-		return err == nil && len(desc.PendingActivities) == 0 && desc.PendingWorkflowTask == nil &&
-			st.delivery(t, eventID, webhookID).State == state
-	})
+	st.waitQuiet(t, eventID, webhookID, state, true)
 }

@@ -313,8 +313,20 @@ func (st *stack) event(t *testing.T, id int64) model.Event {
 // nothing more will happen without sleeping.
 func (st *stack) waitIdle(t *testing.T, eventID, webhookID int64, state string) {
 	t.Helper()
+	st.waitQuiet(t, eventID, webhookID, state, false)
+}
+
+// waitQuiet waits until a delivery workflow is in state with no activity in flight; settled also
+// waits until it has no workflow task pending (every signal it got has been handled) and its
+// delivery row says state too.
+func (st *stack) waitQuiet(t *testing.T, eventID, webhookID int64, state string, settled bool) {
+	t.Helper()
 	id := workflows.DeliveryWorkflowID(eventID, webhookID)
-	eventually(t, 30*time.Second, id+" idle in "+state, func() bool {
+	what := id + " idle in " + state
+	if settled {
+		what = id + " settled in " + state
+	}
+	eventually(t, 30*time.Second, what, func() bool {
 		v, err := st.tc.QueryWorkflow(context.Background(), id, "", workflows.QueryState)
 		if err != nil {
 			return false
@@ -324,6 +336,9 @@ func (st *stack) waitIdle(t *testing.T, eventID, webhookID int64, state string) 
 			return false
 		}
 		desc, err := st.tc.DescribeWorkflowExecution(context.Background(), id, "")
-		return err == nil && len(desc.PendingActivities) == 0
+		if err != nil || len(desc.PendingActivities) != 0 {
+			return false
+		}
+		return !settled || (desc.PendingWorkflowTask == nil && st.delivery(t, eventID, webhookID).State == state)
 	})
 }

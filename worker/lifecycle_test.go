@@ -28,7 +28,10 @@ func TestAttemptTimeoutComesFromTheWorkflowInput(t *testing.T) {
 	id, _ := st.createWebhook(t, "A", hang.srv.URL+"/never-answers", "campaign.created")
 	eventID := st.publish(t, "A", "campaign.created", sampleData["campaign.created"])
 
-	eventually(t, 30*time.Second, "both attempts timed out", func() bool { return st.delivery(t, eventID, id).State == model.DeliveryExhausted })
+	if !within(30*time.Second, func() bool { return st.delivery(t, eventID, id).State == model.DeliveryExhausted }) {
+		st.dumpDelivery(t, eventID, id)
+		t.Fatal("timed out after 30s waiting for both attempts to time out")
+	}
 	page, err := model.ListDeliveries(t.Context(), st.db, model.DeliveryFilter{WebhookID: id, Limit: 10})
 	if err != nil || len(page.Views) != 1 {
 		t.Fatalf("deliveries: %v %v", page, err)
@@ -184,4 +187,29 @@ func TestUnreadableSecretEndsDeliveryVisibly(t *testing.T) {
 		t.Fatalf("retry: %d %v", status, body)
 	}
 	eventually(t, 30*time.Second, "delivered after the retry", func() bool { return st.delivery(t, eventID, id).State == model.DeliveryDelivered })
+}
+
+// dumpDelivery logs what a delivery that did not end as expected looks like: its row, its attempts
+// and its workflow's pending activities, for a failure that needs explaining.
+func (st *stack) dumpDelivery(t *testing.T, eventID, webhookID int64) {
+	t.Helper()
+	t.Logf("delivery: %+v", st.delivery(t, eventID, webhookID))
+	log, err := st.attempts(webhookID)
+	for _, a := range log {
+		t.Logf("attempt %d at %s: status %v, class %v, %v, latency %d ms", a.Attempt, a.StartedAt.Format(time.RFC3339Nano),
+			deref(a.StatusCode), deref(a.ErrorClass), deref(a.Error), a.LatencyMS)
+	}
+	if err != nil {
+		t.Logf("attempts: %v", err)
+	}
+	desc, err := st.tc.DescribeWorkflowExecution(context.Background(), workflows.DeliveryWorkflowID(eventID, webhookID), "")
+	if err != nil {
+		t.Logf("describe: %v", err)
+		return
+	}
+	t.Logf("workflow: %v, pending workflow task %v", desc.WorkflowExecutionInfo.GetStatus(), desc.PendingWorkflowTask)
+	for _, a := range desc.PendingActivities {
+		t.Logf("pending activity %s: state %v, attempt %d, last failure %v, scheduled %v, last started %v",
+			a.ActivityType.GetName(), a.State, a.Attempt, a.LastFailure.GetMessage(), a.ScheduledTime.AsTime(), a.LastStartedTime.AsTime())
+	}
 }

@@ -178,14 +178,11 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait time
 		t.started = now
 		return t, nil
 	}
-	reason := hs.heldBy(h, w)
+	reason := w.heldBy()
 	if !deadline.After(now) || hs.waitersOf(h, ep.Account) > hs.maxWaiters() {
 		// It may not wait here (a local attempt must not hold its workflow task), or its account
 		// already has its share of waiters on this host: come back at an appointment.
-		hs.dropWaiter(h, w)
-		hs.giveBackProbes(t, now)
-		hs.metrics.held(reason, 0)
-		held := hs.hold(reason, h, e, now)
+		held := hs.giveUp(t, w, reason, now, now)
 		hs.mu.Unlock()
 		return ticket{}, held
 	}
@@ -214,13 +211,21 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait time
 		t.started = after
 		return t, nil
 	}
-	hs.dropWaiter(h, w)
-	hs.giveBackProbes(t, after)
-	hs.metrics.held(reason, waited)
+	held := hs.giveUp(t, w, reason, now, after)
 	if cause != nil {
 		return ticket{}, cause
 	}
-	return ticket{}, hs.hold(hs.heldBy(h, w), h, e, after)
+	return ticket{}, held
+}
+
+// giveUp takes a waiter that got no slot out of line, gives back its probe roles, counts the wait
+// it made since (by the reason it was held at first) and books its appointment, by what holds it
+// now.
+func (hs *hosts) giveUp(t ticket, w *waiter, reason HoldReason, since, now time.Time) *HeldError {
+	hs.dropWaiter(t.h, w)
+	hs.giveBackProbes(t, now)
+	hs.metrics.held(reason, now.Sub(since))
+	return hs.hold(w.heldBy(), t.h, t.ep, now)
 }
 
 // lookup returns the host and the endpoint of an exchange, creating them on first use. An endpoint
@@ -320,7 +325,7 @@ func (hs *hosts) dropWaiter(h *host, w *waiter) {
 
 // heldBy names what keeps a waiter from a slot: its endpoint's cap, or the host's (its account's
 // share of the host counts as the host's cap).
-func (hs *hosts) heldBy(h *host, w *waiter) HoldReason {
+func (w *waiter) heldBy() HoldReason {
 	if w.ep.inFlight >= w.ep.capFor(w.cap) {
 		return HeldByEndpointCap
 	}

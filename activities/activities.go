@@ -4,7 +4,6 @@
 package activities
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -52,11 +51,8 @@ type Activities struct {
 	Links  Links
 	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
 	SiteBaseURL string
-	// Dispatch starts delivery workflows of events an activity emitted; nil leaves them to the
-	// worker's sweeper. It is a function because activities cannot import the workflows package.
-	Dispatch  func(ctx context.Context, refs []model.DeliveryRef) error
-	Metrics   *Metrics
-	UserAgent string
+	Metrics     *Metrics
+	UserAgent   string
 	// Disable says when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
 	// WEBHOOKD_DISABLE_MIN_EXHAUSTED); the zero rule never does.
 	Disable model.DisableRule

@@ -19,9 +19,10 @@ type PublishWebsiteInput struct {
 }
 
 // PublishScheduledWebsite publishes a website whose scheduled time has come, with its
-// website.published event in the same transaction. It does nothing when the schedule is no longer
-// the website's (rescheduled, published by hand, archived): a stale timer never publishes.
-func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) error {
+// website.published event in the same transaction, and returns the event's id for the workflow to
+// start its deliveries (0 when it has none). It does nothing when the schedule is no longer the website's
+// (rescheduled, published by hand, archived): a stale timer never publishes, and the id is 0.
+func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) (int64, error) {
 	var res *model.PublishResult
 	err := a.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		w, err := model.GetWebsite(ctx, tx, 0, in.WebsiteID, true)
@@ -46,13 +47,10 @@ func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebs
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("publish website %d: %w", in.WebsiteID, err)
+		return 0, fmt.Errorf("publish website %d: %w", in.WebsiteID, err)
 	}
-	if res != nil && a.Dispatch != nil {
-		// The sweeper would start these too; starting them now saves its interval.
-		if err := a.Dispatch(ctx, res.Refs()); err != nil {
-			activity.GetLogger(ctx).Warn("start deliveries; the sweeper will", "err", err)
-		}
+	if res == nil || len(res.Deliveries) == 0 {
+		return 0, nil
 	}
-	return nil
+	return res.Event.ID, nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // retryDelivery is POST <collection>/<id>/deliveries/<deliveryId>/retry: the delivery is sent again,
@@ -26,7 +26,7 @@ func (h *webhookHandlers) retryDelivery(c echo.Context) error {
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
-	if h.starter == nil {
+	if h.dispatcher == nil {
 		return errUnavailable
 	}
 	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
@@ -34,13 +34,13 @@ func (h *webhookHandlers) retryDelivery(c echo.Context) error {
 	// Resends that arrive together are one: an attempt that starts after this one arrived answers
 	// it, however long it then waited for the database or Temporal.
 	if arrived, ok := c.Get(contextArrived).(time.Time); ok {
-		tctx = workflows.WithAskedAt(tctx, arrived)
+		tctx = dispatch.WithAskedAt(tctx, arrived)
 	}
-	ref, err := h.starter.RetryDelivery(tctx, h.db, w.ID, deliveryID)
+	ref, err := h.dispatcher.Resend(tctx, h.db, w.ID, deliveryID)
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return notFoundAs(err, "delivery")
-	case errors.Is(err, workflows.ErrCanceled):
+	case errors.Is(err, dispatch.ErrCanceled):
 		return &apiError{status: http.StatusConflict, code: codeConflict, message: "the delivery was canceled with its webhook and cannot be sent again"}
 	case err != nil:
 		return temporalUnavailable(h.log, err)
@@ -52,7 +52,7 @@ func (h *webhookHandlers) retryDelivery(c echo.Context) error {
 // temporalUnavailable answers 503 for a failure to reach Temporal; any other error (the database)
 // goes to the error handler as it is.
 func temporalUnavailable(log *slog.Logger, err error) error {
-	if errors.Is(err, workflows.ErrTemporal) {
+	if errors.Is(err, dispatch.ErrTemporal) {
 		log.Warn("temporal unavailable", "err", err)
 		return errUnavailable
 	}
@@ -83,12 +83,12 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if h.starter == nil {
+	if h.dispatcher == nil {
 		return errUnavailable
 	}
 	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
 	defer cancel()
-	retried, workflowID, err := h.starter.RetryWebhook(tctx, h.db, w.ID)
+	retried, workflowID, err := h.dispatcher.RetryWebhook(tctx, h.db, w.ID)
 	if err != nil {
 		return temporalUnavailable(h.log, err)
 	}
@@ -145,12 +145,12 @@ func (h *webhookHandlers) recoverSince(c echo.Context) error {
 	if err := check.Check(now); errors.As(err, &de) {
 		return validationFailed(de.Field, "%s %s", de.Field, de.Reason)
 	}
-	if h.starter == nil {
+	if h.dispatcher == nil {
 		return errUnavailable
 	}
 	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
 	defer cancel()
-	rec, err := h.starter.Recover(tctx, h.db, r)
+	rec, err := h.dispatcher.Recover(tctx, h.db, r)
 	if err != nil {
 		return temporalUnavailable(h.log, err)
 	}

@@ -13,13 +13,14 @@ import (
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 
-// forEachWithTemporal is forEach with a Starter on the dev server: workflows start (on a task
+// forEachWithTemporal is forEach with a Dispatcher on the dev server: workflows start (on a task
 // queue no worker polls, so they wait), signals land, and nothing is delivered.
 func forEachWithTemporal(t *testing.T, fn func(t *testing.T, e *testEnv, v variantCase, tc client.Client)) {
 	tc := temporaltest.Start(t).Client(t)
@@ -27,7 +28,7 @@ func forEachWithTemporal(t *testing.T, fn func(t *testing.T, e *testEnv, v varia
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b.Open(t), func(c *api.Config) {
 				c.Temporal = tc
-				c.Starter = &workflows.Starter{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
+				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
 					Schedule: workflows.DefaultSchedule, RetryWindow: time.Hour, AttemptTimeout: time.Second}
 			})
 			for _, v := range variants {
@@ -184,7 +185,7 @@ func TestRetryOneDelivery(t *testing.T) {
 func TestRetryOneDeliveryTemporalDown(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *api.Config) { c.Starter = &workflows.Starter{Client: c.Temporal, TaskQueue: "nowhere"} })
+			e := newEnv(t, b.Open(t), func(c *api.Config) { c.Dispatcher = &dispatch.Dispatcher{Client: c.Temporal, TaskQueue: "nowhere"} })
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) {
 					auth := v.auth(newKey(t, e.db))

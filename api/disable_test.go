@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker/temporaltest"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // checkDisabled asserts how a variant shows a webhook's disabled state: variant A with the
@@ -170,7 +170,7 @@ func TestRetryEnables(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b.Open(t), func(c *api.Config) {
 				c.Temporal = tc
-				c.Starter = &workflows.Starter{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-")}
+				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-")}
 			})
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) {

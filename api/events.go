@@ -137,14 +137,14 @@ func (s *Server) publish(ctx context.Context, ne model.NewEvent) (*model.Publish
 
 // dispatch starts the workflows of a committed publish.
 func (s *Server) dispatch(ctx context.Context, res *model.PublishResult) {
-	if s.starter == nil || res.Replayed || len(res.Deliveries) == 0 {
+	if s.dispatcher == nil || res.Replayed || len(res.Deliveries) == 0 {
 		return
 	}
 	// Bounded: with Temporal away the client is answered anyway (the event is stored) and the
 	// sweeper starts the workflows once Temporal is back.
 	startCtx, cancel := context.WithTimeout(ctx, dispatchTimeout)
 	defer cancel()
-	if err := s.starter.DispatchEvent(startCtx, s.db, res.Refs()); err != nil {
+	if err := s.dispatcher.StartEvent(startCtx, s.db, res.Refs()); err != nil {
 		s.log.Warn("start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
 	}
 }

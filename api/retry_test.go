@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/workflows"
@@ -80,7 +81,7 @@ func TestRetryWebhook(t *testing.T) {
 func TestRetryWebhookTemporalDown(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *api.Config) { c.Starter = &workflows.Starter{Client: c.Temporal, TaskQueue: "nowhere"} })
+			e := newEnv(t, b.Open(t), func(c *api.Config) { c.Dispatcher = &dispatch.Dispatcher{Client: c.Temporal, TaskQueue: "nowhere"} })
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) {
 					auth := v.auth(newKey(t, e.db))

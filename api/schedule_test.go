@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // stalledTemporal is a Temporal that takes as long as the test wants to answer a workflow start:
@@ -47,7 +47,7 @@ func TestScheduleDoesNotHoldTheDatabase(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := &stalledTemporal{entered: make(chan struct{}), answer: make(chan error, 1)}
 			e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) {
-				c.Starter = &workflows.Starter{Client: tmp, TaskQueue: "nowhere"}
+				c.Dispatcher = &dispatch.Dispatcher{Client: tmp, TaskQueue: "nowhere"}
 			})
 			site := variants[1].auth(newKey(t, e.db))
 			one := "/v2/svc/v2/websites/" + jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", site, `{"brandId":1,"slug":"s"}`).data(t)["id"])

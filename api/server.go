@@ -22,9 +22,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/docs"
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // Body limits: management requests (DESIGN.md, "Errors": 413 over 64 KiB) and event payloads
@@ -38,10 +38,10 @@ const (
 type Config struct {
 	DB       *bun.DB
 	Temporal client.Client
-	// Starter starts delivery workflows; nil leaves all starting to the worker's sweeper.
-	Starter *workflows.Starter
-	Secrets *model.SecretBox
-	Policy  egress.AddressPolicy
+	// Dispatcher starts delivery workflows; nil leaves all starting to the worker's sweeper.
+	Dispatcher *dispatch.Dispatcher
+	Secrets    *model.SecretBox
+	Policy     egress.AddressPolicy
 	// Resolver resolves receiver host names at registration; nil means net.DefaultResolver.
 	Resolver *net.Resolver
 	Logger   *slog.Logger
@@ -60,7 +60,7 @@ type Config struct {
 type Server struct {
 	db                *bun.DB
 	temporal          client.Client
-	starter           *workflows.Starter
+	dispatcher        *dispatch.Dispatcher
 	secrets           *model.SecretBox
 	policy            egress.AddressPolicy
 	resolver          *net.Resolver
@@ -85,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		db:                cfg.DB,
 		temporal:          cfg.Temporal,
-		starter:           cfg.Starter,
+		dispatcher:        cfg.Dispatcher,
 		secrets:           cfg.Secrets,
 		policy:            cfg.Policy,
 		resolver:          cfg.Resolver,

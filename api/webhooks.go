@@ -13,7 +13,6 @@ import (
 
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 const (
@@ -242,12 +241,12 @@ func (h *webhookHandlers) endDeliveries(ctx context.Context, webhookID int64) {
 		h.log.Warn("cancel deliveries of a deleted webhook", "webhook", webhookID, "err", err)
 		return
 	}
-	if h.starter == nil || len(refs) == 0 {
+	if h.dispatcher == nil || len(refs) == 0 {
 		return
 	}
 	tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
 	defer cancel()
-	if canceled, err := workflows.Cancel(tctx, h.starter.Client, refs); err != nil {
+	if canceled, err := h.dispatcher.Cancel(tctx, refs); err != nil {
 		h.log.Warn("cancel delivery workflows of a deleted webhook", "webhook", webhookID, "canceled", len(canceled), "of", len(refs), "err", err)
 	}
 }

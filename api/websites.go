@@ -118,7 +118,7 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 		if !at.After(time.Now()) {
 			return validationFailed("scheduledAt", "scheduledAt must be in the future; omit it to publish now")
 		}
-		if h.starter == nil {
+		if h.dispatcher == nil {
 			return errUnavailable
 		}
 		w, err := h.schedule(c, id, at)
@@ -166,7 +166,7 @@ func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*mod
 	want := at
 	for i := range 3 {
 		tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
-		err := h.starter.SchedulePublish(tctx, w.ID, want)
+		err := h.dispatcher.SchedulePublish(tctx, w.ID, want)
 		cancel()
 		if err != nil && i > 0 {
 			// Only following another request's schedule failed; that request answers for it.
@@ -249,11 +249,11 @@ func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.
 	if err != nil {
 		return nil, notFoundAs(err, "website")
 	}
-	if hadSchedule && h.starter != nil {
+	if hadSchedule && h.dispatcher != nil {
 		// Best effort: a timer that fires anyway finds the schedule gone and publishes nothing.
 		tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
 		defer cancel()
-		if err := h.starter.CancelPublish(tctx, w.ID); err != nil {
+		if err := h.dispatcher.CancelPublish(tctx, w.ID); err != nil {
 			h.log.Warn("cancel scheduled publication", "website", w.ID, "err", err)
 		}
 	}

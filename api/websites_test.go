@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // TestWebsites: validation names the field, transitions follow spec 3.3 with 409 for the invalid
@@ -76,7 +76,7 @@ func TestWebsites(t *testing.T) {
 // 503 and the website is as before (the saved schedule is undone when its timer cannot start).
 func TestScheduleWithTemporalDown(t *testing.T) {
 	e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) {
-		c.Starter = &workflows.Starter{Client: c.Temporal, TaskQueue: "nowhere"}
+		c.Dispatcher = &dispatch.Dispatcher{Client: c.Temporal, TaskQueue: "nowhere"}
 	})
 	auth := variants[1].auth(newKey(t, e.db))
 	one := "/v2/svc/v2/websites/" + jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", auth, `{"brandId":1,"slug":"s"}`).data(t)["id"])

@@ -22,10 +22,10 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker/temporaltest"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // killBatch is how many exhausted deliveries each kill point retries: three batches of the
@@ -395,7 +395,7 @@ func TestSweeperRepairsStaleClaims(t *testing.T) {
 	if got := len(st.rc.requests("/stale")) - receipts; got != 1 {
 		t.Fatalf("%d receipts after the repair, want 1 (the stranded delivery; none for the delivered one)", got)
 	}
-	if got := testutil.ToFloat64(st.starter.Starts.WithLabelValues(string(workflows.StartedByRepair))); got != 1 {
+	if got := testutil.ToFloat64(st.starter.Starts.WithLabelValues(string(dispatch.StartedByRepair))); got != 1 {
 		t.Fatalf("starts by repair = %v, want 1", got)
 	}
 }

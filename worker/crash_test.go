@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker/temporaltest"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // TestCrashAfterCommitLosesNothing runs the real binary as the API with Temporal unreachable, so
@@ -89,7 +89,7 @@ func TestCrashAfterCommitLosesNothing(t *testing.T) {
 	st.mb = startMailbox(t)
 	st.registry = prometheus.NewRegistry()
 	st.queue = fmt.Sprintf("crash-%d", time.Now().UnixNano())
-	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, Schedule: []time.Duration{time.Second}, RetryWindow: time.Hour, AttemptTimeout: 2 * time.Second}
+	st.starter = &dispatch.Dispatcher{Client: st.tc, TaskQueue: st.queue, Schedule: []time.Duration{time.Second}, RetryWindow: time.Hour, AttemptTimeout: 2 * time.Second}
 	box, _ := model.NewSecretBox(testSecretKey)
 	st.startWorker(t, box, egress.AddressPolicy{AllowPrivate: true}, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 

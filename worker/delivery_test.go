@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/workflows"
 )
@@ -565,17 +566,17 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 // started by the request itself.
 func TestFanOutStartsManyDeliveries(t *testing.T) {
 	st := newStack(t, stackOptions{allowPrivate: true})
-	n := workflows.FanOutThreshold + 9
+	n := dispatch.FanOutThreshold + 9
 	hooks := map[int64]bool{}
 	for i := range n {
 		id, _ := st.createWebhook(t, "A", st.rc.url(fmt.Sprintf("/fan/%d", i)), "campaign.created")
 		hooks[id] = true
 	}
-	started := func(by workflows.StartedBy) float64 {
+	started := func(by dispatch.StartedBy) float64 {
 		return testutil.ToFloat64(st.starter.Starts.WithLabelValues(string(by)))
 	}
 	eventID := st.publish(t, "A", "campaign.created", campaign)
-	if got := started(workflows.StartedByRequest); got != 0 {
+	if got := started(dispatch.StartedByRequest); got != 0 {
 		t.Errorf("the request started %v delivery workflows itself, want 0 (the fan-out starts them)", got)
 	}
 	eventually(t, 60*time.Second, fmt.Sprintf("%d deliveries of event %d", n, eventID), func() bool {
@@ -604,7 +605,7 @@ func TestFanOutStartsManyDeliveries(t *testing.T) {
 			t.Errorf("webhook %d received the event %d times", i, got)
 		}
 	}
-	if got := started(workflows.StartedByFanOut); got != float64(n) {
+	if got := started(dispatch.StartedByFanOut); got != float64(n) {
 		t.Errorf("the fan-out started %v delivery workflows, want %d", got, n)
 	}
 	desc, err := st.tc.DescribeWorkflowExecution(context.Background(), workflows.FanOutWorkflowID(eventID), "")
@@ -617,9 +618,9 @@ func TestFanOutStartsManyDeliveries(t *testing.T) {
 
 	// A few webhooks: the request starts them.
 	few, _ := st.createWebhook(t, "A", st.rc.url("/few"), "campaign.updated")
-	before := started(workflows.StartedByRequest)
+	before := started(dispatch.StartedByRequest)
 	fewEvent := st.publish(t, "A", "campaign.updated", campaign)
-	if got := started(workflows.StartedByRequest) - before; got != 1 {
+	if got := started(dispatch.StartedByRequest) - before; got != 1 {
 		t.Errorf("the request started %v workflows for one webhook, want 1", got)
 	}
 	eventually(t, 30*time.Second, "the one delivery", func() bool { return st.delivery(t, fewEvent, few).State == model.DeliveryDelivered })

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker"
@@ -98,7 +99,7 @@ func TestRetentionSchedule(t *testing.T) {
 	go func() {
 		done <- worker.Run(runCtx, worker.Config{
 			Client: tc, TaskQueue: queue, DB: db, Activities: &activities.Activities{DB: db, Log: logger},
-			Starter: &workflows.Starter{Client: tc, TaskQueue: queue}, Logger: logger, SweepInterval: time.Second,
+			Dispatcher: &dispatch.Dispatcher{Client: tc, TaskQueue: queue}, Logger: logger, SweepInterval: time.Second,
 			MaxConcurrentDeliveries: 4, MaxConcurrentRetries: 2, Retention: retention,
 		})
 	}()

@@ -25,6 +25,7 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker"
@@ -43,7 +44,7 @@ type stack struct {
 	rc       *receiver
 	mb       *mailbox
 	registry *prometheus.Registry
-	starter  *workflows.Starter
+	starter  *dispatch.Dispatcher
 	key      string
 
 	box        *model.SecretBox
@@ -112,11 +113,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	policy := egress.AddressPolicy{AllowPrivate: o.allowPrivate}
-	starts, err := workflows.NewStartsMetric(st.registry)
+	starts, err := dispatch.NewStartsMetric(st.registry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, RetryTaskQueue: workflows.RetryTaskQueue(st.queue),
+	st.starter = &dispatch.Dispatcher{Client: st.tc, TaskQueue: st.queue, RetryTaskQueue: workflows.RetryTaskQueue(st.queue),
 		Schedule: o.schedule, Jitter: workflows.DefaultJitter, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout, Starts: starts}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("WEBHOOKD_TEST_LOG") != "" {
@@ -128,7 +129,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		st.stopWorker = st.startWorker(t, box, policy, o.timeout, logger)
 	}
 	srv, err := api.New(api.Config{
-		DB: st.db, Temporal: st.tc, Starter: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
+		DB: st.db, Temporal: st.tc, Dispatcher: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
 		Logger: logger, Registry: st.registry, Gatherer: st.registry, RateLimit: 1000, RateBurst: 1000, MaxWebhooks: 100,
 		SiteBaseURL: "https://sites.example.com",
 	})
@@ -189,14 +190,11 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 		Links:       activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
 		SiteBaseURL: "https://sites.example.com",
 	}
-	acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error {
-		return st.starter.Dispatch(ctx, st.db, refs, workflows.StartedByActivity)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.Run(ctx, worker.Config{
-			Client: st.tc, TaskQueue: st.queue, DB: st.db, Activities: acts, Starter: st.starter,
+			Client: st.tc, TaskQueue: st.queue, DB: st.db, Activities: acts, Dispatcher: st.starter,
 			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50, MaxConcurrentRetries: 25, StopTimeout: o.stopTimeout,
 		})
 	}()

@@ -14,6 +14,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/workflows"
 )
@@ -24,7 +25,7 @@ type Config struct {
 	TaskQueue  string
 	DB         *bun.DB
 	Activities *activities.Activities
-	Starter    *workflows.Starter
+	Dispatcher *dispatch.Dispatcher
 	Logger     *slog.Logger
 	// SweepInterval is how often the outbox is swept; deliveries younger than it are left to the
 	// API, which starts them itself right after commit.
@@ -77,7 +78,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if n, repaired, err := Sweep(ctx, cfg.DB, cfg.Starter, cfg.SweepInterval); err != nil {
+			if n, repaired, err := Sweep(ctx, cfg.DB, cfg.Dispatcher, cfg.SweepInterval); err != nil {
 				cfg.Logger.Warn("outbox sweep", "err", err, "started", n, "repaired", repaired)
 			} else if n > 0 || repaired > 0 {
 				cfg.Logger.Info("outbox sweep started deliveries left behind", "started", n, "repaired", repaired)
@@ -116,7 +117,7 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 	main.RegisterWorkflow(workflows.RecoverWorkflow)
 	main.RegisterWorkflow(workflows.RetryWebhookWorkflow)
 	main.RegisterActivity(cfg.Activities)
-	main.RegisterActivity(&workflows.DispatchActivities{DB: cfg.DB, Starter: cfg.Starter})
+	main.RegisterActivity(&dispatch.Activities{DB: cfg.DB, Dispatcher: cfg.Dispatcher})
 	if err := main.Start(); err != nil {
 		return nil, err
 	}
@@ -149,7 +150,7 @@ const claimGraceSweeps = 6
 // to their workflows the deliveries that a manual retry claimed more than claimGraceSweeps sweep
 // intervals (minAge) ago and never handed over. It returns how many it started and how many it
 // handed over.
-func Sweep(ctx context.Context, db *bun.DB, s *workflows.Starter, minAge time.Duration) (started, repaired int, err error) {
+func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.Duration) (started, repaired int, err error) {
 	// One replica sweeps at a time; the others skip this round.
 	unlock, ok, err := model.LockSweep(ctx, db)
 	if err != nil || !ok {
@@ -164,7 +165,7 @@ func Sweep(ctx context.Context, db *bun.DB, s *workflows.Starter, minAge time.Du
 		if len(refs) == 0 {
 			break
 		}
-		if err := s.Dispatch(ctx, db, refs, workflows.StartedBySweeper); err != nil {
+		if err := s.Start(ctx, db, refs, dispatch.StartedBySweeper); err != nil {
 			return started, 0, err
 		}
 		started += len(refs)

@@ -1,28 +1,28 @@
 package workflows
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"github.com/uptrace/bun"
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/webhookd/webhookd/model"
 )
 
-// FanOutThreshold is the number of deliveries above which an event's delivery workflows are started
-// by a FanOutWorkflow rather than by the request that stored it: the request starts one workflow
-// and answers, however many webhooks the event reaches. At or below it the request starts them
-// itself, FanOutThreshold at a time (startConcurrency), in one round trip's time.
-const FanOutThreshold = startConcurrency
-
-// fanOutBatch is how many delivery workflows StartDeliveries starts between two heartbeats.
-const fanOutBatch = 100
+// Activities of package dispatch that workflows run. They are called by registered name, because
+// dispatch imports this package (it starts these workflows); dispatch's tests check that its
+// Activities has a method of each name.
+const (
+	// ActivityStartDeliveries starts the delivery workflows of an event (FanOutInput).
+	ActivityStartDeliveries = "StartDeliveries"
+	// ActivityStartEventDeliveries starts the delivery workflows of an event a workflow emitted
+	// (its id) and records them dispatched.
+	ActivityStartEventDeliveries = "StartEventDeliveries"
+	// ActivityRecoverDeliveries retries a recovery's deliveries (RecoverInput); it returns how many.
+	ActivityRecoverDeliveries = "RecoverDeliveries"
+	// ActivityRetryExhausted retries a webhook's exhausted deliveries (RetryWebhookInput); it
+	// returns how many.
+	ActivityRetryExhausted = "RetryExhausted"
+)
 
 // FanOutWorkflowID names the one FanOutWorkflow of an event.
 func FanOutWorkflowID(eventID int64) string { return fmt.Sprintf("fanout:%d", eventID) }
@@ -43,54 +43,5 @@ func FanOutWorkflow(ctx workflow.Context, in FanOutInput) error {
 		// Temporal or the database away: keep trying, as the sweeper would.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	})
-	var s *DispatchActivities
-	return workflow.ExecuteActivity(ctx, s.StartDeliveries, in).Get(ctx, nil)
-}
-
-// DispatchActivities starts and retries delivery workflows from other workflows (FanOutWorkflow,
-// RecoverWorkflow). It lives here, beside the Starter, because activities cannot import this
-// package.
-type DispatchActivities struct {
-	DB      *bun.DB
-	Starter *Starter
-}
-
-// StartDeliveries starts the delivery workflows of in.EventID, fanOutBatch at a time. They are
-// recorded dispatched already: DispatchEvent did when it started this workflow. Its heartbeat
-// carries how many it has started, so a retry skips those.
-func (f *DispatchActivities) StartDeliveries(ctx context.Context, in FanOutInput) error {
-	refs, err := model.EventDeliveryRefs(ctx, f.DB, in.EventID)
-	if err != nil {
-		return err
-	}
-	done := 0
-	if activity.HasHeartbeatDetails(ctx) {
-		_ = activity.GetHeartbeatDetails(ctx, &done)
-	}
-	for done < len(refs) {
-		batch := refs[done:min(done+fanOutBatch, len(refs))]
-		if _, err := f.Starter.startCounted(ctx, batch, StartedByFanOut); err != nil {
-			return err
-		}
-		done += len(batch)
-		activity.RecordHeartbeat(ctx, done)
-	}
-	activity.GetLogger(ctx).Info("fan-out started", "event", in.EventID, "deliveries", len(refs))
-	return nil
-}
-
-// startFanOut starts the FanOutWorkflow of an event; one that already exists counts as started.
-func (s *Starter) startFanOut(ctx context.Context, eventID, accountID int64) error {
-	_, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       FanOutWorkflowID(eventID),
-		TaskQueue:                s.TaskQueue,
-		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		Priority:                 temporal.Priority{FairnessKey: FairnessKey(accountID)},
-		EnableEagerStart:         s.EagerStart,
-	}, FanOutWorkflow, FanOutInput{EventID: eventID})
-	if err != nil && !isAlreadyStarted(err) {
-		return fmt.Errorf("start %s: %w", FanOutWorkflowID(eventID), err)
-	}
-	return nil
+	return workflow.ExecuteActivity(ctx, ActivityStartDeliveries, in).Get(ctx, nil)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -17,7 +18,7 @@ func TestFanOutWorkflowRetriesUntilStarted(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(testLogger(t))
 	env := suite.NewTestWorkflowEnvironment()
-	var s *workflows.DispatchActivities
+	var s *dispatch.Activities
 	var calls []workflows.FanOutInput
 	env.OnActivity(s.StartDeliveries, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.FanOutInput) error {
 		calls = append(calls, in)

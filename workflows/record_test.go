@@ -332,8 +332,10 @@ func TestRecordWebsiteHistory(t *testing.T) {
 	queue := fmt.Sprintf("record-website-%d", time.Now().UnixNano())
 	w := worker.New(c, queue, worker.Options{})
 	w.RegisterWorkflow(workflows.WebsitePublishWorkflow)
-	w.RegisterActivityWithOptions(func(context.Context, activities.PublishWebsiteInput) error { return nil },
+	w.RegisterActivityWithOptions(func(context.Context, activities.PublishWebsiteInput) (int64, error) { return 42, nil },
 		activity.RegisterOptions{Name: "PublishScheduledWebsite"})
+	w.RegisterActivityWithOptions(func(context.Context, int64) error { return nil },
+		activity.RegisterOptions{Name: workflows.ActivityStartEventDeliveries})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

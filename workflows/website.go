@@ -23,7 +23,8 @@ type WebsitePublishInput struct {
 }
 
 // WebsitePublishWorkflow sleeps on a durable timer until the scheduled time, then publishes the
-// website. A worker restart in between does not matter: the timer lives in Temporal.
+// website and starts the deliveries of its website.published event. A worker restart in between
+// does not matter: the timer lives in Temporal.
 func WebsitePublishWorkflow(ctx workflow.Context, in WebsitePublishInput) error {
 	if d := in.ScheduledAt.Sub(workflow.Now(ctx)); d > 0 {
 		if err := workflow.Sleep(ctx, d); err != nil {
@@ -35,5 +36,21 @@ func WebsitePublishWorkflow(ctx workflow.Context, in WebsitePublishInput) error 
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	})
-	return workflow.ExecuteActivity(ctx, a.PublishScheduledWebsite, activities.PublishWebsiteInput{WebsiteID: in.WebsiteID, ScheduledAt: in.ScheduledAt}).Get(ctx, nil)
+	var eventID int64
+	if err := workflow.ExecuteActivity(ctx, a.PublishScheduledWebsite, activities.PublishWebsiteInput{WebsiteID: in.WebsiteID, ScheduledAt: in.ScheduledAt}).Get(ctx, &eventID); err != nil {
+		return err
+	}
+	if eventID == 0 {
+		return nil // a stale schedule, or an event no webhook listens to
+	}
+	// The event is committed and its deliveries are in the outbox: should their start fail, the
+	// worker's sweeper starts them, so a failure here is logged, not retried for long.
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+	if err := workflow.ExecuteActivity(ctx, ActivityStartEventDeliveries, eventID).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("start deliveries; the sweeper will", "event", eventID, "err", err)
+	}
+	return nil
 }

@@ -19,8 +19,8 @@ import (
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/worker/temporaltest"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // TestSuiteRunsOnARealStack runs the suite on a few events against webhookd built from this tree,
@@ -35,7 +35,7 @@ func TestSuiteRunsOnARealStack(t *testing.T) {
 	api, key := startWebhookd(t, srv, certFile)
 
 	cfg := config{api: api, key: key, listen: "127.0.0.1:0", timeout: 2 * time.Minute, progress: time.Second,
-		events: 10, concurrency: 4, hooks: workflows.FanOutThreshold + 4, rate: 5, duration: 2 * time.Second}
+		events: 10, concurrency: 4, hooks: dispatch.FanOutThreshold + 4, rate: 5, duration: 2 * time.Second}
 	opts := client.Options{HostPort: srv.Address, Namespace: srv.Namespace,
 		Logger: temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 

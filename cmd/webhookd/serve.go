@@ -22,6 +22,7 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/worker"
 	"github.com/webhookd/webhookd/workflows"
@@ -62,15 +63,15 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		return fmt.Errorf("Temporal client: %w", err)
 	}
 	defer tc.Close()
-	starts, err := workflows.NewStartsMetric(registry)
+	starts, err := dispatch.NewStartsMetric(registry)
 	if err != nil {
 		return err
 	}
-	starter := newStarter(cfg, tc)
-	starter.Starts = starts
+	dispatcher := newDispatcher(cfg, tc)
+	dispatcher.Starts = starts
 	// The API and the worker share this process and its client: the first task of a workflow a
-	// request starts goes straight to the worker (Starter.EagerStart says which starts).
-	starter.EagerStart = role == "all"
+	// request starts goes straight to the worker (Dispatcher.EagerStart says which starts).
+	dispatcher.EagerStart = role == "all"
 	policy := egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -79,7 +80,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	var handler http.Handler
 	if role == "api" || role == "all" {
 		srv, err := api.New(api.Config{
-			DB: db, Temporal: tc, Starter: starter, Secrets: secrets, Policy: policy,
+			DB: db, Temporal: tc, Dispatcher: dispatcher, Secrets: secrets, Policy: policy,
 			Logger:   logger.With("component", "api"),
 			Registry: registry, Gatherer: registry,
 			RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks, SiteBaseURL: cfg.SiteBaseURL,
@@ -141,13 +142,10 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		if err != nil {
 			return err
 		}
-		acts.Dispatch = func(ctx context.Context, refs []model.DeliveryRef) error {
-			return starter.Dispatch(ctx, db, refs, workflows.StartedByActivity)
-		}
 		go func() {
 			defer close(workerDone)
 			err := worker.Run(ctx, worker.Config{
-				Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Starter: starter,
+				Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Dispatcher: dispatcher,
 				Logger: logger.With("component", "worker"), SweepInterval: cfg.SweepInterval,
 				MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries, MaxConcurrentRetries: cfg.MaxConcurrentRetries,
 				// An attempt in flight at a deploy finishes: its timeout, plus recording it.
@@ -178,10 +176,10 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	return err
 }
 
-// newStarter is the Starter of cfg's task queues and delivery settings: serve's, and the operator
+// newDispatcher is the Dispatcher of cfg's task queues and delivery settings: serve's, and the operator
 // commands' (webhookd webhooks retry|recover), so a delivery they start runs as serve's would.
-func newStarter(cfg Config, tc client.Client) *workflows.Starter {
-	return &workflows.Starter{
+func newDispatcher(cfg Config, tc client.Client) *dispatch.Dispatcher {
+	return &dispatch.Dispatcher{
 		Client: tc, TaskQueue: cfg.TaskQueue, RetryTaskQueue: workflows.RetryTaskQueue(cfg.TaskQueue),
 		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
 	}
@@ -228,16 +226,16 @@ func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egre
 func checkNamespace(ctx context.Context, tc client.Client, namespace string, logger *slog.Logger) error {
 	for waited := false; ; waited = true {
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := workflows.CheckSearchAttributes(callCtx, tc, namespace)
+		err := dispatch.CheckSearchAttributes(callCtx, tc, namespace)
 		cancel()
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, workflows.ErrSearchAttributesMissing):
+		case errors.Is(err, dispatch.ErrSearchAttributesMissing):
 			return err
 		case ctx.Err() != nil:
 			return nil
-		case !workflows.CheckUnavailable(err):
+		case !dispatch.CheckUnavailable(err):
 			logger.Warn("cannot check the namespace's search attributes; assuming they exist", "namespace", namespace, "err", err)
 			return nil
 		case !waited:

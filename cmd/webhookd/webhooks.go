@@ -22,7 +22,7 @@ const webhooksUsage = `usage: webhookd webhooks list --owner-email E [--variant 
        webhookd webhooks recover ID --since T [--until T]`
 
 // webhooksCommand lets an operator on the server do what the API's retry, resend and recover calls
-// do, through the same functions (workflows.Starter), without an API key or curl. Webhooks are
+// do, through the same functions (package dispatch), without an API key or curl. Webhooks are
 // found by id across accounts: the operator is not a tenant.
 func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	if len(args) == 0 {
@@ -103,10 +103,10 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		return fmt.Errorf("Temporal at %s: %w", topts.HostPort, err)
 	}
 	defer tc.Close()
-	starter := newStarter(cfg, tc)
+	dispatcher := newDispatcher(cfg, tc)
 	switch {
 	case args[0] == "retry" && *delivery != 0:
-		if _, err := starter.RetryDelivery(ctx, db, w.ID, *delivery); errors.Is(err, model.ErrNotFound) {
+		if _, err := dispatcher.Resend(ctx, db, w.ID, *delivery); errors.Is(err, model.ErrNotFound) {
 			return fmt.Errorf("webhook %d has no delivery %d", w.ID, *delivery)
 		} else if err != nil {
 			return err
@@ -115,7 +115,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		fmt.Fprintln(stdout, *delivery)
 	case args[0] == "retry":
 		// As the API's retry: the count now, the signals in the background (RetryWebhookWorkflow).
-		n, workflowID, err := starter.RetryWebhook(ctx, db, w.ID)
+		n, workflowID, err := dispatcher.RetryWebhook(ctx, db, w.ID)
 		if err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		if *until == "" {
 			r.Until = time.Time{} // until the recovery starts, as the API's
 		}
-		rec, err := starter.Recover(ctx, db, r)
+		rec, err := dispatcher.Recover(ctx, db, r)
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -36,7 +37,7 @@ const (
 )
 
 // DynamicConfig is the server configuration webhookd relies on, as dev server flags: fairness
-// dispatches each task queue round-robin across accounts (workflows.FairnessKey), so one account's
+// dispatches each task queue round-robin across accounts (dispatch.FairnessKey), so one account's
 // backlog does not queue ahead of another's, and one partition per task queue, since fairness
 // orders each partition on its own. A production cluster sets the same keys in its dynamic config
 // (docs/operations.md, "Receiver isolation").
@@ -191,7 +192,7 @@ func (s *Server) waitSearchAttributes() error {
 	}
 	defer c.Close()
 	for {
-		err := workflows.CheckSearchAttributes(ctx, c, s.Namespace)
+		err := dispatch.CheckSearchAttributes(ctx, c, s.Namespace)
 		if err == nil {
 			return nil
 		}

@@ -1,4 +1,4 @@
-package workflows
+package dispatch
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"github.com/webhookd/webhookd/workflows"
 )
 
 // ErrSearchAttributesMissing means the namespace lacks search attributes webhookd's workflows set:
 // their starts would fail. It is a deployment mistake, not an outage, so webhookd stops on it.
 var ErrSearchAttributesMissing = errors.New("search attributes missing")
 
-// CheckSearchAttributes asks Temporal whether the namespace has every one of SearchAttributes with
+// CheckSearchAttributes asks Temporal whether the namespace has every one of workflows.SearchAttributes with
 // its type. A missing or mistyped one is an ErrSearchAttributesMissing whose text gives the
 // commands that create them; any other error (Temporal unreachable, or a key without operator
 // rights, as some Temporal Cloud keys are) says only that the check could not be made.
@@ -26,7 +28,7 @@ func CheckSearchAttributes(ctx context.Context, c client.Client, namespace strin
 	}
 	have := resp.GetCustomAttributes()
 	var missing, commands []string
-	for _, key := range SearchAttributes {
+	for _, key := range workflows.SearchAttributes {
 		typ, ok := have[key.GetName()]
 		if ok && typ == key.GetValueType() {
 			continue

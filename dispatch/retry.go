@@ -1,4 +1,4 @@
-package workflows
+package dispatch
 
 import (
 	"context"
@@ -9,24 +9,22 @@ import (
 	"github.com/uptrace/bun"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
 )
 
-// Manual retries: the operations behind the API's retry, resend and recover calls and the
-// `webhookd webhooks` commands, so that both do the same thing.
+// Manual retries: the operations behind the API's retry, resend and recover calls, the portal's
+// and the `webhookd webhooks` commands, so that all do the same thing.
 
 // RetryWebhook is a manual retry of a webhook, in the background: it enables the webhook if it was
 // disabled, counts its exhausted deliveries, starts a RetryWebhookWorkflow that runs the schedule of
 // each of them again, and returns the count and the workflow's id at once (0 and "" when none is
 // exhausted: no workflow). Asked twice while the first runs, it finds the same workflow as long as
 // the largest exhausted delivery id is the same.
-func (s *Starter) RetryWebhook(ctx context.Context, db bun.IDB, webhookID int64) (int, string, error) {
+func (d *Dispatcher) RetryWebhook(ctx context.Context, db bun.IDB, webhookID int64) (int, string, error) {
 	// Enabled before the signals: a retried attempt that still found the webhook disabled would
 	// be held again instead of delivered.
 	if err := model.ReenableWebhook(ctx, db, webhookID); err != nil {
@@ -36,28 +34,28 @@ func (s *Starter) RetryWebhook(ctx context.Context, db bun.IDB, webhookID int64)
 	if err != nil || n == 0 {
 		return 0, "", err
 	}
-	in := RetryWebhookInput{WebhookID: webhookID, UpTo: upTo}
-	id := RetryWebhookWorkflowID(in)
-	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	in := workflows.RetryWebhookInput{WebhookID: webhookID, UpTo: upTo}
+	id := workflows.RetryWebhookWorkflowID(in)
+	_, err = d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
-		TaskQueue:                s.TaskQueue,
+		TaskQueue:                d.TaskQueue,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            fmt.Sprintf("retry webhook %d: %d exhausted deliveries", webhookID, n),
-	}, RetryWebhookWorkflow, in)
+	}, workflows.RetryWebhookWorkflow, in)
 	if err != nil {
 		return 0, "", fmt.Errorf("%w: start %s: %w", ErrTemporal, id, err)
 	}
 	return n, id, nil
 }
 
-// RetryDelivery sends one delivery of a webhook again, whatever its state, and enables the webhook
+// Resend sends one delivery of a webhook again, whatever its state, and enables the webhook
 // if it was disabled. A delivery still in its schedule makes its next attempt now. One that has
 // ended, exhausted or delivered, runs again under the same workflow id, its attempts numbered on:
 // a delivered one is sent once more with the same webhook-id, so its receiver can recognize it. A
 // resend that finds another one handing the delivery over right then joins it.
 // model.ErrNotFound means the webhook has no such delivery; ErrCanceled, that it was canceled.
-func (s *Starter) RetryDelivery(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (model.DeliveryRef, error) {
+func (d *Dispatcher) Resend(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (model.DeliveryRef, error) {
 	if _, ok := ctx.Value(askedAtKey{}).(time.Time); !ok {
 		ctx = WithAskedAt(ctx, model.Now())
 	}
@@ -72,9 +70,9 @@ func (s *Starter) RetryDelivery(ctx context.Context, db bun.IDB, webhookID, deli
 		return ref, err
 	}
 	if ref.State == model.DeliveryDelivering {
-		return ref, s.joinResend(ctx, ref)
+		return ref, d.joinResend(ctx, ref)
 	}
-	_, err = s.retryDeliveries(ctx, db, []model.DeliveryRef{ref}, resendableStates)
+	_, err = d.retryClaimed(ctx, db, []model.DeliveryRef{ref}, resendableStates)
 	return ref, err
 }
 
@@ -83,13 +81,13 @@ var resendableStates = []string{model.DeliveryPending, model.DeliveryDelivering,
 
 // joinResend is the resend of a delivery that is delivering: another retry has claimed it and is
 // handing it to its workflow, or an attempt is in flight. It joins that retry: it signals the
-// workflow if it runs, which takes every signal waiting as one (drainRetries) and those that come
+// workflow if it runs, which takes every signal waiting as one (workflows.takeRetries) and those that come
 // during an attempt as one more after it, and it never starts a run, which would be a second
 // attempt (50 concurrent resends of one delivery made 51 attempts, issue 18). A run not started
 // yet is the claim's to start; one a crash left unstarted, the sweeper's.
-func (s *Starter) joinResend(ctx context.Context, r model.DeliveryRef) error {
-	id := DeliveryWorkflowID(r.EventID, r.WebhookID)
-	err := s.Client.SignalWorkflow(ctx, id, "", SignalRetry, retrySignal(ctx))
+func (d *Dispatcher) joinResend(ctx context.Context, r model.DeliveryRef) error {
+	id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
+	err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalRetry, retrySignal(ctx))
 	var nf *serviceerror.NotFound
 	if err != nil && !errors.As(err, &nf) {
 		return fmt.Errorf("%w: retry %s: %w", ErrTemporal, id, err)
@@ -100,7 +98,7 @@ func (s *Starter) joinResend(ctx context.Context, r model.DeliveryRef) error {
 // askedAtKey holds, in a resend's context, when the resend was asked for (retrySignal).
 type askedAtKey struct{}
 
-// WithAskedAt tells RetryDelivery when its request came in: the API's is the time the request
+// WithAskedAt tells Resend when its request came in: the API's is the time the request
 // arrived, before it waited for anything (the database, Temporal); without it, the time of the call.
 func WithAskedAt(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, askedAtKey{}, t)
@@ -111,7 +109,7 @@ func WithAskedAt(ctx context.Context, t time.Time) context.Context {
 // (takeRetries); nil for the other retries, which ask for an attempt whenever they come.
 func retrySignal(ctx context.Context) any {
 	if t, ok := ctx.Value(askedAtKey{}).(time.Time); ok {
-		return RetryRequest{AskedAt: t}
+		return workflows.RetryRequest{AskedAt: t}
 	}
 	return nil
 }
@@ -123,14 +121,14 @@ var (
 	ErrTemporal = errors.New("temporal")
 )
 
-// retryDeliveries retries refs, one at a time, and returns the ids it retried. Each delivery is
+// retryClaimed retries refs, one at a time, and returns the ids it retried. Each delivery is
 // claimed (model.ClaimDelivery, from one of the states from) right before its workflow is signaled
 // or run again, and the claim is released right after: a crash between the two leaves one
 // delivery claimed, which the worker's sweeper hands over again (RepairClaims), and never a
 // batch of deliveries marked delivering with no workflow told. A delivery another retry holds, or
 // that has moved out of from since refs were read, is skipped. At the first error from Temporal
 // the delivery gets its state back and the retry stops.
-func (s *Starter) retryDeliveries(ctx context.Context, db bun.IDB, refs []model.DeliveryRef, from []string) ([]int64, error) {
+func (d *Dispatcher) retryClaimed(ctx context.Context, db bun.IDB, refs []model.DeliveryRef, from []string) ([]int64, error) {
 	retried := make([]int64, 0, len(refs))
 	var err error
 	for _, r := range refs {
@@ -142,7 +140,7 @@ func (s *Starter) retryDeliveries(ctx context.Context, db bun.IDB, refs []model.
 		if !ok {
 			continue
 		}
-		if err = s.retryOne(ctx, r); err != nil {
+		if err = d.handOver(ctx, r); err != nil {
 			err = fmt.Errorf("%w: %w", ErrTemporal, err)
 			if rerr := model.RestoreClaim(context.WithoutCancel(ctx), db, r, at); rerr != nil {
 				err = errors.Join(err, rerr)
@@ -173,8 +171,8 @@ func (s *Starter) retryDeliveries(ctx context.Context, db bun.IDB, refs []model.
 // workflow's memo, not a count of its own, which would shrink as the recovery claims deliveries.
 // Once it has ended, the next identical request starts a new one and counts afresh. A request
 // that finds nothing to recover and no recovery of its own running answers 0 and no workflow.
-func (s *Starter) Recover(ctx context.Context, db bun.IDB, r model.Recovery) (Recovering, error) {
-	id := RecoverWorkflowID(r.WebhookID, r.Since, r.Until)
+func (d *Dispatcher) Recover(ctx context.Context, db bun.IDB, r model.Recovery) (Recovering, error) {
+	id := workflows.RecoverWorkflowID(r.WebhookID, r.Since, r.Until)
 	if r.Until.IsZero() {
 		r.Until = model.Now()
 	}
@@ -188,22 +186,22 @@ func (s *Starter) Recover(ctx context.Context, db bun.IDB, r model.Recovery) (Re
 	mine := Recovering{WorkflowID: id, Queued: n, Until: r.Until, UpTo: upTo}
 	if n == 0 {
 		// Perhaps because a recovery of the same request has claimed them all: answer as it did.
-		return s.runningRecovery(ctx, id, Recovering{Until: r.Until})
+		return d.runningRecovery(ctx, id, Recovering{Until: r.Until})
 	}
-	in := RecoverInput{WebhookID: r.WebhookID, Since: r.Since, Until: r.Until, UpTo: upTo}
-	run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	in := workflows.RecoverInput{WebhookID: r.WebhookID, Since: r.Since, Until: r.Until, UpTo: upTo}
+	run, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
-		TaskQueue:                s.TaskQueue,
+		TaskQueue:                d.TaskQueue,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            fmt.Sprintf("recover webhook %d: %d deliveries", r.WebhookID, n),
 		Memo:                     map[string]any{recoveringMemo: mine},
-	}, RecoverWorkflow, in)
+	}, workflows.RecoverWorkflow, in)
 	if err != nil {
 		return Recovering{}, fmt.Errorf("%w: start %s: %w", ErrTemporal, id, err)
 	}
 	// The run may be another request's (USE_EXISTING returns it): its memo has the answer.
-	got, found, err := s.recoveringMemo(ctx, id, run.GetRunID())
+	got, found, err := d.recoveringMemo(ctx, id, run.GetRunID())
 	if err != nil || !found {
 		return mine, err // !found: a run started without the memo
 	}
@@ -226,8 +224,8 @@ const recoveringMemo = "recovering"
 
 // runningRecovery answers for a request that found nothing to recover: the running recovery id,
 // if there is one, else none.
-func (s *Starter) runningRecovery(ctx context.Context, id string, none Recovering) (Recovering, error) {
-	desc, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
+func (d *Dispatcher) runningRecovery(ctx context.Context, id string, none Recovering) (Recovering, error) {
+	desc, err := d.Client.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -237,7 +235,7 @@ func (s *Starter) runningRecovery(ctx context.Context, id string, none Recoverin
 	case desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return none, nil
 	}
-	got, found, err := s.recoveringMemo(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	got, found, err := d.recoveringMemo(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 	if err != nil || !found {
 		return none, err
 	}
@@ -245,8 +243,8 @@ func (s *Starter) runningRecovery(ctx context.Context, id string, none Recoverin
 }
 
 // recoveringMemo reads the Recovering of a recovery's run from its memo.
-func (s *Starter) recoveringMemo(ctx context.Context, id, runID string) (Recovering, bool, error) {
-	desc, err := s.Client.DescribeWorkflowExecution(ctx, id, runID)
+func (d *Dispatcher) recoveringMemo(ctx context.Context, id, runID string) (Recovering, bool, error) {
+	desc, err := d.Client.DescribeWorkflowExecution(ctx, id, runID)
 	if err != nil {
 		return Recovering{}, false, fmt.Errorf("%w: describe %s: %w", ErrTemporal, id, err)
 	}
@@ -262,130 +260,77 @@ func (s *Starter) recoveringMemo(ctx context.Context, id, runID string) (Recover
 	return got, true, nil
 }
 
-// RecoverInput starts a RecoverWorkflow: the webhook, the window (its end as a time, also when the
-// request left it open), and the largest delivery id the recovery covers.
-type RecoverInput struct {
-	WebhookID    int64
-	Since, Until time.Time
-	UpTo         int64
-}
-
-// RecoverWorkflowID names a recovery by the request that asks for it: the webhook, since, and
-// until as given, or "now" when it was left open. Nothing in it changes as the recovery runs, nor
-// with the time of the request, so identical requests find the same workflow while it runs.
-func RecoverWorkflowID(webhookID int64, since, until time.Time) string {
-	end := "now"
-	if !until.IsZero() {
-		end = until.UTC().Format(time.RFC3339Nano)
+// handOver signals the workflow of one delivery, or runs it again if it has ended.
+func (d *Dispatcher) handOver(ctx context.Context, r model.DeliveryRef) error {
+	id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
+	err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalRetry, retrySignal(ctx))
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut
+		// short its first scheduled wait.
+		opts := d.startOptions(r)
+		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		_, err = d.Client.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, d.input(r, r.Attempts))
+		if isAlreadyStarted(err) {
+			err = nil // a concurrent retry started it first
+		}
 	}
-	return fmt.Sprintf("recover:%d:%s/%s", webhookID, since.UTC().Format(time.RFC3339Nano), end)
-}
-
-// retryBatch is how many deliveries a batch retry (RecoverDeliveries, RetryExhausted) reads at a
-// time.
-const retryBatch = 100
-
-// batchHeartbeatTimeout is how long a batch retry's activity may go without a heartbeat before
-// Temporal runs it again, so it is also how soon a batch resumes after its worker died. It beats
-// after every delivery (the SDK sends at most one heartbeat per 80% of this), and one delivery is
-// two database writes and one Temporal call.
-const batchHeartbeatTimeout = 10 * time.Second
-
-// runBatchRetry runs a batch retry's one activity (RecoverDeliveries, RetryExhausted), which
-// resumes after a crash where its heartbeat says it stopped, and returns how many it retried.
-func runBatchRetry(ctx workflow.Context, summary string, activity, in any) (int, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Hour,
-		HeartbeatTimeout:    batchHeartbeatTimeout,
-		// Temporal or the database away: keep trying; retrying a delivery twice is harmless.
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-		Summary:     summary,
-	})
-	var retried int
-	err := workflow.ExecuteActivity(ctx, activity, in).Get(ctx, &retried)
-	return retried, err
-}
-
-// RecoverWorkflow retries the deliveries of a recovery, a batch at a time, in one activity that
-// resumes after a crash where its heartbeat says it stopped.
-func RecoverWorkflow(ctx workflow.Context, in RecoverInput) (int, error) {
-	var d *DispatchActivities
-	return runBatchRetry(ctx, fmt.Sprintf("retry the failed deliveries of webhook %d up to delivery %d", in.WebhookID, in.UpTo), d.RecoverDeliveries, in)
-}
-
-// RecoverDeliveries retries the deliveries of a recovery that still have not succeeded, in id
-// order, and returns how many it retried.
-func (f *DispatchActivities) RecoverDeliveries(ctx context.Context, in RecoverInput) (int, error) {
-	r := model.Recovery{WebhookID: in.WebhookID, Since: in.Since, Until: in.Until, UpTo: in.UpTo}
-	retried, err := f.retryInBatches(ctx, model.RecoverableStates, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
-		return model.RecoverableDeliveries(ctx, f.DB, r, after, retryBatch)
-	})
-	if err == nil {
-		activity.GetLogger(ctx).Info("recovery done", "webhook", in.WebhookID, "retried", retried)
+	if err != nil {
+		return fmt.Errorf("retry %s: %w", id, err)
 	}
-	return retried, err
+	return nil
 }
 
-// RetryWebhookInput starts a RetryWebhookWorkflow: the webhook, and the largest id of its
-// deliveries that were exhausted when the retry was asked for.
-type RetryWebhookInput struct {
-	WebhookID int64
-	UpTo      int64
-}
-
-// RetryWebhookWorkflowID names a webhook-wide retry by what it covers, so that asking twice finds
-// the first.
-func RetryWebhookWorkflowID(in RetryWebhookInput) string {
-	return fmt.Sprintf("retry:%d:%d", in.WebhookID, in.UpTo)
-}
-
-// RetryWebhookWorkflow runs the schedule of a webhook's exhausted deliveries again, a batch at a
-// time, as RecoverWorkflow does for a recovery.
-func RetryWebhookWorkflow(ctx workflow.Context, in RetryWebhookInput) (int, error) {
-	var d *DispatchActivities
-	return runBatchRetry(ctx, fmt.Sprintf("retry the exhausted deliveries of webhook %d up to delivery %d", in.WebhookID, in.UpTo), d.RetryExhausted, in)
-}
-
-// RetryExhausted retries the deliveries of a webhook-wide retry that are still exhausted, in id
-// order, and returns how many it retried.
-func (f *DispatchActivities) RetryExhausted(ctx context.Context, in RetryWebhookInput) (int, error) {
-	retried, err := f.retryInBatches(ctx, []string{model.DeliveryExhausted}, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
-		return model.ExhaustedDeliveries(ctx, f.DB, in.WebhookID, in.UpTo, after, retryBatch)
-	})
-	if err == nil {
-		activity.GetLogger(ctx).Info("webhook retry done", "webhook", in.WebhookID, "retried", retried)
-	}
-	return retried, err
-}
-
-// batchProgress is a batch retry's heartbeat: the last delivery id done, and how many it retried.
-type batchProgress struct {
-	After   int64
-	Retried int
-}
-
-// retryInBatches retries what next selects, retryBatch deliveries at a time in id order, claiming
-// each from the states from, and returns how many it retried. It heartbeats after each delivery,
-// so that when it runs again (its worker died) it resumes after the last one done; one it had
-// claimed and not handed over is the sweeper's (Starter.RepairClaims).
-func (f *DispatchActivities) retryInBatches(ctx context.Context, from []string, next func(ctx context.Context, after int64) ([]model.DeliveryRef, error)) (int, error) {
-	var p batchProgress
-	if activity.HasHeartbeatDetails(ctx) {
-		_ = activity.GetHeartbeatDetails(ctx, &p)
-	}
+// RepairClaims hands to their workflows the deliveries that a manual retry claimed before
+// olderThan and never released: its process died between the claim and the signal or start (or
+// right after it, before the release). Each is handed over as a resend is, the running workflow
+// signaled or a new run started under the same id with its attempts numbered on, and its claim is
+// cleared. A claim whose signal had in fact landed gets a second one: at worst one more POST, with
+// the same webhook-id (at least once, never lost). A delivery whose state shows that its
+// workflow has run since (delivered, exhausted or canceled) only loses the claim. It returns how
+// many it handed over, counted under StartedByRepair.
+func (d *Dispatcher) RepairClaims(ctx context.Context, db bun.IDB, olderThan time.Time) (int, error) {
+	total := 0
 	for {
-		refs, err := next(ctx, p.After)
+		refs, err := model.StaleClaims(ctx, db, olderThan, 200)
 		if err != nil || len(refs) == 0 {
-			return p.Retried, err
+			return total, err
 		}
+		handed := make([]int64, 0, len(refs))
 		for _, r := range refs {
-			retried, err := f.Starter.retryDeliveries(ctx, f.DB, []model.DeliveryRef{r}, from)
-			p.Retried += len(retried)
-			if err != nil {
-				return p.Retried, err
+			var again bool
+			if again, err = d.repairClaim(ctx, db, r); err != nil {
+				break
 			}
-			p.After = r.DeliveryID
-			activity.RecordHeartbeat(ctx, p)
+			if again {
+				handed = append(handed, r.DeliveryID)
+			}
+		}
+		total += len(handed)
+		if d.Starts != nil {
+			d.Starts.WithLabelValues(string(StartedByRepair)).Add(float64(len(handed)))
+		}
+		if merr := model.MarkDispatched(context.WithoutCancel(ctx), db, handed); merr != nil {
+			err = errors.Join(err, merr)
+		}
+		if err != nil {
+			return total, err
 		}
 	}
+}
+
+// repairClaim hands one stale claim's delivery to its workflow, unless its state shows the
+// workflow ran since, and clears the claim. It reports whether it handed the delivery over.
+func (d *Dispatcher) repairClaim(ctx context.Context, db bun.IDB, r model.ClaimedRef) (bool, error) {
+	again := true
+	switch r.State {
+	case model.DeliveryDelivered, model.DeliveryExhausted, model.DeliveryCanceled:
+		again = false
+	}
+	if again {
+		if err := d.handOver(ctx, r.DeliveryRef); err != nil {
+			return false, err
+		}
+	}
+	return again, model.ReleaseClaim(ctx, db, r.DeliveryID, r.ClaimedAt)
 }

@@ -1,4 +1,4 @@
-package workflows_test
+package dispatch_test
 
 import (
 	"context"
@@ -9,19 +9,20 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/worker/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 
-// TestStartFansOutAndCountsExistingWorkflows: Start starts every delivery of a fan-out (several at
-// a time), a second Start finds them all started, and a caller that gives up mid-way gets what was
+// TestStartFansOutAndCountsExistingWorkflows: start starts every delivery of a fan-out (several at
+// a time), a second start finds them all started, and a caller that gives up mid-way gets what was
 // started with the error, so the caller marks only those dispatched. No worker polls the
 // queue: the workflows only need to exist.
 func TestStartFansOutAndCountsExistingWorkflows(t *testing.T) {
 	c := temporaltest.Start(t).Client(t)
 	queue := "start-" + time.Now().Format("150405.000000000")
-	s := &workflows.Starter{Client: c, TaskQueue: queue, Schedule: []time.Duration{time.Minute}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
+	s := &dispatch.Dispatcher{Client: c, TaskQueue: queue, Schedule: []time.Duration{time.Minute}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
 	base := time.Now().UnixNano() % 1_000_000_000
 	refs := func(n int, from int64) []model.DeliveryRef {
 		var out []model.DeliveryRef
@@ -40,7 +41,7 @@ func TestStartFansOutAndCountsExistingWorkflows(t *testing.T) {
 	}
 
 	batch := refs(100, 1)
-	started, err := s.Start(t.Context(), batch)
+	started, err := dispatch.StartWorkflows(t.Context(), s, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestStartFansOutAndCountsExistingWorkflows(t *testing.T) {
 	}
 
 	// Again (the sweeper after an API start whose dispatch mark was lost): all count as started.
-	again, err := s.Start(t.Context(), batch)
+	again, err := dispatch.StartWorkflows(t.Context(), s, batch)
 	if err != nil || len(again) != len(batch) {
 		t.Fatalf("second start: %d of %d, %v", len(again), len(batch), err)
 	}
@@ -71,7 +72,7 @@ func TestStartFansOutAndCountsExistingWorkflows(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	s.Client = &cancelAfter{Client: c, after: 50, cancel: cancel}
-	partial, err := s.Start(ctx, more)
+	partial, err := dispatch.StartWorkflows(ctx, s, more)
 	if err == nil || len(partial) < 34 || len(partial) >= len(more) {
 		t.Fatalf("canceled mid-way: %d of %d started, err %v", len(partial), len(more), err)
 	}

@@ -1,0 +1,119 @@
+package dispatch
+
+import (
+	"context"
+
+	"github.com/uptrace/bun"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
+)
+
+// Activities are the activities through which workflows start and retry delivery workflows
+// (FanOutWorkflow, RecoverWorkflow, RetryWebhookWorkflow, WebsitePublishWorkflow). The workflows
+// call them by registered name (workflows.Activity*), since this package imports theirs; the
+// method names are those names, which TestActivityNamesMatchWorkflows checks.
+type Activities struct {
+	DB         *bun.DB
+	Dispatcher *Dispatcher
+}
+
+// fanOutBatch is how many delivery workflows StartDeliveries starts between two heartbeats.
+const fanOutBatch = 100
+
+// StartDeliveries starts the delivery workflows of in.EventID, fanOutBatch at a time. They are
+// recorded dispatched already: StartEvent did when it started this workflow. Its heartbeat carries
+// how many it has started, so a retry skips those.
+func (a *Activities) StartDeliveries(ctx context.Context, in workflows.FanOutInput) error {
+	refs, err := model.EventDeliveryRefs(ctx, a.DB, in.EventID)
+	if err != nil {
+		return err
+	}
+	done := 0
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &done)
+	}
+	for done < len(refs) {
+		batch := refs[done:min(done+fanOutBatch, len(refs))]
+		if _, err := a.Dispatcher.start(ctx, batch, StartedByFanOut); err != nil {
+			return err
+		}
+		done += len(batch)
+		activity.RecordHeartbeat(ctx, done)
+	}
+	activity.GetLogger(ctx).Info("fan-out started", "event", in.EventID, "deliveries", len(refs))
+	return nil
+}
+
+// StartEventDeliveries starts the delivery workflows of an event that a workflow emitted (a
+// website's scheduled publication) and records them dispatched. The sweeper would start them too;
+// starting them now saves its interval.
+func (a *Activities) StartEventDeliveries(ctx context.Context, eventID int64) error {
+	refs, err := model.EventDeliveryRefs(ctx, a.DB, eventID)
+	if err != nil {
+		return err
+	}
+	return a.Dispatcher.Start(ctx, a.DB, refs, StartedByActivity)
+}
+
+// retryBatch is how many deliveries a batch retry (RecoverDeliveries, RetryExhausted) reads at a
+// time.
+const retryBatch = 100
+
+// RecoverDeliveries retries the deliveries of a recovery that still have not succeeded, in id
+// order, and returns how many it retried.
+func (a *Activities) RecoverDeliveries(ctx context.Context, in workflows.RecoverInput) (int, error) {
+	r := model.Recovery{WebhookID: in.WebhookID, Since: in.Since, Until: in.Until, UpTo: in.UpTo}
+	retried, err := a.retryInBatches(ctx, model.RecoverableStates, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
+		return model.RecoverableDeliveries(ctx, a.DB, r, after, retryBatch)
+	})
+	if err == nil {
+		activity.GetLogger(ctx).Info("recovery done", "webhook", in.WebhookID, "retried", retried)
+	}
+	return retried, err
+}
+
+// RetryExhausted retries the deliveries of a webhook-wide retry that are still exhausted, in id
+// order, and returns how many it retried.
+func (a *Activities) RetryExhausted(ctx context.Context, in workflows.RetryWebhookInput) (int, error) {
+	retried, err := a.retryInBatches(ctx, []string{model.DeliveryExhausted}, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
+		return model.ExhaustedDeliveries(ctx, a.DB, in.WebhookID, in.UpTo, after, retryBatch)
+	})
+	if err == nil {
+		activity.GetLogger(ctx).Info("webhook retry done", "webhook", in.WebhookID, "retried", retried)
+	}
+	return retried, err
+}
+
+// batchProgress is a batch retry's heartbeat: the last delivery id done, and how many it retried.
+type batchProgress struct {
+	After   int64
+	Retried int
+}
+
+// retryInBatches retries what next selects, retryBatch deliveries at a time in id order, claiming
+// each from the states from, and returns how many it retried. It heartbeats after each delivery,
+// so that when it runs again (its worker died) it resumes after the last one done; one it had
+// claimed and not handed over is the sweeper's (Dispatcher.RepairClaims).
+func (a *Activities) retryInBatches(ctx context.Context, from []string, next func(ctx context.Context, after int64) ([]model.DeliveryRef, error)) (int, error) {
+	var p batchProgress
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &p)
+	}
+	for {
+		refs, err := next(ctx, p.After)
+		if err != nil || len(refs) == 0 {
+			return p.Retried, err
+		}
+		for _, r := range refs {
+			retried, err := a.Dispatcher.retryClaimed(ctx, a.DB, []model.DeliveryRef{r}, from)
+			p.Retried += len(retried)
+			if err != nil {
+				return p.Retried, err
+			}
+			p.After = r.DeliveryID
+			activity.RecordHeartbeat(ctx, p)
+		}
+	}
+}

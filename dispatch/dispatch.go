@@ -1,0 +1,285 @@
+// Package dispatch is the client side of webhookd's Temporal workflows: it starts delivery
+// workflows after an event commits, signals and reruns them for a manual retry, resend or recovery,
+// cancels them when their webhook goes, and runs the activities through which workflows start
+// other workflows (a fan-out, a batch retry, a scheduled publication's event). The API, the
+// portal, the worker's sweeper and the operator commands all go through it, so that each does
+// what the others do. Workflow code itself lives in package workflows, which imports none of this.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/uptrace/bun"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
+)
+
+// Dispatcher starts and retries delivery workflows. The API starts them right after an event
+// commits; the worker's sweeper starts any that a crash left behind. Starting twice is harmless:
+// the workflow id of an event x webhook pair is rejected the second time.
+type Dispatcher struct {
+	Client    client.Client
+	TaskQueue string
+	// RetryTaskQueue takes the attempts after the first: workflows.RetryTaskQueue(TaskQueue).
+	RetryTaskQueue string
+	Schedule       []time.Duration
+	// Jitter is the largest fraction added to each retry delay.
+	Jitter         float64
+	RetryWindow    time.Duration
+	AttemptTimeout time.Duration
+	// EagerStart asks the server to hand each new workflow's first task straight back to a worker
+	// of this process (Temporal's eager workflow start), saving a poll round trip. Only a process
+	// whose worker polls TaskQueue through Client (role all) gains from it; elsewhere the server
+	// dispatches as usual. It applies to the starts a request makes itself (its deliveries, up to
+	// FanOutThreshold, or its FanOutWorkflow), never to a fan-out's or the sweeper's.
+	EagerStart bool
+	// Starts counts the delivery workflows started, by who started them (StartedBy); nil counts
+	// nothing. NewStartsMetric registers it.
+	Starts *prometheus.CounterVec
+}
+
+// StartedBy names who started a delivery's workflow, a label of webhookd_delivery_starts_total.
+type StartedBy string
+
+const (
+	// StartedByRequest: the API request that stored the event, right after its commit.
+	StartedByRequest StartedBy = "request"
+	// StartedByActivity: the workflow that emitted the event (a website's scheduled publication).
+	StartedByActivity StartedBy = "activity"
+	// StartedByFanOut: an event's FanOutWorkflow, which the request started (StartEvent).
+	StartedByFanOut StartedBy = "fanout"
+	// StartedBySweeper: the worker's sweeper, for deliveries whose start was left to it (Temporal
+	// was away, or the request's dispatch bound passed). A steady rise means starts are failing.
+	StartedBySweeper StartedBy = "sweeper"
+	// StartedByRepair: the worker's sweeper, handing a delivery to its workflow (a signal, or a
+	// new run) because a manual retry claimed it and its process died before it did (RepairClaims).
+	StartedByRepair StartedBy = "repair"
+)
+
+// NewStartsMetric registers webhookd_delivery_starts_total with reg, its series at 0.
+func NewStartsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webhookd_delivery_starts_total",
+		Help: "Delivery workflows started, by who started them: request, fanout (a workflow the request started), activity or sweeper; repair counts the deliveries a crashed manual retry had claimed, handed to their workflows by the sweeper.",
+	}, []string{"by"})
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("register starts metric: %w", err)
+	}
+	for _, by := range []StartedBy{StartedByRequest, StartedByFanOut, StartedByActivity, StartedBySweeper, StartedByRepair} {
+		c.WithLabelValues(string(by))
+	}
+	return c, nil
+}
+
+// startConcurrency bounds the workflow starts one call has in flight. A fan-out to many webhooks,
+// or a sweep of the outbox, starts them this many at a time rather than one round trip after
+// another, and one call cannot flood the frontend.
+const startConcurrency = 16
+
+// FanOutThreshold is the number of deliveries above which an event's delivery workflows are
+// started by a FanOutWorkflow rather than by the request that stored it: the request starts one
+// workflow and answers, however many webhooks the event reaches. At or below it the request starts
+// them itself, startConcurrency at a time, in one round trip's time.
+const FanOutThreshold = startConcurrency
+
+// StartEvent starts the deliveries of one event that a request just stored. Up to
+// FanOutThreshold it starts their workflows itself; beyond, it starts the event's FanOutWorkflow,
+// which starts them, and records them dispatched, since that workflow now answers for them. Either
+// way the request waits for a bounded number of round trips, however many webhooks the event
+// reaches. What it could not start stays in the outbox for the sweeper.
+func (d *Dispatcher) StartEvent(ctx context.Context, db bun.IDB, refs []model.DeliveryRef) error {
+	if len(refs) <= FanOutThreshold {
+		return d.Start(ctx, db, refs, StartedByRequest)
+	}
+	if err := d.startFanOut(ctx, refs[0].EventID, refs[0].AccountID); err != nil {
+		return err
+	}
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.DeliveryID
+	}
+	return model.MarkDispatched(context.WithoutCancel(ctx), db, ids)
+}
+
+// Start starts the delivery workflows of refs, counted under by, and records which exist now
+// (started now or before). What it could not start stays in the outbox for the sweeper.
+func (d *Dispatcher) Start(ctx context.Context, db bun.IDB, refs []model.DeliveryRef, by StartedBy) error {
+	started, err := d.start(ctx, refs, by)
+	if merr := model.MarkDispatched(context.WithoutCancel(ctx), db, started); merr != nil {
+		return merr
+	}
+	return err
+}
+
+// start starts one workflow per delivery, startConcurrency at a time, counts those it started
+// under by, and returns the ids of those that now exist. At the first error it starts no more,
+// waits for the starts in flight, and returns what it had started with that error.
+//
+// Only a request's own few starts are eager (EagerStart): an eagerly started workflow's first task
+// goes straight to this process's worker, past matching and so past fairness. A fan-out's or the
+// sweeper's hundreds would queue in the worker ahead of other accounts' first tasks; measured, a
+// healthy account's event waited 7-10 s behind another account's fan-out to a hanging receiver,
+// and 1-3 s without (docs/performance.md).
+func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by StartedBy) ([]int64, error) {
+	eager := d.EagerStart && by == StartedByRequest
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(startConcurrency)
+	ok := make([]bool, len(refs)) // each start writes its own element: no lock
+	for i, r := range refs {
+		if gctx.Err() != nil {
+			break // a start failed, or the caller gave up
+		}
+		g.Go(func() error {
+			if err := d.startOne(gctx, r, eager); err != nil {
+				return err
+			}
+			ok[i] = true
+			return nil
+		})
+	}
+	err := g.Wait()
+	started := make([]int64, 0, len(refs))
+	for i, r := range refs {
+		if ok[i] {
+			started = append(started, r.DeliveryID)
+		}
+	}
+	if err == nil && len(started) < len(refs) {
+		// The caller's deadline passed between two starts.
+		err = fmt.Errorf("start deliveries: %d of %d started: %w", len(started), len(refs), context.Cause(ctx))
+	}
+	if d.Starts != nil {
+		d.Starts.WithLabelValues(string(by)).Add(float64(len(started)))
+	}
+	return started, err
+}
+
+// startOne starts the workflow of one delivery; one that already exists counts as started.
+func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bool) error {
+	opts := d.startOptions(r)
+	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
+	opts.EnableEagerStart = eager
+	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, d.input(r, 0))
+	if err != nil && !isAlreadyStarted(err) {
+		return fmt.Errorf("start %s: %w", opts.ID, err)
+	}
+	return nil
+}
+
+func (d *Dispatcher) startOptions(r model.DeliveryRef) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:        workflows.DeliveryWorkflowID(r.EventID, r.WebhookID),
+		TaskQueue: d.TaskQueue,
+		// Matching dispatches the tasks of a queue round-robin across fairness keys (where the
+		// server has fairness enabled), so one account's backlog cannot queue ahead of
+		// another's. The workflow's activities inherit the key.
+		Priority: temporal.Priority{FairnessKey: FairnessKey(r.AccountID)},
+		// What the Web UI lists: the event type and the receiver's host, never the whole URL, whose
+		// path or query may hold a credential.
+		StaticSummary: DeliverySummary(r),
+		StaticDetails: fmt.Sprintf("delivery %d of event %d to webhook %d (variant %s)", r.DeliveryID, r.EventID, r.WebhookID, r.Variant),
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.AttrWebhookID.ValueSet(r.WebhookID),
+			workflows.AttrEventType.ValueSet(r.EventType),
+			workflows.AttrVariant.ValueSet(string(r.Variant)),
+			workflows.AttrDeliveryState.ValueSet(model.DeliveryDelivering),
+		),
+	}
+}
+
+func (d *Dispatcher) input(r model.DeliveryRef, priorAttempts int) workflows.DeliveryInput {
+	return workflows.DeliveryInput{
+		DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
+		Schedule: d.Schedule, RetryWindow: d.RetryWindow, AttemptTimeout: d.AttemptTimeout,
+		RetryTaskQueue: d.RetryTaskQueue, Jitter: d.Jitter, PriorAttempts: priorAttempts, LocalFirstAttempt: true,
+	}
+}
+
+// DeliverySummary is a delivery workflow's one line in the Web UI: "lead.captured to
+// hooks.example.com".
+func DeliverySummary(r model.DeliveryRef) string {
+	u, err := url.Parse(r.WebhookURL)
+	if err != nil || u.Host == "" {
+		return r.EventType
+	}
+	return fmt.Sprintf("%s to %s", r.EventType, u.Host)
+}
+
+// FairnessKey is the Temporal fairness key of an account's deliveries.
+func FairnessKey(accountID int64) string { return fmt.Sprintf("account:%d", accountID) }
+
+// startFanOut starts the FanOutWorkflow of an event; one that already exists counts as started.
+func (d *Dispatcher) startFanOut(ctx context.Context, eventID, accountID int64) error {
+	_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.FanOutWorkflowID(eventID),
+		TaskQueue:                d.TaskQueue,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		Priority:                 temporal.Priority{FairnessKey: FairnessKey(accountID)},
+		EnableEagerStart:         d.EagerStart,
+	}, workflows.FanOutWorkflow, workflows.FanOutInput{EventID: eventID})
+	if err != nil && !isAlreadyStarted(err) {
+		return fmt.Errorf("start %s: %w", workflows.FanOutWorkflowID(eventID), err)
+	}
+	return nil
+}
+
+// Cancel cancels the delivery workflows of refs (their webhook was deleted) and returns the
+// delivery ids it reached. A workflow that has already ended is skipped. Each canceled workflow
+// marks its delivery canceled and ends as canceled.
+func (d *Dispatcher) Cancel(ctx context.Context, refs []model.DeliveryRef) ([]int64, error) {
+	canceled := make([]int64, 0, len(refs))
+	for _, r := range refs {
+		id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
+		err := d.Client.CancelWorkflow(ctx, id, "")
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			return canceled, fmt.Errorf("cancel %s: %w", id, err)
+		}
+		canceled = append(canceled, r.DeliveryID)
+	}
+	return canceled, nil
+}
+
+// SchedulePublish starts (or replaces) the scheduled publication of a website.
+func (d *Dispatcher) SchedulePublish(ctx context.Context, websiteID int64, at time.Time) error {
+	_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.WebsitePublishWorkflowID(websiteID),
+		TaskQueue:                d.TaskQueue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflows.WebsitePublishWorkflow, workflows.WebsitePublishInput{WebsiteID: websiteID, ScheduledAt: at})
+	if err != nil {
+		return fmt.Errorf("schedule publication of website %d: %w", websiteID, err)
+	}
+	return nil
+}
+
+// CancelPublish cancels a website's scheduled publication, if there is one.
+func (d *Dispatcher) CancelPublish(ctx context.Context, websiteID int64) error {
+	err := d.Client.CancelWorkflow(ctx, workflows.WebsitePublishWorkflowID(websiteID), "")
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("cancel publication of website %d: %w", websiteID, err)
+	}
+	return nil
+}
+
+func isAlreadyStarted(err error) bool {
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	return errors.As(err, &already)
+}

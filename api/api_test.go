@@ -60,7 +60,7 @@ func newEnv(t testing.TB, db *bun.DB, opts ...serverOption) *testEnv {
 	cfg := api.Config{
 		DB: db, Temporal: tc, Secrets: box, Resolver: offlineResolver,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		RateLimit: 1000, RateBurst: 1000, MaxWebhooks: 100,
+		RateLimit: 1000, RateBurst: 1000, MaxWebhooks: 100, SiteBaseURL: "https://sites.example.com",
 	}
 	for _, o := range opts {
 		o(&cfg)

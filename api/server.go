@@ -76,9 +76,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.SiteBaseURL == "" {
-		cfg.SiteBaseURL = "https://sites.example.com"
-	}
 	if cfg.MaxWebhooks <= 0 {
 		cfg.MaxWebhooks = 100
 	}

@@ -12,239 +12,284 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/caarlos0/env/v11"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 )
 
 // Config is the whole process configuration, read once from the environment in main and passed
-// down in parts. The variable names are a contract with operators and tests.
+// down in parts. Each tagged field is one variable, declared there and nowhere else in Go: its
+// name (env), its default (envDefault; a field without one is derived from others or off), and
+// what its value must be beyond its type (check, see ruleFor). The names are a contract with
+// operators and tests; docs/configuration.md lists them in this order, and a test holds it to
+// these tags.
 type Config struct {
-	HTTPAddr string
+	HTTPAddr string `env:"WEBHOOKD_HTTP_ADDR" envDefault:"127.0.0.1:8080" check:"hostport"`
 	// DebugAddr, when set, serves net/http/pprof there: off by default, and meant for loopback.
-	DebugAddr   string
-	DatabaseURL string
-	DataDir     string
+	DebugAddr string `env:"WEBHOOKD_DEBUG_ADDR"`
+	// DatabaseURL defaults to SQLite in DataDir.
+	DatabaseURL string `env:"WEBHOOKD_DATABASE_URL" check:"databaseURL"`
+	DataDir     string `env:"WEBHOOKD_DATA_DIR" envDefault:".data"`
 	// Temporal is the client configuration, loaded as the Temporal CLI and SDKs load it (see
 	// temporalOptions); serve adds the logger and metrics.
-	Temporal            client.Options
-	TaskQueue           string
-	SecretKey           []byte
-	AllowPrivateTargets bool
-	AllowHTTPTargets    bool
-	RateLimit           float64
-	RateBurst           int
-	MaxWebhooks         int64
-	LogLevel            slog.Level
-	LogJSON             bool
+	Temporal  client.Options `env:"-"`
+	TaskQueue string         `env:"WEBHOOKD_TASK_QUEUE" envDefault:"webhookd"`
+	// SecretKey is nil when unset: see secretKey.
+	SecretKey           []byte  `env:"WEBHOOKD_SECRET_KEY"`
+	AllowPrivateTargets bool    `env:"WEBHOOKD_ALLOW_PRIVATE_TARGETS" envDefault:"false"`
+	AllowHTTPTargets    bool    `env:"WEBHOOKD_ALLOW_HTTP_TARGETS" envDefault:"false"`
+	RateLimit           float64 `env:"WEBHOOKD_RATE_LIMIT" envDefault:"20" check:"positive"`
+	// RateBurst defaults to twice RateLimit.
+	RateBurst   int   `env:"WEBHOOKD_RATE_BURST" check:"positive"`
+	MaxWebhooks int64 `env:"WEBHOOKD_MAX_WEBHOOKS" envDefault:"100" check:"positive"`
 
-	RetrySchedule   []time.Duration
-	RetryWindow     time.Duration
-	DeliveryTimeout time.Duration
-	ExtraCAFile     string
-	SMTPURL         string
-	MailFrom        string
-	PublicURL       string
-	TemporalUIURL   string
-	SiteBaseURL     string
-	SweepInterval   time.Duration
+	RetrySchedule   []time.Duration `env:"WEBHOOKD_RETRY_SCHEDULE" envDefault:"1m,5m,15m,1h,6h"`
+	RetryWindow     time.Duration   `env:"WEBHOOKD_RETRY_WINDOW" envDefault:"168h" check:"positive"`
+	DeliveryTimeout time.Duration   `env:"WEBHOOKD_DELIVERY_TIMEOUT" envDefault:"5s" check:"positive"`
+	ExtraCAFile     string          `env:"WEBHOOKD_EXTRA_CA_FILE"`
+	SMTPURL         string          `env:"WEBHOOKD_SMTP_URL" check:"smtpURL"`
+	MailFrom        string          `env:"WEBHOOKD_MAIL_FROM" envDefault:"webhookd <webhookd@localhost>" check:"mailAddress"`
+	// PublicURL defaults to http:// and HTTPAddr.
+	PublicURL     string        `env:"WEBHOOKD_PUBLIC_URL" check:"absoluteURL"`
+	TemporalUIURL string        `env:"WEBHOOKD_TEMPORAL_UI_URL" envDefault:"http://127.0.0.1:8233" check:"absoluteURL"`
+	SiteBaseURL   string        `env:"WEBHOOKD_SITE_BASE_URL" envDefault:"https://sites.example.com" check:"absoluteURL"`
+	SweepInterval time.Duration `env:"WEBHOOKD_SWEEP_INTERVAL" envDefault:"5s" check:"positive"`
 	// MaxConcurrentDeliveries bounds concurrent first attempts per worker process, and
 	// MaxConcurrentRetries the later attempts, which have their own task queue.
-	MaxConcurrentDeliveries int
-	MaxConcurrentRetries    int
+	MaxConcurrentDeliveries int `env:"WEBHOOKD_MAX_CONCURRENT_DELIVERIES" envDefault:"200" check:"positive"`
+	MaxConcurrentRetries    int `env:"WEBHOOKD_MAX_CONCURRENT_RETRIES" envDefault:"100" check:"positive"`
 	// WorkflowCacheSize is how many workflows a worker process keeps in memory between their
 	// tasks (the SDK's sticky cache). A delivery waiting on a retry timer needs none: evicted, it
 	// replays its short history when the timer fires.
-	WorkflowCacheSize int
+	WorkflowCacheSize int `env:"WEBHOOKD_WORKFLOW_CACHE_SIZE" envDefault:"1000" check:"positive"`
 	// RetryJitter is the largest fraction added to each retry delay.
-	RetryJitter float64
+	RetryJitter float64 `env:"WEBHOOKD_RETRY_JITTER" envDefault:"0.1" check:"fraction"`
 	// HostConcurrency caps one receiver host's attempts in flight per worker process, and
 	// EndpointConcurrency one endpoint's (a webhook's URL) unless the webhook sets maxInFlight;
-	// BreakerFailures failures in a row open an endpoint's breaker (timeouts, broken connections)
-	// or a host's (refused connections, DNS, TLS) for BreakerCooldown.
-	HostConcurrency     int
-	EndpointConcurrency int
-	BreakerFailures     int
-	BreakerCooldown     time.Duration
+	// both default to a share of the slots above them. BreakerFailures failures in a row open an
+	// endpoint's breaker (timeouts, broken connections) or a host's (refused connections, DNS,
+	// TLS) for BreakerCooldown.
+	HostConcurrency     int           `env:"WEBHOOKD_HOST_CONCURRENCY" check:"positive"`
+	EndpointConcurrency int           `env:"WEBHOOKD_ENDPOINT_CONCURRENCY" check:"positive"`
+	BreakerFailures     int           `env:"WEBHOOKD_BREAKER_FAILURES" envDefault:"5" check:"positive"`
+	BreakerCooldown     time.Duration `env:"WEBHOOKD_BREAKER_COOLDOWN" envDefault:"10s" check:"positive"`
 	// DisableAfter is how long a webhook may fail without a success before it is disabled (zero:
 	// never), once at least DisableMinExhausted of its deliveries were exhausted.
-	DisableAfter        time.Duration
-	DisableMinExhausted int
+	DisableAfter        time.Duration `env:"WEBHOOKD_DISABLE_AFTER" envDefault:"120h" check:"positiveOr0"`
+	DisableMinExhausted int           `env:"WEBHOOKD_DISABLE_MIN_EXHAUSTED" envDefault:"5" check:"positive"`
 	// Retention is how long events, deliveries and attempts are kept once finished (zero: forever).
-	Retention time.Duration
+	Retention time.Duration `env:"WEBHOOKD_RETENTION" envDefault:"720h" check:"positiveOr0"`
+	LogLevel  slog.Level    `env:"WEBHOOKD_LOG_LEVEL" envDefault:"info"`
+	LogFormat string        `env:"WEBHOOKD_LOG_FORMAT" envDefault:"text" check:"text|json"`
 }
 
-// knownVariables lists every WEBHOOKD_ variable; any other is a typo and stops the process.
-var knownVariables = []string{
-	"WEBHOOKD_HTTP_ADDR", "WEBHOOKD_DEBUG_ADDR", "WEBHOOKD_DATABASE_URL", "WEBHOOKD_DATA_DIR", "WEBHOOKD_TASK_QUEUE",
-	"WEBHOOKD_SECRET_KEY", "WEBHOOKD_ALLOW_PRIVATE_TARGETS", "WEBHOOKD_ALLOW_HTTP_TARGETS",
-	"WEBHOOKD_RATE_LIMIT", "WEBHOOKD_RATE_BURST", "WEBHOOKD_MAX_WEBHOOKS", "WEBHOOKD_LOG_LEVEL",
-	"WEBHOOKD_LOG_FORMAT", "WEBHOOKD_RETRY_SCHEDULE", "WEBHOOKD_RETRY_WINDOW", "WEBHOOKD_DELIVERY_TIMEOUT",
-	"WEBHOOKD_EXTRA_CA_FILE", "WEBHOOKD_SMTP_URL", "WEBHOOKD_MAIL_FROM", "WEBHOOKD_PUBLIC_URL",
-	"WEBHOOKD_TEMPORAL_UI_URL", "WEBHOOKD_SITE_BASE_URL", "WEBHOOKD_SWEEP_INTERVAL", "WEBHOOKD_MAX_CONCURRENT_DELIVERIES",
-	"WEBHOOKD_MAX_CONCURRENT_RETRIES", "WEBHOOKD_WORKFLOW_CACHE_SIZE", "WEBHOOKD_RETRY_JITTER", "WEBHOOKD_HOST_CONCURRENCY", "WEBHOOKD_ENDPOINT_CONCURRENCY", "WEBHOOKD_BREAKER_FAILURES",
-	"WEBHOOKD_BREAKER_COOLDOWN", "WEBHOOKD_DISABLE_AFTER", "WEBHOOKD_DISABLE_MIN_EXHAUSTED", "WEBHOOKD_RETENTION",
-	// Read by the test suite, not by the service; allowed so a test shell can run the binary.
-	"WEBHOOKD_TEST_DATABASE_URL", "WEBHOOKD_TEST_LOG", "WEBHOOKD_SCREENSHOTS",
+// testVariables are read by the test suite, not by the service; allowed so a test shell can run
+// the binary.
+var testVariables = []string{"WEBHOOKD_TEST_DATABASE_URL", "WEBHOOKD_TEST_LOG", "WEBHOOKD_SCREENSHOTS"}
+
+// parsers read the types the env package does not read as we mean them. Their errors are only
+// noted: ruleFor says what the value must be.
+var parsers = map[reflect.Type]env.ParserFunc{
+	// A retry schedule, "1m, 5m,15m": each delay positive.
+	reflect.TypeFor[[]time.Duration](): func(v string) (any, error) {
+		var list []time.Duration
+		for part := range strings.SplitSeq(v, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(part))
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%q is not a positive duration", part)
+			}
+			list = append(list, d)
+		}
+		return list, nil
+	},
+	// The secret key, in base64.
+	reflect.TypeFor[[]byte](): func(v string) (any, error) {
+		key, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(key) != 32 {
+			return nil, errors.New("not the base64 encoding of 32 bytes")
+		}
+		return key, nil
+	},
 }
 
-// loadConfig reads the configuration from environ (os.Environ form). Every malformed value is an
-// error naming its variable.
+// loadConfig reads the configuration from environ (os.Environ form). Every malformed value, and
+// any WEBHOOKD_ variable no field declares (a typo), is an error naming its variable.
 func loadConfig(environ []string) (Config, error) {
-	env := map[string]string{}
+	vars := env.ToMap(environ)
+	known, err := knownVariables()
+	if err != nil {
+		return Config{}, err
+	}
 	var errs []error
 	for _, kv := range environ {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-		if strings.HasPrefix(k, "WEBHOOKD_") && !slices.Contains(knownVariables, k) {
-			errs = append(errs, fmt.Errorf("%s: unknown variable (known: %s)", k, strings.Join(knownVariables, ", ")))
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "WEBHOOKD_") && !slices.Contains(known, k) {
+			errs = append(errs, fmt.Errorf("%s: unknown variable (known: %s)", k, strings.Join(known, ", ")))
 		}
-	}
-	get := func(k, def string) string {
-		if v, ok := env[k]; ok && v != "" {
-			return v
-		}
-		return def
-	}
-	boolean := func(k string) bool {
-		v := get(k, "false")
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %q is not true or false", k, v))
-		}
-		return b
-	}
-	cfg := Config{
-		HTTPAddr:            get("WEBHOOKD_HTTP_ADDR", "127.0.0.1:8080"),
-		DebugAddr:           get("WEBHOOKD_DEBUG_ADDR", ""),
-		DataDir:             get("WEBHOOKD_DATA_DIR", ".data"),
-		TaskQueue:           get("WEBHOOKD_TASK_QUEUE", "webhookd"),
-		AllowPrivateTargets: boolean("WEBHOOKD_ALLOW_PRIVATE_TARGETS"),
-		AllowHTTPTargets:    boolean("WEBHOOKD_ALLOW_HTTP_TARGETS"),
-	}
-	// The development database lives with the other development files, so a stack started with its
-	// own data dir (the tests, a second `make run`) has its own database too.
-	cfg.DatabaseURL = get("WEBHOOKD_DATABASE_URL", "sqlite:"+filepath.Join(cfg.DataDir, "webhookd.db"))
-	if !strings.HasPrefix(cfg.DatabaseURL, "sqlite:") && !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://") {
-		errs = append(errs, errors.New("WEBHOOKD_DATABASE_URL: must start with sqlite: or postgres://"))
-	}
-	if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {
-		errs = append(errs, fmt.Errorf("WEBHOOKD_HTTP_ADDR: %w", err))
-	}
-	if opts, err := temporalOptions(env); err != nil {
-		errs = append(errs, err)
-	} else {
-		cfg.Temporal = opts
 	}
 
-	positive := func(k, def string) float64 {
-		v := get(k, def)
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f <= 0 {
-			errs = append(errs, fmt.Errorf("%s: %q is not a positive number", k, v))
+	var cfg Config
+	unparsed := map[string]bool{}
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars, FuncMap: parsers}); err != nil {
+		var agg env.AggregateError
+		if !errors.As(err, &agg) {
+			return Config{}, err
 		}
-		return f
-	}
-	cfg.RateLimit = positive("WEBHOOKD_RATE_LIMIT", "20")
-	cfg.RateBurst = int(positive("WEBHOOKD_RATE_BURST", strconv.Itoa(int(math.Ceil(2*cfg.RateLimit)))))
-	cfg.MaxWebhooks = int64(positive("WEBHOOKD_MAX_WEBHOOKS", "100"))
-	if v := get("WEBHOOKD_LOG_LEVEL", "info"); cfg.LogLevel.UnmarshalText([]byte(v)) != nil {
-		errs = append(errs, fmt.Errorf("WEBHOOKD_LOG_LEVEL: %q is not debug, info, warn or error", v))
-	}
-	switch v := get("WEBHOOKD_LOG_FORMAT", "text"); v {
-	case "text":
-	case "json":
-		cfg.LogJSON = true
-	default:
-		errs = append(errs, fmt.Errorf("WEBHOOKD_LOG_FORMAT: %q is not text or json", v))
-	}
-	duration := func(k, def string) time.Duration {
-		v := get(k, def)
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: %q is not a positive duration such as 5s or 1h", k, v))
+		for _, e := range agg.Errors {
+			var pe env.ParseError
+			if !errors.As(e, &pe) {
+				return Config{}, e // a tag the env package cannot read: a defect, not the operator's
+			}
+			unparsed[pe.Name] = true
 		}
-		return d
 	}
-	for _, part := range strings.Split(get("WEBHOOKD_RETRY_SCHEDULE", "1m,5m,15m,1h,6h"), ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(part))
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("WEBHOOKD_RETRY_SCHEDULE: %q is not a positive duration (want a list such as 1m,5m,15m,1h,6h)", part))
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if key == "" || key == "-" {
 			continue
 		}
-		cfg.RetrySchedule = append(cfg.RetrySchedule, d)
+		// An empty value is an unset one, as env reads it: the default, or left for the
+		// derivations below.
+		raw := vars[key]
+		if raw == "" {
+			def, ok := f.Tag.Lookup("envDefault")
+			if !ok {
+				continue
+			}
+			raw = def
+		}
+		switch r := ruleFor(f, reflect.ValueOf(cfg).Field(i)); {
+		case r.ok && !unparsed[f.Name]:
+		case r.secret:
+			errs = append(errs, fmt.Errorf("%s: must be %s", key, r.want))
+		default:
+			errs = append(errs, fmt.Errorf("%s: %q is not %s", key, raw, r.want))
+		}
 	}
-	cfg.RetryWindow = duration("WEBHOOKD_RETRY_WINDOW", "168h")
-	cfg.DeliveryTimeout = duration("WEBHOOKD_DELIVERY_TIMEOUT", "5s")
-	cfg.SweepInterval = duration("WEBHOOKD_SWEEP_INTERVAL", "5s")
-	cfg.MaxConcurrentDeliveries = int(positive("WEBHOOKD_MAX_CONCURRENT_DELIVERIES", "200"))
-	cfg.MaxConcurrentRetries = int(positive("WEBHOOKD_MAX_CONCURRENT_RETRIES", "100"))
-	cfg.WorkflowCacheSize = int(positive("WEBHOOKD_WORKFLOW_CACHE_SIZE", "1000"))
+
+	// The defaults that follow other values. A field still zero here was not set: a zero set is
+	// refused above.
+	if cfg.DatabaseURL == "" {
+		// The development database lives with the other development files, so a stack started with
+		// its own data dir (the tests, a second `make run`) has its own database too.
+		cfg.DatabaseURL = "sqlite:" + filepath.Join(cfg.DataDir, "webhookd.db")
+	}
+	if cfg.RateBurst == 0 {
+		cfg.RateBurst = int(math.Ceil(2 * cfg.RateLimit))
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.HTTPAddr
+	}
 	// A receiver host may hold a small share of the first-attempt slots (16 of the default 200),
 	// or isolation is gone: a cap of half the slots or more is refused.
-	cfg.HostConcurrency = int(positive("WEBHOOKD_HOST_CONCURRENCY", strconv.Itoa(max(2, cfg.MaxConcurrentDeliveries/12))))
+	if cfg.HostConcurrency == 0 {
+		cfg.HostConcurrency = max(2, cfg.MaxConcurrentDeliveries/12)
+	}
 	if cfg.MaxConcurrentDeliveries > 0 && cfg.HostConcurrency > cfg.MaxConcurrentDeliveries/2 {
 		errs = append(errs, fmt.Errorf("WEBHOOKD_HOST_CONCURRENCY: %d is more than half of WEBHOOKD_MAX_CONCURRENT_DELIVERIES (%d): one receiver host could take the worker's slots",
 			cfg.HostConcurrency, cfg.MaxConcurrentDeliveries))
 	}
 	// No single endpoint may take more than a quarter of its host's slots unless its webhook says.
-	cfg.EndpointConcurrency = int(positive("WEBHOOKD_ENDPOINT_CONCURRENCY", strconv.Itoa(max(1, cfg.HostConcurrency/4))))
+	if cfg.EndpointConcurrency == 0 {
+		cfg.EndpointConcurrency = max(1, cfg.HostConcurrency/4)
+	}
 	if cfg.EndpointConcurrency > cfg.HostConcurrency {
 		errs = append(errs, fmt.Errorf("WEBHOOKD_ENDPOINT_CONCURRENCY: %d is more than WEBHOOKD_HOST_CONCURRENCY (%d)", cfg.EndpointConcurrency, cfg.HostConcurrency))
 	}
-	cfg.BreakerFailures = int(positive("WEBHOOKD_BREAKER_FAILURES", "5"))
-	cfg.BreakerCooldown = duration("WEBHOOKD_BREAKER_COOLDOWN", "10s")
-	cfg.DisableMinExhausted = int(positive("WEBHOOKD_DISABLE_MIN_EXHAUSTED", "5"))
-	jitter := get("WEBHOOKD_RETRY_JITTER", "0.1")
-	if f, err := strconv.ParseFloat(jitter, 64); err != nil || f < 0 || f > 1 {
-		errs = append(errs, fmt.Errorf("WEBHOOKD_RETRY_JITTER: %q is not a fraction from 0 to 1 (0.1 adds up to 10%%)", jitter))
+	// An exhausted delivery must outlive its retry window, and the alert before it, or a manual
+	// retry could find it gone: a day more than the window covers both.
+	if minimum := cfg.RetryWindow + 24*time.Hour; cfg.Retention > 0 && cfg.RetryWindow > 0 && cfg.Retention < minimum {
+		errs = append(errs, fmt.Errorf("WEBHOOKD_RETENTION: %s is less than WEBHOOKD_RETRY_WINDOW (%s) plus a day: exhausted deliveries would be deleted while they still wait for a manual retry (set WEBHOOKD_RETENTION to %s or more, or 0 to keep everything)",
+			cfg.Retention, cfg.RetryWindow, minimum))
+	}
+	if opts, err := temporalOptions(vars); err != nil {
+		errs = append(errs, err)
 	} else {
-		cfg.RetryJitter = f
-	}
-	// "0" turns auto-disable off.
-	if get("WEBHOOKD_DISABLE_AFTER", "120h") != "0" {
-		cfg.DisableAfter = duration("WEBHOOKD_DISABLE_AFTER", "120h")
-	}
-	// "0" keeps everything. Otherwise an exhausted delivery must outlive its retry window, and the
-	// alert before it, or a manual retry could find it gone: a day more than the window covers both.
-	if get("WEBHOOKD_RETENTION", "720h") != "0" {
-		cfg.Retention = duration("WEBHOOKD_RETENTION", "720h")
-		if minimum := cfg.RetryWindow + 24*time.Hour; cfg.Retention > 0 && cfg.RetryWindow > 0 && cfg.Retention < minimum {
-			errs = append(errs, fmt.Errorf("WEBHOOKD_RETENTION: %s is less than WEBHOOKD_RETRY_WINDOW (%s) plus a day: exhausted deliveries would be deleted while they still wait for a manual retry (set WEBHOOKD_RETENTION to %s or more, or 0 to keep everything)",
-				cfg.Retention, cfg.RetryWindow, minimum))
-		}
-	}
-	cfg.ExtraCAFile = get("WEBHOOKD_EXTRA_CA_FILE", "")
-	cfg.SMTPURL = get("WEBHOOKD_SMTP_URL", "")
-	cfg.MailFrom = get("WEBHOOKD_MAIL_FROM", "webhookd <webhookd@localhost>")
-	cfg.PublicURL = get("WEBHOOKD_PUBLIC_URL", "http://"+cfg.HTTPAddr)
-	cfg.TemporalUIURL = get("WEBHOOKD_TEMPORAL_UI_URL", "http://127.0.0.1:8233")
-	cfg.SiteBaseURL = get("WEBHOOKD_SITE_BASE_URL", "https://sites.example.com")
-	for k, v := range map[string]string{"WEBHOOKD_PUBLIC_URL": cfg.PublicURL, "WEBHOOKD_TEMPORAL_UI_URL": cfg.TemporalUIURL, "WEBHOOKD_SITE_BASE_URL": cfg.SiteBaseURL} {
-		if u, err := url.Parse(v); err != nil || !u.IsAbs() {
-			errs = append(errs, fmt.Errorf("%s: %q is not an absolute URL", k, v))
-		}
-	}
-	if v := cfg.SMTPURL; v != "" {
-		if u, err := url.Parse(v); err != nil || u.Scheme != "smtp" || u.Hostname() == "" {
-			errs = append(errs, errors.New("WEBHOOKD_SMTP_URL: must look like smtp://user:pass@host:port"))
-		}
-	}
-	if _, err := mail.ParseAddress(cfg.MailFrom); err != nil {
-		errs = append(errs, fmt.Errorf("WEBHOOKD_MAIL_FROM: %q is not an e-mail address", cfg.MailFrom))
-	}
-	if v := get("WEBHOOKD_SECRET_KEY", ""); v != "" {
-		key, err := base64.StdEncoding.DecodeString(v)
-		if err != nil || len(key) != 32 {
-			errs = append(errs, errors.New("WEBHOOKD_SECRET_KEY: must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)"))
-		}
-		cfg.SecretKey = key
+		cfg.Temporal = opts
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// knownVariables are the WEBHOOKD_ variables a process accepts: the Config fields', then the
+// test suite's.
+func knownVariables() ([]string, error) {
+	fields, err := env.GetFieldParams(&Config{})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, f := range fields {
+		names = append(names, f.Key)
+	}
+	return append(names, testVariables...), nil
+}
+
+// A rule is what a variable's value must be: ok says whether a parsed value is that, want says it
+// in the message refusing one, and secret keeps the value out of the message (it may hold a
+// password).
+type rule struct {
+	ok     bool
+	want   string
+	secret bool
+}
+
+// ruleFor is the rule of field f, holding the parsed value v: its type's, refined by its check tag,
+// one of positive (above zero), positiveOr0 (zero turns it off), fraction (0 to 1), hostport,
+// absoluteURL, smtpURL, mailAddress, databaseURL, or a|b (one of these words).
+func ruleFor(f reflect.StructField, v reflect.Value) rule {
+	switch c := f.Tag.Get("check"); c {
+	case "positive":
+		ok := v.CanInt() && v.Int() > 0 || v.CanFloat() && v.Float() > 0
+		switch {
+		case f.Type == reflect.TypeFor[time.Duration]():
+			return rule{ok: ok, want: "a positive duration such as 5s or 1h"}
+		case v.CanFloat():
+			return rule{ok: ok, want: "a positive number"}
+		}
+		return rule{ok: ok, want: "a positive integer"}
+	case "positiveOr0":
+		return rule{ok: v.Int() >= 0, want: "0 or a positive duration such as 120h"}
+	case "fraction":
+		return rule{ok: v.Float() >= 0 && v.Float() <= 1, want: "a fraction from 0 to 1 (0.1 adds up to 10%)"}
+	case "hostport":
+		_, _, err := net.SplitHostPort(v.String())
+		return rule{ok: err == nil, want: "a host:port such as 127.0.0.1:8080"}
+	case "absoluteURL":
+		u, err := url.Parse(v.String())
+		return rule{ok: err == nil && u.IsAbs(), want: "an absolute URL"}
+	case "smtpURL":
+		u, err := url.Parse(v.String())
+		return rule{ok: err == nil && u.Scheme == "smtp" && u.Hostname() != "", want: "a URL such as smtp://user:pass@host:587", secret: true}
+	case "mailAddress":
+		_, err := mail.ParseAddress(v.String())
+		return rule{ok: err == nil, want: "an e-mail address"}
+	case "databaseURL":
+		s := v.String()
+		ok := strings.HasPrefix(s, "sqlite:") || strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+		return rule{ok: ok, want: "a URL starting with sqlite: or postgres://", secret: true}
+	case "":
+	default:
+		words := strings.Split(c, "|")
+		return rule{ok: slices.Contains(words, v.String()), want: strings.Join(words, " or ")}
+	}
+	// No check: the value only has to parse.
+	switch f.Type {
+	case reflect.TypeFor[bool]():
+		return rule{ok: true, want: "true or false"}
+	case reflect.TypeFor[slog.Level]():
+		return rule{ok: true, want: "debug, info, warn or error"}
+	case reflect.TypeFor[[]time.Duration]():
+		return rule{ok: true, want: "a list of positive durations such as 1m,5m,15m,1h,6h"}
+	case reflect.TypeFor[[]byte]():
+		return rule{ok: true, want: "the base64 encoding of exactly 32 bytes (openssl rand -base64 32)", secret: true}
+	}
+	return rule{ok: true, want: "a " + f.Type.String()}
 }
 
 // secretKey returns the configured key, or in development (SQLite, no key set) the key kept in
@@ -294,8 +339,8 @@ func (c Config) secretKey() ([]byte, error) {
 // TEMPORAL_PROFILE, default "default"), overridden by TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 // TEMPORAL_API_KEY, TEMPORAL_TLS* and TEMPORAL_GRPC_META_* variables. Without any of them webhookd
 // talks to a local dev server, as `make run` starts one.
-func temporalOptions(env map[string]string) (client.Options, error) {
-	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: envMap(env)})
+func temporalOptions(vars map[string]string) (client.Options, error) {
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: envMap(vars)})
 	if err != nil {
 		return client.Options{}, fmt.Errorf("Temporal client configuration (TEMPORAL_* variables, temporal.toml): %w", err)
 	}

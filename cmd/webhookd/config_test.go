@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +188,156 @@ func TestConfigSQLiteFollowsDataDir(t *testing.T) {
 	cfg, err = loadConfig([]string{"WEBHOOKD_DATA_DIR=/tmp/other", "WEBHOOKD_DATABASE_URL=sqlite:/srv/hooks.db"})
 	if err != nil || cfg.DatabaseURL != "sqlite:/srv/hooks.db" {
 		t.Fatalf("an explicit database: %q, %v", cfg.DatabaseURL, err)
+	}
+}
+
+// TestConfigRefusalsSayWhatIsWanted: a value that does not parse as its type, or parses but is out
+// of range, stops the process with the variable, the value (unless it may hold a credential) and
+// what the value must be. Integers are integers: 1.5 is not rounded down.
+func TestConfigRefusalsSayWhatIsWanted(t *testing.T) {
+	for _, c := range []struct{ kv, want string }{
+		{"WEBHOOKD_MAX_WEBHOOKS=1.5", `WEBHOOKD_MAX_WEBHOOKS: "1.5" is not a positive integer`},
+		{"WEBHOOKD_MAX_WEBHOOKS=0", `WEBHOOKD_MAX_WEBHOOKS: "0" is not a positive integer`},
+		{"WEBHOOKD_RATE_BURST=2.5", `WEBHOOKD_RATE_BURST: "2.5" is not a positive integer`},
+		{"WEBHOOKD_RATE_BURST=0", `WEBHOOKD_RATE_BURST: "0" is not a positive integer`},
+		{"WEBHOOKD_MAX_CONCURRENT_DELIVERIES=1e3", `WEBHOOKD_MAX_CONCURRENT_DELIVERIES: "1e3" is not a positive integer`},
+		{"WEBHOOKD_WORKFLOW_CACHE_SIZE=-1", `WEBHOOKD_WORKFLOW_CACHE_SIZE: "-1" is not a positive integer`},
+		{"WEBHOOKD_ENDPOINT_CONCURRENCY=0", `WEBHOOKD_ENDPOINT_CONCURRENCY: "0" is not a positive integer`},
+		{"WEBHOOKD_RATE_LIMIT=0", `WEBHOOKD_RATE_LIMIT: "0" is not a positive number`},
+		{"WEBHOOKD_RATE_LIMIT=NaN", `WEBHOOKD_RATE_LIMIT: "NaN" is not a positive number`},
+		{"WEBHOOKD_DELIVERY_TIMEOUT=5x", `WEBHOOKD_DELIVERY_TIMEOUT: "5x" is not a positive duration such as 5s or 1h`},
+		{"WEBHOOKD_SWEEP_INTERVAL=-5s", `WEBHOOKD_SWEEP_INTERVAL: "-5s" is not a positive duration such as 5s or 1h`},
+		{"WEBHOOKD_BREAKER_COOLDOWN=10", `WEBHOOKD_BREAKER_COOLDOWN: "10" is not a positive duration such as 5s or 1h`},
+		{"WEBHOOKD_DISABLE_AFTER=5d", `WEBHOOKD_DISABLE_AFTER: "5d" is not 0 or a positive duration such as 120h`},
+		{"WEBHOOKD_RETENTION=-1h", `WEBHOOKD_RETENTION: "-1h" is not 0 or a positive duration such as 120h`},
+		{"WEBHOOKD_RETRY_SCHEDULE=1m,,5m", `WEBHOOKD_RETRY_SCHEDULE: "1m,,5m" is not a list of positive durations such as 1m,5m,15m,1h,6h`},
+		{"WEBHOOKD_RETRY_SCHEDULE=1m,0s", `WEBHOOKD_RETRY_SCHEDULE: "1m,0s" is not a list of positive durations such as 1m,5m,15m,1h,6h`},
+		{"WEBHOOKD_RETRY_JITTER=1.5", `WEBHOOKD_RETRY_JITTER: "1.5" is not a fraction from 0 to 1 (0.1 adds up to 10%)`},
+		{"WEBHOOKD_ALLOW_HTTP_TARGETS=yes", `WEBHOOKD_ALLOW_HTTP_TARGETS: "yes" is not true or false`},
+		{"WEBHOOKD_LOG_LEVEL=loud", `WEBHOOKD_LOG_LEVEL: "loud" is not debug, info, warn or error`},
+		{"WEBHOOKD_LOG_FORMAT=xml", `WEBHOOKD_LOG_FORMAT: "xml" is not text or json`},
+		{"WEBHOOKD_HTTP_ADDR=8080", `WEBHOOKD_HTTP_ADDR: "8080" is not a host:port such as 127.0.0.1:8080`},
+		{"WEBHOOKD_TEMPORAL_UI_URL=127.0.0.1:8233", `WEBHOOKD_TEMPORAL_UI_URL: "127.0.0.1:8233" is not an absolute URL`},
+		{"WEBHOOKD_SITE_BASE_URL=sites.example.com", `WEBHOOKD_SITE_BASE_URL: "sites.example.com" is not an absolute URL`},
+		{"WEBHOOKD_MAIL_FROM=webhookd", `WEBHOOKD_MAIL_FROM: "webhookd" is not an e-mail address`},
+		// These may hold a password: the message does not repeat them.
+		{"WEBHOOKD_DATABASE_URL=mysql://u:hunter2@db/w", "WEBHOOKD_DATABASE_URL: must be a URL starting with sqlite: or postgres://"},
+		{"WEBHOOKD_SMTP_URL=http://u:hunter2@mail", "WEBHOOKD_SMTP_URL: must be a URL such as smtp://user:pass@host:587"},
+		{"WEBHOOKD_SECRET_KEY=aHVudGVyMg==", "WEBHOOKD_SECRET_KEY: must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)"},
+		{"WEBHOOKD_SECRET_KEY=hunter2", "WEBHOOKD_SECRET_KEY: must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)"},
+	} {
+		_, err := loadConfig([]string{c.kv})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: err = %v, want %s", c.kv, err, c.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "aHVudGVyMg")) {
+			t.Errorf("%s: the message repeats a credential: %v", c.kv, err)
+		}
+	}
+	// Every refusal at once, each on its own line.
+	_, err := loadConfig([]string{"WEBHOOKD_MAX_WEBHOOKS=1.5", "WEBHOOKD_DELIVERY_TIMEOUT=5x", "WEBHOOKD_RETRY_SCHEDUL=1m"})
+	if err == nil || strings.Count(err.Error(), "\n") != 2 {
+		t.Fatalf("three mistakes: err = %v, want three lines", err)
+	}
+	// An empty value is no value: the default.
+	cfg, err := loadConfig([]string{"WEBHOOKD_MAX_WEBHOOKS=", "WEBHOOKD_RATE_BURST=", "WEBHOOKD_LOG_FORMAT="})
+	if err != nil || cfg.MaxWebhooks != 100 || cfg.RateBurst != 40 || cfg.LogFormat != "text" {
+		t.Fatalf("empty values: %+v, %v", cfg, err)
+	}
+}
+
+// TestConfigDocumented: docs/configuration.md's table names exactly the variables of Config, in its
+// order, each with its default: the envDefault tag's, in backquotes, or for a default that follows
+// from other variables, words and the value it comes to with theirs.
+func TestConfigDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "\n| variable | default | meaning |\n|---|---|---|\n")
+	if !ok {
+		t.Fatal("docs/configuration.md: no | variable | default | meaning | table")
+	}
+	var rows [][]string
+	for line := range strings.Lines(table) {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "| \n"), " | ")
+		if len(cells) != 3 {
+			t.Fatalf("docs/configuration.md: not three cells: %s", line)
+		}
+		rows = append(rows, cells)
+	}
+
+	defaults, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		f := ct.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		names = append(names, name)
+		j := slices.IndexFunc(rows, func(r []string) bool { return r[0] == "`"+name+"`" })
+		if j < 0 {
+			t.Errorf("%s (Config.%s) is not in docs/configuration.md", name, f.Name)
+			continue
+		}
+		cell := rows[j][1]
+		if def, ok := f.Tag.Lookup("envDefault"); ok {
+			if want := "`" + def + "`"; cell != want && !strings.HasPrefix(cell, want+" (") {
+				t.Errorf("%s: documented default %s, want %s (its envDefault), optionally followed by a note in parentheses", name, cell, want)
+			}
+			continue
+		}
+		if strings.HasPrefix(cell, "`") {
+			t.Errorf("%s: documented default %s, but Config.%s has no envDefault: say how the default follows from others", name, cell, f.Name)
+		}
+		if v := reflect.ValueOf(defaults).Field(i); !v.IsZero() {
+			if want := fmt.Sprintf("(`%v`)", v.Interface()); !strings.Contains(cell, want) {
+				t.Errorf("%s: documented default %s, want it to say what it comes to: %s", name, cell, want)
+			}
+		}
+	}
+	var documented []string
+	for _, r := range rows {
+		documented = append(documented, strings.Trim(r[0], "`"))
+	}
+	if !slices.Equal(documented, names) {
+		t.Errorf("docs/configuration.md lists\n%v\nConfig declares, in this order,\n%v", documented, names)
+	}
+	for _, name := range testVariables {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/configuration.md does not say what %s is", name)
+		}
+	}
+}
+
+// TestKnownVariablesAreConfigs: the variables a process accepts are the Config fields' (as the env
+// package reads their tags) and the test suite's, no more, and each may be set empty.
+func TestKnownVariablesAreConfigs(t *testing.T) {
+	known, err := knownVariables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		if name, _, _ := strings.Cut(ct.Field(i).Tag.Get("env"), ","); strings.HasPrefix(name, "WEBHOOKD_") {
+			want = append(want, name)
+		}
+	}
+	if want = append(want, testVariables...); len(want) < 30 || !slices.Equal(known, want) {
+		t.Fatalf("known = %v, want %v", known, want)
+	}
+	for _, name := range known {
+		if _, err := loadConfig([]string{name + "="}); err != nil {
+			t.Errorf("%s= refused: %v", name, err)
+		}
 	}
 }

@@ -127,7 +127,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
-	if cfg.LogJSON {
+	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

@@ -25,7 +25,7 @@ promtool:
 	@echo "==> checking for promtool (installed with apt when absent: about 15 seconds)"
 	deployments/dev/ensure-promtool.sh
 
-# A test drives Chromium headless through the Temporal Web UI (worker/webui_test.go).
+# A test drives Chromium headless through the Temporal Web UI (e2e/webui_test.go).
 chromium:
 	@echo "==> checking for Chromium (installed with apt when absent: about a minute)"
 	deployments/dev/ensure-chromium.sh
@@ -52,13 +52,13 @@ bin/temporal-ui:
 	@echo "==> building the Temporal Web UI server into bin/ (once; under a minute after the server)"
 	cd deployments/cluster && go build -o ../../bin/temporal-ui github.com/temporalio/ui-server/v2/cmd/server
 
-# The cluster test (worker/cluster_test.go) runs `make cluster`'s topology, so the test builds its
-# binaries too.
+# The cluster test (e2e/cluster_test.go) runs `make cluster`'s topology, so the test builds its
+# binaries too. The e2e tag adds the system tests (e2e/), which a plain `go test ./...` leaves out.
 test: bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed (run make fmt):"; echo "$$unformatted"; exit 1; fi
-	go vet ./...
-	go test -race -count=1 -timeout 20m ./...
+	go vet -tags e2e ./...
+	go test -tags e2e -race -count=1 -timeout 20m ./...
 	cd deployments/kubernetes && go test -count=1 ./...
 
 bench:
@@ -98,7 +98,7 @@ fmt:
 	gofmt -w .
 
 vet:
-	go vet ./...
+	go vet -tags e2e ./...
 
 # Keeps bin/temporal: rebuilding it takes minutes and it does not change with our code.
 clean:

@@ -20,9 +20,9 @@ import (
 
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/docs/openapitest"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }

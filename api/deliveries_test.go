@@ -14,9 +14,9 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 

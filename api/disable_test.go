@@ -11,9 +11,9 @@ import (
 
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 )
 
 // checkDisabled asserts how a variant shows a webhook's disabled state: variant A with the

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 )
 
 func TestRateLimit(t *testing.T) {

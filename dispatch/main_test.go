@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/webhookd/webhookd/dispatch"
-	"github.com/webhookd/webhookd/worker/temporaltest"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 

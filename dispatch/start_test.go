@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 

@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 

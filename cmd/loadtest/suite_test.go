@@ -20,7 +20,7 @@ import (
 	temporallog "go.temporal.io/sdk/log"
 
 	"github.com/webhookd/webhookd/dispatch"
-	"github.com/webhookd/webhookd/worker/temporaltest"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 )
 
 // TestSuiteRunsOnARealStack runs the suite on a few events against webhookd built from this tree,

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 
-	"github.com/webhookd/webhookd/worker/temporaltest"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 )
 
 func TestMain(m *testing.M) { temporaltest.Main(m) }

@@ -15,7 +15,7 @@ import (
 // TestWebhooksCommands: list shows an account's live webhooks of both variants, or of one, with
 // their own limits ("-" for the worker's default) after the URL; retry
 // and recover refuse bad arguments and unknown webhooks before they reach for Temporal. (Their
-// retries on a real stack: worker/operator_test.go.)
+// retries on a real stack: e2e/operator_test.go.)
 func TestWebhooksCommands(t *testing.T) {
 	ctx := context.Background()
 	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db")}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure Chromium is installed: a Go test (worker/webui_test.go) drives it headless through the
+# Makes sure Chromium is installed: a Go test (e2e/webui_test.go) drives it headless through the
 # Temporal Web UI to find an exhausted delivery and retry it, and writes the screenshots that
 # docs/operations.md shows.
 set -euo pipefail

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Temporal dev server as webhookd's scripts run it (run.sh, bench-isolation.sh): SQLite in WAL
-# mode, fairness across accounts on (docs/operations.md), and webhookd's search attributes. One
-# place for these flags, so no script starts a server without one of them. It execs the server,
-# so the caller's $! is the server's pid.
+# mode, the dynamic config of dynamicconfig.txt (fairness across accounts, docs/operations.md), and
+# webhookd's search attributes. One place for these flags, so no script starts a server without one
+# of them. It execs the server, so the caller's $! is the server's pid.
 #
 #   deployments/dev/temporal-dev.sh <webhookd> <port> <ui port> <database file> [more start-dev flags]
 #
@@ -19,10 +19,19 @@ if [ ${#attributes[@]} -eq 0 ]; then
   echo "$webhookd search-attributes listed nothing" >&2
   exit 1
 fi
+# The same reading as internal/temporaltest's: blank lines and # comments skipped, KEY=VALUE else.
+dynamic=()
+while read -r line; do
+  case $line in
+    '' | '#'*) ;;
+    *) dynamic+=(--dynamic-config-value "$line") ;;
+  esac
+done <"$(dirname "$0")/dynamicconfig.txt"
+if [ ${#dynamic[@]} -eq 0 ]; then
+  echo "$(dirname "$0")/dynamicconfig.txt set nothing" >&2
+  exit 1
+fi
 exec "$(dirname "$0")/../../bin/temporal" server start-dev \
   --ip 127.0.0.1 --port "$port" --ui-port "$ui_port" --db-filename "$db" --log-level warn \
   --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
-  --dynamic-config-value matching.enableFairness=true \
-  --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
-  --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
-  "${attributes[@]}" "$@"
+  "${dynamic[@]}" "${attributes[@]}" "$@"

@@ -1,4 +1,6 @@
-package worker_test
+//go:build e2e
+
+package e2e
 
 import (
 	"context"
@@ -18,9 +20,9 @@ import (
 
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 )
 
 // TestCrashAfterCommitLosesNothing runs the real binary as the API with Temporal unreachable, so

@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/webhookd/webhookd/worker/temporaltest"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 

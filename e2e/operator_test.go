@@ -1,4 +1,6 @@
-package worker_test
+//go:build e2e
+
+package e2e
 
 import (
 	"context"
@@ -15,8 +17,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 

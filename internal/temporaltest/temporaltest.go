@@ -1,7 +1,7 @@
 // Package temporaltest runs a real Temporal dev server for integration tests: the SDK's
 // testsuite.StartDevServer on the pinned `temporal` CLI from the module's bin/ directory, started
-// once per test process with webhookd's search attributes registered, in memory, on a free
-// loopback port.
+// once per test process with webhookd's search attributes registered and its dynamic config
+// (DynamicConfigFile), in memory, on a free loopback port.
 package temporaltest
 
 import (
@@ -35,17 +35,6 @@ const (
 	namespace    = "default"
 	startTimeout = 60 * time.Second
 )
-
-// DynamicConfig is the server configuration webhookd relies on, as dev server flags: fairness
-// dispatches each task queue round-robin across accounts (dispatch.FairnessKey), so one account's
-// backlog does not queue ahead of another's, and one partition per task queue, since fairness
-// orders each partition on its own. A production cluster sets the same keys in its dynamic config
-// (docs/operations.md, "Receiver isolation").
-var DynamicConfig = []string{
-	"--dynamic-config-value", "matching.enableFairness=true",
-	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
-}
 
 // Server is a running Temporal server.
 type Server struct {
@@ -122,17 +111,21 @@ func start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	dynamicConfig, err := dynamicConfigFlags()
+	if err != nil {
+		return nil, err
+	}
 	// StartDevServer picks a free port, but another process may take it before the server binds
 	// it: a start that fails gets another port.
 	for attempt := 1; ; attempt++ {
-		s, err := launch(bin)
+		s, err := launch(bin, dynamicConfig)
 		if err == nil || attempt == 3 {
 			return s, err
 		}
 	}
 }
 
-func launch(bin string) (*Server, error) {
+func launch(bin string, dynamicConfig []string) (*Server, error) {
 	logFile, err := os.CreateTemp("", "webhookd-temporal-*.log")
 	if err != nil {
 		return nil, fmt.Errorf("dev server log: %w", err)
@@ -147,7 +140,7 @@ func launch(bin string) (*Server, error) {
 		ClientOptions:    &client.Options{Namespace: namespace, Logger: log.NewStructuredLogger(quiet)},
 		LogLevel:         "error",
 		SearchAttributes: searchAttributes(),
-		ExtraArgs:        DynamicConfig,
+		ExtraArgs:        dynamicConfig,
 		Stdout:           logFile,
 		Stderr:           logFile,
 	})
@@ -224,21 +217,31 @@ func cliPath() (string, error) {
 	if p := os.Getenv(EnvCLI); p != "" {
 		return p, nil
 	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", fmt.Errorf("%w to find bin/temporal in: run make test (it installs bin/temporal), or set %s", err, EnvCLI)
+	}
+	p := filepath.Join(root, "bin", "temporal")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("no Temporal CLI at %s: run make test (it installs bin/temporal): %w", p, err)
+	}
+	return p, nil
+}
+
+// moduleRoot is the directory of the go.mod above the working directory, which go test sets to
+// the package's directory.
+func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("working directory: %w", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "bin", "temporal")
-			if _, err := os.Stat(p); err != nil {
-				return "", fmt.Errorf("no Temporal CLI at %s: run make test (it installs bin/temporal): %w", p, err)
-			}
-			return p, nil
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory to find bin/temporal in: run make test (it installs bin/temporal), or set " + EnvCLI)
+			return "", errors.New("no go.mod above the working directory")
 		}
 		dir = parent
 	}

@@ -1,4 +1,6 @@
-package worker_test
+//go:build e2e
+
+package e2e
 
 import (
 	"bufio"
@@ -23,9 +25,9 @@ import (
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 )
 
 // killBatch is how many exhausted deliveries each kill point retries: three batches of the
@@ -41,7 +43,7 @@ const killBatch = 300
 // the receiver got a second copy only under the same webhook-id, and none is left delivering or
 // claimed. The counts of each kill point are logged:
 //
-//	go test -count=1 -run TestBatchRetryAndRecoverySurviveKill -v ./worker/
+//	go test -count=1 -run TestBatchRetryAndRecoverySurviveKill -tags e2e -v ./e2e/
 func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
 	bin := webhookdBinary(t)
 	dbURL := dbtest.PostgresURL(t)

@@ -1,4 +1,6 @@
-package worker_test
+//go:build e2e
+
+package e2e
 
 import (
 	"context"
@@ -20,9 +22,9 @@ import (
 	promodel "github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 )
 
 // TestDashboardAndAlertsUseRealMetrics runs the real binary (`serve --role all`) on a real Temporal
@@ -253,6 +255,15 @@ func seriesOf(f *dto.MetricFamily) string {
 		out = append(out, "  "+f.GetName()+"{"+labelString(m)+"}")
 	}
 	return strings.Join(out, "\n")
+}
+
+func labelString(m *dto.Metric) string {
+	var parts []string
+	for _, l := range m.GetLabel() {
+		parts = append(parts, l.GetName()+`="`+l.GetValue()+`"`)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }
 
 func dumpFamilies(t *testing.T, path string, families map[string]*dto.MetricFamily) {

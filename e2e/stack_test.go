@@ -1,4 +1,6 @@
-package worker_test
+//go:build e2e
+
+package e2e
 
 import (
 	"bytes"
@@ -26,10 +28,10 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/worker"
-	"github.com/webhookd/webhookd/worker/temporaltest"
 	"github.com/webhookd/webhookd/workflows"
 )
 

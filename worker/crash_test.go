@@ -89,7 +89,7 @@ func TestCrashAfterCommitLosesNothing(t *testing.T) {
 	st.mb = startMailbox(t)
 	st.registry = prometheus.NewRegistry()
 	st.queue = fmt.Sprintf("crash-%d", time.Now().UnixNano())
-	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, Schedule: []time.Duration{time.Second}, RetryWindow: time.Hour, AttemptTimeout: 2 * time.Second}
+	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, RetryTaskQueue: workflows.RetryTaskQueue(st.queue), Schedule: []time.Duration{time.Second}, RetryWindow: time.Hour, AttemptTimeout: 2 * time.Second}
 	box, _ := model.NewSecretBox(testSecretKey)
 	st.startWorker(t, box, egress.AddressPolicy{AllowPrivate: true}, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 

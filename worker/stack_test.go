@@ -117,7 +117,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	st.starter = &workflows.Starter{Client: st.tc, TaskQueue: st.queue, RetryTaskQueue: workflows.RetryTaskQueue(st.queue),
-		Schedule: o.schedule, Jitter: workflows.DefaultJitter, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout, Starts: starts}
+		Schedule: o.schedule, Jitter: 0.1, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout, Starts: starts}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("WEBHOOKD_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -25,7 +25,7 @@ type Starter struct {
 	Client    client.Client
 	TaskQueue string
 	// RetryTaskQueue takes the attempts after the first (RetryTaskQueue(TaskQueue) in production);
-	// empty keeps them on TaskQueue.
+	// required: a delivery workflow started without one fails (workflows.ErrTypeInvalidInput).
 	RetryTaskQueue string
 	Schedule       []time.Duration
 	// Jitter is the largest fraction added to each retry delay.
@@ -167,7 +167,7 @@ func (s *Starter) input(r model.DeliveryRef, priorAttempts int) DeliveryInput {
 	return DeliveryInput{
 		DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
 		Schedule: s.Schedule, RetryWindow: s.RetryWindow, AttemptTimeout: s.AttemptTimeout,
-		RetryTaskQueue: s.RetryTaskQueue, Jitter: s.Jitter, PriorAttempts: priorAttempts, LocalFirstAttempt: true,
+		RetryTaskQueue: s.RetryTaskQueue, Jitter: s.Jitter, PriorAttempts: priorAttempts,
 	}
 }
 

@@ -250,7 +250,7 @@ func (r *deliveryRun) deliver() error {
 			continue
 		}
 		// No attempt left, or the webhook is disabled.
-		if err := r.exhaust(last); err != nil {
+		if err = r.exhaust(last); err != nil {
 			return err
 		}
 		retried, err := r.awaitRetry()
@@ -261,7 +261,7 @@ func (r *deliveryRun) deliver() error {
 			return r.endWindow()
 		}
 		workflow.GetLogger(r.ctx).Info("manual retry", "webhook", r.in.WebhookID, "event", r.in.EventID)
-		if err := r.setState(model.DeliveryDelivering); err != nil {
+		if err = r.setState(model.DeliveryDelivering); err != nil {
 			return err
 		}
 	}
@@ -291,7 +291,7 @@ func (r *deliveryRun) runSchedule() (activities.DeliverResult, error) {
 		// The activity recorded the wait it chose: the schedule's, or longer when the receiver
 		// sent Retry-After. The schedule is the floor: a receiver can delay the next attempt,
 		// never bring it forward.
-		if err := r.wait(max(nextIn, last.NextAttemptIn), last); err != nil {
+		if err = r.wait(max(nextIn, last.NextAttemptIn), last); err != nil {
 			return last, err
 		}
 	}
@@ -314,21 +314,21 @@ func (r *deliveryRun) attempt(nextIn time.Duration) (activities.DeliverResult, e
 	if len(r.in.Schedule) > 0 {
 		maxDelay = slices.Max(r.in.Schedule)
 	}
-	in := activities.DeliverInput{DeliveryID: r.in.DeliveryID, EventID: r.in.EventID, WebhookID: r.in.WebhookID, Attempt: r.st.Attempts,
+	attemptIn := activities.DeliverInput{DeliveryID: r.in.DeliveryID, EventID: r.in.EventID, WebhookID: r.in.WebhookID, Attempt: r.st.Attempts,
 		NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: r.in.AttemptTimeout}
 	summary := fmt.Sprintf("attempt %d", r.st.Attempts)
 	var a *activities.Activities
 	var res activities.DeliverResult
 	if r.st.Attempts > 1 {
-		err := workflow.ExecuteActivity(withSummary(r.retried, summary), a.Deliver, in).Get(r.ctx, &res)
+		err := workflow.ExecuteActivity(withSummary(r.retried, summary), a.Deliver, attemptIn).Get(r.ctx, &res)
 		return res, err
 	}
-	err := workflow.ExecuteLocalActivity(withLocalSummary(r.local, summary), a.Deliver, in).Get(r.ctx, &res)
+	err := workflow.ExecuteLocalActivity(withLocalSummary(r.local, summary), a.Deliver, attemptIn).Get(r.ctx, &res)
 	if err != nil || !res.HostBusy {
 		return res, err
 	}
 	var handedBack activities.DeliverResult
-	err = workflow.ExecuteActivity(withSummary(r.handBack, fmt.Sprintf("%s (%s)", summary, res.Outcome())), a.Deliver, in).Get(r.ctx, &handedBack)
+	err = workflow.ExecuteActivity(withSummary(r.handBack, fmt.Sprintf("%s (%s)", summary, res.Outcome())), a.Deliver, attemptIn).Get(r.ctx, &handedBack)
 	return handedBack, err
 }
 

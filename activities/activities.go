@@ -76,8 +76,9 @@ type DeliverInput struct {
 	// schedule's longest delay.
 	MaxRetryDelay time.Duration
 	// AttemptTimeout bounds the HTTP exchange: the workflow input's value, from which the
-	// activity's StartToClose is derived too, so the exchange always ends first. Zero (workflows
-	// started before it was carried) leaves the egress client's own timeout.
+	// activity's StartToClose is derived too, so the exchange always ends first. DeliveryWorkflow
+	// always sets it (it refuses an input without one); zero, in a direct call, leaves the egress
+	// client's own timeout.
 	AttemptTimeout time.Duration
 }
 

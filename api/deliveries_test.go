@@ -29,7 +29,7 @@ func forEachWithTemporal(t *testing.T, fn func(t *testing.T, e *testEnv, v varia
 			e := newEnv(t, b.Open(t), func(c *api.Config) {
 				c.Temporal = tc
 				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
-					Schedule: workflows.DefaultSchedule, RetryWindow: time.Hour, AttemptTimeout: time.Second}
+					Schedule: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
 			})
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) { fn(t, e, v, tc) })

@@ -29,11 +29,11 @@ import (
 // commits; the worker's sweeper starts any that a crash left behind. Starting twice is harmless:
 // the workflow id of an event x webhook pair is rejected the second time.
 type Dispatcher struct {
-	Client    client.Client
+	Client client.Client
+	// TaskQueue takes the workflows and their first attempts; the later attempts go to
+	// workflows.RetryTaskQueue(TaskQueue), which the worker polls beside it.
 	TaskQueue string
-	// RetryTaskQueue takes the attempts after the first: workflows.RetryTaskQueue(TaskQueue).
-	RetryTaskQueue string
-	Schedule       []time.Duration
+	Schedule  []time.Duration
 	// Jitter is the largest fraction added to each retry delay.
 	Jitter         float64
 	RetryWindow    time.Duration
@@ -202,7 +202,7 @@ func (d *Dispatcher) input(r model.DeliveryRef, priorAttempts int) workflows.Del
 	return workflows.DeliveryInput{
 		DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
 		Schedule: d.Schedule, RetryWindow: d.RetryWindow, AttemptTimeout: d.AttemptTimeout,
-		RetryTaskQueue: d.RetryTaskQueue, Jitter: d.Jitter, PriorAttempts: priorAttempts, LocalFirstAttempt: true,
+		RetryTaskQueue: workflows.RetryTaskQueue(d.TaskQueue), Jitter: d.Jitter, PriorAttempts: priorAttempts,
 	}
 }
 

@@ -119,8 +119,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.starter = &dispatch.Dispatcher{Client: st.tc, TaskQueue: st.queue, RetryTaskQueue: workflows.RetryTaskQueue(st.queue),
-		Schedule: o.schedule, Jitter: workflows.DefaultJitter, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout, Starts: starts}
+	st.starter = &dispatch.Dispatcher{Client: st.tc, TaskQueue: st.queue,
+		Schedule: o.schedule, Jitter: 0.1, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout, Starts: starts}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("WEBHOOKD_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg Config) error {
 func MainWorkerOptions(slots int) sdkworker.Options {
 	return sdkworker.Options{
 		MaxConcurrentActivityExecutionSize: slots,
-		// A delivery's first attempt is a local activity (DeliveryInput.LocalFirstAttempt): the
+		// A delivery's first attempt is a local activity (docs/operations.md): the
 		// same bound applies to it.
 		MaxConcurrentLocalActivityExecutionSize: slots,
 		// More pollers than the default two keep tasks flowing when many short deliveries

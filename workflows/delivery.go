@@ -18,16 +18,9 @@ import (
 	"github.com/webhookd/webhookd/model"
 )
 
-// TaskQueue is the default task queue of the delivery worker (WEBHOOKD_TASK_QUEUE overrides it).
-const TaskQueue = "webhookd"
-
 // RetryTaskQueue names the task queue of retried attempts next to queue: retries have their own
 // worker slots, so a backlog of them never starves the first attempts of fresh events.
 func RetryTaskQueue(queue string) string { return queue + "-retry" }
-
-// DefaultJitter is the largest fraction added to a retry delay (+10%), so that deliveries that
-// failed together do not come back in one wave.
-const DefaultJitter = 0.1
 
 // Names an operator uses from the Temporal Web UI or CLI.
 const (
@@ -36,6 +29,11 @@ const (
 	// QueryState returns a DeliveryState.
 	QueryState = "state"
 )
+
+// ErrTypeInvalidInput fails a DeliveryWorkflow started with an input it cannot run: no retry
+// task queue, or no attempt timeout. Its input is frozen into its history, so no retry of the
+// workflow could fix it; the starter's can, and a manual retry then starts a new run.
+const ErrTypeInvalidInput = "InvalidDeliveryInput"
 
 // Search attributes of delivery workflows. These are their only definitions: SearchAttributes
 // lists them for whatever registers them on a namespace (`webhookd search-attributes`, the tests)
@@ -48,13 +46,6 @@ var (
 
 	SearchAttributes = []temporal.SearchAttributeKey{AttrWebhookID, AttrEventType, AttrVariant, AttrDeliveryState}
 )
-
-// DefaultSchedule is the delay before each retry: 1m, 5m, 15m, 1h, 6h (spec 6.4).
-var DefaultSchedule = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}
-
-// localRetryHorizon bounds the retries of a first attempt run as a local activity (our own
-// infrastructure failing): ten years, that is, never in practice, as for a regular activity.
-const localRetryHorizon = 10 * 365 * 24 * time.Hour
 
 // DeliveryWorkflowID makes one event x webhook pair one workflow: a second start is rejected.
 func DeliveryWorkflowID(eventID, webhookID int64) string {
@@ -73,20 +64,31 @@ type DeliveryInput struct {
 	// RetryWindow is how long an exhausted delivery waits for a retry signal before it ends.
 	RetryWindow time.Duration
 	// AttemptTimeout bounds one HTTP attempt (the activity's own timeout is a little longer).
+	// Required.
 	AttemptTimeout time.Duration
-	// RetryTaskQueue is where attempts after the first run; empty means the workflow's own queue
-	// (workflows started before it existed).
+	// RetryTaskQueue is where attempts after the first run. Required: the workflow's own queue
+	// would put retries back on the first attempts' slots.
 	RetryTaskQueue string
 	// Jitter is the largest fraction added to each retry delay; zero adds none.
 	Jitter float64
 	// PriorAttempts is how many attempts earlier runs of this delivery made: a run started by a
 	// manual retry after the previous one ended numbers its attempts on from there.
 	PriorAttempts int
-	// LocalFirstAttempt runs the delivery's first attempt as a local activity, inside the workflow
-	// task that starts the workflow: no activity task, no second workflow task (docs/operations.md,
-	// "The first attempt is a local activity"). Later attempts stay regular activities on the retry
-	// task queue. False in workflows started before it existed, which keep their shape.
-	LocalFirstAttempt bool
+}
+
+// check fails an input the workflow cannot run, naming the missing field.
+func (in DeliveryInput) check() error {
+	var missing string
+	switch {
+	case in.RetryTaskQueue == "":
+		missing = "RetryTaskQueue"
+	case in.AttemptTimeout <= 0:
+		missing = "AttemptTimeout"
+	default:
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("delivery %d: DeliveryInput.%s is not set", in.DeliveryID, missing),
+		ErrTypeInvalidInput, nil)
 }
 
 // RetryRequest is the payload of a retry signal that a resend sends: when it was asked for. A signal
@@ -111,320 +113,390 @@ type DeliveryState struct {
 // the schedule, durable across crashes. When the last attempt fails it marks the webhook failing
 // (alerting the owner once), then waits for a retry signal, which runs the schedule again.
 //
-// Attempts after the first run on the retry task queue; each delay gets its jitter, or is longer
-// when the receiver asked with Retry-After. An attempt that finds the webhook disabled posts
-// nothing: the delivery is held as exhausted and waits for the retry signal like any other.
+// The first attempt is a local activity; the attempts after it run on the retry task queue
+// (deliveryRun.attempt). Each delay gets its jitter, or is longer when the receiver asked with
+// Retry-After. An attempt that finds the webhook disabled posts nothing: the delivery is held as
+// exhausted and waits for the retry signal like any other.
 //
 // Canceling the workflow (the API does when the webhook is deleted) marks the delivery canceled,
 // sets DeliveryState canceled and ends the workflow as canceled. An internal error no retry can fix
 // sets DeliveryState exhausted and fails the workflow; a manual retry from the API starts a new
 // run of an ended workflow (DeliveryInput.PriorAttempts carries the attempt count on).
-func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (_ DeliveryState, err error) {
-	st := DeliveryState{State: model.DeliveryDelivering, Attempts: in.PriorAttempts}
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (DeliveryState, error) { return st, nil }); err != nil {
-		return st, err
+func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, error) {
+	r := newDeliveryRun(ctx, in)
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (DeliveryState, error) { return r.st, nil }); err != nil {
+		return r.st, err
 	}
-	defer func() {
-		if ctx.Err() != nil && temporal.IsCanceledError(err) {
-			err = endCanceled(ctx, in, &st, err)
-		}
-	}()
-	retry := workflow.GetSignalChannel(ctx, SignalRetry)
-	setState := func(s string) error {
-		st.State = s
-		return workflow.UpsertTypedSearchAttributes(ctx, AttrDeliveryState.ValueSet(s))
+	if err := in.check(); err != nil {
+		return r.st, err
 	}
+	err := r.deliver()
+	if ctx.Err() != nil && temporal.IsCanceledError(err) {
+		err = r.endCanceled(err)
+	}
+	return r.st, err
+}
 
-	var a *activities.Activities
-	deliverOpts := workflow.ActivityOptions{
+// localRetryHorizon bounds the retries of a first attempt run as a local activity (our own
+// infrastructure failing): ten years, that is, never in practice, as for a regular activity.
+const localRetryHorizon = 10 * 365 * 24 * time.Hour
+
+// deliverOptions are the Deliver activity's options on queue (empty: the workflow's own).
+func deliverOptions(attemptTimeout time.Duration, queue string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue: queue,
 		// The exchange, up to one more exchange's time waiting in the worker for its turn at a
 		// busy receiver (Deliver takes what this leaves), and the record.
-		StartToCloseTimeout: 2*in.AttemptTimeout + 10*time.Second,
+		StartToCloseTimeout: 2*attemptTimeout + 10*time.Second,
 		// A receiver's failure is a result, not an error, so only our own infrastructure failures
 		// (the database) and a receiver host at its concurrency cap (which names its own next
 		// retry time) are retried here, for as long as they last: giving up would lose the
-		// delivery. The schedule below is the receiver's retry policy.
+		// delivery. The schedule is the receiver's retry policy.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: activities.PermanentErrorTypes},
 	}
-	firstCtx := workflow.WithActivityOptions(ctx, deliverOpts)
-	// The first attempt as a local activity: the same timeout and retry policy. A retry delay longer
-	// than the workflow task timeout (a database outage, a busy host's appointment) becomes a
-	// durable timer in the history, as a regular activity's would be. A local activity's retries
-	// end at its ScheduleToClose, which defaults to one StartToClose: it is set far out, since
-	// giving up on an outage would lose the delivery.
-	localFirst := in.LocalFirstAttempt
-	localCtx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: deliverOpts.StartToCloseTimeout, ScheduleToCloseTimeout: localRetryHorizon,
-		RetryPolicy: deliverOpts.RetryPolicy,
-	})
-	retryCtx := firstCtx
-	if in.RetryTaskQueue != "" {
-		deliverOpts.TaskQueue = in.RetryTaskQueue
-		retryCtx = workflow.WithActivityOptions(ctx, deliverOpts)
-	}
-	var maxDelay time.Duration
-	if len(in.Schedule) > 0 {
-		maxDelay = slices.Max(in.Schedule)
-	}
-	dbCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+}
+
+// localDeliverOptions are the options of the first attempt, a local activity: the same timeout and
+// retry policy as deliverOptions. A retry delay longer than the workflow task timeout (a database
+// outage, a busy host's appointment) becomes a durable timer in the history, as a regular
+// activity's would be. A local activity's retries end at its ScheduleToClose, which defaults to one
+// StartToClose: it is set far out, since giving up on an outage would lose the delivery.
+func localDeliverOptions(attemptTimeout time.Duration) workflow.LocalActivityOptions {
+	opts := deliverOptions(attemptTimeout, "")
+	return workflow.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: localRetryHorizon,
+		RetryPolicy: opts.RetryPolicy}
+}
+
+// dbOptions are the options of the activities that only write to the database.
+func dbOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute},
-	})
-	mailCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	}
+}
+
+// mailOptions are SendAlert's options: a refused recipient is not retried.
+func mailOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 10 * time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Minute,
 			MaximumAttempts: 20, NonRetryableErrorTypes: []string{activities.ErrTypeMail}},
-	})
+	}
+}
 
-	var lastAttempt time.Time // when the last attempt started, for the retry signals' AskedAt
-	// settle undoes the claim of a retry that asked for nothing more (takeRetries): its API
-	// request moved the delivery to delivering, and no attempt follows to record an outcome.
-	settle := func(state string) error {
-		return workflow.ExecuteActivity(dbCtx, a.SettleClaim,
-			activities.SettleInput{DeliveryID: in.DeliveryID, State: state}).Get(ctx, nil)
+// deliveryRun is one run of a DeliveryWorkflow: its input, the state its query shows, the retry
+// signals, and a context for each way an activity runs, built once.
+type deliveryRun struct {
+	ctx   workflow.Context
+	in    DeliveryInput
+	st    DeliveryState
+	retry workflow.ReceiveChannel
+	// lastAttempt is when the last attempt started, for the retry signals' AskedAt.
+	lastAttempt time.Time
+
+	local    workflow.Context // the first attempt, a local activity
+	handBack workflow.Context // a first attempt the local activity handed back, on the workflow's queue
+	retried  workflow.Context // every later attempt, on the retry queue
+	db       workflow.Context
+	mail     workflow.Context
+}
+
+func newDeliveryRun(ctx workflow.Context, in DeliveryInput) *deliveryRun {
+	return &deliveryRun{
+		ctx:      ctx,
+		in:       in,
+		st:       DeliveryState{State: model.DeliveryDelivering, Attempts: in.PriorAttempts},
+		retry:    workflow.GetSignalChannel(ctx, SignalRetry),
+		local:    workflow.WithLocalActivityOptions(ctx, localDeliverOptions(in.AttemptTimeout)),
+		handBack: workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, "")),
+		retried:  workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, in.RetryTaskQueue)),
+		db:       workflow.WithActivityOptions(ctx, dbOptions()),
+		mail:     workflow.WithActivityOptions(ctx, mailOptions()),
 	}
-	delays := in.Schedule
-	if in.EventType == model.EventTest {
-		delays = nil // spec 3.2: a failed test marks the webhook failing at once
-	}
-	// The Web UI tells the story at a glance: each attempt is named in its activity's summary, its
-	// outcome in the summary of what follows it (the wait, or the exhaustion), and the workflow's
-	// current details say where it stands. None of them carries the URL or anything secret.
-	withSummary := func(ctx workflow.Context, summary string) workflow.Context {
-		opts := workflow.GetActivityOptions(ctx)
-		opts.Summary = summary
-		return workflow.WithActivityOptions(ctx, opts)
-	}
-schedule:
+}
+
+// The Web UI tells the story at a glance: each attempt is named in its activity's summary, its
+// outcome in the summary of what follows it (the wait, or the exhaustion), and the workflow's
+// current details say where it stands. None of them carries the URL or anything secret.
+func withSummary(ctx workflow.Context, summary string) workflow.Context {
+	opts := workflow.GetActivityOptions(ctx)
+	opts.Summary = summary
+	return workflow.WithActivityOptions(ctx, opts)
+}
+
+func withLocalSummary(ctx workflow.Context, summary string) workflow.Context {
+	opts := workflow.GetLocalActivityOptions(ctx)
+	opts.Summary = summary
+	return workflow.WithLocalActivityOptions(ctx, opts)
+}
+
+// deliver runs the schedule until the delivery ends: delivered, its webhook gone, or exhausted
+// with no retry signal in the retry window. A retry signal runs the schedule again.
+func (r *deliveryRun) deliver() error {
 	for {
-		var last activities.DeliverResult
-		var delay time.Duration // before the next attempt: the schedule's, jittered, or longer if the receiver asked
-	attempts:
-		for i := 0; i <= len(delays); i++ {
-			if i > 0 {
-				next := workflow.Now(ctx).Add(delay)
-				st.NextAttemptAt = &next
-				if err := setState(model.DeliveryRetrying); err != nil {
-					return st, err
-				}
-				// An operator's retry signal during the wait means "try now".
-				summary := fmt.Sprintf("attempt %d: %s; attempt %d in %s", st.Attempts, last.Outcome(), st.Attempts+1, roundDelay(delay))
-				workflow.SetCurrentDetails(ctx, fmt.Sprintf("**retrying**: attempt %d: %s. Attempt %d at %s, or send the `retry` signal to make it now.",
-					st.Attempts, last.Outcome(), st.Attempts+1, next.UTC().Format(time.RFC3339)))
-				if _, err := sleepUnlessRetried(ctx, retry, delay, summary, lastAttempt, nil); err != nil {
-					return st, err
-				}
-				st.NextAttemptAt = nil
+		last, err := r.runSchedule()
+		switch {
+		case err != nil:
+			return err
+		case last.WebhookGone:
+			return r.setState(model.DeliveryCanceled)
+		case last.Delivered:
+			workflow.SetCurrentDetails(r.ctx, fmt.Sprintf("**delivered**: attempt %d: %s.", r.st.Attempts, last.Outcome()))
+			if !r.resendAsked() {
+				return r.setState(model.DeliveryDelivered)
 			}
-			var nextIn time.Duration
-			if i < len(delays) {
-				nextIn = JitteredDelay(delays[i], in.Jitter, in.DeliveryID, st.Attempts+1)
-			}
-			st.Attempts++
-			lastAttempt = workflow.Now(ctx)
-			attemptCtx := firstCtx
-			if st.Attempts > 1 {
-				attemptCtx = retryCtx
-			}
-			in := activities.DeliverInput{DeliveryID: in.DeliveryID, EventID: in.EventID, WebhookID: in.WebhookID, Attempt: st.Attempts,
-				NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: in.AttemptTimeout}
-			var err error
-			summary := fmt.Sprintf("attempt %d", st.Attempts)
-			if st.Attempts == 1 && localFirst {
-				lopts := workflow.GetLocalActivityOptions(localCtx)
-				lopts.Summary = summary
-				err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(localCtx, lopts), a.Deliver, in).Get(ctx, &last)
-				if err == nil && last.HostBusy {
-					// Held back (the host or the endpoint at its cap, the rate limit, a breaker's
-					// probe): the same attempt as a regular activity, which may wait its turn.
-					err = workflow.ExecuteActivity(withSummary(attemptCtx, fmt.Sprintf("%s (%s)", summary, last.Outcome())), a.Deliver, in).Get(ctx, &last)
-				}
-			} else {
-				err = workflow.ExecuteActivity(withSummary(attemptCtx, summary), a.Deliver, in).Get(ctx, &last)
-			}
-			if err != nil {
-				return st, endOnPermanentError(ctx, &st, setState, err)
-			}
-			st.LastError = last.Error
-			switch {
-			case last.WebhookGone:
-				return st, setState(model.DeliveryCanceled)
-			case last.Delivered:
-				workflow.SetCurrentDetails(ctx, fmt.Sprintf("**delivered**: attempt %d: %s.", st.Attempts, last.Outcome()))
-				if resendAsked(ctx, retry, lastAttempt, func() error { return settle(model.DeliveryDelivered) }) {
-					workflow.GetLogger(ctx).Info("resend", "webhook", in.WebhookID, "event", in.EventID)
-					continue schedule
-				}
-				return st, setState(model.DeliveryDelivered)
-			case last.WebhookDisabled:
-				break attempts // no more attempts until the webhook is enabled and the delivery retried
-			}
-			// The activity recorded the wait it chose (at least the schedule's, longer when the
-			// receiver sent Retry-After); histories from before it did so carry zero.
-			delay = max(nextIn, last.NextAttemptIn)
+			workflow.GetLogger(r.ctx).Info("resend", "webhook", r.in.WebhookID, "event", r.in.EventID)
+			continue
 		}
-
-		// A disabled webhook's delivery was recorded as exhausted by the activity, and its owner
-		// was told when it was disabled.
-		var res activities.ExhaustedResult
-		if !last.WebhookDisabled {
-			exhausted := activities.ExhaustedInput{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastError: last.Error, LastAttemptAt: last.AttemptedAt}
-			summary := fmt.Sprintf("attempt %d: %s; no attempts left", st.Attempts, last.Outcome())
-			if err := workflow.ExecuteActivity(withSummary(dbCtx, summary), a.MarkExhausted, exhausted).Get(ctx, &res); err != nil {
-				return st, err
-			}
+		// No attempt left, or the webhook is disabled.
+		if err = r.exhaust(last); err != nil {
+			return err
 		}
-		if err := setState(model.DeliveryExhausted); err != nil {
-			return st, err
-		}
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**exhausted** after %d attempt(s): %s. Send the `retry` signal to run the schedule again.",
-			st.Attempts, last.Outcome()))
-		if res.Alert || res.Disabled {
-			alert := activities.AlertInput{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastError: last.Error, Disabled: res.Disabled}
-			summary := "e-mail the owner: webhook failing"
-			if res.Disabled {
-				summary = "e-mail the owner: webhook disabled"
-			}
-			if err := workflow.ExecuteActivity(withSummary(mailCtx, summary), a.SendAlert, alert).Get(ctx, nil); err != nil {
-				// The webhook is already marked; a lost e-mail must not end the delivery.
-				workflow.GetLogger(ctx).Error("alert not sent", "webhook", in.WebhookID, "err", err)
-			}
-		}
-
-		// Wait for an operator's retry, or end when the window closes.
-		retried, err := sleepUnlessRetried(ctx, retry, in.RetryWindow, fmt.Sprintf("exhausted: waiting %s for a retry signal", in.RetryWindow), lastAttempt,
-			func() error { return settle(model.DeliveryExhausted) })
+		retried, err := r.awaitRetry()
 		if err != nil {
-			return st, err
+			return err
 		}
 		if !retried {
-			return st, endWindow(ctx, dbCtx, in, setState)
+			return r.endWindow()
 		}
-		workflow.GetLogger(ctx).Info("manual retry", "webhook", in.WebhookID, "event", in.EventID)
-		if err := setState(model.DeliveryDelivering); err != nil {
-			return st, err
+		workflow.GetLogger(r.ctx).Info("manual retry", "webhook", r.in.WebhookID, "event", r.in.EventID)
+		if err = r.setState(model.DeliveryDelivering); err != nil {
+			return err
 		}
 	}
 }
 
-// versionCancel marks the workflows that, canceled (their webhook was deleted), mark their
-// delivery canceled and set DeliveryState before they end; older ones just ended.
-const versionCancel = "cancel-cleanup"
-
-// endCanceled ends a canceled delivery (its webhook was deleted, and the API canceled its
-// workflow): the delivery row and DeliveryState become canceled, and the workflow ends as canceled
-// with cause. The work runs on a disconnected context, because ctx is canceled.
-func endCanceled(ctx workflow.Context, in DeliveryInput, st *DeliveryState, cause error) error {
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if workflow.GetVersion(dctx, versionCancel, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return cause
+// runSchedule makes an attempt, then one more after each delay of the schedule, until one
+// delivers, finds the webhook gone or disabled, or none is left; it returns the last one's result.
+func (r *deliveryRun) runSchedule() (activities.DeliverResult, error) {
+	delays := r.in.Schedule
+	if r.in.EventType == model.EventTest {
+		delays = nil // spec 3.2: a failed test marks the webhook failing at once
 	}
-	dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute},
-	})
+	for i := 0; ; i++ {
+		var nextIn time.Duration // the schedule's delay after this attempt, jittered
+		if i < len(delays) {
+			nextIn = JitteredDelay(delays[i], r.in.Jitter, r.in.DeliveryID, r.st.Attempts+1)
+		}
+		last, err := r.attempt(nextIn)
+		if err != nil {
+			return last, r.endOnPermanentError(err)
+		}
+		r.st.LastError = last.Error
+		if last.Delivered || last.WebhookGone || last.WebhookDisabled || i == len(delays) {
+			// A disabled webhook: no more attempts until it is enabled and the delivery retried.
+			return last, nil
+		}
+		// The activity recorded the wait it chose: the schedule's, or longer when the receiver
+		// sent Retry-After. The schedule is the floor: a receiver can delay the next attempt,
+		// never bring it forward.
+		if err = r.wait(max(nextIn, last.NextAttemptIn), last); err != nil {
+			return last, err
+		}
+	}
+}
+
+// attempt makes the delivery's next attempt, nextIn being the schedule's delay after it (zero
+// for the last). It is the one place that chooses how an attempt runs:
+//   - the delivery's first attempt is a local activity, inside the workflow task that starts the
+//     workflow: no activity task, no second workflow task (docs/operations.md, "The first attempt
+//     is a local activity");
+//   - a first attempt held back (the host or the endpoint at its cap, the rate limit, a breaker's
+//     probe) is handed back by the local activity and made again as a regular activity, which may
+//     wait its turn;
+//   - every later attempt, a manual retry's first included, is a regular activity on the retry
+//     task queue.
+func (r *deliveryRun) attempt(nextIn time.Duration) (activities.DeliverResult, error) {
+	r.st.Attempts++
+	r.lastAttempt = workflow.Now(r.ctx)
+	var maxDelay time.Duration
+	if len(r.in.Schedule) > 0 {
+		maxDelay = slices.Max(r.in.Schedule)
+	}
+	attemptIn := activities.DeliverInput{DeliveryID: r.in.DeliveryID, EventID: r.in.EventID, WebhookID: r.in.WebhookID, Attempt: r.st.Attempts,
+		NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: r.in.AttemptTimeout}
+	summary := fmt.Sprintf("attempt %d", r.st.Attempts)
 	var a *activities.Activities
-	if err := workflow.ExecuteActivity(dctx, a.CancelDelivery, in.DeliveryID).Get(dctx, nil); err != nil {
-		return err
+	var res activities.DeliverResult
+	if r.st.Attempts > 1 {
+		err := workflow.ExecuteActivity(withSummary(r.retried, summary), a.Deliver, attemptIn).Get(r.ctx, &res)
+		return res, err
 	}
-	st.State, st.NextAttemptAt = model.DeliveryCanceled, nil
-	if err := workflow.UpsertTypedSearchAttributes(dctx, AttrDeliveryState.ValueSet(model.DeliveryCanceled)); err != nil {
-		return err
+	err := workflow.ExecuteLocalActivity(withLocalSummary(r.local, summary), a.Deliver, attemptIn).Get(r.ctx, &res)
+	if err != nil || !res.HostBusy {
+		return res, err
 	}
-	workflow.GetLogger(ctx).Info("delivery canceled", "webhook", in.WebhookID, "event", in.EventID)
-	return cause
+	var handedBack activities.DeliverResult
+	err = workflow.ExecuteActivity(withSummary(r.handBack, fmt.Sprintf("%s (%s)", summary, res.Outcome())), a.Deliver, attemptIn).Get(r.ctx, &handedBack)
+	return handedBack, err
 }
 
-// versionWindowEnd marks the workflows that, when their retry window closes, check whether their
-// webhook was deleted meanwhile; older ones just ended.
-const versionWindowEnd = "window-end-check"
+// wait waits d before the next attempt, last being the outcome of the one before. An operator's
+// retry signal during the wait means "try now".
+func (r *deliveryRun) wait(d time.Duration, last activities.DeliverResult) error {
+	next := workflow.Now(r.ctx).Add(d)
+	r.st.NextAttemptAt = &next
+	if err := r.setState(model.DeliveryRetrying); err != nil {
+		return err
+	}
+	summary := fmt.Sprintf("attempt %d: %s; attempt %d in %s", r.st.Attempts, last.Outcome(), r.st.Attempts+1, roundDelay(d))
+	workflow.SetCurrentDetails(r.ctx, fmt.Sprintf("**retrying**: attempt %d: %s. Attempt %d at %s, or send the `retry` signal to make it now.",
+		r.st.Attempts, last.Outcome(), r.st.Attempts+1, next.UTC().Format(time.RFC3339)))
+	if _, err := r.sleepUnlessRetried(d, summary, ""); err != nil {
+		return err
+	}
+	r.st.NextAttemptAt = nil
+	return nil
+}
 
-// endWindow ends a delivery whose retry window closed. If its webhook was deleted and the delete
-// could not cancel this workflow (Temporal was away), the delivery ends canceled, as it would have.
-func endWindow(ctx, dbCtx workflow.Context, in DeliveryInput, setState func(string) error) error {
-	if workflow.GetVersion(ctx, versionWindowEnd, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+// exhaust ends a schedule that ran out, last being its last attempt's outcome: the webhook is
+// marked (failing, or disabled) and its owner alerted when the marking says so.
+func (r *deliveryRun) exhaust(last activities.DeliverResult) error {
+	var a *activities.Activities
+	// A disabled webhook's delivery was recorded as exhausted by the activity, and its owner
+	// was told when it was disabled.
+	var res activities.ExhaustedResult
+	if !last.WebhookDisabled {
+		exhausted := activities.ExhaustedInput{DeliveryID: r.in.DeliveryID, WebhookID: r.in.WebhookID, EventID: r.in.EventID,
+			LastError: last.Error, LastAttemptAt: last.AttemptedAt}
+		summary := fmt.Sprintf("attempt %d: %s; no attempts left", r.st.Attempts, last.Outcome())
+		if err := workflow.ExecuteActivity(withSummary(r.db, summary), a.MarkExhausted, exhausted).Get(r.ctx, &res); err != nil {
+			return err
+		}
+	}
+	if err := r.setState(model.DeliveryExhausted); err != nil {
+		return err
+	}
+	workflow.SetCurrentDetails(r.ctx, fmt.Sprintf("**exhausted** after %d attempt(s): %s. Send the `retry` signal to run the schedule again.",
+		r.st.Attempts, last.Outcome()))
+	if !res.Alert && !res.Disabled {
 		return nil
 	}
-	var a *activities.Activities
-	var gone bool
-	if err := workflow.ExecuteActivity(dbCtx, a.CancelIfWebhookGone, in.DeliveryID).Get(ctx, &gone); err != nil {
-		return err
+	alert := activities.AlertInput{DeliveryID: r.in.DeliveryID, WebhookID: r.in.WebhookID, EventID: r.in.EventID, LastError: last.Error,
+		Disabled: res.Disabled}
+	summary := "e-mail the owner: webhook failing"
+	if res.Disabled {
+		summary = "e-mail the owner: webhook disabled"
 	}
-	if gone {
-		return setState(model.DeliveryCanceled)
+	if err := workflow.ExecuteActivity(withSummary(r.mail, summary), a.SendAlert, alert).Get(r.ctx, nil); err != nil {
+		// The webhook is already marked; a lost e-mail must not end the delivery.
+		workflow.GetLogger(r.ctx).Error("alert not sent", "webhook", r.in.WebhookID, "err", err)
 	}
 	return nil
 }
 
-// versionPermanentError marks the workflows that, when Deliver fails with an internal error no
-// retry can fix, set DeliveryState to exhausted before failing (a command the older ones lack).
-const versionPermanentError = "permanent-internal-error"
+// awaitRetry waits for an operator's retry in the retry window, and reports whether one came.
+func (r *deliveryRun) awaitRetry() (bool, error) {
+	return r.sleepUnlessRetried(r.in.RetryWindow, fmt.Sprintf("exhausted: waiting %s for a retry signal", r.in.RetryWindow),
+		model.DeliveryExhausted)
+}
+
+func (r *deliveryRun) setState(s string) error {
+	r.st.State = s
+	return workflow.UpsertTypedSearchAttributes(r.ctx, AttrDeliveryState.ValueSet(s))
+}
+
+// settle undoes the claim of a retry that asked for nothing more (takeRetries): its API request
+// moved the delivery to delivering, and no attempt follows to record an outcome. It gives the
+// delivery back to state.
+func (r *deliveryRun) settle(state string) {
+	var a *activities.Activities
+	err := workflow.ExecuteActivity(r.db, a.SettleClaim, activities.SettleInput{DeliveryID: r.in.DeliveryID, State: state}).Get(r.ctx, nil)
+	if err != nil {
+		workflow.GetLogger(r.ctx).Error("claim not settled", "err", err)
+	}
+}
+
+// resendAsked reports whether a retry signal waiting after a delivered attempt asks for a resend
+// (a resend of a delivered delivery asked for while the attempt ran), consuming every one waiting
+// (takeRetries). Signals that ask for nothing are settled.
+func (r *deliveryRun) resendAsked() bool {
+	if r.retry.Len() == 0 {
+		return false
+	}
+	if takeRetries(r.ctx, r.retry, r.lastAttempt) {
+		return true
+	}
+	r.settle(model.DeliveryDelivered)
+	return false
+}
+
+// endCanceled ends a canceled delivery (its webhook was deleted, and the API canceled its
+// workflow): the delivery row and DeliveryState become canceled, and the workflow ends as canceled
+// with cause. The work runs on a disconnected context, because the workflow's is canceled.
+func (r *deliveryRun) endCanceled(cause error) error {
+	dctx, _ := workflow.NewDisconnectedContext(r.ctx)
+	var a *activities.Activities
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, dbOptions()), a.CancelDelivery, r.in.DeliveryID).Get(dctx, nil); err != nil {
+		return err
+	}
+	r.st.State, r.st.NextAttemptAt = model.DeliveryCanceled, nil
+	if err := workflow.UpsertTypedSearchAttributes(dctx, AttrDeliveryState.ValueSet(model.DeliveryCanceled)); err != nil {
+		return err
+	}
+	workflow.GetLogger(r.ctx).Info("delivery canceled", "webhook", r.in.WebhookID, "event", r.in.EventID)
+	return cause
+}
+
+// endWindow ends a delivery whose retry window closed. If its webhook was deleted and the delete
+// could not cancel this workflow (Temporal was away), the delivery ends canceled, as it would have.
+func (r *deliveryRun) endWindow() error {
+	var a *activities.Activities
+	var gone bool
+	if err := workflow.ExecuteActivity(r.db, a.CancelIfWebhookGone, r.in.DeliveryID).Get(r.ctx, &gone); err != nil {
+		return err
+	}
+	if gone {
+		return r.setState(model.DeliveryCanceled)
+	}
+	return nil
+}
 
 // endOnPermanentError is what a Deliver error does to the workflow: it fails with it. An error
 // no retry can fix (activities.PermanentErrorTypes; the activity already marked the delivery row
 // exhausted) first sets DeliveryState to exhausted, so the delivery shows up in the Web UI with the
 // others an operator has to look at, and a manual retry starts it again once the cause is fixed.
-func endOnPermanentError(ctx workflow.Context, st *DeliveryState, setState func(string) error, err error) error {
+func (r *deliveryRun) endOnPermanentError(err error) error {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || !slices.Contains(activities.PermanentErrorTypes, appErr.Type()) {
 		return err
 	}
-	if workflow.GetVersion(ctx, versionPermanentError, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return err
-	}
-	st.LastError = appErr.Error()
-	workflow.GetLogger(ctx).Error("delivery ended by an internal error", "error_type", appErr.Type(), "err", err)
-	if serr := setState(model.DeliveryExhausted); serr != nil {
+	r.st.LastError = appErr.Error()
+	workflow.GetLogger(r.ctx).Error("delivery ended by an internal error", "error_type", appErr.Type(), "err", err)
+	if serr := r.setState(model.DeliveryExhausted); serr != nil {
 		return serr
 	}
 	return err
 }
 
-// JitteredDelay adds up to jitter*d to d. The fraction comes from a hash of the delivery and the
-// attempt, so it is deterministic (as workflow code must be) yet differs between deliveries that
-// failed together, and between the attempts of one delivery.
-func JitteredDelay(d time.Duration, jitter float64, deliveryID int64, attempt int) time.Duration {
-	if jitter <= 0 || d <= 0 {
-		return d
-	}
-	h := fnv.New64a()
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], uint64(deliveryID))
-	binary.LittleEndian.PutUint64(b[8:], uint64(attempt))
-	_, _ = h.Write(b[:])
-	u := float64(h.Sum64()>>11) / (1 << 53) // uniform in [0, 1)
-	return d + time.Duration(u*jitter*float64(d))
-}
-
-// roundDelay rounds a wait for the Web UI: to the second, or to the millisecond under ten seconds
-// (a schedule shortened for tests or demos).
-func roundDelay(d time.Duration) time.Duration {
-	if d < 10*time.Second {
-		return d.Round(time.Millisecond)
-	}
-	return d.Round(time.Second)
-}
-
-// versionResend marks the workflows that, when a retry signal came in while the attempt that
-// delivered ran, send the delivery once more (a resend of a delivered delivery asked for just then);
-// older ones ended delivered and dropped the signal.
-const versionResend = "resend-after-delivered"
-
-// resendAsked reports whether a retry signal waiting after a delivered attempt asks for a resend,
-// consuming every one waiting (takeRetries). It asks for the version only then, so the histories
-// of every other delivery stay as they were. Signals that ask for nothing run settle.
-func resendAsked(ctx workflow.Context, retry workflow.ReceiveChannel, lastAttempt time.Time, settle func() error) bool {
-	if retry.Len() == 0 {
-		return false
-	}
-	if !takeRetries(ctx, retry, lastAttempt) {
-		if err := settle(); err != nil {
-			workflow.GetLogger(ctx).Error("claim not settled", "err", err)
+// sleepUnlessRetried waits d on a durable timer, summary naming it in the Web UI; a retry signal that
+// asks for an attempt (takeRetries) ends the wait early, and it reports whether one did. Signals
+// that ask for nothing leave the timer running, after they are settled back to settleAs (unless
+// it is empty).
+func (r *deliveryRun) sleepUnlessRetried(d time.Duration, summary, settleAs string) (bool, error) {
+	timerCtx, cancelTimer := workflow.WithCancel(r.ctx)
+	defer cancelTimer()
+	retried, fired := false, false
+	var timerErr error
+	sel := workflow.NewSelector(r.ctx)
+	sel.AddReceive(r.retry, func(c workflow.ReceiveChannel, _ bool) {
+		retried = takeRetries(r.ctx, c, r.lastAttempt)
+		if !retried && settleAs != "" {
+			r.settle(settleAs)
 		}
-		return false
+	})
+	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: summary}), func(f workflow.Future) {
+		fired = true
+		timerErr = f.Get(r.ctx, nil)
+	})
+	for !retried && !fired {
+		sel.Select(r.ctx)
 	}
-	return workflow.GetVersion(ctx, versionResend, workflow.DefaultVersion, 1) == 1
+	if !retried && timerErr != nil {
+		return false, timerErr
+	}
+	return retried, nil
 }
 
 // takeRetries consumes the retry signals waiting on retry (there is at least one) and reports
@@ -457,32 +529,27 @@ func asksAttempt(v converter.RawValue, lastAttempt time.Time) bool {
 	return req.AskedAt.IsZero() || !req.AskedAt.Before(lastAttempt)
 }
 
-// sleepUnlessRetried waits d on a durable timer, summary naming it in the Web UI; a retry signal that
-// asks for an attempt (takeRetries) ends the wait early, and it reports whether one did. Signals
-// that ask for nothing leave the timer running, after settle (if not nil).
-func sleepUnlessRetried(ctx workflow.Context, retry workflow.ReceiveChannel, d time.Duration, summary string, lastAttempt time.Time, settle func() error) (bool, error) {
-	timerCtx, cancelTimer := workflow.WithCancel(ctx)
-	defer cancelTimer()
-	retried, fired := false, false
-	var timerErr error
-	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(retry, func(c workflow.ReceiveChannel, _ bool) {
-		retried = takeRetries(ctx, c, lastAttempt)
-		if !retried && settle != nil {
-			if err := settle(); err != nil {
-				workflow.GetLogger(ctx).Error("claim not settled", "err", err)
-			}
-		}
-	})
-	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: summary}), func(f workflow.Future) {
-		fired = true
-		timerErr = f.Get(ctx, nil)
-	})
-	for !retried && !fired {
-		sel.Select(ctx)
+// JitteredDelay adds up to jitter*d to d. The fraction comes from a hash of the delivery and the
+// attempt, so it is deterministic (as workflow code must be) yet differs between deliveries that
+// failed together, and between the attempts of one delivery.
+func JitteredDelay(d time.Duration, jitter float64, deliveryID int64, attempt int) time.Duration {
+	if jitter <= 0 || d <= 0 {
+		return d
 	}
-	if !retried && timerErr != nil {
-		return false, timerErr
+	h := fnv.New64a()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(deliveryID))
+	binary.LittleEndian.PutUint64(b[8:], uint64(attempt))
+	_, _ = h.Write(b[:])
+	u := float64(h.Sum64()>>11) / (1 << 53) // uniform in [0, 1)
+	return d + time.Duration(u*jitter*float64(d))
+}
+
+// roundDelay rounds a wait for the Web UI: to the second, or to the millisecond under ten seconds
+// (a schedule shortened for tests or demos).
+func roundDelay(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(time.Millisecond)
 	}
-	return retried, nil
+	return d.Round(time.Second)
 }

@@ -31,11 +31,18 @@ const retryWindow = 7 * 24 * time.Hour
 // once, then the cumulative delays.
 var scheduleOffsets = []time.Duration{0, time.Minute, 6 * time.Minute, 21 * time.Minute, 81 * time.Minute, 441 * time.Minute}
 
+// defaultSchedule is the delay before each retry: 1m, 5m, 15m, 1h, 6h (spec 6.4), the
+// default of WEBHOOKD_RETRY_SCHEDULE.
+var defaultSchedule = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}
+
+// defaultJitter is the default of WEBHOOKD_RETRY_JITTER: up to 10% added to each retry delay.
+const defaultJitter = 0.1
+
 func input(eventType string) workflows.DeliveryInput {
 	return workflows.DeliveryInput{
 		DeliveryID: 11, EventID: 22, WebhookID: 33, Variant: model.VariantB, EventType: eventType,
-		Schedule: workflows.DefaultSchedule, RetryWindow: retryWindow, AttemptTimeout: 10 * time.Second,
-		LocalFirstAttempt: true,
+		Schedule: defaultSchedule, RetryWindow: retryWindow, AttemptTimeout: 10 * time.Second,
+		RetryTaskQueue: "webhookd-retry",
 	}
 }
 
@@ -227,7 +234,7 @@ func TestDeliveryWorkflowSchedule(t *testing.T) {
 	if got, want := h.attemptNumbers(), seq(1, 6); !slices.Equal(got, want) {
 		t.Errorf("attempt numbers = %v, want %v", got, want)
 	}
-	wantNext := append(slices.Clone(workflows.DefaultSchedule), 0)
+	wantNext := append(slices.Clone(defaultSchedule), 0)
 	for i, c := range h.delivers {
 		if i < len(wantNext) && c.in.NextAttemptIn != wantNext[i] {
 			t.Errorf("attempt %d: NextAttemptIn = %v, want %v", c.in.Attempt, c.in.NextAttemptIn, wantNext[i])
@@ -256,7 +263,7 @@ func TestDeliveryWorkflowDelayCountsFromAttemptEnd(t *testing.T) {
 	end := time.Duration(0)
 	for i := range 6 {
 		if i > 0 {
-			end += workflows.DefaultSchedule[i-1]
+			end += defaultSchedule[i-1]
 		}
 		end += took
 		want = append(want, end)
@@ -303,41 +310,35 @@ func TestDeliveryWorkflowSuccessStopsSchedule(t *testing.T) {
 
 // TestDeliveryWorkflowFirstAttemptIsLocal: a delivery's first attempt runs as a local activity,
 // inside the workflow task, and the later ones as regular activities on the retry queue; a manual
-// retry's attempts are regular too. A workflow started before LocalFirstAttempt existed (false)
-// keeps its shape: every attempt a regular activity.
+// retry's attempts are regular too.
 func TestDeliveryWorkflowFirstAttemptIsLocal(t *testing.T) {
-	for _, local := range []bool{true, false} {
-		t.Run(fmt.Sprintf("LocalFirstAttempt %v", local), func(t *testing.T) {
-			h := newHarness(t)
-			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
-				if in.Attempt == 3 || in.Attempt == 8 {
-					return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
-				}
-				return failed(in.Attempt, h.env.Now()), nil
-			}
-			in := input("website.published")
-			in.LocalFirstAttempt = local
-			in.RetryTaskQueue = "webhookd-retry"
-			h.run(in)
-			var got []bool
-			for _, c := range h.delivers {
-				got = append(got, c.local)
-			}
-			if want := []bool{local, false, false}; !slices.Equal(got, want) {
-				t.Errorf("attempts run as local activities: %v, want %v", got, want)
-			}
+	h := newHarness(t)
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		if in.Attempt == 3 || in.Attempt == 8 {
+			return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+		}
+		return failed(in.Attempt, h.env.Now()), nil
+	}
+	in := input("website.published")
+	in.RetryTaskQueue = "webhookd-retry"
+	h.run(in)
+	var got []bool
+	for _, c := range h.delivers {
+		got = append(got, c.local)
+	}
+	if want := []bool{true, false, false}; !slices.Equal(got, want) {
+		t.Errorf("attempts run as local activities: %v, want %v", got, want)
+	}
 
-			// A manual retry of an ended delivery: a new run whose first attempt is attempt 8.
-			h = newHarness(t)
-			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
-				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
-			}
-			in.PriorAttempts = 7
-			h.run(in)
-			if len(h.delivers) != 1 || h.delivers[0].in.Attempt != 8 || h.delivers[0].local {
-				t.Errorf("manual retry's attempts: %+v, want attempt 8 as a regular activity", h.delivers)
-			}
-		})
+	// A manual retry of an ended delivery: a new run whose first attempt is attempt 8.
+	h = newHarness(t)
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+	}
+	in.PriorAttempts = 7
+	h.run(in)
+	if len(h.delivers) != 1 || h.delivers[0].in.Attempt != 8 || h.delivers[0].local {
+		t.Errorf("manual retry's attempts: %+v, want attempt 8 as a regular activity", h.delivers)
 	}
 }
 

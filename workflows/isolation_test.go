@@ -57,7 +57,7 @@ func TestDeliveryWorkflowJitter(t *testing.T) {
 		}
 		for i := 1; i < len(h.delivers); i++ {
 			gap := h.delivers[i].at - h.delivers[i-1].at
-			d := workflows.DefaultSchedule[i-1]
+			d := defaultSchedule[i-1]
 			if gap < d || gap >= d+d/10 {
 				t.Errorf("delivery %d: wait before attempt %d = %v, want within [%v, %v)", id, i+1, gap, d, d+d/10)
 			}

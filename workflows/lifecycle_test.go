@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +125,38 @@ func TestDeliveryWorkflowWindowEnd(t *testing.T) {
 			}
 			if last := h.states[len(h.states)-1]; last != want {
 				t.Errorf("last DeliveryState %s, want %s", last, want)
+			}
+		})
+	}
+}
+
+// TestDeliveryWorkflowRejectsIncompleteInput: an input without a retry task queue or an attempt
+// timeout fails the workflow at once, naming the field, before any attempt: the first would leave
+// retries on the first attempts' queue, the second would give the activity a StartToClose the
+// exchange can outlast.
+func TestDeliveryWorkflowRejectsIncompleteInput(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		clear func(*workflows.DeliveryInput)
+	}{
+		{"RetryTaskQueue", func(in *workflows.DeliveryInput) { in.RetryTaskQueue = "" }},
+		{"AttemptTimeout", func(in *workflows.DeliveryInput) { in.AttemptTimeout = 0 }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			h := newHarness(t)
+			in := input("website.published")
+			tc.clear(&in)
+			h.env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+			if !h.env.IsWorkflowCompleted() {
+				t.Fatal("workflow did not end")
+			}
+			var appErr *temporal.ApplicationError
+			err := h.env.GetWorkflowError()
+			if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTypeInvalidInput || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("workflow error = %v, want a %s failure naming %s", err, workflows.ErrTypeInvalidInput, tc.field)
+			}
+			if len(h.delivers) != 0 || len(h.states) != 0 {
+				t.Errorf("Deliver ran %d times, DeliveryState upserts %v; want neither", len(h.delivers), h.states)
 			}
 		})
 	}

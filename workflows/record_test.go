@@ -32,8 +32,11 @@ import (
 // TestRecordHistories is a generator, not a test: it runs the real
 // DeliveryWorkflow on a Temporal dev server, with stand-in activities registered under the real
 // activities' names and a schedule of 100 ms delays, and writes each run's history to
-// testdata/delivery-<scenario>.json for TestReplayDeliveryHistories. Re-record after a deliberate,
-// versioned change to the workflow, and keep the old files: they stand for runs still in flight.
+// testdata/delivery-<scenario>.json for TestReplayDeliveryHistories. There is one scenario for
+// each shape a delivery's history can take. Before the first release a change to the workflow's
+// shape re-records them all and deletes the files of shapes that no longer exist; after it, the
+// old shape's files stay until its branch is deleted (docs/operations.md, "Changing a workflow's
+// shape").
 //
 //	go test -tags record -run TestRecordHistories -count=1 ./workflows/
 func TestRecordHistories(t *testing.T) {
@@ -43,100 +46,111 @@ func TestRecordHistories(t *testing.T) {
 
 	// The stand-ins answer by delivery id, so each scenario's outcome is fixed by its input.
 	const (
-		retried   = 1 // fails twice, then succeeds
-		exhausted = 2 // fails every scheduled attempt, then succeeds after the retry signal
-		testEvent = 3 // a webhook.test that fails
-		// held: on the retry queue with jitter; attempt 1 finds its host busy once, then gets a
-		// 429 asking for a longer wait; attempt 2 finds the webhook disabled and is held; the
-		// retry signal delivers it.
-		held = 4
+		// delivered: the first attempt, a local activity, delivers.
+		delivered = 1
+		// retried: the local first attempt fails, the second (on the retry queue) too, the third
+		// delivers.
+		retried = 2
+		// busy: the local first attempt finds its host busy (an error, retried at the time it
+		// names), then the database down (a retried error), then gets a 429 asking for a longer
+		// wait; the second attempt delivers.
+		busy = 3
+		// handBack: the local first attempt finds its host busy and hands the attempt back; the
+		// same attempt as a regular activity waits for the host once, then delivers.
+		handBack = 4
+		// exhausted: every scheduled attempt fails, the owner is alerted, and the retry signal's
+		// attempt delivers.
+		exhausted = 5
+		// held: the second attempt finds the webhook disabled and is held, without an alert; the
+		// retry signal's attempt waits for a busy host once, then delivers.
+		held = 6
+		// testEvent: a webhook.test that fails: exhausted at once, and its retry window ends.
+		testEvent = 7
 		// internalError: Deliver fails with an error no retry can fix (an unreadable secret).
-		internalError = 5
+		internalError = 8
 		// canceled: fails every scheduled attempt, then its workflow is canceled in the retry
 		// window (the webhook was deleted).
-		canceled = 6
+		canceled = 9
 		// windowEnded: fails every scheduled attempt; when its retry window closes, its webhook
 		// turns out deleted (a delete that could not cancel the workflow).
-		windowEnded = 7
-		// The shape of today's starts (LocalFirstAttempt): the first attempt a local activity.
-		// localDelivered: delivered at once.
-		localDelivered = 8
-		// localRetried: the local first attempt fails, the second (on the retry queue) too, the
-		// third succeeds.
-		localRetried = 9
-		// localBusy: the local first attempt finds its host busy, then the database down (a
-		// retried error), then gets a 429; the second attempt delivers it.
-		localBusy = 10
-		// localHandBack: the local first attempt finds its host busy and hands the attempt back
-		// (today's Deliver); the same attempt as a regular activity waits for the host once, then
-		// delivers.
-		localHandBack = 11
-		// With summaries (user metadata) on the attempts, the waits and the exhaustion:
-		// localExhausted: the local first attempt and the second fail, the owner is alerted, and the
-		// retry signal delivers it.
-		localExhausted = 12
-		// resendDelivered: the local first attempt fails; while the second delivers, a retry signal
-		// (a resend) comes in, and a third attempt delivers it again.
-		resendDelivered = 13
+		windowEnded = 10
+		// resendDelivered: the local first attempt fails; while the second delivers, a retry
+		// signal (a resend) comes in, and a third attempt delivers it again.
+		resendDelivered = 11
+		// rerun: a new run started by a manual retry after three attempts: its first attempt,
+		// the fourth, is a regular activity on the retry queue, and delivers.
+		rerun = 12
+		// settled: its only attempt fails; in the retry window a resend asked before that attempt
+		// comes in, asks for nothing more and is settled; the window ends.
+		settled = 13
 	)
 	resendAsked := make(chan struct{}, 1)
 	alertSent := make(chan int64, 4)
+	hostBusy := temporal.NewApplicationErrorWithOptions("receiver host busy", activities.ErrTypeHostBusy,
+		temporal.ApplicationErrorOptions{NextRetryDelay: 200 * time.Millisecond, Category: temporal.ApplicationErrorCategoryBenign})
 	deliver := func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 		now := time.Now().UTC()
-		if in.DeliveryID == internalError {
-			return activities.DeliverResult{}, temporal.NewNonRetryableApplicationError("delivery 5: the webhook's signing secret cannot be opened",
-				activities.ErrTypeSecretUnreadable, nil)
-		}
-		if in.DeliveryID == held {
+		info := activity.GetInfo(ctx)
+		ok := activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}
+		tooMany := activities.DeliverResult{StatusCode: 429, ErrorClass: activities.ClassHTTPStatus, Error: "receiver answered 429",
+			AttemptedAt: now, NextAttemptIn: 3 * in.NextAttemptIn}
+		failed := activities.DeliverResult{StatusCode: 503, ErrorClass: activities.ClassHTTPStatus, Error: "receiver answered 503",
+			AttemptedAt: now, NextAttemptIn: in.NextAttemptIn}
+		switch in.DeliveryID {
+		case delivered:
+			return ok, nil
+		case retried:
+			if in.Attempt == 3 {
+				return ok, nil
+			}
+		case busy:
+			if in.Attempt > 1 {
+				return ok, nil
+			}
+			switch info.Attempt {
+			case 1:
+				return activities.DeliverResult{}, hostBusy
+			case 2:
+				return activities.DeliverResult{}, errors.New("update delivery: connection refused")
+			}
+			return tooMany, nil
+		case handBack:
 			switch {
-			case in.Attempt == 1 && activity.GetInfo(ctx).Attempt == 1:
-				return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy", activities.ErrTypeHostBusy,
-					temporal.ApplicationErrorOptions{NextRetryDelay: 200 * time.Millisecond, Category: temporal.ApplicationErrorCategoryBenign})
-			case in.Attempt == 1:
-				return activities.DeliverResult{StatusCode: 429, ErrorClass: activities.ClassHTTPStatus, Error: "receiver answered 429",
-					AttemptedAt: now, NextAttemptIn: 300 * time.Millisecond}, nil
+			case info.IsLocalActivity:
+				return activities.DeliverResult{HostBusy: true, HeldBy: "host", Error: "receiver host busy"}, nil
+			case info.Attempt == 1:
+				return activities.DeliverResult{}, hostBusy
+			}
+			return ok, nil
+		case exhausted:
+			if in.Attempt == 3 {
+				return ok, nil
+			}
+		case held:
+			switch {
 			case in.Attempt == 2:
 				alertSent <- in.DeliveryID // nobody is alerted about a held delivery: this tells the recorder to signal
 				return activities.DeliverResult{WebhookDisabled: true, Error: "the webhook is disabled"}, nil
-			default:
-				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
+			case in.Attempt == 3 && info.Attempt == 1:
+				return activities.DeliverResult{}, hostBusy
+			case in.Attempt == 3:
+				return ok, nil
 			}
-		}
-		if in.DeliveryID == localHandBack {
-			switch info := activity.GetInfo(ctx); {
-			case info.IsLocalActivity:
-				return activities.DeliverResult{HostBusy: true, Error: "receiver host busy"}, nil
-			case info.Attempt == 1:
-				return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy", activities.ErrTypeHostBusy,
-					temporal.ApplicationErrorOptions{NextRetryDelay: 200 * time.Millisecond, Category: temporal.ApplicationErrorCategoryBenign})
-			default:
-				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
+		case internalError:
+			return activities.DeliverResult{}, temporal.NewNonRetryableApplicationError("delivery 8: the webhook's signing secret cannot be opened",
+				activities.ErrTypeSecretUnreadable, nil)
+		case resendDelivered:
+			if in.Attempt == 2 {
+				resendAsked <- struct{}{}
+				time.Sleep(time.Second) // the recorder signals meanwhile
 			}
-		}
-		if in.DeliveryID == resendDelivered && in.Attempt == 2 {
-			resendAsked <- struct{}{}
-			time.Sleep(time.Second) // the recorder signals meanwhile
-		}
-		if in.DeliveryID == localBusy && in.Attempt == 1 {
-			switch activity.GetInfo(ctx).Attempt {
-			case 1:
-				return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy", activities.ErrTypeHostBusy,
-					temporal.ApplicationErrorOptions{NextRetryDelay: 200 * time.Millisecond, Category: temporal.ApplicationErrorCategoryBenign})
-			case 2:
-				return activities.DeliverResult{}, errors.New("update delivery: connection refused")
-			default:
-				return activities.DeliverResult{StatusCode: 429, ErrorClass: activities.ClassHTTPStatus, Error: "receiver answered 429",
-					AttemptedAt: now, NextAttemptIn: 300 * time.Millisecond}, nil
+			if in.Attempt >= 2 {
+				return ok, nil
 			}
+		case rerun:
+			return ok, nil
 		}
-		ok := (in.DeliveryID == retried && in.Attempt == 3) || (in.DeliveryID == exhausted && in.Attempt == 4) ||
-			in.DeliveryID == localDelivered || (in.DeliveryID == localRetried && in.Attempt == 3) || (in.DeliveryID == localBusy && in.Attempt == 2) ||
-			(in.DeliveryID == localExhausted && in.Attempt == 3) || (in.DeliveryID == resendDelivered && in.Attempt >= 2)
-		if ok {
-			return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}, nil
-		}
-		return activities.DeliverResult{StatusCode: 503, ErrorClass: activities.ClassHTTPStatus,
-			Error: "receiver answered 503", AttemptedAt: now}, nil
+		return failed, nil
 	}
 	markExhausted := func(context.Context, activities.ExhaustedInput) (activities.ExhaustedResult, error) {
 		return activities.ExhaustedResult{Alert: true}, nil
@@ -152,6 +166,7 @@ func TestRecordHistories(t *testing.T) {
 	w.RegisterActivityWithOptions(deliver, activity.RegisterOptions{Name: "Deliver"})
 	w.RegisterActivityWithOptions(markExhausted, activity.RegisterOptions{Name: "MarkExhausted"})
 	w.RegisterActivityWithOptions(sendAlert, activity.RegisterOptions{Name: "SendAlert"})
+	w.RegisterActivityWithOptions(func(context.Context, activities.SettleInput) error { return nil }, activity.RegisterOptions{Name: "SettleClaim"})
 	w.RegisterActivityWithOptions(func(context.Context, int64) error { return nil }, activity.RegisterOptions{Name: "CancelDelivery"})
 	w.RegisterActivityWithOptions(func(_ context.Context, id int64) (bool, error) { return id == windowEnded, nil },
 		activity.RegisterOptions{Name: "CancelIfWebhookGone"})
@@ -167,54 +182,52 @@ func TestRecordHistories(t *testing.T) {
 	t.Cleanup(retries.Stop)
 
 	short := 100 * time.Millisecond
+	// A resend asked for before the attempt it came in after: it asks for nothing more.
+	late := workflows.RetryRequest{AskedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	for _, sc := range []struct {
 		name      string
 		in        workflows.DeliveryInput
-		signal    bool // send the retry signal once the owner was alerted
+		signal    bool // send the retry signal once the owner was alerted (or the delivery held)
+		payload   any  // the retry signal's payload
 		wantState string
 		wantTries int
 		wantErr   string // the workflow fails with an application error of this type, or "canceled"
 		resend    bool   // send the retry signal while the second attempt runs
 	}{
-		{"retried", workflows.DeliveryInput{DeliveryID: retried, EventID: 101, WebhookID: 7, EventType: "website.published",
-			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour}, false, model.DeliveryDelivered, 3, "", false},
-		{"exhausted-retried", workflows.DeliveryInput{DeliveryID: exhausted, EventID: 102, WebhookID: 7, EventType: "website.published",
-			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, true, model.DeliveryDelivered, 4, "", false},
-		{"test-event", workflows.DeliveryInput{DeliveryID: testEvent, EventID: 103, WebhookID: 8, EventType: model.EventTest,
-			Schedule: []time.Duration{short, short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryExhausted, 1, "", false},
-		{"held-retried", workflows.DeliveryInput{DeliveryID: held, EventID: 104, WebhookID: 9, EventType: "website.published",
-			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter}, true, model.DeliveryDelivered, 3, "", false},
-		{"internal-error", workflows.DeliveryInput{DeliveryID: internalError, EventID: 105, WebhookID: 10, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, false, "", 0, activities.ErrTypeSecretUnreadable, false},
-		{"canceled", workflows.DeliveryInput{DeliveryID: canceled, EventID: 106, WebhookID: 11, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, true, "", 0, "canceled", false},
-		{"window-ended-webhook-gone", workflows.DeliveryInput{DeliveryID: windowEnded, EventID: 107, WebhookID: 12, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: 300 * time.Millisecond}, false, model.DeliveryCanceled, 2, "", false},
-		{"local-delivered", workflows.DeliveryInput{DeliveryID: localDelivered, EventID: 108, WebhookID: 13, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue), Jitter: workflows.DefaultJitter,
-			LocalFirstAttempt: true}, false, model.DeliveryDelivered, 1, "", false},
-		{"local-retried", workflows.DeliveryInput{DeliveryID: localRetried, EventID: 109, WebhookID: 13, EventType: "website.published",
-			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 3, "", false},
-		{"local-busy", workflows.DeliveryInput{DeliveryID: localBusy, EventID: 110, WebhookID: 13, EventType: "website.published",
-			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 2, "", false},
-		{"local-handback", workflows.DeliveryInput{DeliveryID: localHandBack, EventID: 111, WebhookID: 14, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 1, "", false},
-		{"local-exhausted-retried", workflows.DeliveryInput{DeliveryID: localExhausted, EventID: 112, WebhookID: 15, EventType: "website.published",
-			Schedule: []time.Duration{short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, true, model.DeliveryDelivered, 3, "", false},
-		{"resend-during-delivered", workflows.DeliveryInput{DeliveryID: resendDelivered, EventID: 113, WebhookID: 15, EventType: "website.published",
-			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour, RetryTaskQueue: workflows.RetryTaskQueue(queue),
-			Jitter: workflows.DefaultJitter, LocalFirstAttempt: true}, false, model.DeliveryDelivered, 3, "", true},
+		{name: "delivered", in: workflows.DeliveryInput{DeliveryID: delivered, EventID: 101, WebhookID: 7, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, wantState: model.DeliveryDelivered, wantTries: 1},
+		{name: "retried", in: workflows.DeliveryInput{DeliveryID: retried, EventID: 102, WebhookID: 7, EventType: "website.published",
+			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour}, wantState: model.DeliveryDelivered, wantTries: 3},
+		{name: "busy", in: workflows.DeliveryInput{DeliveryID: busy, EventID: 103, WebhookID: 7, EventType: "website.published",
+			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, wantState: model.DeliveryDelivered, wantTries: 2},
+		{name: "handback", in: workflows.DeliveryInput{DeliveryID: handBack, EventID: 104, WebhookID: 8, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, wantState: model.DeliveryDelivered, wantTries: 1},
+		{name: "exhausted-retried", in: workflows.DeliveryInput{DeliveryID: exhausted, EventID: 105, WebhookID: 8, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, signal: true, wantState: model.DeliveryDelivered, wantTries: 3},
+		{name: "held-retried", in: workflows.DeliveryInput{DeliveryID: held, EventID: 106, WebhookID: 9, EventType: "website.published",
+			Schedule: []time.Duration{short, short, short}, RetryWindow: time.Hour}, signal: true, wantState: model.DeliveryDelivered, wantTries: 3},
+		{name: "test-event", in: workflows.DeliveryInput{DeliveryID: testEvent, EventID: 107, WebhookID: 10, EventType: model.EventTest,
+			Schedule: []time.Duration{short, short}, RetryWindow: 300 * time.Millisecond}, wantState: model.DeliveryExhausted, wantTries: 1},
+		{name: "internal-error", in: workflows.DeliveryInput{DeliveryID: internalError, EventID: 108, WebhookID: 10, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, wantErr: activities.ErrTypeSecretUnreadable},
+		{name: "canceled", in: workflows.DeliveryInput{DeliveryID: canceled, EventID: 109, WebhookID: 11, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, signal: true, wantErr: "canceled"},
+		{name: "window-ended-webhook-gone", in: workflows.DeliveryInput{DeliveryID: windowEnded, EventID: 110, WebhookID: 12, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: 300 * time.Millisecond}, wantState: model.DeliveryCanceled, wantTries: 2},
+		{name: "resend-during-delivered", in: workflows.DeliveryInput{DeliveryID: resendDelivered, EventID: 111, WebhookID: 13, EventType: "website.published",
+			Schedule: []time.Duration{short, short}, RetryWindow: time.Hour}, resend: true, wantState: model.DeliveryDelivered, wantTries: 3},
+		{name: "rerun", in: workflows.DeliveryInput{DeliveryID: rerun, EventID: 112, WebhookID: 13, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour, PriorAttempts: 3}, wantState: model.DeliveryDelivered, wantTries: 4},
+		{name: "settled", in: workflows.DeliveryInput{DeliveryID: settled, EventID: 113, WebhookID: 14, EventType: "website.published",
+			RetryWindow: 2 * time.Second}, signal: true, payload: late, wantState: model.DeliveryExhausted, wantTries: 1},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			sc.in.Variant = model.VariantB
 			sc.in.AttemptTimeout = 5 * time.Second
+			sc.in.RetryTaskQueue = workflows.RetryTaskQueue(queue)
+			sc.in.Jitter = defaultJitter
 			id := workflows.DeliveryWorkflowID(sc.in.EventID, sc.in.WebhookID)
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID:        id,
@@ -252,7 +265,7 @@ func TestRecordHistories(t *testing.T) {
 					if err := c.CancelWorkflow(ctx, id, run.GetRunID()); err != nil {
 						t.Fatalf("cancel %s: %v", id, err)
 					}
-				} else if err := c.SignalWorkflow(ctx, id, run.GetRunID(), workflows.SignalRetry, nil); err != nil {
+				} else if err := c.SignalWorkflow(ctx, id, run.GetRunID(), workflows.SignalRetry, sc.payload); err != nil {
 					t.Fatalf("signal %s: %v", id, err)
 				}
 			}
@@ -280,6 +293,9 @@ func TestRecordHistories(t *testing.T) {
 				default:
 					t.Fatalf("delivery %d was exhausted without an alert", sc.in.DeliveryID)
 				}
+			}
+			for len(alertSent) > 0 {
+				<-alertSent // an alert nobody waited for: the owner of a delivery whose window ended
 			}
 
 			hist, err := fetchHistory(ctx, c, id, run.GetRunID())

@@ -25,7 +25,6 @@ import (
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/worker"
-	"github.com/webhookd/webhookd/workflows"
 )
 
 // serve runs the API, the worker, or both until ctx ends, then shuts down gracefully.
@@ -180,7 +179,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 // commands' (webhookd webhooks retry|recover), so a delivery they start runs as serve's would.
 func newDispatcher(cfg Config, tc client.Client) *dispatch.Dispatcher {
 	return &dispatch.Dispatcher{
-		Client: tc, TaskQueue: cfg.TaskQueue, RetryTaskQueue: workflows.RetryTaskQueue(cfg.TaskQueue),
+		Client: tc, TaskQueue: cfg.TaskQueue,
 		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -45,7 +45,7 @@ func (h *webhookHandlers) retryDelivery(c echo.Context) error {
 	case err != nil:
 		return temporalUnavailable(h.log, err)
 	}
-	body := map[string]any{"deliveryId": deliveryID, "messageId": activities.MessageID(ref.EventID, w.ID)}
+	body := map[string]any{"deliveryId": deliveryID, "messageId": wire.MessageID(ref.EventID, w.ID)}
 	return c.JSON(http.StatusAccepted, h.v.success(body, "Delivery queued to be sent again"))
 }
 
@@ -193,7 +193,7 @@ func (h *webhookHandlers) test(c echo.Context) error {
 		typeField = "event"
 	}
 	body := map[string]any{"eventId": res.Event.ID, typeField: model.EventTest, "deliveryId": res.Deliveries[0].ID,
-		"messageId": activities.MessageID(res.Event.ID, w.ID)}
+		"messageId": wire.MessageID(res.Event.ID, w.ID)}
 	return c.JSON(http.StatusAccepted, h.v.success(body, "Test event sent"))
 }
 

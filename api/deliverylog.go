@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 type attemptJSON struct {
@@ -108,10 +108,10 @@ func (h *webhookHandlers) delivery(c echo.Context) error {
 		return notFoundAs(err, "delivery")
 	}
 	data := json.RawMessage(v.EventData)
-	payload := activities.BodyA(v.EventType, data, v.EventOccurredAt)
+	payload := wire.BodyA(v.EventType, data, v.EventOccurredAt)
 	if w.Variant == model.VariantB {
-		payload = activities.UnsignedBodyB(v.EventType, data, v.EventOccurredAt)
+		payload = wire.UnsignedBodyB(v.EventType, data, v.EventOccurredAt)
 	}
-	out := deliveryDetailJSON{deliveryJSON: newDeliveryJSON(v), MessageID: activities.MessageID(v.EventID, w.ID), Payload: payload}
+	out := deliveryDetailJSON{deliveryJSON: newDeliveryJSON(v), MessageID: wire.MessageID(v.EventID, w.ID), Payload: payload}
 	return c.JSON(http.StatusOK, h.v.success(out, "Delivery retrieved"))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // dispatchTimeout bounds how long a request waits to start its delivery workflows.
@@ -51,8 +52,8 @@ func (h *webhookHandlers) publishEvent(c echo.Context) error {
 	if len(req.Data) == 0 || string(req.Data) == "null" {
 		return validationFailed("data", "data is required")
 	}
-	data, err := model.CanonicalJSON(req.Data)
-	if errors.Is(err, model.ErrDuplicateKey) {
+	data, err := wire.CanonicalJSON(req.Data)
+	if errors.Is(err, wire.ErrDuplicateKey) {
 		return invalidField("data", "data repeats an object key: %v", err)
 	} else if err != nil {
 		return invalidField("data", "data is not valid JSON")

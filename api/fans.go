@@ -12,6 +12,7 @@ import (
 	"github.com/nyaruka/phonenumbers"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // Fan intake: the website platform's backend reports leads, pre-saves and analytics for a
@@ -109,7 +110,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		if err != nil {
 			return err
 		}
-		data, err := model.CanonicalJSON(raw)
+		data, err := wire.CanonicalJSON(raw)
 		if err != nil {
 			return err
 		}

@@ -58,12 +58,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			"the webhook's signing secret cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
 	}
 	ev := &target.Event
-	var body []byte
-	if w.Variant == model.VariantA {
-		body = wire.BodyA(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
-	} else {
-		body = wire.BodyB(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
-	}
+	body := wire.Body(wire.Layout(w.Variant.Spec().Body), ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
 
 	info := activity.GetInfo(ctx)
 	turn, postErr := a.Egress.Take(ctx, egress.Request{

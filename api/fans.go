@@ -132,7 +132,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		return notFoundAs(err, "website")
 	}
 	// The same shape as POST <prefix>/events answers: one intake reply everywhere.
-	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"id": first.Event.ID, "event": first.Event.EventType, "matched": first.Event.Matched}, "Event accepted"))
+	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"id": first.Event.ID, variantB.spec.TypeField: first.Event.EventType, "matched": first.Event.Matched}, "Event accepted"))
 }
 
 // analytics is POST /websites/<id>/analytics {metric, increment}.

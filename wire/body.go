@@ -57,3 +57,31 @@ func appendData(dst []byte, data json.RawMessage) []byte {
 	}
 	return append(dst, data...)
 }
+
+// Layout names the shape of a delivery body. Each variant's entry in the variant table
+// (model.VariantSpec.Body) names its layout; wire imports nothing of ours, so the name is a plain
+// string there and a Layout here.
+type Layout string
+
+const (
+	// LayoutA is BodyA: the type in "eventType", a millisecond timestamp, no signature in the body.
+	LayoutA Layout = "A"
+	// LayoutB is BodyB: the type in "event", a second timestamp, the body's own signature last.
+	LayoutB Layout = "B"
+)
+
+// Body is the delivery body of layout l. secret signs LayoutB's, and is not used by LayoutA's.
+func Body(l Layout, eventType string, data json.RawMessage, occurred time.Time, secret string) []byte {
+	if l == LayoutA {
+		return BodyA(eventType, data, occurred)
+	}
+	return BodyB(eventType, data, occurred, secret)
+}
+
+// LoggedBody is the body of layout l as the delivery log shows it: LayoutB's without its signature.
+func LoggedBody(l Layout, eventType string, data json.RawMessage, occurred time.Time) []byte {
+	if l == LayoutA {
+		return BodyA(eventType, data, occurred)
+	}
+	return UnsignedBodyB(eventType, data, occurred)
+}

@@ -1,0 +1,1 @@
+../../wire/testdata/verify-signature.mjs

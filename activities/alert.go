@@ -66,18 +66,17 @@ type Links struct {
 // collectionOf returns the webhook collection path and the credential header of a variant, as an
 // e-mail shows them.
 func collectionOf(v model.Variant) (collection, auth string) {
-	if v == model.VariantB {
-		return "/v2/svc/v2/webhooks", "Authorization: Bearer <your API key>"
+	spec := v.Spec()
+	auth = spec.AuthHeader + ": <your API key>"
+	if spec.AuthScheme != "" {
+		auth = spec.AuthHeader + ": " + spec.AuthScheme + " <your API key>"
 	}
-	return "/api/svc/v2/webhooks", "x-api-key: <your API key>"
+	return spec.APIPrefix + "/webhooks", auth
 }
 
 func alertMail(l Links, to string, w *model.Webhook, eventType, lastError string) Mail {
 	collection, auth := collectionOf(w.Variant)
-	status := model.StatusFailed
-	if w.Variant == model.VariantB {
-		status = model.StatusFailing
-	}
+	status := w.Variant.Spec().FailingStatus
 	base := strings.TrimSuffix(l.APIBaseURL, "/")
 	var b strings.Builder
 	// "is failing" in both variants: variant A's status is "failed", which does not read as a sentence.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // maxResponseKept is how much of a receiver's reply the attempt log keeps.
@@ -57,12 +58,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			"the webhook's signing secret cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
 	}
 	ev := &target.Event
-	var body []byte
-	if w.Variant == model.VariantA {
-		body = BodyA(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
-	} else {
-		body = BodyB(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
-	}
+	body := wire.Body(wire.Layout(w.Variant.Spec().Body), ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
 
 	info := activity.GetInfo(ctx)
 	turn, postErr := a.Egress.Take(ctx, egress.Request{
@@ -93,8 +89,8 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 
 	// The clock starts with the turn: the webhook-timestamp and the latency leave out the wait.
 	started := a.now()
-	msgID := MessageID(ev.ID, w.ID)
-	signature, err := StandardSignature(msgID, started, body, secrets...)
+	msgID := wire.MessageID(ev.ID, w.ID)
+	signature, err := wire.StandardSignature(msgID, started, body, secrets...)
 	if err != nil {
 		return DeliverResult{}, fmt.Errorf("sign delivery %d: %w", in.DeliveryID, err)
 	}

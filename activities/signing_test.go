@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // TestSigningSecretsAcrossRotations (issue 8, #5): the current secret signs first, then every
@@ -48,5 +49,13 @@ func TestSigningSecretsAcrossRotations(t *testing.T) {
 	a.Now = func() time.Time { return now }
 	if _, err := a.signingSecrets(w); err == nil {
 		t.Fatal("a previous secret that does not open was ignored")
+	}
+}
+
+// TestSecretPrefixesAgree: secrets are made and checked with model's prefix and read by wire's,
+// which may not import model; the two must be one string.
+func TestSecretPrefixesAgree(t *testing.T) {
+	if wire.SecretPrefix != model.SecretPrefix {
+		t.Fatalf("wire.SecretPrefix %q, model.SecretPrefix %q", wire.SecretPrefix, model.SecretPrefix)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // decodeJSON reads the request body into dst strictly: JSON only, one object, no unknown fields, no
@@ -74,8 +75,8 @@ func decodeBody(c echo.Context, body []byte, dst any) error {
 		return invalidRequest("request body must hold a single JSON object")
 	}
 	// encoding/json lets the last of two equal keys win; a client that sent both meant one of them.
-	var dup *model.DuplicateKeyError
-	if errors.As(model.DuplicateKey(body), &dup) {
+	var dup *wire.DuplicateKeyError
+	if errors.As(wire.DuplicateKey(body), &dup) {
 		field := strings.Join(dup.Path, ".")
 		return invalidField(field, "request body repeats the key %q at byte %d (field %s); send each key once", dup.Key, dup.Offset, field)
 	}

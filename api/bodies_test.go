@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // bodyRoutes holds every route that reads a request body (POST, PUT, PATCH), keyed as Echo names
@@ -204,7 +204,7 @@ func TestRotateWithOwnSecret(t *testing.T) {
 		if err != nil || len(prev) != 1 || prev[0].ExpiresAt.Before(time.Now().Add(23*time.Hour)) {
 			t.Fatalf("previous secrets = %+v, %v; want the created one, for 24 hours", prev, err)
 		}
-		if _, err := activities.StandardSignature("msg_1_1", time.Now(), []byte("{}"), mine, created["secret"].(string)); err != nil {
+		if _, err := wire.StandardSignature("msg_1_1", time.Now(), []byte("{}"), mine, created["secret"].(string)); err != nil {
 			t.Fatalf("my secret does not sign: %v", err)
 		}
 		// null is no secret: webhookd makes one.

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -219,21 +218,4 @@ func parseCampaignDate(field string, s *string, required bool) (time.Time, error
 		return time.Time{}, validationFailed(field, "%s must be in the years 0001 to 9999 (UTC)", field)
 	}
 	return t, nil
-}
-
-// pathID reads the :id parameter of a resource: a positive integer written as the API writes ids
-// (parseID), so "+2" and "02" are 400 rather than another name for 2.
-func pathID(c echo.Context, what string) (int64, error) {
-	id, ok := parseID(c.Param("id"))
-	if !ok || id < 1 {
-		return 0, invalidField("id", "%s id must be a positive integer", what)
-	}
-	return id, nil
-}
-
-func notFoundAs(err error, what string) error {
-	if errors.Is(err, model.ErrNotFound) {
-		return &apiError{status: http.StatusNotFound, code: codeNotFound, message: what + " not found"}
-	}
-	return err
 }

@@ -35,7 +35,7 @@ func (c *webhooksCollector) Collect(ch chan<- prometheus.Metric) {
 		c.log.Warn("webhooks gauge", "err", err)
 		return
 	}
-	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
+	for _, v := range model.Variants {
 		// A disabled webhook counts as disabled in both variants, though variant A has no such
 		// status: an operator wants that number.
 		statuses := v.Statuses()

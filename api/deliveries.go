@@ -10,15 +10,15 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // retryDelivery is POST <collection>/<id>/deliveries/<deliveryId>/retry: the delivery is sent again,
 // whatever its state (DESIGN.md's manual retry, for one delivery). A delivered one is sent once more
 // with the same webhook-id, so its receiver can tell the resend from a new event.
-func (h *webhookHandlers) retryDelivery(c echo.Context) error {
+func (h *deliveryHandlers) retryDelivery(c echo.Context) error {
 	w, deliveryID, err := h.loadDelivery(c)
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func (h *webhookHandlers) retryDelivery(c echo.Context) error {
 	case err != nil:
 		return temporalUnavailable(h.log, err)
 	}
-	body := map[string]any{"deliveryId": deliveryID, "messageId": activities.MessageID(ref.EventID, w.ID)}
+	body := map[string]any{"deliveryId": deliveryID, "messageId": wire.MessageID(ref.EventID, w.ID)}
 	return c.JSON(http.StatusAccepted, h.v.success(body, "Delivery queued to be sent again"))
 }
 
@@ -60,7 +60,7 @@ func temporalUnavailable(log *slog.Logger, err error) error {
 }
 
 // loadDelivery reads the webhook and the delivery id of a .../deliveries/:deliveryId path.
-func (h *webhookHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, error) {
+func (h *deliveryHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, error) {
 	w, err := h.load(c)
 	if err != nil {
 		return nil, 0, err
@@ -75,7 +75,7 @@ func (h *webhookHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, e
 // retry is POST <collection>/<id>/retry: the webhook is enabled if it was disabled, every exhausted
 // delivery of it runs its schedule again, in the background (a RetryWebhookWorkflow, whose id the
 // answer gives with the count), and a variant B webhook gets a fresh test event.
-func (h *webhookHandlers) retry(c echo.Context) error {
+func (h *deliveryHandlers) retry(c echo.Context) error {
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (h *webhookHandlers) retry(c echo.Context) error {
 	if workflowID != "" {
 		body["workflowId"] = workflowID
 	}
-	if h.v.model == model.VariantB {
+	if h.v.spec.TestEvent {
 		res, err := h.publishTest(c, w)
 		if err != nil {
 			return err
@@ -115,7 +115,7 @@ type recoverRequest struct {
 // until) that did not succeed is retried, in the background (a RecoverWorkflow), and the answer
 // says how many, and which workflow. until defaults to the time of the request that starts the
 // recovery: identical requests agree, the ones that come while it runs joining it.
-func (h *webhookHandlers) recoverSince(c echo.Context) error {
+func (h *deliveryHandlers) recoverSince(c echo.Context) error {
 	w, err := h.load(c)
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func parseTime(field, s string) (time.Time, error) {
 
 // test is POST <collection>/<id>/test: a webhook.test event to this webhook alone, in the
 // variant's body shape, answered with its delivery, which the delivery log then follows.
-func (h *webhookHandlers) test(c echo.Context) error {
+func (h *deliveryHandlers) test(c echo.Context) error {
 	w, err := h.load(c)
 	if err != nil {
 		return err
@@ -188,12 +188,8 @@ func (h *webhookHandlers) test(c echo.Context) error {
 	if len(res.Deliveries) == 0 {
 		return notFoundAsWebhook(model.ErrNotFound) // deleted meanwhile
 	}
-	typeField := "eventType"
-	if h.v.model == model.VariantB {
-		typeField = "event"
-	}
-	body := map[string]any{"eventId": res.Event.ID, typeField: model.EventTest, "deliveryId": res.Deliveries[0].ID,
-		"messageId": activities.MessageID(res.Event.ID, w.ID)}
+	body := map[string]any{"eventId": res.Event.ID, h.v.spec.TypeField: model.EventTest, "deliveryId": res.Deliveries[0].ID,
+		"messageId": wire.MessageID(res.Event.ID, w.ID)}
 	return c.JSON(http.StatusAccepted, h.v.success(body, "Test event sent"))
 }
 

@@ -11,12 +11,12 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/wire"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -95,7 +95,7 @@ func TestDeliveryDetail(t *testing.T) {
 		r.expect(t, http.StatusOK, "")
 		v.okEnvelope(t, r)
 		got := r.data(t)
-		if got["state"] != "delivered" || got["attempts"] != float64(2) || got["messageId"] != activities.MessageID(d.EventID, d.WebhookID) {
+		if got["state"] != "delivered" || got["attempts"] != float64(2) || got["messageId"] != wire.MessageID(d.EventID, d.WebhookID) {
 			t.Fatalf("delivery = %s", r.raw)
 		}
 		log := got["attemptLog"].([]any)
@@ -110,9 +110,9 @@ func TestDeliveryDetail(t *testing.T) {
 		if err := e.db.NewSelect().Model(&ev).Where("id = ?", d.EventID).Scan(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		want := activities.BodyA(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
+		want := wire.BodyA(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
 		if v.name == "B" {
-			want = activities.UnsignedBodyB(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
+			want = wire.UnsignedBodyB(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
 		}
 		payload, _ := json.Marshal(got["payload"])
 		var wantObj any
@@ -154,7 +154,7 @@ func TestRetryOneDelivery(t *testing.T) {
 		r := e.do(t, "POST", path, auth, "")
 		r.expect(t, http.StatusAccepted, "")
 		v.okEnvelope(t, r)
-		if r.data(t)["deliveryId"] != float64(d.ID) || r.data(t)["messageId"] != activities.MessageID(d.EventID, d.WebhookID) {
+		if r.data(t)["deliveryId"] != float64(d.ID) || r.data(t)["messageId"] != wire.MessageID(d.EventID, d.WebhookID) {
 			t.Fatalf("retry answer = %s", r.raw)
 		}
 		if got := deliveryState(t, e, d.ID); got != model.DeliveryDelivering {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 type attemptJSON struct {
@@ -68,7 +68,7 @@ func newDeliveryJSON(v *model.DeliveryView) deliveryJSON {
 // deliveries is GET <collection>/<id>/deliveries: the webhook's deliveries, newest first, each
 // with its attempt log. ?before=<delivery id> pages back; a page ends early once its attempt logs
 // carry MaxPageBytes.
-func (h *webhookHandlers) deliveries(c echo.Context) error {
+func (h *deliveryHandlers) deliveries(c echo.Context) error {
 	w, err := h.load(c)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func (h *webhookHandlers) deliveries(c echo.Context) error {
 // delivery is GET <collection>/<id>/deliveries/<deliveryId>: one delivery with every attempt, the
 // headers each attempt sent (signatures left out) and the body, rebuilt from the event (variant
 // B's without its signature field).
-func (h *webhookHandlers) delivery(c echo.Context) error {
+func (h *deliveryHandlers) delivery(c echo.Context) error {
 	w, deliveryID, err := h.loadDelivery(c)
 	if err != nil {
 		return err
@@ -108,10 +108,7 @@ func (h *webhookHandlers) delivery(c echo.Context) error {
 		return notFoundAs(err, "delivery")
 	}
 	data := json.RawMessage(v.EventData)
-	payload := activities.BodyA(v.EventType, data, v.EventOccurredAt)
-	if w.Variant == model.VariantB {
-		payload = activities.UnsignedBodyB(v.EventType, data, v.EventOccurredAt)
-	}
-	out := deliveryDetailJSON{deliveryJSON: newDeliveryJSON(v), MessageID: activities.MessageID(v.EventID, w.ID), Payload: payload}
+	payload := wire.LoggedBody(wire.Layout(w.Variant.Spec().Body), v.EventType, data, v.EventOccurredAt)
+	out := deliveryDetailJSON{deliveryJSON: newDeliveryJSON(v), MessageID: wire.MessageID(v.EventID, w.ID), Payload: payload}
 	return c.JSON(http.StatusOK, h.v.success(out, "Delivery retrieved"))
 }

@@ -13,18 +13,18 @@ import (
 // disable is POST <collection>/<id>/disable: the webhook gets no further attempts until it is
 // enabled; its new events are kept for a manual retry. Disabling a disabled webhook keeps the
 // first disabled_at. No e-mail: the owner asked for it.
-func (h *webhookHandlers) disable(c echo.Context) error {
+func (h *deliveryHandlers) disable(c echo.Context) error {
 	return h.toggle(c, model.DisableWebhook, "Webhook disabled")
 }
 
 // enable is POST <collection>/<id>/enable: a fresh start for the webhook (variant B's status is
 // active again, the next exhaustion alerts again). Nothing is replayed and no test event is sent:
 // POST <collection>/<id>/retry does that.
-func (h *webhookHandlers) enable(c echo.Context) error {
+func (h *deliveryHandlers) enable(c echo.Context) error {
 	return h.toggle(c, model.EnableWebhook, "Webhook enabled")
 }
 
-func (h *webhookHandlers) toggle(c echo.Context, change func(context.Context, bun.IDB, model.WebhookScope, int64) (*model.Webhook, error), message string) error {
+func (h *deliveryHandlers) toggle(c echo.Context, change func(context.Context, bun.IDB, model.WebhookScope, int64) (*model.Webhook, error), message string) error {
 	id, err := webhookID(c)
 	if err != nil {
 		return err

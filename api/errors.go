@@ -69,6 +69,16 @@ func unauthorized(message string) *apiError {
 	return &apiError{status: http.StatusUnauthorized, code: codeUnauthorized, message: message}
 }
 
+// notFoundAs names the resource a model.ErrNotFound was about, as a 404; other errors pass.
+func notFoundAs(err error, what string) error {
+	if errors.Is(err, model.ErrNotFound) {
+		return &apiError{status: http.StatusNotFound, code: codeNotFound, message: what + " not found"}
+	}
+	return err
+}
+
+func notFoundAsWebhook(err error) error { return notFoundAs(err, "webhook") }
+
 var (
 	errNotFound    = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such resource"}
 	errTooLarge    = &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge, message: "request body is larger than 64 KiB"}

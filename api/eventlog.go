@@ -54,7 +54,7 @@ type eventDeliveryJSON struct {
 	UpdatedAt     isoTime  `json:"updatedAt"`
 }
 
-func (h *webhookHandlers) presentEvent(ev *model.Event, states map[string]int) eventJSON {
+func (h *deliveryHandlers) presentEvent(ev *model.Event, states map[string]int) eventJSON {
 	out := eventJSON{
 		ID: ev.ID, Data: json.RawMessage(ev.Data), OccurredAt: isoTime(ev.OccurredAt), Matched: ev.Matched,
 		DeliveryStates: deliveryStatesJSON{
@@ -63,7 +63,7 @@ func (h *webhookHandlers) presentEvent(ev *model.Event, states map[string]int) e
 			Exhausted: states[model.DeliveryExhausted], Canceled: states[model.DeliveryCanceled],
 		},
 	}
-	if h.v.model == model.VariantB {
+	if h.v.spec.TypeField == "event" {
 		out.Event = ev.EventType
 	} else {
 		out.EventType = ev.EventType
@@ -74,7 +74,7 @@ func (h *webhookHandlers) presentEvent(ev *model.Event, states map[string]int) e
 // listEvents is GET <prefix>/events: the account's events of the variant, ordered by id, each with
 // its data and the count of its deliveries by state (one query per page, whatever its size). A page
 // ends early once its events' data reaches MaxPageBytes.
-func (h *webhookHandlers) listEvents(c echo.Context) error {
+func (h *deliveryHandlers) listEvents(c echo.Context) error {
 	limit, after, err := pageParams(c)
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func (h *webhookHandlers) listEvents(c echo.Context) error {
 
 // getEvent is GET <prefix>/events/:id: one event with every delivery it made, those to webhooks
 // deleted since included.
-func (h *webhookHandlers) getEvent(c echo.Context) error {
+func (h *deliveryHandlers) getEvent(c echo.Context) error {
 	id, err := pathID(c, "event")
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // dispatchTimeout bounds how long a request waits to start its delivery workflows.
@@ -28,19 +29,19 @@ type eventRequest struct {
 }
 
 // publishEvent is POST <prefix>/events: other systems hand webhookd an event to deliver.
-func (h *webhookHandlers) publishEvent(c echo.Context) error {
+func (h *deliveryHandlers) publishEvent(c echo.Context) error {
 	var req eventRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	typeField, eventType := "eventType", req.EventType
-	if h.v.model == model.VariantB {
-		typeField, eventType = "event", req.Event
-		if req.EventType != "" {
-			return invalidField("eventType", "unknown field %q; variant B names the type in \"event\"", "eventType")
-		}
-	} else if req.Event != "" {
-		return invalidField("event", "unknown field %q; variant A names the type in \"eventType\"", "event")
+	// The request type holds both names; the variant table says which one is this variant's.
+	typeField := h.v.spec.TypeField
+	eventType, stray, strayField := req.EventType, req.Event, "event"
+	if typeField == "event" {
+		eventType, stray, strayField = req.Event, req.EventType, "eventType"
+	}
+	if stray != "" {
+		return invalidField(strayField, "unknown field %q; variant %s names the type in %q", strayField, h.v.model, typeField)
 	}
 	switch {
 	case eventType == "":
@@ -51,8 +52,8 @@ func (h *webhookHandlers) publishEvent(c echo.Context) error {
 	if len(req.Data) == 0 || string(req.Data) == "null" {
 		return validationFailed("data", "data is required")
 	}
-	data, err := model.CanonicalJSON(req.Data)
-	if errors.Is(err, model.ErrDuplicateKey) {
+	data, err := wire.CanonicalJSON(req.Data)
+	if errors.Is(err, wire.ErrDuplicateKey) {
 		return invalidField("data", "data repeats an object key: %v", err)
 	} else if err != nil {
 		return invalidField("data", "data is not valid JSON")
@@ -151,6 +152,6 @@ func (s *Server) dispatch(ctx context.Context, res *model.PublishResult) {
 
 // eventTypes is GET <prefix>/event-types: the catalog of the event types a webhook of the variant
 // may subscribe to, each with a description and an example of its data that intake accepts.
-func (h *webhookHandlers) eventTypes(c echo.Context) error {
+func (h *deliveryHandlers) eventTypes(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.v.success(model.EventCatalog(h.v.model), "Event types retrieved"))
 }

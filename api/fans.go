@@ -12,6 +12,7 @@ import (
 	"github.com/nyaruka/phonenumbers"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // Fan intake: the website platform's backend reports leads, pre-saves and analytics for a
@@ -109,7 +110,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		if err != nil {
 			return err
 		}
-		data, err := model.CanonicalJSON(raw)
+		data, err := wire.CanonicalJSON(raw)
 		if err != nil {
 			return err
 		}
@@ -131,7 +132,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		return notFoundAs(err, "website")
 	}
 	// The same shape as POST <prefix>/events answers: one intake reply everywhere.
-	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"id": first.Event.ID, "event": first.Event.EventType, "matched": first.Event.Matched}, "Event accepted"))
+	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"id": first.Event.ID, variantB.spec.TypeField: first.Event.EventType, "matched": first.Event.Matched}, "Event accepted"))
 }
 
 // analytics is POST /websites/<id>/analytics {metric, increment}.

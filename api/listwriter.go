@@ -17,7 +17,7 @@ import (
 //
 // Once the first byte is written the status is sent, so a failure after that (most likely the
 // client gone) cannot become an error response; it is logged with the request id and returned.
-func writeList[T any](c echo.Context, h *webhookHandlers, items []T, present func(*T) any, message string) error {
+func writeList[T any](c echo.Context, h *deliveryHandlers, items []T, present func(*T) any, message string) error {
 	// The envelope of either variant, with an empty list in place of the items: "data" comes first
 	// in both (encoding/json sorts map keys), and no other "data":[] can appear outside a string.
 	envelope, err := json.Marshal(h.v.success(json.RawMessage(`[]`), message))

@@ -30,7 +30,7 @@ func TestWriteListMatchesJSON(t *testing.T) {
 	e := echo.New()
 	for _, v := range []*variant{variantA, variantB} {
 		for _, n := range []int{0, 1, len(all)} {
-			h := &webhookHandlers{Server: &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, v: v}
+			h := &deliveryHandlers{Server: &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, v: v}
 			want := httptest.NewRecorder()
 			if err := e.NewContext(httptest.NewRequest("GET", "/", nil), want).JSON(http.StatusOK, v.success(all[:n], "Items retrieved")); err != nil {
 				t.Fatal(err)
@@ -70,7 +70,7 @@ func (w *failingWriter) Write(b []byte) (int, error) {
 // swallowed.
 func TestWriteListClientGone(t *testing.T) {
 	var logged bytes.Buffer
-	h := &webhookHandlers{Server: &Server{log: slog.New(slog.NewTextHandler(&logged, nil))}, v: variantA}
+	h := &deliveryHandlers{Server: &Server{log: slog.New(slog.NewTextHandler(&logged, nil))}, v: variantA}
 	c := echo.New().NewContext(httptest.NewRequest("GET", "/", nil), &failingWriter{ResponseRecorder: httptest.NewRecorder()})
 	err := writeList(c, h, []int{1, 2}, func(i *int) any { return *i }, "Items retrieved")
 	if err == nil || !bytes.Contains(logged.Bytes(), []byte("connection reset by peer")) {

@@ -68,15 +68,15 @@ func (s *Server) authenticate(v *variant) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			key, aerr := v.credential(c.Request())
 			if aerr != nil {
-				if v.model == model.VariantB {
-					c.Response().Header().Set("WWW-Authenticate", `Bearer realm="webhookd"`)
+				if v.spec.AuthScheme != "" {
+					c.Response().Header().Set("WWW-Authenticate", v.spec.AuthScheme+` realm="webhookd"`)
 				}
 				return aerr
 			}
 			account, err := model.Authenticate(c.Request().Context(), s.db, key)
 			if err != nil {
-				if v.model == model.VariantB {
-					c.Response().Header().Set("WWW-Authenticate", `Bearer realm="webhookd", error="invalid_token"`)
+				if v.spec.AuthScheme != "" {
+					c.Response().Header().Set("WWW-Authenticate", v.spec.AuthScheme+` realm="webhookd", error="invalid_token"`)
 				}
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // Issue 18's burst, scaled to a test: events of 250 KB that add up to ten pages' budget, read by 20
@@ -75,7 +76,7 @@ func TestListPagesBoundedByBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := model.CanonicalJSON(raw)
+		data, err := wire.CanonicalJSON(raw)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -132,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		common := []echo.MiddlewareFunc{withVariant(v), s.authenticate(v), limiter}
 		with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc { return append(slices.Clone(common), m...) }
 		small, large := bodyLimit(maxBodyBytes, "64 KiB"), bodyLimit(maxEventBytes, "256 KiB")
-		h := &webhookHandlers{Server: s, v: v}
+		h := &deliveryHandlers{Server: s, v: v}
 		g.GET("/webhooks", h.list, with()...)
 		g.POST("/webhooks", h.create, with(small)...)
 		g.GET("/webhooks/:id", h.get, with()...)

@@ -10,14 +10,14 @@ import (
 	"github.com/webhookd/webhookd/model"
 )
 
-// variant is everything that differs between the two API surfaces: path prefix, credential header,
-// envelope and the JSON shape of a webhook. Handlers are written once against it.
+// variant is what differs between the two API surfaces over HTTP: the envelope and the JSON shape
+// of a webhook. The rest (path prefix, credential, event type field, statuses, test events) is the
+// variant table's, model.VariantSpec, which spec points to. Handlers are written once against it.
 type variant struct {
-	model  model.Variant
+	model model.Variant
+	spec  *model.VariantSpec
+	// prefix is spec.APIPrefix, where the variant's routes live.
 	prefix string
-	// credential returns the API key presented in the variant's own header, or an error naming the
-	// header the caller should have used.
-	credential func(*http.Request) (string, *apiError)
 	// present renders a webhook; secret is included only when not empty (create).
 	present func(w *model.Webhook, secret string) any
 	// success renders a successful envelope. data may be nil (delete).
@@ -29,16 +29,8 @@ const contextVariant = "webhookd.variant"
 
 var variantA = &variant{
 	model:  model.VariantA,
-	prefix: "/api/svc/v2",
-	credential: func(r *http.Request) (string, *apiError) {
-		if key := r.Header.Get("x-api-key"); key != "" {
-			return key, nil
-		}
-		if r.Header.Get("Authorization") != "" {
-			return "", unauthorized("this API authenticates with the x-api-key header, not Authorization")
-		}
-		return "", unauthorized("missing x-api-key header")
-	},
+	spec:   model.VariantA.Spec(),
+	prefix: model.VariantA.Spec().APIPrefix,
 	present: func(w *model.Webhook, secret string) any {
 		return webhookA{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status, Disabled: w.Disabled(),
@@ -67,20 +59,8 @@ var variantA = &variant{
 
 var variantB = &variant{
 	model:  model.VariantB,
-	prefix: "/v2/svc/v2",
-	credential: func(r *http.Request) (string, *apiError) {
-		auth := r.Header.Get("Authorization")
-		if scheme, key, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(key) != "" {
-			return strings.TrimSpace(key), nil
-		}
-		if auth != "" {
-			return "", unauthorized("Authorization header must be 'Bearer <API key>'")
-		}
-		if r.Header.Get("x-api-key") != "" {
-			return "", unauthorized("this API authenticates with 'Authorization: Bearer <API key>', not x-api-key")
-		}
-		return "", unauthorized("missing Authorization header")
-	},
+	spec:   model.VariantB.Spec(),
+	prefix: model.VariantB.Spec().APIPrefix,
 	present: func(w *model.Webhook, secret string) any {
 		out := webhookB{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
@@ -103,6 +83,33 @@ var variantB = &variant{
 		}
 		return body
 	},
+}
+
+// credential returns the API key presented as the variant's spec says (its AuthHeader, after its
+// AuthScheme if it has one), or an error naming what the caller should have sent. Another variant's
+// header is named as the mistake, so a key pasted into the wrong integration fails loudly.
+func (v *variant) credential(r *http.Request) (string, *apiError) {
+	header, scheme := v.spec.AuthHeader, v.spec.AuthScheme
+	value := r.Header.Get(header)
+	expected := "the " + header + " header"
+	if scheme == "" && value != "" {
+		return value, nil
+	}
+	if scheme != "" {
+		if got, key, ok := strings.Cut(value, " "); ok && strings.EqualFold(got, scheme) && strings.TrimSpace(key) != "" {
+			return strings.TrimSpace(key), nil
+		}
+		if value != "" {
+			return "", unauthorized(header + " header must be '" + scheme + " <API key>'")
+		}
+		expected = "'" + header + ": " + scheme + " <API key>'"
+	}
+	for _, other := range model.Variants {
+		if h := other.Spec().AuthHeader; !strings.EqualFold(h, header) && r.Header.Get(h) != "" {
+			return "", unauthorized("this API authenticates with " + expected + ", not " + h)
+		}
+	}
+	return "", unauthorized("missing " + header + " header")
 }
 
 // variantOf finds the variant of a request by its path, so errors raised before any handler runs

@@ -26,13 +26,14 @@ const (
 	maxMaxInFlight = 1000
 )
 
-// webhookHandlers serves one variant's webhook collection.
-type webhookHandlers struct {
+// deliveryHandlers serves one variant's delivery engine: its webhooks, their deliveries, tests and
+// retries, and its events.
+type deliveryHandlers struct {
 	*Server
 	v *variant
 }
 
-func (h *webhookHandlers) scope(c echo.Context) model.WebhookScope {
+func (h *deliveryHandlers) scope(c echo.Context) model.WebhookScope {
 	return model.WebhookScope{AccountID: accountOf(c).ID, Variant: h.v.model}
 }
 
@@ -74,7 +75,7 @@ func limitsChange(rateLimit, maxInFlight nullableInt) model.LimitsChange {
 	}
 }
 
-func (h *webhookHandlers) create(c echo.Context) error {
+func (h *deliveryHandlers) create(c echo.Context) error {
 	var req createWebhookRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -103,7 +104,7 @@ func (h *webhookHandlers) create(c echo.Context) error {
 		if err := model.CreateWebhook(ctx, cs.tx, w, h.maxWebhooks); err != nil {
 			return err
 		}
-		if h.v.model != model.VariantB {
+		if !h.v.spec.TestEvent {
 			return nil
 		}
 		_, err := cs.emit(ctx, testEvent(w))
@@ -119,7 +120,7 @@ func (h *webhookHandlers) create(c echo.Context) error {
 	return c.JSON(http.StatusCreated, h.v.success(h.v.present(w, secret), "Webhook created"))
 }
 
-func (h *webhookHandlers) list(c echo.Context) error {
+func (h *deliveryHandlers) list(c echo.Context) error {
 	q := c.QueryParams()
 	limit, after, err := pageParams(c)
 	if err != nil {
@@ -152,7 +153,7 @@ func (h *webhookHandlers) list(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.v.success(data, "Webhooks retrieved"))
 }
 
-func (h *webhookHandlers) get(c echo.Context) error {
+func (h *deliveryHandlers) get(c echo.Context) error {
 	w, err := h.load(c)
 	if err != nil {
 		return err
@@ -160,7 +161,7 @@ func (h *webhookHandlers) get(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook retrieved"))
 }
 
-func (h *webhookHandlers) update(c echo.Context) error {
+func (h *deliveryHandlers) update(c echo.Context) error {
 	id, err := webhookID(c)
 	if err != nil {
 		return err
@@ -191,7 +192,7 @@ func (h *webhookHandlers) update(c echo.Context) error {
 
 // patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?}: the webhook's own limits and nothing
 // else. Unlike PUT it leaves the status and the failure record alone, since the receiver is the same.
-func (h *webhookHandlers) patch(c echo.Context) error {
+func (h *deliveryHandlers) patch(c echo.Context) error {
 	id, err := webhookID(c)
 	if err != nil {
 		return err
@@ -216,7 +217,7 @@ func (h *webhookHandlers) patch(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook updated"))
 }
 
-func (h *webhookHandlers) delete(c echo.Context) error {
+func (h *deliveryHandlers) delete(c echo.Context) error {
 	id, err := webhookID(c)
 	if err != nil {
 		return err
@@ -232,7 +233,7 @@ func (h *webhookHandlers) delete(c echo.Context) error {
 // canceled and their workflows canceled, so none waits out its retry window. The webhook is gone
 // whatever happens here: what is not reached (Temporal away) ends by itself, as any later attempt
 // finds the webhook deleted and cancels its delivery.
-func (h *webhookHandlers) endDeliveries(ctx context.Context, webhookID int64) {
+func (h *deliveryHandlers) endDeliveries(ctx context.Context, webhookID int64) {
 	refs, err := model.OpenDeliveries(ctx, h.db, webhookID)
 	if err == nil {
 		err = model.CancelOpenDeliveries(ctx, h.db, webhookID)
@@ -256,7 +257,7 @@ type secretResponse struct {
 	PreviousSecretExpiresAt *isoTime `json:"previousSecretExpiresAt,omitempty"`
 }
 
-func (h *webhookHandlers) secret(c echo.Context) error {
+func (h *deliveryHandlers) secret(c echo.Context) error {
 	w, err := h.load(c)
 	if err != nil {
 		return err
@@ -274,7 +275,7 @@ type rotateSecretRequest struct {
 	Secret *string `json:"secret"`
 }
 
-func (h *webhookHandlers) rotateSecret(c echo.Context) error {
+func (h *deliveryHandlers) rotateSecret(c echo.Context) error {
 	id, err := webhookID(c)
 	if err != nil {
 		return err
@@ -320,11 +321,11 @@ func testEvent(w *model.Webhook) model.NewEvent {
 }
 
 // publishTest sends a fresh test event to a webhook.
-func (h *webhookHandlers) publishTest(c echo.Context, w *model.Webhook) (*model.PublishResult, error) {
+func (h *deliveryHandlers) publishTest(c echo.Context, w *model.Webhook) (*model.PublishResult, error) {
 	return h.publish(c.Request().Context(), testEvent(w))
 }
 
-func (h *webhookHandlers) load(c echo.Context) (*model.Webhook, error) {
+func (h *deliveryHandlers) load(c echo.Context) (*model.Webhook, error) {
 	id, err := webhookID(c)
 	if err != nil {
 		return nil, err
@@ -336,11 +337,11 @@ func (h *webhookHandlers) load(c echo.Context) (*model.Webhook, error) {
 	return w, nil
 }
 
-func (h *webhookHandlers) checkEventType(eventType string) error {
+func (h *deliveryHandlers) checkEventType(eventType string) error {
 	switch {
 	case eventType == "":
 		return validationFailed("eventType", "eventType is required")
-	case eventType == model.EventTest && h.v.model == model.VariantB:
+	case eventType == model.EventTest && h.v.spec.TestEvent:
 		return validationFailed("eventType", "eventType %s is sent by the service after registration and cannot be subscribed to", model.EventTest)
 	case !h.v.model.Registrable(eventType):
 		return validationFailed("eventType", "unknown eventType %q; one of %v", eventType, h.v.model.EventTypes())
@@ -348,7 +349,7 @@ func (h *webhookHandlers) checkEventType(eventType string) error {
 	return nil
 }
 
-func (h *webhookHandlers) checkURL(c echo.Context, raw string) error {
+func (h *deliveryHandlers) checkURL(c echo.Context, raw string) error {
 	if raw == "" {
 		return validationFailed("url", "url is required")
 	}
@@ -361,7 +362,3 @@ func (h *webhookHandlers) checkURL(c echo.Context, raw string) error {
 	}
 	return nil
 }
-
-func webhookID(c echo.Context) (int64, error) { return pathID(c, "webhook") }
-
-func notFoundAsWebhook(err error) error { return notFoundAs(err, "webhook") }

@@ -23,11 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/uptrace/bun"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // killBatch is how many exhausted deliveries each kill point retries: three batches of the
@@ -160,7 +160,7 @@ func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
 			// webhook-id; a duplicate is a second copy of one.
 			want := make(map[string]bool, len(c.events))
 			for _, ev := range c.events {
-				want[activities.MessageID(ev, c.hook)] = true
+				want[wire.MessageID(ev, c.hook)] = true
 			}
 			got := map[string]int{}
 			for _, r := range rc.requests(c.path) {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -31,7 +31,7 @@ func TestConcurrentResendsAndRecovers(t *testing.T) {
 	receipts := func(path string, eventID, hookID int64) int {
 		n := 0
 		for _, r := range st.rc.requests(path) {
-			if r.Header.Get("Webhook-Id") == activities.MessageID(eventID, hookID) {
+			if r.Header.Get("Webhook-Id") == wire.MessageID(eventID, hookID) {
 				n++
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -120,9 +121,9 @@ func checkDelivery(t *testing.T, st *stack, got receivedRequest, variant, eventT
 	}
 	var want []byte
 	if variant == "A" {
-		want = activities.BodyA(eventType, json.RawMessage(ev.Data), ev.OccurredAt)
+		want = wire.BodyA(eventType, json.RawMessage(ev.Data), ev.OccurredAt)
 	} else {
-		want = activities.BodyB(eventType, json.RawMessage(ev.Data), ev.OccurredAt, secret)
+		want = wire.BodyB(eventType, json.RawMessage(ev.Data), ev.OccurredAt, secret)
 	}
 	if string(got.Body) != string(want) {
 		t.Fatalf("%s body\n got %s\nwant %s", eventType, got.Body, want)
@@ -152,7 +153,7 @@ func checkDelivery(t *testing.T, st *stack, got receivedRequest, variant, eventT
 	if err != nil || time.Since(time.Unix(ts, 0)) > time.Minute {
 		t.Fatalf("webhook-timestamp = %q", got.Header.Get("Webhook-Timestamp"))
 	}
-	wantSig, err := activities.StandardSignature(msgID, time.Unix(ts, 0), got.Body, secret)
+	wantSig, err := wire.StandardSignature(msgID, time.Unix(ts, 0), got.Body, secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func TestURLChangeAndDeleteDuringRetries(t *testing.T) {
 	}
 }
 
-// verifyWithNode runs activities/testdata/verify-signature.mjs, an independent JavaScript
+// verifyWithNode runs wire/testdata/verify-signature.mjs, an independent JavaScript
 // implementation of the receiver's check, over every request and returns its answers.
 func verifyWithNode(t *testing.T, reqs []map[string]string) []string {
 	t.Helper()
@@ -510,7 +511,7 @@ func verifyWithNode(t *testing.T, reqs []map[string]string) []string {
 		in.Write(line)
 		in.WriteByte('\n')
 	}
-	cmd := exec.Command("node", filepath.Join("..", "activities", "testdata", "verify-signature.mjs"))
+	cmd := exec.Command("node", filepath.Join("..", "wire", "testdata", "verify-signature.mjs"))
 	cmd.Stdin = &in
 	out, err := cmd.Output()
 	if err != nil {
@@ -549,7 +550,7 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 		}
 	}
 	ts, _ := strconv.ParseInt(got.Header.Get("Webhook-Timestamp"), 10, 64)
-	want, err := activities.StandardSignature(got.Header.Get("Webhook-Id"), time.Unix(ts, 0), got.Body, next, old)
+	want, err := wire.StandardSignature(got.Header.Get("Webhook-Id"), time.Unix(ts, 0), got.Body, next, old)
 	if err != nil {
 		t.Fatal(err)
 	}

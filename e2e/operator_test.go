@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -66,8 +66,8 @@ func TestResendRecoverRevoke(t *testing.T) {
 			return len(st.rc.requests("/resend")) == n && got.State == model.DeliveryDelivered && got.Attempts == n
 		})
 		for _, r := range st.rc.requests("/resend") {
-			if id := r.Header.Get("Webhook-Id"); id != activities.MessageID(ev, hook) {
-				t.Fatalf("a receipt carried webhook-id %q, want %q on every one", id, activities.MessageID(ev, hook))
+			if id := r.Header.Get("Webhook-Id"); id != wire.MessageID(ev, hook) {
+				t.Fatalf("a receipt carried webhook-id %q, want %q on every one", id, wire.MessageID(ev, hook))
 			}
 		}
 	}
@@ -84,7 +84,7 @@ func TestResendRecoverRevoke(t *testing.T) {
 	}
 	for _, a := range log {
 		h := a.(map[string]any)["requestHeaders"].(map[string]any)
-		if h["Webhook-Id"] != activities.MessageID(ev, hook) || h["X-Service-Event"] != "campaign.created" || h["Webhook-Signature"] != nil {
+		if h["Webhook-Id"] != wire.MessageID(ev, hook) || h["X-Service-Event"] != "campaign.created" || h["Webhook-Signature"] != nil {
 			t.Fatalf("attempt headers = %v", h)
 		}
 	}
@@ -105,7 +105,7 @@ func TestResendRecoverRevoke(t *testing.T) {
 	receipts := func(eventID int64) int {
 		n := 0
 		for _, r := range st.rc.requests("/recover") {
-			if r.Header.Get("Webhook-Id") == activities.MessageID(eventID, rhook) {
+			if r.Header.Get("Webhook-Id") == wire.MessageID(eventID, rhook) {
 				n++
 			}
 		}

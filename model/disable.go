@@ -40,8 +40,8 @@ type ExhaustResult struct {
 // setDisabled disables the webhooks q selects that are not disabled yet. Variant B's status says
 // so too; variant A keeps its specified statuses and shows the disabled flag instead.
 func setDisabled(q *bun.UpdateQuery, now time.Time, reason string) *bun.UpdateQuery {
-	return q.Set("disabled_at = ?", now).Set("disabled_reason = ?", reason).
-		Set("status = CASE WHEN variant = ? THEN ? ELSE status END", VariantB, StatusDisabled).
+	return setStatusByVariant(q.Set("disabled_at = ?", now).Set("disabled_reason = ?", reason),
+		func(s *VariantSpec) string { return s.DisabledStatus }).
 		Set("updated_at = ?", now).
 		Where("disabled_at IS NULL")
 }
@@ -50,11 +50,27 @@ func setDisabled(q *bun.UpdateQuery, now time.Time, reason string) *bun.UpdateQu
 // alert are cleared, so the next exhaustion alerts again and auto-disable counts from zero.
 // status_at moves, so an attempt that started while the webhook was disabled cannot set its status.
 func setEnabled(q *bun.UpdateQuery, now time.Time) *bun.UpdateQuery {
-	return q.Set("disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, exhausted_count = 0, alerted_at = NULL").
-		Set("status = CASE WHEN variant = ? THEN ? ELSE status END", VariantB, StatusActive).
+	return setStatusByVariant(q.Set("disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, exhausted_count = 0, alerted_at = NULL"),
+		func(s *VariantSpec) string { return s.EnabledStatus }).
 		Set("status_at = ?", now).
 		Set("updated_at = ?", now).
 		Where("disabled_at IS NOT NULL")
+}
+
+// setStatusByVariant sets the status each variant's spec gives (statusOf), over webhooks of any
+// variant; a variant whose spec gives none keeps its status.
+func setStatusByVariant(q *bun.UpdateQuery, statusOf func(*VariantSpec) string) *bun.UpdateQuery {
+	expr, args := "CASE", []any{}
+	for _, v := range Variants {
+		if status := statusOf(v.Spec()); status != "" {
+			expr += " WHEN variant = ? THEN ?"
+			args = append(args, v, status)
+		}
+	}
+	if len(args) == 0 {
+		return q
+	}
+	return q.Set("status = "+expr+" ELSE status END", args...)
 }
 
 // DisableWebhook disables a webhook within scope on its owner's request and returns it. Disabling a

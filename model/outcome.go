@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -152,42 +153,44 @@ func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bo
 		Where("(status_at IS NULL OR status_at <= ?)", at).
 		Set("status_at = ?", at)
 	// changes: what this outcome would change besides the times.
-	var changes string
+	var changes []string
 	var args []any
-	switch {
-	case w.Variant == VariantA && success:
-		// pending or failed -> processing; finished is terminal and left alone.
-		q = q.Set("last_success_at = ?", at).Set("updated_at = CASE WHEN status IN (?, ?) THEN ? ELSE updated_at END", StatusPending, StatusFailed, now).
-			Set("status = CASE WHEN status IN (?, ?) THEN ? ELSE status END", StatusPending, StatusFailed, StatusProcessing).
+	change := func(cond string, condArgs ...any) {
+		changes = append(changes, cond)
+		args = append(args, condArgs...)
+	}
+	spec := w.Variant.Spec()
+	if success {
+		q = q.Set("last_success_at = ?", at).
+			Set("updated_at = CASE WHEN status IN (?) THEN ? ELSE updated_at END", bun.In(spec.HealsFrom), now).
+			Set("status = CASE WHEN status IN (?) THEN ? ELSE status END", bun.In(spec.HealsFrom), spec.HealedStatus).
 			Set("alerted_at = NULL")
-		changes, args = "status IN (?, ?) OR alerted_at IS NOT NULL", []any{StatusPending, StatusFailed}
-	case w.Variant == VariantA:
-		q = q.Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", StatusFailed, now).
-			Set("status = ?", StatusFailed)
-		changes, args = "status <> ?", []any{StatusFailed}
-	case success:
-		// failing -> active; disabled stays disabled until the webhook is enabled.
-		q = q.Set("last_success_at = ?", at).Set("updated_at = CASE WHEN status = ? THEN ? ELSE updated_at END", StatusFailing, now).
-			Set("status = CASE WHEN status = ? THEN ? ELSE status END", StatusFailing, StatusActive).
-			Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusSuccess).
-			Set("alerted_at = NULL")
-		changes, args = "status = ? OR last_status IS NULL OR last_status <> ? OR alerted_at IS NOT NULL", []any{StatusFailing, LastStatusSuccess}
-	default:
+		change("status IN (?) OR alerted_at IS NOT NULL", bun.In(spec.HealsFrom))
+	} else if spec.FailedAttemptStatus != "" {
+		q = q.Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", spec.FailedAttemptStatus, now).
+			Set("status = ?", spec.FailedAttemptStatus)
+		change("status <> ?", spec.FailedAttemptStatus)
+	}
+	if spec.LastStatus {
 		// failure_count counts failed deliveries, not attempts: MarkExhausted adds one per
 		// delivery whose schedule ran out.
-		q = q.Set("last_triggered_at = ?", at).Set("last_status = ?", LastStatusFailed)
-		changes, args = "last_status IS NULL OR last_status <> ?", []any{LastStatusFailed}
+		last := LastStatusFailed
+		if success {
+			last = LastStatusSuccess
+		}
+		q = q.Set("last_triggered_at = ?", at).Set("last_status = ?", last)
+		change("last_status IS NULL OR last_status <> ?", last)
 	}
 	// The failure record that auto-disable reads (DisableRule), and failure_count. A success clears
 	// them but does not enable a disabled webhook: only its owner does (enable, a new URL, a manual retry).
 	if success {
 		q = q.Set("failing_since = NULL, exhausted_count = 0, failure_count = 0")
-		changes += " OR failing_since IS NOT NULL OR exhausted_count <> 0 OR failure_count <> 0"
+		change("failing_since IS NOT NULL OR exhausted_count <> 0 OR failure_count <> 0")
 	} else {
 		q = q.Set("failing_since = COALESCE(failing_since, ?)", at)
-		changes += " OR failing_since IS NULL"
+		change("failing_since IS NULL")
 	}
-	q = q.Where("(status_at IS NULL OR status_at <= ? OR "+changes+")", append([]any{at.Add(-StatusResolution)}, args...)...)
+	q = q.Where("(status_at IS NULL OR status_at <= ? OR "+strings.Join(changes, " OR ")+")", append([]any{at.Add(-StatusResolution)}, args...)...)
 	if _, err := q.Exec(ctx); err != nil {
 		return fmt.Errorf("update webhook status: %w", err)
 	}
@@ -223,10 +226,7 @@ func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64,
 			}
 			return fmt.Errorf("load webhook: %w", err)
 		}
-		failing := StatusFailing
-		if w.Variant == VariantA {
-			failing = StatusFailed
-		}
+		failing := w.Variant.Spec().FailingStatus
 		now := Now()
 		healed := "(last_success_at IS NULL OR last_success_at <= ?)"
 		moved, err := tx.NewUpdate().Model((*Webhook)(nil)).

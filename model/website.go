@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/uptrace/bun"
 )
 
@@ -127,12 +128,18 @@ func (w *Website) ArchivedData() (string, error) {
 	}{w.ID, w.BrandID, w.Slug, w.ArchivedAt.UTC().Format(TimeMillis)})
 }
 
+// canonicalData renders the data of an event model emits in the canonical form receivers verify
+// (wire.CanonicalJSON's). For these flat structs of strings, integers and floats, with no key an
+// array index, that form is RFC 8785's without the key sort, which jsontext writes: JSON.stringify's
+// minimal escapes and ECMAScript's numbers (an integer past 2^53 rounded as JavaScript reads it,
+// -0 as 0). A test in this package holds the output to wire.CanonicalJSON's.
 func canonicalData(v any) (string, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return "", err
 	}
-	out, err := CanonicalJSON(raw)
+	out, err := jsontext.AppendFormat(nil, raw,
+		jsontext.CanonicalizeRawInts(true), jsontext.CanonicalizeRawFloats(true))
 	return string(out), err
 }
 

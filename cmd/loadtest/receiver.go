@@ -47,7 +47,7 @@ func serveTLS(addr string, cert tls.Certificate, h http.Handler) (string, func()
 }
 
 // messageID is the Webhook-Id header webhookd sends with the delivery of an event to a webhook
-// (activities.MessageID); it names a delivery exactly, retries included.
+// (wire.MessageID); it names a delivery exactly, retries included.
 func messageID(eventID, webhookID int64) string {
 	return "msg_" + strconv.FormatInt(eventID, 10) + "_" + strconv.FormatInt(webhookID, 10)
 }

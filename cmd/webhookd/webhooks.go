@@ -62,7 +62,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		if *email == "" {
 			return errors.New("--owner-email is required")
 		}
-		if *variant != "" && *variant != string(model.VariantA) && *variant != string(model.VariantB) {
+		if *variant != "" && !model.Variant(*variant).Valid() {
 			return fmt.Errorf("--variant: %q is not A or B", *variant)
 		}
 	case "retry":
@@ -173,7 +173,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 		return err
 	}
 	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT")
-	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
+	for _, v := range model.Variants {
 		if only != "" && v != only {
 			continue
 		}

@@ -1,11 +1,9 @@
-package activities
+package wire
 
 import (
 	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/webhookd/webhookd/model"
 )
 
 var benchData = []byte(`{"websiteId":7,"brandId":3,"collectDataId":"blk_1","email":"fan@example.com","phone":"+14155550123",
@@ -16,7 +14,7 @@ var benchData = []byte(`{"websiteId":7,"brandId":3,"collectDataId":"blk_1","emai
 func BenchmarkCanonicalJSON(b *testing.B) {
 	b.SetBytes(int64(len(benchData)))
 	for b.Loop() {
-		if _, err := model.CanonicalJSON(benchData); err != nil {
+		if _, err := CanonicalJSON(benchData); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -24,7 +22,7 @@ func BenchmarkCanonicalJSON(b *testing.B) {
 
 // BenchmarkBodyAndSignatures: building and signing one variant B body per attempt, both signatures.
 func BenchmarkBodyAndSignatures(b *testing.B) {
-	data, err := model.CanonicalJSON(benchData)
+	data, err := CanonicalJSON(benchData)
 	if err != nil {
 		b.Fatal(err)
 	}

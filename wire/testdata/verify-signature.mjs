@@ -1,5 +1,5 @@
 // verify-signature.mjs checks webhookd's output the way a Node.js receiver sees it. It is run by
-// payload_test.go with one JSON request per stdin line and answers with exactly one line each:
+// the tests of package wire and worker/ with one JSON request per stdin line and answers with exactly one line each:
 //
 //   {"body": "<delivered body>", "secret": "whsec_..."}
 //     -> "ok" or "mismatch <expected> <got>": the variant B signature check a receiver does.

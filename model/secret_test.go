@@ -3,60 +3,11 @@ package model_test
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/webhookd/webhookd/model"
 )
-
-// TestDuplicateKey (issue 18): a key repeated within one object is found at any depth, with its
-// path and offset; keys repeated in different objects are not duplicates; what CanonicalJSON
-// refuses for other reasons (a number beyond float64, invalid UTF-8, deep nesting) passes, so a
-// request body is refused for a repeated key only.
-func TestDuplicateKey(t *testing.T) {
-	deep := strings.Repeat(`{"a":`, model.MaxJSONDepth+10) + "1" + strings.Repeat("}", model.MaxJSONDepth+10)
-	for _, tc := range []struct {
-		name, in string
-		path     []string
-		offset   int
-	}{
-		{"issue 18", `{"since":"2020-01-01T00:00:00Z","since":"2021-01-01T00:00:00Z"}`, []string{"since"}, 32},
-		{"nested", `{"data":{"x":1,"y":{"z":[1,{"k":1,"k":2}]}}}`, []string{"data", "y", "z", "1", "k"}, 34},
-		{"escaped spelling", `{"a":1,"\u0061":2}`, []string{"a"}, 7},
-		{"after a huge number and invalid UTF-8", "{\"n\":1e400,\"s\":\"\xff\",\"s\":1}", []string{"s"}, 19},
-		{"invalid UTF-8 keys read as U+FFFD", "{\"a\xff\":1,\"a\xfe\":2}", []string{"a\uFFFD"}, 8},
-		{"no duplicate", `{"a":{"k":1},"b":{"k":1},"c":[{"k":1},{"k":1}]}`, nil, 0},
-		{"too deep for CanonicalJSON", deep, nil, 0},
-		{"not JSON", `{"a":1,`, nil, 0},
-		{"not an object", `[1,1]`, nil, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := model.DuplicateKey([]byte(tc.in))
-			var dup *model.DuplicateKeyError
-			if tc.path == nil {
-				if err != nil {
-					t.Fatalf("DuplicateKey = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.As(err, &dup) || !errors.Is(err, model.ErrDuplicateKey) {
-				t.Fatalf("DuplicateKey = %v, want a *DuplicateKeyError", err)
-			}
-			if !slices.Equal(dup.Path, tc.path) || dup.Offset != tc.offset || dup.Key != tc.path[len(tc.path)-1] {
-				t.Fatalf("DuplicateKey = %+v, want path %q at offset %d", dup, tc.path, tc.offset)
-			}
-		})
-	}
-	// CanonicalJSON keeps its own refusals and reports duplicates the same way.
-	if _, err := model.CanonicalJSON([]byte(`{"a":1,"a":2}`)); !errors.Is(err, model.ErrDuplicateKey) {
-		t.Fatalf("CanonicalJSON of a repeated key: %v", err)
-	}
-	if _, err := model.CanonicalJSON([]byte("{\"s\":\"\xff\"}")); err == nil || errors.Is(err, model.ErrDuplicateKey) {
-		t.Fatalf("CanonicalJSON of invalid UTF-8: %v, want a syntax error", err)
-	}
-}
 
 // TestCheckWebhookSecret (issue 18): a caller's own secret is accepted when it has the form of
 // webhookd's own, 24 to 64 random bytes; the refusals name the rule and never carry the value.

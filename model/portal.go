@@ -1,0 +1,248 @@
+package model
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Portal links and sessions (issue 20, docs/portal.md). A link's token and a session's id are 32
+// random bytes shown once and stored only as their SHA-256: a copy of the database opens nothing.
+// They are looked up by that hash, a unique index over values an attacker cannot choose, and the
+// hash found is compared again in constant time.
+const (
+	// PortalTokenPrefix and PortalSessionPrefix mark the two secrets, so scanners and humans
+	// recognise one (and never mistake one for the other or for an API key).
+	PortalTokenPrefix   = "wpt_"
+	PortalSessionPrefix = "wps_"
+	// DefaultPortalLinkTTL and MaxPortalLinkTTL bound how long a link may wait to be opened.
+	DefaultPortalLinkTTL = time.Hour
+	MaxPortalLinkTTL     = 24 * time.Hour
+	// PortalSessionTTL is how long a session lasts from the link's exchange, whatever the link's
+	// ttl: the ttl is how long the link may sit in an e-mail or a page, not how long a person works.
+	PortalSessionTTL = 12 * time.Hour
+	// portalSecretLen bounds what is worth hashing: a value longer than any we issue is forged.
+	portalSecretLen = 64
+)
+
+// Why a portal token does not open a session. A forged, expired or revoked token is
+// ErrPortalTokenInvalid (who holds it proved nothing); a genuine token opened before is
+// ErrPortalTokenUsed, so the page can tell a person that the link was single-use.
+var (
+	ErrPortalTokenInvalid  = errors.New("portal link is invalid or expired")
+	ErrPortalTokenUsed     = errors.New("portal link was already used")
+	ErrPortalSessionEnded  = errors.New("portal session is invalid, expired or revoked")
+	ErrPortalTTLOutOfRange = fmt.Errorf("portal link ttl must be more than 0 and at most %s", MaxPortalLinkTTL)
+)
+
+// PortalLink is a signed link's stored half: the hash of its single-use token and its scope.
+type PortalLink struct {
+	bun.BaseModel `bun:"table:portal_links"`
+
+	ID        int64      `bun:"id,pk,autoincrement"`
+	AccountID int64      `bun:"account_id,notnull"`
+	Variant   Variant    `bun:"variant,notnull"`
+	ReadOnly  bool       `bun:"read_only,notnull"`
+	TokenHash string     `bun:"token_hash,notnull"`
+	CreatedAt time.Time  `bun:"created_at,notnull"`
+	ExpiresAt time.Time  `bun:"expires_at,notnull"`
+	UsedAt    *time.Time `bun:"used_at"`
+	RevokedAt *time.Time `bun:"revoked_at"`
+}
+
+// PortalSession is what a link's exchange opens: the cookie holds its id, the table its hash.
+type PortalSession struct {
+	bun.BaseModel `bun:"table:portal_sessions"`
+
+	ID          int64      `bun:"id,pk,autoincrement"`
+	AccountID   int64      `bun:"account_id,notnull"`
+	LinkID      int64      `bun:"link_id,notnull"`
+	Variant     Variant    `bun:"variant,notnull"`
+	ReadOnly    bool       `bun:"read_only,notnull"`
+	SessionHash string     `bun:"session_hash,notnull"`
+	CreatedAt   time.Time  `bun:"created_at,notnull"`
+	ExpiresAt   time.Time  `bun:"expires_at,notnull"`
+	RevokedAt   *time.Time `bun:"revoked_at"`
+}
+
+// Scope is what the session may see: its account's webhooks of its variant.
+func (s *PortalSession) Scope() WebhookScope {
+	return WebhookScope{AccountID: s.AccountID, Variant: s.Variant}
+}
+
+// NewPortalLink is what CreatePortalLink needs: the account, its variant, and the link's ttl (0:
+// DefaultPortalLinkTTL).
+type NewPortalLink struct {
+	AccountID int64
+	Variant   Variant
+	ReadOnly  bool
+	TTL       time.Duration
+}
+
+// CreatePortalLink stores a link and returns its plain token, shown once, with the link.
+func CreatePortalLink(ctx context.Context, db bun.IDB, nl NewPortalLink) (token string, link *PortalLink, err error) {
+	if !nl.Variant.Valid() {
+		return "", nil, fmt.Errorf("portal link: unknown variant %q", nl.Variant)
+	}
+	ttl := nl.TTL
+	if ttl == 0 {
+		ttl = DefaultPortalLinkTTL
+	}
+	if ttl < 0 || ttl > MaxPortalLinkTTL {
+		return "", nil, ErrPortalTTLOutOfRange
+	}
+	token, err = newPortalSecret(PortalTokenPrefix)
+	if err != nil {
+		return "", nil, err
+	}
+	now := Now()
+	link = &PortalLink{
+		AccountID: nl.AccountID, Variant: nl.Variant, ReadOnly: nl.ReadOnly,
+		TokenHash: hashPortalSecret(token), CreatedAt: now, ExpiresAt: now.Add(ttl),
+	}
+	if _, err := db.NewInsert().Model(link).Returning("id").Exec(ctx); err != nil {
+		return "", nil, fmt.Errorf("insert portal link: %w", err)
+	}
+	return token, link, nil
+}
+
+// ExchangePortalToken opens a session for a link's token and marks the link used, in one
+// transaction. The mark is a compare-and-set on used_at, so of two exchanges of one token at
+// once exactly one gets a session; the other gets ErrPortalTokenUsed. It returns the session's
+// plain id, shown once (the cookie's value), and the session.
+func ExchangePortalToken(ctx context.Context, db bun.IDB, token string) (sessionID string, session *PortalSession, err error) {
+	hash, ok := portalSecretHash(PortalTokenPrefix, token)
+	if !ok {
+		return "", nil, ErrPortalTokenInvalid
+	}
+	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		link := &PortalLink{}
+		err := tx.NewSelect().Model(link).Where("token_hash = ?", hash).Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrPortalTokenInvalid
+		}
+		if err != nil {
+			return fmt.Errorf("load portal link: %w", err)
+		}
+		if subtle.ConstantTimeCompare([]byte(hash), []byte(link.TokenHash)) != 1 {
+			return ErrPortalTokenInvalid
+		}
+		now := Now()
+		switch {
+		case link.RevokedAt != nil || !now.Before(link.ExpiresAt):
+			return ErrPortalTokenInvalid
+		case link.UsedAt != nil:
+			return ErrPortalTokenUsed
+		}
+		r, err := tx.NewUpdate().Model((*PortalLink)(nil)).Set("used_at = ?", now).
+			Where("id = ?", link.ID).Where("used_at IS NULL").Where("revoked_at IS NULL").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("mark portal link used: %w", err)
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return fmt.Errorf("mark portal link used: %w", err)
+		} else if n != 1 {
+			return ErrPortalTokenUsed
+		}
+		if sessionID, err = newPortalSecret(PortalSessionPrefix); err != nil {
+			return err
+		}
+		session = &PortalSession{
+			AccountID: link.AccountID, LinkID: link.ID, Variant: link.Variant, ReadOnly: link.ReadOnly,
+			SessionHash: hashPortalSecret(sessionID), CreatedAt: now, ExpiresAt: now.Add(PortalSessionTTL),
+		}
+		if _, err := tx.NewInsert().Model(session).Returning("id").Exec(ctx); err != nil {
+			return fmt.Errorf("insert portal session: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return sessionID, session, nil
+}
+
+// PortalSessionByID returns the live session with that plain id, or ErrPortalSessionEnded when it
+// is unknown, expired or revoked.
+func PortalSessionByID(ctx context.Context, db bun.IDB, sessionID string) (*PortalSession, error) {
+	hash, ok := portalSecretHash(PortalSessionPrefix, sessionID)
+	if !ok {
+		return nil, ErrPortalSessionEnded
+	}
+	s := &PortalSession{}
+	err := db.NewSelect().Model(s).Where("session_hash = ?", hash).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrPortalSessionEnded
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load portal session: %w", err)
+	}
+	if subtle.ConstantTimeCompare([]byte(hash), []byte(s.SessionHash)) != 1 || s.RevokedAt != nil || !Now().Before(s.ExpiresAt) {
+		return nil, ErrPortalSessionEnded
+	}
+	return s, nil
+}
+
+// PortalRevoked counts what RevokePortalAccess ended.
+type PortalRevoked struct {
+	Links, Sessions int64
+}
+
+// RevokePortalAccess ends every live session of the account and revokes its unused links, so
+// that nothing issued before opens the portal again. API keys are left alone, as revoking a key
+// leaves the portal alone.
+func RevokePortalAccess(ctx context.Context, db bun.IDB, accountID int64) (PortalRevoked, error) {
+	var out PortalRevoked
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		now := Now()
+		r, err := tx.NewUpdate().Model((*PortalLink)(nil)).Set("revoked_at = ?", now).
+			Where("account_id = ?", accountID).Where("used_at IS NULL").Where("revoked_at IS NULL").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("revoke portal links: %w", err)
+		}
+		if out.Links, err = r.RowsAffected(); err != nil {
+			return fmt.Errorf("revoke portal links: %w", err)
+		}
+		r, err = tx.NewUpdate().Model((*PortalSession)(nil)).Set("revoked_at = ?", now).
+			Where("account_id = ?", accountID).Where("revoked_at IS NULL").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("revoke portal sessions: %w", err)
+		}
+		if out.Sessions, err = r.RowsAffected(); err != nil {
+			return fmt.Errorf("revoke portal sessions: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func newPortalSecret(prefix string) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("portal secret: %w", err)
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// portalSecretHash hashes a presented secret, or says it cannot be one of ours.
+func portalSecretHash(prefix, plain string) (string, bool) {
+	if !strings.HasPrefix(plain, prefix) || len(plain) > portalSecretLen {
+		return "", false
+	}
+	return hashPortalSecret(plain), true
+}
+
+func hashPortalSecret(plain string) string {
+	sum := sha256.Sum256([]byte(plain))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,207 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+func newPortalAccount(t *testing.T, db *bun.DB, email string) (*model.Account, string) {
+	t.Helper()
+	key, account, err := model.CreateAPIKey(t.Context(), db, email, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return account, key
+}
+
+func TestPortalLinkExchange(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := t.Context()
+		account, _ := newPortalAccount(t, db, "owner@example.com")
+		token, link, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantB, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(token, model.PortalTokenPrefix) {
+			t.Fatalf("token %q lacks its prefix", token)
+		}
+		if got := link.ExpiresAt.Sub(link.CreatedAt); got != model.DefaultPortalLinkTTL {
+			t.Fatalf("default ttl = %s", got)
+		}
+		// Only the hash is stored.
+		var stored string
+		if err := db.NewSelect().Table("portal_links").Column("token_hash").Where("id = ?", link.ID).Scan(ctx, &stored); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(stored, token) || strings.Contains(stored, token[len(model.PortalTokenPrefix):]) {
+			t.Fatal("the token is stored in clear")
+		}
+		sid, session, err := model.ExchangePortalToken(ctx, db, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if session.AccountID != account.ID || session.Variant != model.VariantB || !session.ReadOnly {
+			t.Fatalf("session scope = %+v", session)
+		}
+		if got := session.ExpiresAt.Sub(session.CreatedAt); got != model.PortalSessionTTL {
+			t.Fatalf("session ttl = %s", got)
+		}
+		got, err := model.PortalSessionByID(ctx, db, sid)
+		if err != nil || got.ID != session.ID {
+			t.Fatalf("session by id = %+v, %v", got, err)
+		}
+		if _, _, err := model.ExchangePortalToken(ctx, db, token); !errors.Is(err, model.ErrPortalTokenUsed) {
+			t.Fatalf("second exchange: %v, want ErrPortalTokenUsed", err)
+		}
+		for _, forged := range []string{"", "wpt_nope", token + "x", strings.Replace(token, "wpt_", "wps_", 1), sid} {
+			if _, _, err := model.ExchangePortalToken(ctx, db, forged); !errors.Is(err, model.ErrPortalTokenInvalid) {
+				t.Fatalf("exchange of %q: %v, want ErrPortalTokenInvalid", forged, err)
+			}
+		}
+		for _, forged := range []string{"", "wps_nope", token, sid + "x"} {
+			if _, err := model.PortalSessionByID(ctx, db, forged); !errors.Is(err, model.ErrPortalSessionEnded) {
+				t.Fatalf("session %q: %v, want ErrPortalSessionEnded", forged, err)
+			}
+		}
+	})
+}
+
+func TestPortalLinkTTL(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := t.Context()
+		account, _ := newPortalAccount(t, db, "owner@example.com")
+		for _, ttl := range []time.Duration{-time.Second, model.MaxPortalLinkTTL + time.Second} {
+			if _, _, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantA, TTL: ttl}); !errors.Is(err, model.ErrPortalTTLOutOfRange) {
+				t.Fatalf("ttl %s: %v", ttl, err)
+			}
+		}
+		if _, _, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: "C"}); err == nil {
+			t.Fatal("variant C accepted")
+		}
+		token, link, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantA, TTL: model.MaxPortalLinkTTL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Expire it.
+		if _, err := db.NewUpdate().Table("portal_links").Set("expires_at = ?", model.Now().Add(-time.Second)).Where("id = ?", link.ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := model.ExchangePortalToken(ctx, db, token); !errors.Is(err, model.ErrPortalTokenInvalid) {
+			t.Fatalf("expired link: %v, want ErrPortalTokenInvalid", err)
+		}
+		// An expired session ends too.
+		token, _, err = model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sid, session, err := model.ExchangePortalToken(ctx, db, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.NewUpdate().Table("portal_sessions").Set("expires_at = ?", model.Now().Add(-time.Second)).Where("id = ?", session.ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := model.PortalSessionByID(ctx, db, sid); !errors.Is(err, model.ErrPortalSessionEnded) {
+			t.Fatalf("expired session: %v", err)
+		}
+	})
+}
+
+func TestPortalExchangeRace(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := t.Context()
+		account, _ := newPortalAccount(t, db, "owner@example.com")
+		for range 5 {
+			token, _, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantA})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 4
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _, err := model.ExchangePortalToken(context.WithoutCancel(ctx), db, token)
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			won := 0
+			for err := range errs {
+				switch {
+				case err == nil:
+					won++
+				case errors.Is(err, model.ErrPortalTokenUsed), model.IsBusy(err):
+					// Lost the race: told it was used, or the database's lock refused it.
+				default:
+					t.Fatalf("exchange: %v", err)
+				}
+			}
+			if won != 1 {
+				t.Fatalf("%d exchanges of one token won, want 1", won)
+			}
+		}
+	})
+}
+
+func TestRevokePortalAccess(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := t.Context()
+		account, _ := newPortalAccount(t, db, "owner@example.com")
+		other, _ := newPortalAccount(t, db, "other@example.com")
+		open := func(accountID int64) string {
+			token, _, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: accountID, Variant: model.VariantA})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sid, _, err := model.ExchangePortalToken(ctx, db, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sid
+		}
+		sid, otherSID := open(account.ID), open(other.ID)
+		unused, _, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantB})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Revoking the API key leaves the portal alone.
+		keys, err := model.ListAPIKeys(ctx, db, "owner@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := model.RevokeAPIKey(ctx, db, keys[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := model.PortalSessionByID(ctx, db, sid); err != nil {
+			t.Fatalf("session after the API key's revocation: %v", err)
+		}
+		got, err := model.RevokePortalAccess(ctx, db, account.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != (model.PortalRevoked{Links: 1, Sessions: 1}) {
+			t.Fatalf("revoked %+v, want 1 link and 1 session", got)
+		}
+		if _, err := model.PortalSessionByID(ctx, db, sid); !errors.Is(err, model.ErrPortalSessionEnded) {
+			t.Fatalf("session after revocation: %v", err)
+		}
+		if _, _, err := model.ExchangePortalToken(ctx, db, unused); !errors.Is(err, model.ErrPortalTokenInvalid) {
+			t.Fatalf("revoked link: %v", err)
+		}
+		if _, err := model.PortalSessionByID(ctx, db, otherSID); err != nil {
+			t.Fatalf("another account's session: %v", err)
+		}
+	})
+}

@@ -34,6 +34,7 @@ var bodyRoutes = map[string]string{
 	"POST /api/svc/v2/events":                                    `"eventType":"campaign.created"`,
 	"POST /api/svc/v2/campaigns":                                 `"name":"n"`,
 	"PATCH /api/svc/v2/campaigns/:id":                            `"budget":1`,
+	"POST /api/svc/v2/portal-sessions":                           `"ttl":60`,
 	"POST /v2/svc/v2/webhooks":                                   `"url":"https://r.example.com/"`,
 	"PUT /v2/svc/v2/webhooks/:id":                                `"url":"https://r.example.com/"`,
 	"PATCH /v2/svc/v2/webhooks/:id":                              `"maxInFlight":2`,
@@ -51,6 +52,7 @@ var bodyRoutes = map[string]string{
 	"POST /v2/svc/v2/websites/:id/leads":                         `"email":"a@example.com"`,
 	"POST /v2/svc/v2/websites/:id/presaves":                      `"platform":"spotify"`,
 	"POST /v2/svc/v2/websites/:id/analytics":                     `"metric":"pageViews"`,
+	"POST /v2/svc/v2/portal-sessions":                            `"readOnly":true`,
 }
 
 // withContentType presents auth and then replaces the JSON Content-Type e.do sets.

@@ -54,6 +54,11 @@ type Config struct {
 	MaxWebhooks int64
 	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
 	SiteBaseURL string
+	// PublicURL is where clients reach this server (WEBHOOKD_PUBLIC_URL): portal links point there.
+	// Empty makes them relative.
+	PublicURL string
+	// PortalOff answers POST <prefix>/portal-sessions with 404, as /portal/ does (WEBHOOKD_PORTAL=false).
+	PortalOff bool
 }
 
 // Server holds what the handlers need.
@@ -67,6 +72,8 @@ type Server struct {
 	log               *slog.Logger
 	maxWebhooks       int64
 	siteBaseURL       string
+	publicURL         string
+	portal            bool
 	retryAfterSeconds int
 	echo              *echo.Echo
 }
@@ -89,6 +96,8 @@ func New(cfg Config) (*Server, error) {
 		log:               cfg.Logger,
 		maxWebhooks:       cfg.MaxWebhooks,
 		siteBaseURL:       cfg.SiteBaseURL,
+		publicURL:         cfg.PublicURL,
+		portal:            !cfg.PortalOff,
 		retryAfterSeconds: int(math.Max(1, math.Ceil(1/cfg.RateLimit))),
 	}
 	e := echo.New()
@@ -153,6 +162,7 @@ func New(cfg Config) (*Server, error) {
 		g.GET("/events", h.listEvents, with()...)
 		g.GET("/events/:id", h.getEvent, with()...)
 		g.GET("/event-types", h.eventTypes, with()...)
+		g.POST("/portal-sessions", h.createPortalSession, with(small)...)
 		if v == variantB {
 			wh := &websiteHandlers{Server: s}
 			g.GET("/websites", wh.list, with()...)

@@ -246,3 +246,12 @@ func hashPortalSecret(plain string) string {
 	sum := sha256.Sum256([]byte(plain))
 	return hex.EncodeToString(sum[:])
 }
+
+// PortalEnterPath is where a link's token is exchanged for a session.
+const PortalEnterPath = "/portal/enter"
+
+// PortalEnterURL is the link a person opens: publicURL (WEBHOOKD_PUBLIC_URL) and the token.
+// The token is base64url, so it needs no escaping in a query.
+func PortalEnterURL(publicURL, token string) string {
+	return strings.TrimRight(publicURL, "/") + PortalEnterPath + "?token=" + token
+}

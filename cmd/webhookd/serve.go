@@ -83,6 +83,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 			Logger:   logger.With("component", "api"),
 			Registry: registry, Gatherer: registry,
 			RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks, SiteBaseURL: cfg.SiteBaseURL,
+			PublicURL: cfg.PublicURL,
 		})
 		if err != nil {
 			return err

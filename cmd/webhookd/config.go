@@ -58,6 +58,10 @@ type Config struct {
 	PublicURL     string        `env:"WEBHOOKD_PUBLIC_URL" check:"absoluteURL"`
 	TemporalUIURL string        `env:"WEBHOOKD_TEMPORAL_UI_URL" envDefault:"http://127.0.0.1:8233" check:"absoluteURL"`
 	SiteBaseURL   string        `env:"WEBHOOKD_SITE_BASE_URL" envDefault:"https://sites.example.com" check:"absoluteURL"`
+	// Portal serves the owner's portal at /portal/ (docs/portal.md); PortalFrameAncestors is its
+	// Content-Security-Policy frame-ancestors, the pages that may embed it in an iframe.
+	Portal               bool   `env:"WEBHOOKD_PORTAL" envDefault:"true"`
+	PortalFrameAncestors string `env:"WEBHOOKD_PORTAL_FRAME_ANCESTORS" envDefault:"'self'" check:"cspSources"`
 	SweepInterval time.Duration `env:"WEBHOOKD_SWEEP_INTERVAL" envDefault:"5s" check:"positive"`
 	// MaxConcurrentDeliveries bounds concurrent first attempts per worker process, and
 	// MaxConcurrentRetries the later attempts, which have their own task queue.
@@ -241,7 +245,7 @@ type rule struct {
 
 // ruleFor is the rule of field f, holding the parsed value v: its type's, refined by its check tag,
 // one of positive (above zero), positiveOr0 (zero turns it off), fraction (0 to 1), hostport,
-// absoluteURL, smtpURL, mailAddress, databaseURL, or a|b (one of these words).
+// absoluteURL, smtpURL, mailAddress, databaseURL, cspSources, or a|b (one of these words).
 func ruleFor(f reflect.StructField, v reflect.Value) rule {
 	switch c := f.Tag.Get("check"); c {
 	case "positive":
@@ -269,6 +273,11 @@ func ruleFor(f reflect.StructField, v reflect.Value) rule {
 	case "mailAddress":
 		_, err := mail.ParseAddress(v.String())
 		return rule{ok: err == nil, want: "an e-mail address"}
+	case "cspSources":
+		// One directive's sources: a ";" or "," would end the directive, a line break the header.
+		s := v.String()
+		ok := strings.TrimSpace(s) != "" && !strings.ContainsFunc(s, func(r rune) bool { return r == ';' || r == ',' || r < 0x20 || r == 0x7f })
+		return rule{ok: ok, want: "CSP sources separated by spaces, such as 'self' https://app.example.com"}
 	case "databaseURL":
 		s := v.String()
 		ok := strings.HasPrefix(s, "sqlite:") || strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")

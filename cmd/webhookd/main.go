@@ -1,6 +1,7 @@
 // Command webhookd is the webhook delivery service: `serve` runs the API and the Temporal worker,
 // `migrate` applies database migrations, `apikey` issues, lists and revokes API keys, `webhooks`
-// lists, retries and recovers webhooks for an operator, `version` prints the build.
+// lists, retries and recovers webhooks for an operator, `portal-link` makes and revokes links to
+// the owner's portal, `version` prints the build.
 package main
 
 import (
@@ -45,6 +46,11 @@ Usage:
   webhookd webhooks recover ID --since T [--until T]
                                            retry every delivery created in [T, until) that did not
                                            succeed, in the background (the count on the last line)
+  webhookd portal-link --owner-email E [--variant A|B] [--read-only] [--ttl D]
+                                           a link to the owner's portal that opens once (the URL
+                                           on the last line; variant B unless --variant, ttl 1h)
+  webhookd portal-link --revoke-all --owner-email E
+                                           end the account's portal sessions, revoke unused links
   webhookd threshold set --website ID --metric M --value N
                                            set an analytics threshold (operators only)
   webhookd threshold list [--website ID]   list thresholds
@@ -120,6 +126,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return thresholdCommand(ctx, cfg, args[1:], stdout, stderr)
 	case "webhooks":
 		return webhooksCommand(ctx, cfg, args[1:], stdout, stderr, logger)
+	case "portal-link":
+		return portalLinkCommand(ctx, cfg, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])

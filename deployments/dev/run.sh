@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The development stack behind `make run`: a Temporal dev server with its Web UI, webhookd on top of
-# it, a fresh dev API key, and copy-paste curl commands for both API variants. Ctrl-C stops it all.
+# it, a fresh dev API key, a link to the owner's portal, and copy-paste curl commands for both API
+# variants. Ctrl-C stops it all.
 set -euo pipefail
 # WEBHOOKD_BIN runs another build (the tests use it); webhookd itself refuses unknown WEBHOOKD_
 # variables, so it is taken out of the environment.
@@ -71,12 +72,17 @@ for _ in $(seq 1 60); do
 done
 
 base="http://$addr"
+owner=${WEBHOOKD_DEV_OWNER:-dev@localhost}
+# A link that opens once, within the hour; with WEBHOOKD_PORTAL=false the command says why not.
+portal=$("$webhookd" portal-link --owner-email "$owner" 2>&1 | tail -n 1) || portal="none: $portal"
 cat <<BANNER
 
 webhookd is up.
   API:             $base   (OpenAPI: $base/openapi.yaml, metrics: $base/metrics)
   Temporal Web UI: http://127.0.0.1:$ui_port
   Dev API key:     $key
+  Owner's portal:  $portal
+                   (variant B's webhooks; opens once, within an hour; another: bin/webhookd portal-link --owner-email $owner [--variant A])
 
 Variant A (campaigns, x-api-key):
   curl -s -X POST $base/api/svc/v2/webhooks -H 'x-api-key: $key' -H 'Content-Type: application/json' -d '{"url":"https://example.com/hooks","eventType":"campaign.created"}'

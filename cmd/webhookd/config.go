@@ -55,14 +55,10 @@ type Config struct {
 	SMTPURL         string          `env:"WEBHOOKD_SMTP_URL" check:"smtpURL"`
 	MailFrom        string          `env:"WEBHOOKD_MAIL_FROM" envDefault:"webhookd <webhookd@localhost>" check:"mailAddress"`
 	// PublicURL defaults to http:// and HTTPAddr.
-	PublicURL     string `env:"WEBHOOKD_PUBLIC_URL" check:"absoluteURL"`
-	TemporalUIURL string `env:"WEBHOOKD_TEMPORAL_UI_URL" envDefault:"http://127.0.0.1:8233" check:"absoluteURL"`
-	SiteBaseURL   string `env:"WEBHOOKD_SITE_BASE_URL" envDefault:"https://sites.example.com" check:"absoluteURL"`
-	// Portal serves the owner's portal at /portal/ (docs/portal.md); PortalFrameAncestors is its
-	// Content-Security-Policy frame-ancestors, the pages that may embed it in an iframe.
-	Portal               bool          `env:"WEBHOOKD_PORTAL" envDefault:"true"`
-	PortalFrameAncestors string        `env:"WEBHOOKD_PORTAL_FRAME_ANCESTORS" envDefault:"'self'" check:"cspSources"`
-	SweepInterval        time.Duration `env:"WEBHOOKD_SWEEP_INTERVAL" envDefault:"5s" check:"positive"`
+	PublicURL     string        `env:"WEBHOOKD_PUBLIC_URL" check:"absoluteURL"`
+	TemporalUIURL string        `env:"WEBHOOKD_TEMPORAL_UI_URL" envDefault:"http://127.0.0.1:8233" check:"absoluteURL"`
+	SiteBaseURL   string        `env:"WEBHOOKD_SITE_BASE_URL" envDefault:"https://sites.example.com" check:"absoluteURL"`
+	SweepInterval time.Duration `env:"WEBHOOKD_SWEEP_INTERVAL" envDefault:"5s" check:"positive"`
 	// MaxConcurrentDeliveries bounds concurrent first attempts per worker process, and
 	// MaxConcurrentRetries the later attempts, which have their own task queue.
 	MaxConcurrentDeliveries int `env:"WEBHOOKD_MAX_CONCURRENT_DELIVERIES" envDefault:"200" check:"positive"`
@@ -90,6 +86,11 @@ type Config struct {
 	Retention time.Duration `env:"WEBHOOKD_RETENTION" envDefault:"720h" check:"positiveOr0"`
 	LogLevel  slog.Level    `env:"WEBHOOKD_LOG_LEVEL" envDefault:"info"`
 	LogFormat string        `env:"WEBHOOKD_LOG_FORMAT" envDefault:"text" check:"text|json"`
+
+	// Portal serves the owner's portal at /portal/ (docs/portal.md); PortalFrameAncestors is its
+	// Content-Security-Policy frame-ancestors, the pages that may embed it in an iframe.
+	Portal               bool   `env:"WEBHOOKD_PORTAL" envDefault:"true"`
+	PortalFrameAncestors string `env:"WEBHOOKD_PORTAL_FRAME_ANCESTORS" envDefault:"'self'" check:"cspSources"`
 }
 
 // testVariables are read by the test suite, not by the service; allowed so a test shell can run

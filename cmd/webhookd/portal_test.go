@@ -91,3 +91,20 @@ func TestPortalLinkCommand(t *testing.T) {
 		t.Error("a link made with the portal off")
 	}
 }
+
+// TestPortalFrameAncestorsChecked: the value goes into a header, so what would end the directive
+// or the header is refused.
+func TestPortalFrameAncestorsChecked(t *testing.T) {
+	for _, bad := range []string{"'self'; script-src *", "'self', https://a.example.com", "'self'\r\nX-Evil: 1", "   "} {
+		if _, err := loadConfig([]string{"WEBHOOKD_PORTAL_FRAME_ANCESTORS=" + bad}); err == nil || !strings.Contains(err.Error(), "WEBHOOKD_PORTAL_FRAME_ANCESTORS") {
+			t.Errorf("%q: %v, want a refusal naming the variable", bad, err)
+		}
+	}
+	cfg, err := loadConfig([]string{"WEBHOOKD_PORTAL_FRAME_ANCESTORS='self' https://app.example.com", "WEBHOOKD_PORTAL=false"})
+	if err != nil || cfg.PortalFrameAncestors != "'self' https://app.example.com" || cfg.Portal {
+		t.Fatalf("cfg = %q %v, %v", cfg.PortalFrameAncestors, cfg.Portal, err)
+	}
+	if cfg, _ := loadConfig(nil); !cfg.Portal || cfg.PortalFrameAncestors != "'self'" {
+		t.Fatalf("defaults: %v %q", cfg.Portal, cfg.PortalFrameAncestors)
+	}
+}

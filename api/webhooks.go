@@ -312,13 +312,7 @@ func (h *deliveryHandlers) rotateSecret(c echo.Context) error {
 }
 
 // testEvent is the webhook.test event a variant B webhook receives after registration (spec 6.3).
-func testEvent(w *model.Webhook) model.NewEvent {
-	data, _ := json.Marshal(struct {
-		Message   string `json:"message"`
-		WebhookID int64  `json:"webhookId"`
-	}{"This is a test event from webhookd: your webhook is registered.", w.ID})
-	return model.NewEvent{AccountID: w.AccountID, Variant: w.Variant, EventType: model.EventTest, Data: string(data), OnlyWebhook: w.ID}
-}
+func testEvent(w *model.Webhook) model.NewEvent { return model.WebhookTestEvent(w) }
 
 // publishTest sends a fresh test event to a webhook.
 func (h *deliveryHandlers) publishTest(c echo.Context, w *model.Webhook) (*model.PublishResult, error) {

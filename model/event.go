@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -77,6 +78,16 @@ type NewEvent struct {
 	// OnlyWebhook, when set, delivers to that webhook alone (the test event after registration)
 	// instead of to every subscriber.
 	OnlyWebhook int64
+}
+
+// WebhookTestEvent is the EventTest event a webhook receives after registration when its variant
+// sends one (VariantSpec.TestEvent; spec 6.3), and on request.
+func WebhookTestEvent(w *Webhook) NewEvent {
+	data, _ := json.Marshal(struct {
+		Message   string `json:"message"`
+		WebhookID int64  `json:"webhookId"`
+	}{"This is a test event from webhookd: your webhook is registered.", w.ID})
+	return NewEvent{AccountID: w.AccountID, Variant: w.Variant, EventType: EventTest, Data: string(data), OnlyWebhook: w.ID}
 }
 
 // PublishResult is what publishing stored.

@@ -255,3 +255,28 @@ const PortalEnterPath = "/portal/enter"
 func PortalEnterURL(publicURL, token string) string {
 	return strings.TrimRight(publicURL, "/") + PortalEnterPath + "?token=" + token
 }
+
+// LastAttempts returns when the newest attempt of each of the webhooks started, by webhook id;
+// a webhook never attempted is absent. The portal's endpoints page shows it for both variants
+// (variant A keeps no last_triggered_at).
+func LastAttempts(ctx context.Context, db bun.IDB, webhookIDs []int64) (map[int64]time.Time, error) {
+	out := map[int64]time.Time{}
+	if len(webhookIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		WebhookID int64     `bun:"webhook_id"`
+		StartedAt time.Time `bun:"started_at"`
+	}
+	newest := db.NewSelect().TableExpr("delivery_attempts AS a2").Join("JOIN deliveries AS d2 ON d2.id = a2.delivery_id").
+		ColumnExpr("MAX(a2.id)").Where("d2.webhook_id IN (?)", bun.In(webhookIDs)).GroupExpr("d2.webhook_id")
+	err := db.NewSelect().TableExpr("delivery_attempts AS a").Join("JOIN deliveries AS d ON d.id = a.delivery_id").
+		ColumnExpr("d.webhook_id, a.started_at").Where("a.id IN (?)", newest).Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("last attempts: %w", err)
+	}
+	for _, r := range rows {
+		out[r.WebhookID] = r.StartedAt
+	}
+	return out, nil
+}

@@ -5,12 +5,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/portal"
 )
 
 // TestPortalLinkCommand: the URL alone on the last line, scoped as asked; --revoke-all ends the
@@ -106,5 +111,59 @@ func TestPortalFrameAncestorsChecked(t *testing.T) {
 	}
 	if cfg, _ := loadConfig(nil); !cfg.Portal || cfg.PortalFrameAncestors != "'self'" {
 		t.Fatalf("defaults: %v %q", cfg.Portal, cfg.PortalFrameAncestors)
+	}
+}
+
+// TestPortalMount: the portal answers under /portal/ beside the API; with WEBHOOKD_PORTAL=false
+// /portal/ is the API's, which answers 404, as POST <prefix>/portal-sessions does.
+func TestPortalMount(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db")}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	key, _, err := model.CreateAPIKey(ctx, db, "ops@example.com", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	for _, on := range []bool{true, false} {
+		srv, err := api.New(api.Config{DB: db, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080", PortalOff: !on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var handler http.Handler = srv
+		if on {
+			p, err := portal.New(portal.Config{DB: db, Logger: logger, PublicURL: "http://127.0.0.1:8080"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			handler = withPortal(srv, p)
+		}
+		do := func(method, path string, auth bool) *httptest.ResponseRecorder {
+			req := httptest.NewRequest(method, path, nil)
+			if auth {
+				req.Header.Set("x-api-key", key)
+			}
+			rec := httptest.NewRecorder()
+			handler.ServeHTTP(rec, req)
+			return rec
+		}
+		link := do("POST", "/api/svc/v2/portal-sessions", true)
+		page := do("GET", "/portal/", false)
+		enter := do("GET", "/portal/enter?token=wpt_x", false)
+		if on {
+			if link.Code != http.StatusCreated || page.Code != http.StatusUnauthorized || enter.Code != http.StatusUnauthorized ||
+				page.Header().Get("Content-Security-Policy") == "" {
+				t.Fatalf("portal on: link %d, /portal/ %d, enter %d", link.Code, page.Code, enter.Code)
+			}
+		} else if link.Code != http.StatusNotFound || page.Code != http.StatusNotFound || enter.Code != http.StatusNotFound {
+			t.Fatalf("portal off: link %d, /portal/ %d, enter %d; want 404", link.Code, page.Code, enter.Code)
+		}
+		if rec := do("GET", "/api/svc/v2/webhooks", true); rec.Code != http.StatusOK {
+			t.Fatalf("the API beside the portal: %d", rec.Code)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,8 +25,21 @@ import (
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/portal"
 	"github.com/webhookd/webhookd/worker"
 )
+
+// withPortal serves the owner's portal under portal.Prefix and everything else from the API.
+// Without it (WEBHOOKD_PORTAL=false) the API gets /portal/ too, and answers 404.
+func withPortal(api, p http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, portal.Prefix) {
+			p.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
 
 // serve runs the API, the worker, or both until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) error {
@@ -83,12 +97,23 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 			Logger:   logger.With("component", "api"),
 			Registry: registry, Gatherer: registry,
 			RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks, SiteBaseURL: cfg.SiteBaseURL,
-			PublicURL: cfg.PublicURL,
+			PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal,
 		})
 		if err != nil {
 			return err
 		}
 		handler = srv
+		if cfg.Portal {
+			p, err := portal.New(portal.Config{
+				DB: db, Dispatcher: dispatcher, Secrets: secrets, Policy: policy,
+				Logger: logger.With("component", "portal"), PublicURL: cfg.PublicURL, FrameAncestors: cfg.PortalFrameAncestors,
+				MaxWebhooks: cfg.MaxWebhooks, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+			})
+			if err != nil {
+				return err
+			}
+			handler = withPortal(srv, p)
+		}
 	} else {
 		// A worker alone still answers health checks and scrapes.
 		mux := http.NewServeMux()

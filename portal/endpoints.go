@@ -1,0 +1,296 @@
+package portal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/model"
+)
+
+// pageNames are the templates under templates/, each rendered inside layout.html.
+var pageNames = []string{"error", "endpoints", "edit", "delete", "created"}
+
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{"time": formatTime}
+	pages := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("portal template %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+func formatTime(t any) string {
+	switch v := t.(type) {
+	case time.Time:
+		if v.IsZero() {
+			return "never"
+		}
+		return v.UTC().Format("2006-01-02 15:04:05 UTC")
+	case *time.Time:
+		if v == nil {
+			return "never"
+		}
+		return formatTime(*v)
+	}
+	return ""
+}
+
+// render writes page name with data (a map; the session's variant, read-only flag and CSRF token
+// are added when there is a session).
+func (s *Server) render(c echo.Context, status int, name string, data map[string]any) error {
+	if session, ok := c.Get(contextSession).(*model.PortalSession); ok {
+		data["Session"] = session
+		data["CSRF"] = c.Get(contextCSRF)
+	}
+	var buf bytes.Buffer
+	if err := s.pages[name].ExecuteTemplate(&buf, "layout.html", data); err != nil {
+		return fmt.Errorf("render %s: %w", name, err)
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// endpointHandlers serve the endpoints page and its actions, for the session's account and
+// variant only (model.PortalSession.Scope), as the REST API's handlers serve its caller's.
+type endpointHandlers struct {
+	*Server
+}
+
+// endpointRow is one webhook as the endpoints page shows it, its status in the variant's words.
+type endpointRow struct {
+	*model.Webhook
+	LastAttempt time.Time
+}
+
+// maxListed bounds the endpoints page; an account holds at most MaxWebhooks per variant anyway.
+const maxListed = 1000
+
+func (h *endpointHandlers) list(c echo.Context) error {
+	return h.renderList(c, http.StatusOK, "", "", "")
+}
+
+// renderList renders the endpoints page, with a create form's values and its error when a create
+// was refused.
+func (h *endpointHandlers) renderList(c echo.Context, status int, formURL, formType, formError string) error {
+	ctx := c.Request().Context()
+	session := sessionOf(c)
+	hooks, err := model.ListWebhooks(ctx, h.db, session.Scope(), model.WebhookFilter{Limit: maxListed})
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, len(hooks))
+	for i := range hooks {
+		ids[i] = hooks[i].ID
+	}
+	last, err := model.LastAttempts(ctx, h.db, ids)
+	if err != nil {
+		return err
+	}
+	rows := make([]endpointRow, len(hooks))
+	for i := range hooks {
+		rows[i] = endpointRow{Webhook: &hooks[i], LastAttempt: last[hooks[i].ID]}
+	}
+	return h.render(c, status, "endpoints", map[string]any{
+		"Title": "Endpoints", "Endpoints": rows, "Catalog": model.EventCatalog(session.Variant),
+		"FormURL": formURL, "FormType": formType, "FormError": formError,
+	})
+}
+
+// create registers a webhook as POST <collection> does: the same checks (event type, URL under the
+// egress address policy, the account's limit), and in variant B its test event in the same
+// transaction, started after the commit.
+func (h *endpointHandlers) create(c echo.Context) error {
+	ctx := c.Request().Context()
+	session := sessionOf(c)
+	rawURL, eventType := strings.TrimSpace(c.FormValue("url")), c.FormValue("eventType")
+	if !session.Variant.Registrable(eventType) {
+		return h.renderList(c, http.StatusUnprocessableEntity, rawURL, eventType, "Pick an event type from the list.")
+	}
+	if reason, err := h.checkURL(ctx, rawURL); err != nil {
+		return err
+	} else if reason != "" {
+		return h.renderList(c, http.StatusUnprocessableEntity, rawURL, eventType, reason)
+	}
+	secret, sealed, err := h.secrets.NewSealedWebhookSecret()
+	if err != nil {
+		return err
+	}
+	now := model.Now()
+	w := &model.Webhook{
+		AccountID: session.AccountID, Variant: session.Variant, URL: rawURL, EventType: eventType,
+		Status: session.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
+	}
+	var test *model.PublishResult
+	err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := model.CreateWebhook(ctx, tx, w, h.maxWebhooks); err != nil {
+			return err
+		}
+		if !session.Variant.Spec().TestEvent {
+			return nil
+		}
+		var err error
+		test, err = model.InsertEvent(ctx, tx, model.WebhookTestEvent(w))
+		return err
+	})
+	if errors.Is(err, model.ErrLimitReached) {
+		return h.renderList(c, http.StatusUnprocessableEntity, rawURL, eventType,
+			fmt.Sprintf("This account already has %d endpoints; delete one first.", h.maxWebhooks))
+	}
+	if err != nil {
+		return err
+	}
+	if test != nil {
+		h.start(ctx, test)
+	}
+	return h.render(c, http.StatusCreated, "created", map[string]any{"Title": "Endpoint created", "Endpoint": w, "Secret": secret})
+}
+
+// start starts the deliveries of a committed event, as the API does after its commit; what is not
+// started here the worker's sweeper starts.
+func (h *endpointHandlers) start(ctx context.Context, res *model.PublishResult) {
+	if h.dispatcher == nil || len(res.Deliveries) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+	defer cancel()
+	if err := h.dispatcher.StartEvent(ctx, h.db, res.Refs()); err != nil {
+		h.log.Warn("portal: start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
+	}
+}
+
+// checkURL judges a receiver URL by the API's rule: the reason it is refused, or "".
+func (h *endpointHandlers) checkURL(ctx context.Context, raw string) (string, error) {
+	if raw == "" {
+		return "The URL is required.", nil
+	}
+	if err := h.policy.CheckURL(ctx, raw, h.resolver); err != nil {
+		var ue *egress.URLError
+		if errors.As(err, &ue) {
+			return "The URL cannot be used: " + ue.Reason + ".", nil
+		}
+		return "", err
+	}
+	return "", nil
+}
+
+// load reads the :id webhook within the session's scope: another account's, another variant's,
+// a deleted or a malformed id is 404, as in the REST API.
+func (h *endpointHandlers) load(c echo.Context) (*model.Webhook, error) {
+	id, ok := webhookID(c)
+	if !ok {
+		return nil, errNotFound
+	}
+	return model.GetWebhook(c.Request().Context(), h.db, sessionOf(c).Scope(), id)
+}
+
+// webhookID reads :id as the API writes ids: decimal digits, no sign, no leading zero.
+func webhookID(c echo.Context) (int64, bool) {
+	raw := c.Param("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	return id, err == nil && id > 0 && strconv.FormatInt(id, 10) == raw
+}
+
+func (h *endpointHandlers) edit(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	return h.render(c, http.StatusOK, "edit", map[string]any{"Title": "Edit endpoint", "Endpoint": w, "FormURL": w.URL})
+}
+
+// updateURL is PUT <collection>/<id> {url}: the status starts again as a new webhook's, the
+// limits stay.
+func (h *endpointHandlers) updateURL(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	rawURL := strings.TrimSpace(c.FormValue("url"))
+	if reason, err := h.checkURL(ctx, rawURL); err != nil {
+		return err
+	} else if reason != "" {
+		return h.render(c, http.StatusUnprocessableEntity, "edit", map[string]any{"Title": "Edit endpoint", "Endpoint": w, "FormURL": rawURL, "FormError": reason})
+	}
+	if _, err := model.UpdateWebhookURL(ctx, h.db, sessionOf(c).Scope(), w.ID, rawURL, model.LimitsChange{}); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, Prefix)
+}
+
+func (h *endpointHandlers) disable(c echo.Context) error {
+	return h.toggle(c, model.DisableWebhook)
+}
+
+func (h *endpointHandlers) enable(c echo.Context) error {
+	return h.toggle(c, model.EnableWebhook)
+}
+
+func (h *endpointHandlers) toggle(c echo.Context, change func(context.Context, bun.IDB, model.WebhookScope, int64) (*model.Webhook, error)) error {
+	id, ok := webhookID(c)
+	if !ok {
+		return errNotFound
+	}
+	if _, err := change(c.Request().Context(), h.db, sessionOf(c).Scope(), id); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, Prefix)
+}
+
+func (h *endpointHandlers) confirmDelete(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	return h.render(c, http.StatusOK, "delete", map[string]any{"Title": "Delete endpoint", "Endpoint": w})
+}
+
+// delete is DELETE <collection>/<id>: the webhook goes, then its unfinished deliveries are
+// canceled and their workflows with them, as the API's endDeliveries does.
+func (h *endpointHandlers) delete(c echo.Context) error {
+	id, ok := webhookID(c)
+	if !ok {
+		return errNotFound
+	}
+	ctx := c.Request().Context()
+	if err := model.DeleteWebhook(ctx, h.db, sessionOf(c).Scope(), id); err != nil {
+		return err
+	}
+	h.endDeliveries(ctx, id)
+	return c.Redirect(http.StatusSeeOther, Prefix)
+}
+
+// endDeliveries is api's of the same name: the webhook is gone whatever happens here, and what is
+// not reached ends by itself when its next attempt finds the webhook deleted.
+func (h *endpointHandlers) endDeliveries(ctx context.Context, webhookID int64) {
+	refs, err := model.OpenDeliveries(ctx, h.db, webhookID)
+	if err == nil {
+		err = model.CancelOpenDeliveries(ctx, h.db, webhookID)
+	}
+	if err != nil {
+		h.log.Warn("portal: cancel deliveries of a deleted webhook", "webhook", webhookID, "err", err)
+		return
+	}
+	if h.dispatcher == nil || len(refs) == 0 {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+	defer cancel()
+	if canceled, err := h.dispatcher.Cancel(tctx, refs); err != nil {
+		h.log.Warn("portal: cancel delivery workflows of a deleted webhook", "webhook", webhookID, "canceled", len(canceled), "of", len(refs), "err", err)
+	}
+}

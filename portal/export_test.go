@@ -1,0 +1,4 @@
+package portal
+
+// CSRFToken is a session's CSRF token, for tests of a read-only session, whose pages carry none.
+var CSRFToken = csrfToken

@@ -1,0 +1,322 @@
+// Package portal is the owner's portal (issue 20): server-rendered pages at /portal/ where the owner
+// of an account sees and fixes its own webhooks, opened from a signed single-use link
+// (model.CreatePortalLink) that is exchanged for a session cookie. Pages come from html/template,
+// which escapes everything a user or a receiver wrote; the CSS is embedded in the binary and no page
+// needs JavaScript. Every change goes through the model functions (and dispatch) that the REST
+// handlers use, so the portal adds no rule of its own. docs/portal.md holds the decisions.
+package portal
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/uptrace/bun"
+	"golang.org/x/time/rate"
+
+	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/model"
+)
+
+// Prefix is where the portal is mounted; its cookie's Path.
+const Prefix = "/portal/"
+
+// CookieName holds the session id (model.PortalSessionPrefix and 43 characters).
+const CookieName = "webhookd_portal"
+
+// csrfField is the hidden field of every form that changes something.
+const csrfField = "csrf"
+
+// dispatchTimeout bounds how long an action waits on Temporal, as the API's does: what is not
+// started in time is started by the worker's sweeper.
+const dispatchTimeout = 3 * time.Second
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// Config carries the portal's dependencies.
+type Config struct {
+	DB *bun.DB
+	// Dispatcher starts and cancels delivery workflows; nil leaves starting to the sweeper.
+	Dispatcher *dispatch.Dispatcher
+	Secrets    *model.SecretBox
+	// Policy and Resolver judge a webhook's URL, as the API judges it (egress's address policy).
+	Policy   egress.AddressPolicy
+	Resolver *net.Resolver
+	Logger   *slog.Logger
+	// PublicURL (WEBHOOKD_PUBLIC_URL) decides the cookie's Secure flag: set unless it is http on a
+	// loopback address, where a browser would not send a Secure cookie back.
+	PublicURL string
+	// FrameAncestors is the CSP frame-ancestors (WEBHOOKD_PORTAL_FRAME_ANCESTORS); empty: 'self'.
+	FrameAncestors string
+	MaxWebhooks    int64
+	// RateLimit and RateBurst bound link exchanges per client address (WEBHOOKD_RATE_LIMIT).
+	RateLimit float64
+	RateBurst int
+}
+
+// Server serves the portal's pages.
+type Server struct {
+	db          *bun.DB
+	dispatcher  *dispatch.Dispatcher
+	secrets     *model.SecretBox
+	policy      egress.AddressPolicy
+	resolver    *net.Resolver
+	log         *slog.Logger
+	maxWebhooks int64
+	secure      bool
+	csp         string
+	pages       map[string]*template.Template
+	echo        *echo.Echo
+}
+
+// New builds the portal and its routes, all under Prefix.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxWebhooks <= 0 {
+		cfg.MaxWebhooks = 100
+	}
+	if cfg.RateLimit <= 0 {
+		cfg.RateLimit, cfg.RateBurst = 20, 40
+	}
+	if cfg.FrameAncestors == "" {
+		cfg.FrameAncestors = "'self'"
+	}
+	if strings.ContainsAny(cfg.FrameAncestors, ";,\r\n") {
+		return nil, fmt.Errorf("portal frame ancestors %q: not one CSP directive's sources", cfg.FrameAncestors)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
+		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, secure: secureCookie(cfg.PublicURL), pages: pages,
+		csp: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
+			"base-uri 'none'; form-action 'self'; frame-ancestors " + cfg.FrameAncestors,
+	}
+	static, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		return nil, err
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	// The exchange's rate limit keys on the connection's address: X-Forwarded-For is the client's
+	// to write, so trusting it would let one client take every bucket but its own.
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.headers, middleware.Recover())
+	limiter := middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
+		Store: middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
+			Rate: rate.Limit(cfg.RateLimit), Burst: cfg.RateBurst, ExpiresIn: 3 * time.Minute,
+		}),
+		IdentifierExtractor: func(c echo.Context) (string, error) { return c.RealIP(), nil },
+		DenyHandler: func(c echo.Context, _ string, _ error) error {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(1/cfg.RateLimit+0.999))))
+			return &pageError{status: http.StatusTooManyRequests, title: "Too many attempts", message: "Too many links were opened from your address. Wait a moment and open the link again."}
+		},
+	})
+	small := middleware.BodyLimit("64K")
+	g := e.Group(strings.TrimSuffix(Prefix, "/"))
+	g.GET("/enter", s.enter, limiter)
+	g.GET("/static/*", echo.WrapHandler(http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static)))))
+	h := &endpointHandlers{Server: s}
+	read := []echo.MiddlewareFunc{s.session}
+	write := []echo.MiddlewareFunc{small, s.session, s.checkCSRF, s.writable}
+	g.GET("/", h.list, read...)
+	g.POST("/webhooks", h.create, write...)
+	g.GET("/webhooks/:id/edit", h.edit, read...)
+	g.POST("/webhooks/:id/url", h.updateURL, write...)
+	g.POST("/webhooks/:id/disable", h.disable, write...)
+	g.POST("/webhooks/:id/enable", h.enable, write...)
+	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
+	g.POST("/webhooks/:id/delete", h.delete, write...)
+	s.echo = e
+	return s, nil
+}
+
+// ServeHTTP makes the portal an http.Handler, to be mounted at Prefix.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// secureCookie: Secure everywhere but plain http on loopback (make run), where the browser would
+// drop a Secure cookie.
+func secureCookie(publicURL string) bool {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Scheme != "http" {
+		return true
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
+// headers sets what every portal response carries, error pages included.
+func (s *Server) headers(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", s.csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		if !strings.HasPrefix(c.Request().URL.Path, Prefix+"static/") {
+			// Pages hold a session's data and its CSRF token: no shared cache keeps them.
+			h.Set("Cache-Control", "no-store")
+		}
+		return next(c)
+	}
+}
+
+const contextSession = "portal.session"
+
+func sessionOf(c echo.Context) *model.PortalSession {
+	return c.Get(contextSession).(*model.PortalSession)
+}
+
+// session admits a request whose cookie names a live session.
+func (s *Server) session(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		cookie, err := c.Cookie(CookieName)
+		if err != nil {
+			return errNoSession
+		}
+		session, err := model.PortalSessionByID(c.Request().Context(), s.db, cookie.Value)
+		if errors.Is(err, model.ErrPortalSessionEnded) {
+			return errNoSession
+		}
+		if err != nil {
+			return err
+		}
+		c.Set(contextSession, session)
+		c.Set(contextCSRF, csrfToken(cookie.Value))
+		return next(c)
+	}
+}
+
+const contextCSRF = "portal.csrf"
+
+// csrfToken is the session's CSRF token: an HMAC of a fixed label keyed by the session id, so it
+// needs no storage and no server key, and only who holds the session id (the HttpOnly cookie,
+// which another site's page cannot read) can compute it.
+func csrfToken(sessionID string) string {
+	mac := hmac.New(sha256.New, []byte(sessionID))
+	mac.Write([]byte("webhookd portal csrf v1"))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// checkCSRF refuses a change whose form does not carry the session's CSRF token.
+func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		want := c.Get(contextCSRF).(string)
+		if got := c.Request().PostFormValue(csrfField); subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return &pageError{status: http.StatusForbidden, title: "Form expired", message: "This form did not come from your portal session. Reload the page and try again."}
+		}
+		return next(c)
+	}
+}
+
+// writable refuses every change in a read-only session.
+func (s *Server) writable(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if sessionOf(c).ReadOnly {
+			return &pageError{status: http.StatusForbidden, title: "Read-only", message: "This portal session is read-only: it shows everything and changes nothing."}
+		}
+		return next(c)
+	}
+}
+
+// enter is GET /portal/enter?token=: the link's token for a session cookie, then the endpoints
+// page at a URL without the token, so it stays out of the history and of any Referer.
+func (s *Server) enter(c echo.Context) error {
+	sid, session, err := model.ExchangePortalToken(c.Request().Context(), s.db, c.QueryParam("token"))
+	switch {
+	case errors.Is(err, model.ErrPortalTokenInvalid):
+		return &pageError{status: http.StatusUnauthorized, title: "Link not valid", message: "This portal link is not valid or has expired. Ask for a new link."}
+	case errors.Is(err, model.ErrPortalTokenUsed):
+		return &pageError{status: http.StatusForbidden, title: "Link already used", message: "This portal link was already opened: a link opens once. Ask for a new link."}
+	case err != nil:
+		return err
+	}
+	c.SetCookie(&http.Cookie{
+		Name: CookieName, Value: sid, Path: Prefix, Expires: session.ExpiresAt,
+		MaxAge: int(time.Until(session.ExpiresAt) / time.Second), HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode,
+	})
+	return c.Redirect(http.StatusSeeOther, Prefix)
+}
+
+// pageError is an error a person may read: its page's title and message, and the status.
+type pageError struct {
+	status         int
+	title, message string
+}
+
+func (e *pageError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.title, e.message) }
+
+var (
+	errNoSession = &pageError{status: http.StatusUnauthorized, title: "Session ended", message: "Your portal session has ended or was revoked. Ask for a new link."}
+	errNotFound  = &pageError{status: http.StatusNotFound, title: "Not found", message: "There is no such page, or no such endpoint in this portal."}
+)
+
+// handleError renders every error as a plain page: what a person may read for a pageError, a
+// generic message for anything else (logged), 503 when the database is away.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	pe := s.toPageError(c, err)
+	if pe.status == http.StatusServiceUnavailable {
+		c.Response().Header().Set("Retry-After", "5")
+	}
+	if err := s.render(c, pe.status, "error", map[string]any{"Title": pe.title, "Message": pe.message}); err != nil {
+		s.log.Error("portal: write error page", "err", err)
+	}
+}
+
+func (s *Server) toPageError(c echo.Context, err error) *pageError {
+	var pe *pageError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) && he.Code < 500 {
+		if he.Code == http.StatusNotFound {
+			return errNotFound
+		}
+		return &pageError{status: he.Code, title: http.StatusText(he.Code), message: "The request could not be handled."}
+	}
+	if errors.Is(err, model.ErrNotFound) {
+		return errNotFound
+	}
+	unavailable := &pageError{status: http.StatusServiceUnavailable, title: "Unavailable", message: "The service is temporarily unavailable; nothing was changed. Try again in a moment."}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), time.Second)
+	defer cancel()
+	if model.IsBusy(err) || s.db.PingContext(ctx) != nil {
+		s.log.Warn("portal: unavailable", "path", c.Path(), "err", err)
+		return unavailable
+	}
+	s.log.Error("portal: internal error", "method", c.Request().Method, "path", c.Path(), "err", err)
+	return &pageError{status: http.StatusInternalServerError, title: "Something went wrong", message: "The page could not be shown. Try again; if it keeps failing, tell the service's operator."}
+}

@@ -20,12 +20,13 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/portal"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
 
 // offlineResolver fails every lookup at once, so made-up host names pass registration (the
 // dial-time check is authoritative) and tests never wait on DNS, as in api's tests.

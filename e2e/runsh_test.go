@@ -5,6 +5,9 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +34,53 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// checkBannerPortalLink opens the "Owner's portal:" link of make run's banner: it answers 303 to
+// /portal/ with a session cookie that opens the endpoints page, and a second visit is refused.
+func checkBannerPortalLink(t *testing.T, banner string) {
+	t.Helper()
+	var link string
+	for line := range strings.Lines(banner) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "Owner's portal:"); ok {
+			link = strings.TrimSpace(rest)
+		}
+	}
+	if !strings.Contains(link, "/portal/enter?token=wpt_") {
+		t.Fatalf("no portal link in the banner:\n%s", banner)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/portal/" || len(res.Cookies()) != 1 {
+		t.Fatalf("opening %s: %d, Location %q, cookies %v", link, res.StatusCode, res.Header.Get("Location"), res.Cookies())
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path, u.RawQuery = "/portal/", ""
+	page := u.String()
+	req, _ := http.NewRequest("GET", page, nil)
+	req.AddCookie(res.Cookies()[0])
+	if res, err = client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "Endpoints") {
+		t.Fatalf("GET %s with the session: %d\n%s", page, res.StatusCode, body)
+	}
+	if res, err = client.Get(link); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("opening the link again: %d, want 403", res.StatusCode)
+	}
 }
 
 // TestMakeRunStopsQuietlyOnCtrlC runs the `make run` script (deployments/dev/run.sh) on free
@@ -61,6 +111,17 @@ func TestMakeRunStopsQuietlyOnCtrlC(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// The banner's portal link opens the portal once (issue 20).
+	for !strings.Contains(out.String(), "Ctrl-C stops everything") {
+		select {
+		case <-sc.exited:
+			t.Fatalf("run.sh ended before its banner was printed (%v):\n%s", sc.err, out)
+		case <-deadline:
+			t.Fatalf("no banner after 2 minutes:\n%s", out)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	checkBannerPortalLink(t, out.String())
 	sc.stop()
 	err = sc.err
 	var exit *exec.ExitError

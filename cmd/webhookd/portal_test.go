@@ -154,12 +154,16 @@ func TestPortalMount(t *testing.T) {
 		link := do("POST", "/api/svc/v2/portal-sessions", true)
 		page := do("GET", "/portal/", false)
 		enter := do("GET", "/portal/enter?token=wpt_x", false)
+		bare := do("GET", "/portal", false)
 		if on {
+			if bare.Code != http.StatusMovedPermanently || bare.Header().Get("Location") != "/portal/" {
+				t.Fatalf("GET /portal: %d %q, want a redirect to /portal/", bare.Code, bare.Header().Get("Location"))
+			}
 			if link.Code != http.StatusCreated || page.Code != http.StatusUnauthorized || enter.Code != http.StatusUnauthorized ||
 				page.Header().Get("Content-Security-Policy") == "" {
 				t.Fatalf("portal on: link %d, /portal/ %d, enter %d", link.Code, page.Code, enter.Code)
 			}
-		} else if link.Code != http.StatusNotFound || page.Code != http.StatusNotFound || enter.Code != http.StatusNotFound {
+		} else if link.Code != http.StatusNotFound || page.Code != http.StatusNotFound || enter.Code != http.StatusNotFound || bare.Code != http.StatusNotFound {
 			t.Fatalf("portal off: link %d, /portal/ %d, enter %d; want 404", link.Code, page.Code, enter.Code)
 		}
 		if rec := do("GET", "/api/svc/v2/webhooks", true); rec.Code != http.StatusOK {

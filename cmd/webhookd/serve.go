@@ -33,6 +33,10 @@ import (
 // Without it (WEBHOOKD_PORTAL=false) the API gets /portal/ too, and answers 404.
 func withPortal(api, p http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == strings.TrimSuffix(portal.Prefix, "/") {
+			http.Redirect(w, r, portal.Prefix, http.StatusMovedPermanently)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, portal.Prefix) {
 			p.ServeHTTP(w, r)
 			return

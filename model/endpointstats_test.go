@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
 )
 
 // hourCounts renders buckets as "delivered/retried/failed" per hour, for a readable comparison.
@@ -123,4 +124,83 @@ func TestEndpointHourly(t *testing.T) {
 			t.Fatalf("deleted webhook: err = %v, want ErrNotFound", err)
 		}
 	})
+}
+
+// BenchmarkEndpointHourly: the chart's query for a webhook with 10,000 deliveries of three attempts
+// each over the last 7 days, beside another webhook as busy; a day's window and a week's.
+func BenchmarkEndpointHourly(b *testing.B) {
+	for _, backend := range dbtest.Backends() {
+		b.Run(backend.Name, func(b *testing.B) {
+			db := backend.Open(b)
+			ctx := context.Background()
+			_, acc, err := model.CreateAPIKey(ctx, db, "bench-chart@example.com", "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := model.Now()
+			var hooks []*model.Webhook
+			for range 2 {
+				w := &model.Webhook{AccountID: acc.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
+					Status: model.StatusActive, Secret: "v1:x", CreatedAt: now, UpdatedAt: now}
+				if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+					b.Fatal(err)
+				}
+				hooks = append(hooks, w)
+			}
+			const n, chunk = 10_000, 500
+			start := now.Add(-7 * 24 * time.Hour)
+			class := "http_status"
+			for _, w := range hooks {
+				for i := 0; i < n; i += chunk {
+					events := make([]model.Event, chunk)
+					for j := range events {
+						at := start.Add(time.Duration(i+j) * 7 * 24 * time.Hour / n)
+						events[j] = model.Event{AccountID: acc.ID, Variant: model.VariantB, EventType: w.EventType, Data: `{}`, OccurredAt: at, CreatedAt: at}
+					}
+					if _, err := db.NewInsert().Model(&events).Returning("id").Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+					deliveries := make([]model.Delivery, chunk)
+					for j, ev := range events {
+						state := []string{model.DeliveryDelivered, model.DeliveryExhausted, model.DeliveryRetrying}[j%3]
+						deliveries[j] = model.Delivery{EventID: ev.ID, WebhookID: w.ID, State: state, Attempts: 3,
+							CreatedAt: ev.CreatedAt, UpdatedAt: ev.CreatedAt.Add(20 * time.Minute)}
+					}
+					if _, err := db.NewInsert().Model(&deliveries).Returning("id").Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+					attempts := make([]model.Attempt, 0, 3*chunk)
+					for _, d := range deliveries {
+						for k := 1; k <= 3; k++ {
+							a := model.Attempt{DeliveryID: d.ID, Attempt: k, URL: w.URL, StartedAt: d.CreatedAt.Add(time.Duration(k) * 5 * time.Minute)}
+							if k < 3 || d.State != model.DeliveryDelivered {
+								a.ErrorClass = &class
+							}
+							attempts = append(attempts, a)
+						}
+					}
+					if _, err := db.NewInsert().Model(&attempts).Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			for _, window := range []time.Duration{24 * time.Hour, 7 * 24 * time.Hour} {
+				b.Run(fmt.Sprintf("%dh", int(window.Hours())), func(b *testing.B) {
+					for b.Loop() {
+						buckets, err := model.EndpointHourly(ctx, db, acc.ID, hooks[0].ID, now.Add(-window), now)
+						if err != nil {
+							b.Fatal(err)
+						}
+						total := 0
+						for _, bk := range buckets {
+							total += bk.Total()
+						}
+						if total == 0 {
+							b.Fatal("no attempts counted")
+						}
+					}
+				})
+			}
+		})
+	}
 }

@@ -95,14 +95,14 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{}, fmt.Errorf("sign delivery %d: %w", in.DeliveryID, err)
 	}
 	header := http.Header{
-		"Content-Type":      {"application/json"},
-		"User-Agent":        {a.UserAgent},
-		"X-Service-Event":   {ev.EventType},
-		"Webhook-Id":        {msgID},
-		"Webhook-Timestamp": {strconv.FormatInt(started.Unix(), 10)},
+		"Content-Type":    {"application/json"},
+		"User-Agent":      {a.UserAgent},
+		"X-Service-Event": {ev.EventType},
 	}
+	header.Set(wire.HeaderID, msgID)
+	header.Set(wire.HeaderTimestamp, strconv.FormatInt(started.Unix(), 10))
 	sent := sentHeaders(header)
-	header.Set("Webhook-Signature", signature)
+	header.Set(wire.HeaderSignature, signature)
 	var resp *egress.Response
 	if postErr == nil {
 		resp, postErr = turn.Post(ctx, header, body)

@@ -1,0 +1,206 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+)
+
+// hourCounts renders buckets as "delivered/retried/failed" per hour, for a readable comparison.
+func hourCounts(buckets []model.HourBucket) []string {
+	out := make([]string, len(buckets))
+	for i, b := range buckets {
+		out[i] = fmt.Sprintf("%d/%d/%d", b.Delivered, b.Retried, b.Failed)
+	}
+	return out
+}
+
+// TestEndpointHourly: each attempt of the webhook counts once, in the UTC hour it started: a success
+// as delivered, the attempt that exhausted its delivery as failed, every other failed attempt as
+// retried (but not the last of a canceled delivery); empty hours are there; other webhooks,
+// attempts outside the window, other accounts and deleted webhooks are not.
+func TestEndpointHourly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "chart@example.com", "")
+		_, other, _ := model.CreateAPIKey(ctx, db, "other-chart@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		sibling := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		// In the past: a delivery's updated_at (now) is never before its attempts.
+		t0 := model.Now().Truncate(time.Hour).Add(-48 * time.Hour)
+		h := func(hours int, minutes int) time.Time {
+			return t0.Add(time.Duration(hours)*time.Hour + time.Duration(minutes)*time.Minute)
+		}
+
+		// Retried twice, then delivered.
+		d1 := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, d1, 1, false, h(0, 5))
+		attempt(t, db, w, d1, 2, false, h(1, 0))
+		attempt(t, db, w, d1, 3, true, h(1, 59))
+		// Retried once, then exhausted: failed in the hour of its last attempt.
+		d2 := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, d2, 1, false, h(2, 10))
+		attempt(t, db, w, d2, 2, false, h(3, 10))
+		if _, err := exhaust(ctx, db, d2, w.ID, h(3, 10)); err != nil {
+			t.Fatal(err)
+		}
+		// Still in its schedule after one failure: retried.
+		d3 := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, d3, 1, false, h(2, 30))
+		// Failed, then canceled: counted nowhere.
+		d4 := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, d4, 1, false, h(4, 0))
+		if err := model.CancelDelivery(ctx, db, d4); err != nil {
+			t.Fatal(err)
+		}
+		// Outside the window [h(0), h(6)): before, and at its (exclusive) end.
+		d5 := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, d5, 1, true, h(-1, 59))
+		attempt(t, db, w, d5, 2, true, h(6, 0))
+		// Another webhook of the account, in the window.
+		ds := deliveryFor(t, db, acc.ID, sibling)
+		attempt(t, db, sibling, ds, 1, true, h(1, 0))
+
+		want := []string{"0/1/0", "1/1/0", "0/2/0", "0/0/1", "0/0/0", "0/0/0"}
+		// since is not on the hour and not in UTC: the window starts at its hour, in UTC.
+		since := h(0, 30).In(time.FixedZone("UTC+5:30", 5*3600+1800))
+		got, err := model.EndpointHourly(ctx, db, acc.ID, w.ID, since, h(6, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(hourCounts(got)) != fmt.Sprint(want) {
+			t.Fatalf("buckets = %v, want %v", hourCounts(got), want)
+		}
+		for i, b := range got {
+			if !b.Hour.Equal(h(i, 0)) || b.Hour.Location() != time.UTC {
+				t.Fatalf("bucket %d starts at %v, want %v in UTC", i, b.Hour, h(i, 0))
+			}
+		}
+
+		// An until within an hour includes that hour, up to until.
+		got, err = model.EndpointHourly(ctx, db, acc.ID, w.ID, h(5, 0), h(6, 1))
+		if err != nil || fmt.Sprint(hourCounts(got)) != "[0/0/0 1/0/0]" {
+			t.Fatalf("partial last hour = %v, %v", hourCounts(got), err)
+		}
+
+		// A manual retry that delivers the exhausted delivery: its old last attempt was retried.
+		attempt(t, db, w, d2, 3, true, h(5, 0))
+		got, err = model.EndpointHourly(ctx, db, acc.ID, w.ID, h(0, 0), h(6, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "[0/1/0 1/1/0 0/2/0 0/1/0 0/0/0 1/0/0]"; fmt.Sprint(hourCounts(got)) != want {
+			t.Fatalf("after the manual retry: buckets = %v, want %v", hourCounts(got), want)
+		}
+
+		if got, err := model.EndpointHourly(ctx, db, acc.ID, w.ID, h(6, 0), h(6, 0)); err != nil || len(got) != 0 {
+			t.Fatalf("empty window = %v, %v", got, err)
+		}
+		var dataErr *model.DataError
+		if _, err := model.EndpointHourly(ctx, db, acc.ID, w.ID, h(0, 0), h(model.MaxHourBuckets+1, 0)); !errors.As(err, &dataErr) || dataErr.Field != "since" {
+			t.Fatalf("too long a window: err = %v", err)
+		}
+		if got, err := model.EndpointHourly(ctx, db, acc.ID, w.ID, h(0, 0), h(model.MaxHourBuckets, 0)); err != nil || len(got) != model.MaxHourBuckets {
+			t.Fatalf("longest window: %d buckets, %v", len(got), err)
+		}
+
+		if _, err := model.EndpointHourly(ctx, db, other.ID, w.ID, h(0, 0), h(6, 0)); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("another account's webhook: err = %v, want ErrNotFound", err)
+		}
+		if _, err := model.EndpointHourly(ctx, db, acc.ID, w.ID+1000, h(0, 0), h(6, 0)); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("no such webhook: err = %v, want ErrNotFound", err)
+		}
+		if err := model.DeleteWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: model.VariantB}, sibling.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := model.EndpointHourly(ctx, db, acc.ID, sibling.ID, h(0, 0), h(6, 0)); !errors.Is(err, model.ErrNotFound) {
+			t.Fatalf("deleted webhook: err = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// BenchmarkEndpointHourly: the chart's query for a webhook with 10,000 deliveries of three attempts
+// each over the last 7 days, beside another webhook as busy; a day's window and a week's.
+func BenchmarkEndpointHourly(b *testing.B) {
+	for _, backend := range dbtest.Backends() {
+		b.Run(backend.Name, func(b *testing.B) {
+			db := backend.Open(b)
+			ctx := context.Background()
+			_, acc, err := model.CreateAPIKey(ctx, db, "bench-chart@example.com", "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := model.Now()
+			var hooks []*model.Webhook
+			for range 2 {
+				w := &model.Webhook{AccountID: acc.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
+					Status: model.StatusActive, Secret: "v1:x", CreatedAt: now, UpdatedAt: now}
+				if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+					b.Fatal(err)
+				}
+				hooks = append(hooks, w)
+			}
+			const n, chunk = 10_000, 500
+			start := now.Add(-7 * 24 * time.Hour)
+			class := "http_status"
+			for _, w := range hooks {
+				for i := 0; i < n; i += chunk {
+					events := make([]model.Event, chunk)
+					for j := range events {
+						at := start.Add(time.Duration(i+j) * 7 * 24 * time.Hour / n)
+						events[j] = model.Event{AccountID: acc.ID, Variant: model.VariantB, EventType: w.EventType, Data: `{}`, OccurredAt: at, CreatedAt: at}
+					}
+					if _, err := db.NewInsert().Model(&events).Returning("id").Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+					deliveries := make([]model.Delivery, chunk)
+					for j, ev := range events {
+						state := []string{model.DeliveryDelivered, model.DeliveryExhausted, model.DeliveryRetrying}[j%3]
+						deliveries[j] = model.Delivery{EventID: ev.ID, WebhookID: w.ID, State: state, Attempts: 3,
+							CreatedAt: ev.CreatedAt, UpdatedAt: ev.CreatedAt.Add(20 * time.Minute)}
+					}
+					if _, err := db.NewInsert().Model(&deliveries).Returning("id").Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+					attempts := make([]model.Attempt, 0, 3*chunk)
+					for _, d := range deliveries {
+						for k := 1; k <= 3; k++ {
+							a := model.Attempt{DeliveryID: d.ID, Attempt: k, URL: w.URL, StartedAt: d.CreatedAt.Add(time.Duration(k) * 5 * time.Minute)}
+							if k < 3 || d.State != model.DeliveryDelivered {
+								a.ErrorClass = &class
+							}
+							attempts = append(attempts, a)
+						}
+					}
+					if _, err := db.NewInsert().Model(&attempts).Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			for _, window := range []time.Duration{24 * time.Hour, 7 * 24 * time.Hour} {
+				b.Run(fmt.Sprintf("%dh", int(window.Hours())), func(b *testing.B) {
+					for b.Loop() {
+						buckets, err := model.EndpointHourly(ctx, db, acc.ID, hooks[0].ID, now.Add(-window), now)
+						if err != nil {
+							b.Fatal(err)
+						}
+						total := 0
+						for _, bk := range buckets {
+							total += bk.Total()
+						}
+						if total == 0 {
+							b.Fatal("no attempts counted")
+						}
+					}
+				})
+			}
+		})
+	}
+}

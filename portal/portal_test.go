@@ -44,7 +44,7 @@ type env struct {
 	srv *portal.Server
 }
 
-func newEnv(t *testing.T, db *bun.DB, opts ...func(*portal.Config)) *env {
+func newEnv(t testing.TB, db *bun.DB, opts ...func(*portal.Config)) *env {
 	t.Helper()
 	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
@@ -97,7 +97,7 @@ func (e *env) link(t *testing.T, accountID int64, v model.Variant, readOnly bool
 }
 
 // do sends one request and checks the headers every portal response carries.
-func (e *env) do(t *testing.T, method, path string, cookie *http.Cookie, form url.Values) *httptest.ResponseRecorder {
+func (e *env) do(t testing.TB, method, path string, cookie *http.Cookie, form url.Values) *httptest.ResponseRecorder {
 	t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -125,7 +125,7 @@ func (e *env) do(t *testing.T, method, path string, cookie *http.Cookie, form ur
 	return rec
 }
 
-func expect(t *testing.T, rec *httptest.ResponseRecorder, status int) {
+func expect(t testing.TB, rec *httptest.ResponseRecorder, status int) {
 	t.Helper()
 	if rec.Code != status {
 		t.Fatalf("status = %d, want %d:\n%s", rec.Code, status, rec.Body)
@@ -133,7 +133,7 @@ func expect(t *testing.T, rec *httptest.ResponseRecorder, status int) {
 }
 
 // enter opens a link and returns the session cookie.
-func (e *env) enter(t *testing.T, token string) *http.Cookie {
+func (e *env) enter(t testing.TB, token string) *http.Cookie {
 	t.Helper()
 	rec := e.do(t, "GET", "/portal/enter?token="+token, nil, nil)
 	expect(t, rec, http.StatusSeeOther)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -96,4 +97,31 @@ func prometheusCounter(t *testing.T, reg *prometheus.Registry, route, code strin
 		}
 	}
 	return c
+}
+
+// TestLogout: signing out ends the session in the database, so the cookie (or a copy of it) opens
+// nothing; it needs the CSRF token like any POST, and a read-only session may sign out too.
+func TestLogout(t *testing.T) {
+	forEach(t, func(t *testing.T, e *env, v model.Variant) {
+		acc := e.account(t)
+		for _, readOnly := range []bool{false, true} {
+			cookie := e.enter(t, e.link(t, acc.ID, v, readOnly))
+			expect(t, e.do(t, "POST", "/portal/logout", cookie, url.Values{}), http.StatusForbidden)
+			expect(t, e.do(t, "POST", "/portal/logout", cookie, url.Values{"csrf": {"forged"}}), http.StatusForbidden)
+			expect(t, e.do(t, "GET", "/portal/", cookie, nil), http.StatusOK)
+			rec := e.do(t, "POST", "/portal/logout", cookie, url.Values{"csrf": {csrfOf(cookie)}})
+			expect(t, rec, http.StatusOK)
+			if !strings.Contains(rec.Body.String(), "signed out") {
+				t.Fatalf("read-only %v: %s", readOnly, rec.Body)
+			}
+			cleared := false
+			for _, c := range rec.Result().Cookies() {
+				cleared = cleared || (c.Name == portal.CookieName && c.MaxAge < 0)
+			}
+			if !cleared {
+				t.Errorf("read-only %v: the cookie was not cleared: %v", readOnly, rec.Header())
+			}
+			expect(t, e.do(t, "GET", "/portal/", cookie, nil), http.StatusUnauthorized)
+		}
+	})
 }

@@ -160,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	g.POST("/webhooks/:id/enable", h.enable, write...)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
+	g.POST("/logout", s.logout, small, s.session, s.checkCSRF)
 	s.echo = e
 	return s, nil
 }

@@ -55,6 +55,12 @@ func startHangingReceiver(t *testing.T) *hangingReceiver {
 			h.held = append(h.held, time.Since(arrived))
 		}
 		h.mu.Unlock()
+		// A receiver that never answers sends nothing, not even when its handler ends: returning
+		// would let the server write an implicit 200, which a client whose deadline is just
+		// passing can still read (TestAttemptTimeoutComesFromTheWorkflowInput once recorded a
+		// "200 after 1002 ms" from this receiver). Aborting resets the stream or closes the
+		// connection instead.
+		panic(http.ErrAbortHandler)
 	}))
 	h.srv.StartTLS() // httptest's one certificate: the stack's receiver CA file trusts it too
 	t.Cleanup(func() {

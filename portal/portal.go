@@ -153,6 +153,7 @@ func New(cfg Config) (*Server, error) {
 	g.POST("/webhooks/:id/enable", h.enable, write...)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
+	registerEndpointRoutes(g, s, read, write)
 	s.echo = e
 	return s, nil
 }

@@ -134,19 +134,23 @@ func TestPortalEndpointFlow(t *testing.T) {
 	}
 
 	// 7. The receiver is fixed; the next test delivery is signed with the new secret, and with
-	// the old one beside it.
+	// the old one beside it. Every attempt loads the secrets when it starts, so any request that
+	// arrives after the click (a retry of an earlier test as well) started after the rotation.
 	fixed.Store(true)
-	eventually(t, 30*time.Second, "the earlier deliveries to end", func() bool {
-		n := len(rc.requests("/hook"))
-		time.Sleep(3 * time.Second)
-		return len(rc.requests("/hook")) == n
-	})
-	before = len(rc.requests("/hook"))
 	b.do("open the endpoint's page", chromedp.Navigate(endpointPage), chromedp.WaitVisible(chromedp.CSS(`form[action$="/test"] button`)))
+	clicked := time.Now()
 	b.do("send another test", chromedp.Click(chromedp.CSS(`form[action$="/test"] button`)))
 	b.waitFor("the delivery's page", `location.pathname.startsWith("/portal/deliveries/")`, nil)
-	eventually(t, time.Minute, "the second test at the receiver", func() bool { return len(rc.requests("/hook")) > before })
-	got := rc.requests("/hook")[before]
+	var got receivedRequest
+	eventually(t, time.Minute, "the second test at the receiver", func() bool {
+		for _, r := range rc.requests("/hook") {
+			if r.At.After(clicked) {
+				got = r
+				return true
+			}
+		}
+		return false
+	})
 	ts, err := strconv.ParseInt(got.Header.Get(wire.HeaderTimestamp), 10, 64)
 	if err != nil {
 		t.Fatalf("%s: %v", wire.HeaderTimestamp, err)
@@ -180,15 +184,18 @@ func TestPortalEndpointFlow(t *testing.T) {
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.
 	b.do("open the integrator's page", chromedp.Navigate(allowed.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))
-	if title, at := b.frameTitle(t, "Endpoints · webhookd"); title != "Endpoints · webhookd" || at != stack.apiURL+"/portal/" {
+	const endpointsTitle = "Endpoints · webhookd"
+	if title, at := b.frameTitle(t, func(title, _ string) bool { return title == endpointsTitle }); title != endpointsTitle || at != stack.apiURL+"/portal/" {
 		t.Fatalf("the frame on the allowed origin %s shows %q at %s, want the endpoints page", allowed.URL, title, at)
 	}
 	b.screenshot("portal-7-embedded.png")
 	b.do("open the other site's page", chromedp.Navigate(denied.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))
-	time.Sleep(2 * time.Second) // the frame's load, refused or not
 	// Chromium replaces a frame that frame-ancestors refuses with its error page.
-	if title, at := b.frameTitle(t, ""); strings.Contains(title, "webhookd") || strings.HasPrefix(at, stack.apiURL) {
-		t.Fatalf("the frame on %s, an origin frame-ancestors does not allow, shows the portal (%q at %s)", denied.URL, title, at)
+	title, at := b.frameTitle(t, func(title, at string) bool {
+		return strings.HasPrefix(at, "chrome-error:") || strings.Contains(title, "webhookd")
+	})
+	if strings.Contains(title, "webhookd") || !strings.HasPrefix(at, "chrome-error:") {
+		t.Fatalf("the frame on %s, an origin frame-ancestors does not allow, shows %q at %s, want the browser's error page", denied.URL, title, at)
 	}
 	b.screenshot("portal-8-refused.png")
 }
@@ -235,9 +242,8 @@ func (b *browser) text(step, css string) string {
 
 // frameTitle is the document title and address of the page's first iframe, the title read in an isolated world of that
 // frame (the parent page, on another origin, may not read it), or "" when the frame has no
-// document of its own (Chromium's error page for a refused frame). With want set, it waits up to
-// a step's time for that title.
-func (b *browser) frameTitle(t *testing.T, want string) (title, frameURL string) {
+// document of its own. It polls until done holds, or a step's time has passed.
+func (b *browser) frameTitle(t *testing.T, done func(title, frameURL string) bool) (title, frameURL string) {
 	t.Helper()
 	read := func(ctx context.Context, tg *chromedp.Target) (string, error) {
 		tree, err := cdp.Call(ctx, tg, page.GetFrameTree, cdp.Empty{})
@@ -269,7 +275,7 @@ func (b *browser) frameTitle(t *testing.T, want string) (title, frameURL string)
 		ctx, cancel := context.WithTimeout(b.ctx, uiStepTimeout)
 		title, err := chromedp.Run(ctx, read)
 		cancel()
-		if err == nil && (want == "" || title == want) {
+		if err == nil && done(title, frameURL) {
 			return title, frameURL
 		}
 		if time.Now().After(deadline) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,7 +18,7 @@ const (
 	defaultPageSize = 50
 	maxPageSize     = 200
 	// secretOverlap is how long a rotated-out secret keeps signing beside the new one.
-	secretOverlap = 24 * time.Hour
+	secretOverlap = model.SecretOverlap
 	// The ranges of a webhook's own limits (issue 17). Beyond them a limit would not limit: the
 	// worker's per-host cap and its slots bind long before.
 	maxRateLimit   = 10000

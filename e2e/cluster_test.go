@@ -355,7 +355,9 @@ type devStack struct {
 	apiURL string
 	uiURL  string
 	apiKey string
-	stop   func()
+	// dataDir is the stack's WEBHOOKD_DATA_DIR: its SQLite database and secret key, for the CLI.
+	dataDir string
+	stop    func()
 }
 
 // startDevStack runs deployments/dev/run.sh on free ports, with env added for webhookd. When the
@@ -394,7 +396,7 @@ func startDevStack(t *testing.T, bin string, env []string) devStack {
 	deadline := time.After(2 * time.Minute)
 	for {
 		if m := key.FindStringSubmatch(out.String()); m != nil {
-			return devStack{apiURL: "http://" + addr, uiURL: "http://127.0.0.1:" + uiPort, apiKey: m[1], stop: stack.stop}
+			return devStack{apiURL: "http://" + addr, uiURL: "http://127.0.0.1:" + uiPort, apiKey: m[1], dataDir: data, stop: stack.stop}
 		}
 		select {
 		case <-stack.exited:

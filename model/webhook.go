@@ -218,6 +218,10 @@ func DeleteWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64
 // stops signing before the expiry its rotation promised.
 const MaxPreviousSecrets = 5
 
+// SecretOverlap is how long a rotated-out secret keeps signing beside the new one: the API's and
+// the portal's rotations pass Now()+SecretOverlap to RotateWebhookSecret.
+const SecretOverlap = 24 * time.Hour
+
 // PreviousSecret is a rotated-out secret of a webhook that keeps signing until ExpiresAt.
 type PreviousSecret struct {
 	bun.BaseModel `bun:"table:webhook_previous_secrets"`

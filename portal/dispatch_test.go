@@ -83,3 +83,42 @@ func cancelRequested(t *testing.T, tc client.Client, workflowID string) bool {
 	}
 	return false
 }
+
+// TestSendTestDispatch: the portal's test delivery has its workflow started after the commit, as
+// the API's POST .../test has. The task queue has no worker, so the workflow waits.
+func TestSendTestDispatch(t *testing.T) {
+	tc := temporaltest.Start(t).Client(t)
+	for _, b := range dbtest.Backends()[:1] {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b.Open(t), func(c *portal.Config) {
+				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
+					Schedule: []time.Duration{time.Minute}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
+			})
+			ctx := t.Context()
+			account := e.account(t)
+			// Webhook ids 1 and 2 elsewhere: TestCreateAndDeleteDispatch's workflow, on the same
+			// dev server, is delivery:1:1.
+			for range 2 {
+				e.webhook(t, e.account(t).ID, model.VariantB, "https://elsewhere.example.com/")
+			}
+			w, _ := e.secretWebhook(t, account.ID, model.VariantA, "https://r.example.com/")
+			cookie := e.enter(t, e.link(t, account.ID, model.VariantA, false))
+			rec := e.do(t, "POST", fmt.Sprintf("/portal/webhooks/%d/test", w.ID), cookie, url.Values{"csrf": {e.csrf(t, cookie)}})
+			expect(t, rec, http.StatusSeeOther)
+			var d model.Delivery
+			if err := e.db.NewSelect().Model(&d).Where("webhook_id = ?", w.ID).Scan(ctx); err != nil {
+				t.Fatalf("the test delivery: %v", err)
+			}
+			if loc := rec.Header().Get("Location"); loc != fmt.Sprintf("/portal/deliveries/%d", d.ID) {
+				t.Fatalf("Location = %q, want delivery %d's page", loc, d.ID)
+			}
+			if d.DispatchedAt == nil {
+				t.Fatal("the test delivery was not dispatched after the commit")
+			}
+			wf := workflows.DeliveryWorkflowID(d.EventID, d.WebhookID)
+			if desc, err := tc.DescribeWorkflowExecution(ctx, wf, ""); err != nil || desc.WorkflowExecutionInfo.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				t.Fatalf("workflow %s: %v, %v", wf, desc, err)
+			}
+		})
+	}
+}

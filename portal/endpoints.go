@@ -19,7 +19,7 @@ import (
 )
 
 // pageNames are the templates under templates/, each rendered inside layout.html.
-var pageNames = []string{"error", "endpoints", "edit", "delete", "created"}
+var pageNames = []string{"error", "endpoints", "edit", "delete", "created", "endpoint"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"time": formatTime}
@@ -74,6 +74,7 @@ type endpointHandlers struct {
 type endpointRow struct {
 	*model.Webhook
 	LastAttempt time.Time
+	Rate        successRate
 }
 
 // maxListed bounds the endpoints page; an account holds at most MaxWebhooks per variant anyway.
@@ -100,9 +101,13 @@ func (h *endpointHandlers) renderList(c echo.Context, status int, formURL, formT
 	if err != nil {
 		return err
 	}
+	rates, err := successRates(ctx, h.db, session.AccountID, ids)
+	if err != nil {
+		return err
+	}
 	rows := make([]endpointRow, len(hooks))
 	for i := range hooks {
-		rows[i] = endpointRow{Webhook: &hooks[i], LastAttempt: last[hooks[i].ID]}
+		rows[i] = endpointRow{Webhook: &hooks[i], LastAttempt: last[hooks[i].ID], Rate: rates[hooks[i].ID]}
 	}
 	return h.render(c, status, "endpoints", map[string]any{
 		"Title": "Endpoints", "Endpoints": rows, "Catalog": model.EventCatalog(session.Variant),

@@ -158,6 +158,7 @@ func New(cfg Config) (*Server, error) {
 	g.POST("/webhooks/:id/url", h.updateURL, write...)
 	g.POST("/webhooks/:id/disable", h.disable, write...)
 	g.POST("/webhooks/:id/enable", h.enable, write...)
+	registerEndpointRoutes(g, s, read, write)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
 	g.POST("/logout", s.logout, small, s.session, s.checkCSRF)

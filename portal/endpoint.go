@@ -1,0 +1,198 @@
+package portal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// registerEndpointRoutes adds one endpoint's page and its actions: the detail (chart, success rate,
+// signature help), revealing and rotating the secret, and sending a test.
+func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.MiddlewareFunc) {
+	h := &endpointHandlers{Server: s}
+	g.GET("/webhooks/:id", h.detail, read...)
+	g.POST("/webhooks/:id/secret", h.revealSecret, write...)
+	g.POST("/webhooks/:id/rotate", h.rotateSecret, write...)
+	g.POST("/webhooks/:id/test", h.sendTest, write...)
+}
+
+// rateWindow is the window of the success rate on the endpoints and the endpoint page.
+const rateWindow = 24 * time.Hour
+
+// successRate is the share of an endpoint's attempts that were delivered, counted from the
+// chart's buckets (model.EndpointHourly), so the bar and the chart cannot disagree.
+type successRate struct {
+	Delivered, Total int
+}
+
+// rateOf sums the buckets whose hour starts at or after since.
+func rateOf(buckets []model.HourBucket, since time.Time) successRate {
+	var r successRate
+	for _, b := range buckets {
+		if b.Hour.Before(since.UTC().Truncate(time.Hour)) {
+			continue
+		}
+		r.Delivered += b.Delivered
+		r.Total += b.Total()
+	}
+	return r
+}
+
+// Percent is the rate rounded down to a whole percent; 0 without attempts (see None).
+func (r successRate) Percent() int {
+	if r.Total == 0 {
+		return 0
+	}
+	return r.Delivered * 100 / r.Total
+}
+
+// Bar draws the rate as a <meter> (coloured by the browser: low under 80 %, optimum 100 %) and
+// its words, or says that there was no attempt. The markup is built from numbers only, and holds
+// no style attribute, which the portal's CSP forbids.
+func (r successRate) Bar() template.HTML {
+	if r.Total == 0 {
+		return `<span class="rate rate-none">no attempts in 24 h</span>`
+	}
+	p := r.Percent()
+	return template.HTML(fmt.Sprintf(
+		`<span class="rate"><meter min="0" max="100" low="80" high="99" optimum="100" value="%d" title="%d of %d attempts delivered in the last 24 hours">%d %%</meter> %d %% of %d</span>`,
+		p, r.Delivered, r.Total, p, p, r.Total))
+}
+
+// successRates is the last 24 hours' success rate of each webhook of the account, one
+// EndpointHourly query per webhook (the list holds at most the account's limit of webhooks).
+func successRates(ctx context.Context, db bun.IDB, accountID int64, ids []int64) (map[int64]successRate, error) {
+	now := model.Now()
+	since := now.Add(-rateWindow)
+	rates := make(map[int64]successRate, len(ids))
+	for _, id := range ids {
+		buckets, err := model.EndpointHourly(ctx, db, accountID, id, since, now)
+		if errors.Is(err, model.ErrNotFound) {
+			continue // deleted since the list was read
+		}
+		if err != nil {
+			return nil, err
+		}
+		rates[id] = rateOf(buckets, since)
+	}
+	return rates, nil
+}
+
+// detailView is what the endpoint page shows beyond the webhook: the secret only in the answer to
+// a POST that revealed or rotated it.
+type detailView struct {
+	status            int
+	chartRange        string
+	secret            string
+	previousExpires   *time.Time
+	notice, formError string
+}
+
+func (h *endpointHandlers) detail(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	return h.renderDetail(c, w, detailView{status: http.StatusOK, chartRange: c.QueryParam("range")})
+}
+
+// renderDetail renders the endpoint page: the webhook, its chart over 24 hours or 7 days
+// (range=7d), the last 24 hours' success rate, the signature snippets, and what a POST adds.
+func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v detailView) error {
+	ctx := c.Request().Context()
+	session := sessionOf(c)
+	now := model.Now()
+	window, rangeName, chartTitle := rateWindow, "24h", "Deliveries per hour, last 24 hours"
+	if v.chartRange == "7d" {
+		window, rangeName, chartTitle = 7*24*time.Hour, "7d", "Deliveries per hour, last 7 days"
+	}
+	buckets, err := model.EndpointHourly(ctx, h.db, session.AccountID, w.ID, now.Add(-window), now)
+	if err != nil {
+		return err
+	}
+	last, err := model.LastAttempts(ctx, h.db, []int64{w.ID})
+	if err != nil {
+		return err
+	}
+	return h.render(c, v.status, "endpoint", map[string]any{
+		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": last[w.ID],
+		"Chart": ChartSVG(buckets, chartTitle), "Range": rangeName,
+		"Rate":     rateOf(buckets, now.Add(-rateWindow)),
+		"Snippets": SignatureSnippets(session.Variant),
+		"Secret":   v.secret, "PreviousExpires": v.previousExpires, "Notice": v.notice, "FormError": v.formError,
+	})
+}
+
+// revealSecret is GET <collection>/<id>/secret of the API as a POST: the secret appears only in
+// this answer (not cached: every page is no-store), never in a URL or a page a GET shows.
+func (h *endpointHandlers) revealSecret(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	plain, err := h.secrets.Open(w.Secret)
+	if err != nil {
+		return fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
+	}
+	return h.renderDetail(c, w, detailView{status: http.StatusOK, secret: plain,
+		notice: "The signing secret, shown in this answer only: reloading the page hides it."})
+}
+
+// rotateSecret is POST <collection>/<id>/secret/rotate without a body: a new secret made here,
+// the current one signing beside it for model.SecretOverlap, under the API's rotation limit.
+func (h *endpointHandlers) rotateSecret(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	secret, sealed, err := h.secrets.NewSealedWebhookSecret()
+	if err != nil {
+		return err
+	}
+	until := model.Now().Add(model.SecretOverlap)
+	err = model.RotateWebhookSecret(c.Request().Context(), h.db, sessionOf(c).Scope(), w.ID, sealed, until)
+	var limit *model.RotationLimitError
+	if errors.As(err, &limit) {
+		return h.renderDetail(c, w, detailView{status: http.StatusConflict, formError: fmt.Sprintf(
+			"The secret was rotated %d times within 24 hours and every previous secret still signs. Rotate again after %s, when the oldest expires.",
+			model.MaxPreviousSecrets, formatTime(limit.RetryAt))})
+	}
+	if err != nil {
+		return err
+	}
+	return h.renderDetail(c, w, detailView{status: http.StatusOK, secret: secret, previousExpires: &until,
+		notice: "The secret was rotated. Store the new one now: it is shown in this answer only."})
+}
+
+// sendTest is POST <collection>/<id>/test: a webhook.test event to this endpoint alone, started
+// after its commit, then that delivery's page.
+func (h *endpointHandlers) sendTest(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var res *model.PublishResult
+	err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		res, err = model.InsertEvent(ctx, tx, model.WebhookTestEvent(w))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(res.Deliveries) == 0 {
+		return errNotFound // deleted meanwhile, as the API answers
+	}
+	h.start(ctx, res)
+	return c.Redirect(http.StatusSeeOther, Prefix+"deliveries/"+strconv.FormatInt(res.Deliveries[0].ID, 10))
+}

@@ -153,6 +153,9 @@ func New(cfg Config) (*Server, error) {
 	g.POST("/webhooks/:id/enable", h.enable, write...)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
+	if err := registerEventRoutes(g, s, read, write); err != nil {
+		return nil, err
+	}
 	s.echo = e
 	return s, nil
 }

@@ -269,6 +269,13 @@ func TestDeliveryDetail(t *testing.T) {
 			t.Fatal("the response is not cut at its first KiB")
 		}
 
+		// Without a dispatcher (Temporal) nothing is queued: 503, and the delivery stays as it was.
+		rec = e.do(t, "POST", fmt.Sprintf("/portal/deliveries/%d/resend", d.ID), cookie, url.Values{"csrf": {e.csrf(t, cookie)}})
+		expect(t, rec, http.StatusServiceUnavailable)
+		if !strings.Contains(rec.Body.String(), "nothing was sent") {
+			t.Fatalf("resend without Temporal:\n%s", rec.Body)
+		}
+
 		// Delivered: the page stops following.
 		e.attempt(t, w, d.ID, 3, 200, "ok", "", nil)
 		rec = e.do(t, "GET", fmt.Sprintf("/portal/deliveries/%d", d.ID), cookie, nil)

@@ -3,7 +3,6 @@ package portal
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -243,17 +242,24 @@ func (h *eventHandlers) event(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The session's live endpoints, in one query: a delivery's endpoint deleted since is not among
+	// them, and its delivery stays in the event's history without one.
+	hooks, err := model.ListWebhooks(ctx, h.db, session.Scope(), model.WebhookFilter{Limit: maxListed})
+	if err != nil {
+		return err
+	}
+	live := make(map[int64]*model.Webhook, len(hooks))
+	for i := range hooks {
+		live[hooks[i].ID] = &hooks[i]
+	}
 	rows := make([]eventDelivery, len(deliveries))
 	layout := wire.Layout(session.Variant.Spec().Body)
 	var payloads []payload
 	for i, d := range deliveries {
 		rows[i] = eventDelivery{Delivery: d}
-		w, err := model.GetWebhook(ctx, h.db, session.Scope(), d.WebhookID)
-		if errors.Is(err, model.ErrNotFound) {
-			continue // deleted since: its delivery stays in the event's history
-		}
-		if err != nil {
-			return err
+		w, ok := live[d.WebhookID]
+		if !ok {
+			continue
 		}
 		rows[i].Endpoint = w
 		if layout == wire.LayoutA {

@@ -221,9 +221,9 @@ func (h *eventHandlers) recover(c echo.Context) error {
 // recovery is the window since raw (datetime-local, UTC) until now, checked by the API's rule
 // (model.Recovery.Check); a problem a person can read, or "".
 func recovery(webhookID int64, raw string, now time.Time) (model.Recovery, string) {
-	since, err := localTime("since", raw)
+	since, err := localTime("Since", raw)
 	if err != nil {
-		return model.Recovery{}, err.Error()
+		return model.Recovery{}, err.Error() + "."
 	}
 	if since == nil {
 		return model.Recovery{}, "Say since when to recover."

@@ -114,11 +114,11 @@ func (h *eventHandlers) list(c echo.Context) error {
 		f.EventType = q.Type
 	}
 	var err error
-	if f.Since, err = localTime("since", q.Since); err != nil {
-		problems = append(problems, err.Error())
+	if f.Since, err = localTime("From", q.Since); err != nil {
+		problems = append(problems, err.Error()+".")
 	}
-	if f.Until, err = localTime("until", q.Until); err != nil {
-		problems = append(problems, err.Error())
+	if f.Until, err = localTime("To", q.Until); err != nil {
+		problems = append(problems, err.Error()+".")
 	}
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
 		problems = append(problems, "“From” must be before “to”.")
@@ -168,8 +168,9 @@ func (h *eventHandlers) list(c echo.Context) error {
 	return h.render(c, http.StatusOK, "events", data)
 }
 
-// localTime reads a datetime-local value as UTC: nil when empty.
-func localTime(field, s string) (*time.Time, error) {
+// localTime reads a datetime-local value as UTC: nil when empty. label names the input in the
+// error, which the page shows.
+func localTime(label, s string) (*time.Time, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -181,7 +182,7 @@ func localTime(field, s string) (*time.Time, error) {
 			return &t, nil
 		}
 	}
-	return nil, fmt.Errorf("%q is not a time such as 2026-11-23T10:00 (UTC) for %s.", s, field)
+	return nil, fmt.Errorf("“%s”: %q is not a time such as 2026-11-23T10:00 (UTC), in the years 0001 to 9999", label, s)
 }
 
 // payload is a delivery body as a receiver gets it: the exact bytes, and the same indented.

@@ -183,7 +183,7 @@ func (h *eventHandlers) confirmRecover(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	data["Count"], data["Counted"] = n, true
+	data["Count"], data["Counted"], data["SinceTime"] = n, true, r.Since
 	return h.render(c, http.StatusOK, "recover", data)
 }
 

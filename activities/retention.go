@@ -22,8 +22,9 @@ type PurgeInput struct {
 	Limit int
 }
 
-// PurgeExpired runs one batch of a retention pass (model.PurgeExpired). Running it twice is
-// harmless: a row deleted once is not found again, and a row kept is kept again.
+// PurgeExpired runs one batch of a retention pass (model.PurgeExpired, then
+// model.PurgePortalAccess). Running it twice is harmless: a row deleted once is not found again,
+// and a row kept is kept again.
 func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (model.PurgeBatch, error) {
 	if in.Limit <= 0 || in.Before.IsZero() {
 		return model.PurgeBatch{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("purge input %+v: want a cutoff and a positive limit", in),
@@ -36,6 +37,15 @@ func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (model.Pur
 	if b.Purged != (model.Purged{}) {
 		activity.GetLogger(ctx).Info("purged expired rows", "before", in.Before, "attempts", b.Attempts,
 			"deliveries", b.Deliveries, "events", b.Events)
+	}
+	// The owner's portal sessions and links that ended before the cutoff go by the same rule,
+	// as many per batch; they open nothing any more.
+	p, err := model.PurgePortalAccess(ctx, a.DB, in.Before, in.Limit)
+	if err != nil {
+		return b, err
+	}
+	if p != (model.PortalRevoked{}) {
+		activity.GetLogger(ctx).Info("purged ended portal access", "before", in.Before, "sessions", p.Sessions, "links", p.Links)
 	}
 	return b, nil
 }

@@ -147,41 +147,9 @@ func BenchmarkEndpointHourly(b *testing.B) {
 				}
 				hooks = append(hooks, w)
 			}
-			const n, chunk = 10_000, 500
-			start := now.Add(-7 * 24 * time.Hour)
-			class := "http_status"
 			for _, w := range hooks {
-				for i := 0; i < n; i += chunk {
-					events := make([]model.Event, chunk)
-					for j := range events {
-						at := start.Add(time.Duration(i+j) * 7 * 24 * time.Hour / n)
-						events[j] = model.Event{AccountID: acc.ID, Variant: model.VariantB, EventType: w.EventType, Data: `{}`, OccurredAt: at, CreatedAt: at}
-					}
-					if _, err := db.NewInsert().Model(&events).Returning("id").Exec(ctx); err != nil {
-						b.Fatal(err)
-					}
-					deliveries := make([]model.Delivery, chunk)
-					for j, ev := range events {
-						state := []string{model.DeliveryDelivered, model.DeliveryExhausted, model.DeliveryRetrying}[j%3]
-						deliveries[j] = model.Delivery{EventID: ev.ID, WebhookID: w.ID, State: state, Attempts: 3,
-							CreatedAt: ev.CreatedAt, UpdatedAt: ev.CreatedAt.Add(20 * time.Minute)}
-					}
-					if _, err := db.NewInsert().Model(&deliveries).Returning("id").Exec(ctx); err != nil {
-						b.Fatal(err)
-					}
-					attempts := make([]model.Attempt, 0, 3*chunk)
-					for _, d := range deliveries {
-						for k := 1; k <= 3; k++ {
-							a := model.Attempt{DeliveryID: d.ID, Attempt: k, URL: w.URL, StartedAt: d.CreatedAt.Add(time.Duration(k) * 5 * time.Minute)}
-							if k < 3 || d.State != model.DeliveryDelivered {
-								a.ErrorClass = &class
-							}
-							attempts = append(attempts, a)
-						}
-					}
-					if _, err := db.NewInsert().Model(&attempts).Exec(ctx); err != nil {
-						b.Fatal(err)
-					}
+				if err := dbtest.History(ctx, db, w, 10_000, 7*24*time.Hour, now); err != nil {
+					b.Fatal(err)
 				}
 			}
 			for _, window := range []time.Duration{24 * time.Hour, 7 * 24 * time.Hour} {

@@ -280,3 +280,13 @@ func LastAttempts(ctx context.Context, db bun.IDB, webhookIDs []int64) (map[int6
 	}
 	return out, nil
 }
+
+// EndPortalSession ends one session (its owner signed out): it opens nothing from then on.
+// Ending an ended session is harmless.
+func EndPortalSession(ctx context.Context, db bun.IDB, id int64) error {
+	if _, err := db.NewUpdate().Model((*PortalSession)(nil)).Set("revoked_at = ?", Now()).
+		Where("id = ?", id).Where("revoked_at IS NULL").Exec(ctx); err != nil {
+		return fmt.Errorf("end portal session: %w", err)
+	}
+	return nil
+}

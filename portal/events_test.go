@@ -428,7 +428,8 @@ func TestEventReadOnly(t *testing.T) {
 		for _, path := range append(f.gets(), "/portal/events", fmt.Sprintf("/portal/webhooks/%d/recover?since=%s", f.webhook.ID, since)) {
 			rec := e.do(t, "GET", path, cookie, nil)
 			expect(t, rec, http.StatusOK)
-			body := rec.Body.String()
+			// Signing out is the one form a read-only session has (TestReadOnly).
+			body := logoutForm.ReplaceAllString(rec.Body.String(), "")
 			if strings.Contains(body, `method="post"`) || strings.Contains(body, "/resend") || strings.Contains(body, "Resend 1") {
 				t.Fatalf("%s shows an action in a read-only session:\n%s", path, body)
 			}

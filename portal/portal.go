@@ -27,6 +27,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/uptrace/bun"
 	"golang.org/x/time/rate"
 
@@ -70,6 +71,8 @@ type Config struct {
 	// FrameAncestors is the CSP frame-ancestors (WEBHOOKD_PORTAL_FRAME_ANCESTORS); empty: 'self'.
 	FrameAncestors string
 	MaxWebhooks    int64
+	// Registry, when set, gets the portal's request metrics (observe).
+	Registry prometheus.Registerer
 	// RateLimit and RateBurst bound link exchanges per client address (WEBHOOKD_RATE_LIMIT).
 	RateLimit float64
 	RateBurst int
@@ -127,7 +130,11 @@ func New(cfg Config) (*Server, error) {
 	// to write, so trusting it would let one client take every bucket but its own.
 	e.IPExtractor = echo.ExtractIPDirect()
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.headers, middleware.Recover())
+	observer, err := observe(cfg.Registry, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	e.Use(observer, s.headers, middleware.Recover())
 	limiter := middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
 		Store: middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
 			Rate: rate.Limit(cfg.RateLimit), Burst: cfg.RateBurst, ExpiresIn: 3 * time.Minute,
@@ -153,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	g.POST("/webhooks/:id/enable", h.enable, write...)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
+	g.POST("/logout", s.logout, small, s.session, s.checkCSRF)
 	if err := registerEventRoutes(g, s, read, write); err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 			p, err := portal.New(portal.Config{
 				DB: db, Dispatcher: dispatcher, Secrets: secrets, Policy: policy,
 				Logger: logger.With("component", "portal"), PublicURL: cfg.PublicURL, FrameAncestors: cfg.PortalFrameAncestors,
-				MaxWebhooks: cfg.MaxWebhooks, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+				MaxWebhooks: cfg.MaxWebhooks, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Registry: registry,
 			})
 			if err != nil {
 				return err

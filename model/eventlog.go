@@ -15,7 +15,11 @@ type EventFilter struct {
 	Since *time.Time
 	Until *time.Time
 	After int64
-	Limit int64
+	// NewestFirst orders the page by id descending (the portal's event log): After is not used,
+	// and Before, when set, starts the page below that id.
+	NewestFirst bool
+	Before      int64
+	Limit       int64
 	// MaxBytes, when set, bounds the page by the bytes of data it carries as well: it ends before
 	// the event that would take it past MaxBytes, and always holds at least one event.
 	MaxBytes int64
@@ -34,8 +38,18 @@ type EventPage struct {
 // not fit is never read.
 func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilter) (*EventPage, error) {
 	var rows []sizedRow
-	q := scope.apply(db.NewSelect().Model((*Event)(nil))).ColumnExpr("id").ColumnExpr(dataSize("data")+" AS size").
-		Where("id > ?", f.After).OrderExpr("id ASC").Limit(f.Limit + 1)
+	order := "id ASC"
+	q := scope.apply(db.NewSelect().Model((*Event)(nil))).ColumnExpr("id").ColumnExpr(dataSize("data") + " AS size")
+	switch {
+	case !f.NewestFirst:
+		q = q.Where("id > ?", f.After)
+	case f.Before > 0:
+		q = q.Where("id < ?", f.Before)
+	}
+	if f.NewestFirst {
+		order = "id DESC"
+	}
+	q = q.OrderExpr(order).Limit(f.Limit + 1)
 	if f.EventType != "" {
 		q = q.Where("event_type = ?", f.EventType)
 	}
@@ -65,7 +79,7 @@ func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilt
 		return page, nil
 	}
 	page.Last = ids[len(ids)-1]
-	if err := db.NewSelect().Model(&page.Events).Where("id IN (?)", bun.In(ids)).OrderExpr("id ASC").Scan(ctx); err != nil {
+	if err := db.NewSelect().Model(&page.Events).Where("id IN (?)", bun.In(ids)).OrderExpr(order).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return page, nil

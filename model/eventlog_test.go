@@ -169,3 +169,39 @@ func TestGetEventAndDeliveries(t *testing.T) {
 		}
 	})
 }
+
+// TestListEventsNewestFirst: newest first, pages walked with Before hold every event of the scope
+// exactly once, in descending id order, with the type filter still applied.
+func TestListEventsNewestFirst(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "newest@example.com", "")
+		scope := model.WebhookScope{AccountID: acc.ID, Variant: model.VariantB}
+		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		var want []int64
+		for i := range 7 {
+			want = append([]int64{publishAt(t, db, acc.ID, model.VariantB, "lead.captured", t0.Add(time.Duration(i)*time.Minute)).Event.ID}, want...)
+			publishAt(t, db, acc.ID, model.VariantB, "presave.completed", t0)
+			publishAt(t, db, acc.ID, model.VariantA, "campaign.created", t0)
+		}
+		var got []int64
+		f := model.EventFilter{EventType: "lead.captured", NewestFirst: true, Limit: 3, After: 1 << 40}
+		for pages := 0; ; pages++ {
+			if pages > 5 {
+				t.Fatal("paging does not end")
+			}
+			page, err := model.ListEvents(ctx, db, scope, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, eventIDs(page.Events)...)
+			if !page.More {
+				break
+			}
+			f.Before = page.Last
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("newest first = %v, want %v", got, want)
+		}
+	})
+}

@@ -13,9 +13,10 @@ import (
 	"github.com/webhookd/webhookd/model/dbtest"
 )
 
-// BenchmarkPages measures the pages an owner opens most, on an account with 10,000 events: ten
-// endpoints with 1,000 events each over the last 7 days, every event delivered to its endpoint in
-// three attempts. It reports the p50 and p99 of one page's latency (in-process, from the request to
+// BenchmarkPages measures the pages an owner opens most (the endpoints page, the event log's first
+// page, and the same filtered by type), on an account with 10,000 events: ten endpoints with 1,000
+// events each over the last 7 days, every event delivered to its endpoint in three attempts. It
+// reports the p50 and p99 of one page's latency (in-process, from the request to
 // the last byte of the page) beside ns/op:
 //
 //	go test -run '^$' -bench Pages -benchtime 200x ./portal/
@@ -72,4 +73,6 @@ func BenchmarkPages(b *testing.B) {
 // benchPages are the pages BenchmarkPages opens.
 var benchPages = []struct{ name, path string }{
 	{"endpoints", "/portal/"},
+	{"events", "/portal/events"},
+	{"events-by-type", "/portal/events?type=" + model.VariantB.EventTypes()[1]},
 }

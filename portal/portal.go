@@ -162,6 +162,9 @@ func New(cfg Config) (*Server, error) {
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
 	g.POST("/logout", s.logout, small, s.session, s.checkCSRF)
+	if err := registerEventRoutes(g, s, read, write); err != nil {
+		return nil, err
+	}
 	s.echo = e
 	return s, nil
 }

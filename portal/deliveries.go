@@ -1,0 +1,242 @@
+package portal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
+)
+
+// responseShown is how much of a receiver's response the delivery page shows: its first KiB.
+const responseShown = 1 << 10
+
+// header is one request header an attempt sent.
+type header struct {
+	Name, Value string
+}
+
+// attemptRow is one attempt as the delivery page shows it.
+type attemptRow struct {
+	model.Attempt
+	Response  string
+	Truncated bool
+	// Headers is nil for attempts made before webhookd kept them.
+	Headers []header
+}
+
+// liveStates are the states of a delivery whose page follows it (follow.js): more may happen.
+var liveStates = []string{model.DeliveryPending, model.DeliveryDelivering, model.DeliveryRetrying}
+
+// loadDelivery reads the :id delivery within the session's scope: its webhook must be one the
+// session sees (model.GetWebhook: its account, its variant, not deleted), as the REST API reaches
+// a delivery only through its webhook. Any other id is 404.
+func (h *eventHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, error) {
+	id, ok := webhookID(c)
+	if !ok {
+		return nil, 0, errNotFound
+	}
+	ctx := c.Request().Context()
+	target, err := model.LoadDeliveryTarget(ctx, h.db, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	w, err := model.GetWebhook(ctx, h.db, sessionOf(c).Scope(), target.Webhook.ID)
+	if err != nil {
+		return nil, 0, err
+	}
+	return w, id, nil
+}
+
+// delivery is GET /portal/deliveries/:id: the delivery's state and every attempt, the headers each
+// sent without the signature, and the body its next attempt sends.
+func (h *eventHandlers) delivery(c echo.Context) error {
+	w, id, err := h.loadDelivery(c)
+	if err != nil {
+		return err
+	}
+	v, err := model.GetDelivery(c.Request().Context(), h.db, w.ID, id)
+	if err != nil {
+		return err
+	}
+	attempts := make([]attemptRow, len(v.Log))
+	for i, a := range v.Log {
+		attempts[i] = attemptRow{Attempt: a}
+		if a.ResponseBody != nil {
+			attempts[i].Response, attempts[i].Truncated = firstBytes(*a.ResponseBody, responseShown)
+		}
+		if a.RequestHeaders != nil {
+			if attempts[i].Headers, err = sentHeaders(*a.RequestHeaders); err != nil {
+				return fmt.Errorf("delivery %d attempt %d: %w", id, a.Attempt, err)
+			}
+		}
+	}
+	// Newest first: the attempt a person waits for is on top.
+	slices.Reverse(attempts)
+	body, err := h.bodyFor(w, &model.Event{ID: v.EventID, EventType: v.EventType, Data: v.EventData, OccurredAt: v.EventOccurredAt})
+	if err != nil {
+		return err
+	}
+	return h.render(c, http.StatusOK, "delivery", map[string]any{
+		"Title": fmt.Sprintf("Delivery %d", v.ID), "Delivery": v, "Endpoint": w, "Attempts": attempts, "Payload": body,
+		"MessageID": wire.MessageID(v.EventID, w.ID), "Live": slices.Contains(liveStates, v.State),
+		"Resendable": v.State != model.DeliveryCanceled, "Resent": c.QueryParam("resent") != "",
+		"VariantB": wire.Layout(w.Variant.Spec().Body) != wire.LayoutA,
+	})
+}
+
+// firstBytes cuts s to at most n bytes at a character boundary, and says whether it cut.
+func firstBytes(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut], true
+}
+
+// sentHeaders reads an attempt's logged headers, sorted by name. The log is written before the
+// signature is added (activities.sentHeaders); webhook-signature is dropped here as well, so that no
+// row written otherwise ever shows one.
+func sentHeaders(raw string) ([]header, error) {
+	var m map[string]string
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil, fmt.Errorf("logged request headers: %w", err)
+	}
+	out := make([]header, 0, len(m))
+	for k, v := range m {
+		if strings.EqualFold(k, wire.HeaderSignature) {
+			continue
+		}
+		out = append(out, header{Name: k, Value: v})
+	}
+	slices.SortFunc(out, func(a, b header) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// resend is POST /portal/deliveries/:id/resend: the delivery is sent again whatever its state, as
+// POST .../deliveries/:deliveryId/retry does, then the delivery page follows it.
+func (h *eventHandlers) resend(c echo.Context) error {
+	asked := model.Now()
+	w, id, err := h.loadDelivery(c)
+	if err != nil {
+		return err
+	}
+	if h.dispatcher == nil {
+		return errTemporalUnavailable
+	}
+	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
+	defer cancel()
+	// As the API's: resends that arrive together are one.
+	_, err = h.dispatcher.Resend(dispatch.WithAskedAt(tctx, asked), h.db, w.ID, id)
+	switch {
+	case errors.Is(err, model.ErrNotFound):
+		return errNotFound
+	case errors.Is(err, dispatch.ErrCanceled):
+		return &pageError{status: http.StatusConflict, title: "Cannot resend",
+			message: "This delivery was canceled when its endpoint was deleted, and cannot be sent again."}
+	case errors.Is(err, dispatch.ErrTemporal):
+		h.log.Warn("portal: resend: temporal unavailable", "delivery", id, "err", err)
+		return errTemporalUnavailable
+	case err != nil:
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("%sdeliveries/%d?resent=1", Prefix, id))
+}
+
+// errTemporalUnavailable: the action could not reach Temporal; nothing was queued.
+var errTemporalUnavailable = &pageError{status: http.StatusServiceUnavailable, title: "Unavailable",
+	message: "Deliveries cannot be queued right now; nothing was sent. Try again in a moment."}
+
+// confirmRecover is GET /portal/webhooks/:id/recover?since=: how many deliveries a recovery since
+// that time would resend (model.CountRecoverable, the count dispatch.Recover starts with), and the
+// form that confirms it. Without since, the last 24 hours.
+func (h *eventHandlers) confirmRecover(c echo.Context) error {
+	w, err := h.loadWebhook(c)
+	if err != nil {
+		return err
+	}
+	now := model.Now()
+	raw := c.QueryParam("since")
+	if raw == "" {
+		raw = now.Add(-24 * time.Hour).Format(localTimeFormat)
+	}
+	data := map[string]any{"Title": "Recover failed deliveries", "Endpoint": w, "Since": raw}
+	r, problem := recovery(w.ID, raw, now)
+	if problem != "" {
+		data["FormError"] = problem
+		return h.render(c, http.StatusBadRequest, "recover", data)
+	}
+	n, _, err := model.CountRecoverable(c.Request().Context(), h.db, r)
+	if err != nil {
+		return err
+	}
+	data["Count"], data["Counted"], data["SinceTime"] = n, true, r.Since
+	return h.render(c, http.StatusOK, "recover", data)
+}
+
+// recover is POST /portal/webhooks/:id/recover: POST <collection>/<id>/recover {since}, its
+// window ending at the time of the request.
+func (h *eventHandlers) recover(c echo.Context) error {
+	w, err := h.loadWebhook(c)
+	if err != nil {
+		return err
+	}
+	raw := c.FormValue("since")
+	r, problem := recovery(w.ID, raw, model.Now())
+	if problem != "" {
+		return h.render(c, http.StatusBadRequest, "recover", map[string]any{
+			"Title": "Recover failed deliveries", "Endpoint": w, "Since": raw, "FormError": problem})
+	}
+	if h.dispatcher == nil {
+		return errTemporalUnavailable
+	}
+	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
+	defer cancel()
+	r.Until = time.Time{} // until now, as the API's recover without until: identical requests agree
+	rec, err := h.dispatcher.Recover(tctx, h.db, r)
+	if errors.Is(err, dispatch.ErrTemporal) {
+		h.log.Warn("portal: recover: temporal unavailable", "webhook", w.ID, "err", err)
+		return errTemporalUnavailable
+	}
+	if err != nil {
+		return err
+	}
+	return h.render(c, http.StatusOK, "recovered", map[string]any{
+		"Title": "Recovery queued", "Endpoint": w, "Queued": rec.Queued, "Since": r.Since})
+}
+
+// recovery is the window since raw (datetime-local, UTC) until now, checked by the API's rule
+// (model.Recovery.Check); a problem a person can read, or "".
+func recovery(webhookID int64, raw string, now time.Time) (model.Recovery, string) {
+	since, err := localTime("Since", raw)
+	if err != nil {
+		return model.Recovery{}, err.Error() + "."
+	}
+	if since == nil {
+		return model.Recovery{}, "Say since when to recover."
+	}
+	r := model.Recovery{WebhookID: webhookID, Since: *since, Until: now}
+	var de *model.DataError
+	if err := r.Check(now); errors.As(err, &de) {
+		return model.Recovery{}, fmt.Sprintf("“%s” %s.", de.Field, de.Reason)
+	}
+	return r, ""
+}
+
+// loadWebhook reads the :id webhook within the session's scope, as the endpoints page does.
+func (h *eventHandlers) loadWebhook(c echo.Context) (*model.Webhook, error) {
+	return (&endpointHandlers{Server: h.Server}).load(c)
+}

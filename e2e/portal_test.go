@@ -106,10 +106,18 @@ func TestPortalEndpointFlow(t *testing.T) {
 	if at := b.location(); !regexp.MustCompile(`^` + regexp.QuoteMeta(stack.apiURL) + `/portal/deliveries/\d+$`).MatchString(at) {
 		t.Fatalf("send a test leads to %s, want the delivery's page", at)
 	}
-	// The delivery page is built in another branch of issue 20; until it is merged, this test
-	// follows the failure on the endpoint's page. The next round checks the delivery page here:
-	// its attempts with status 500 and the receiver's body, and a resend once the receiver is fixed.
+	failedDelivery := b.location()
 	eventually(t, time.Minute, "the test at the receiver", func() bool { return len(rc.requests("/hook")) > before })
+	// The delivery's page follows it live (follow.js) until the failed attempt shows, with the
+	// receiver's status and its answer; a test is not retried (spec 3.2), so it ends exhausted.
+	b.waitFor("the failed attempt on the delivery's page",
+		`!!document.querySelector("#attempt-1") && document.querySelector("#attempt-1").innerText.includes("500") && document.querySelector("#attempt-1 pre.response").innerText.includes("receiver down") && document.querySelector("span.status.state-exhausted") !== null`,
+		chromedp.Reload())
+	if got := b.eval("read the attempt", `document.querySelector("#attempt-1").innerText`); !strings.Contains(strings.ToLower(got), wire.HeaderID) ||
+		strings.Contains(strings.ToLower(got), wire.HeaderSignature) {
+		t.Fatalf("the attempt on the delivery's page should show its request headers without %s:\n%s", wire.HeaderSignature, got)
+	}
+	b.screenshot("portal-3-delivery-failed.png")
 
 	// 5. The endpoint's page shows the failure: last delivery, the chart's failed attempts, and a
 	// success rate below 100 %.
@@ -122,7 +130,32 @@ func TestPortalEndpointFlow(t *testing.T) {
 	}
 	b.screenshot("portal-3-endpoint-failing.png")
 
+	// 5b. The receiver answers 200 again: the failed delivery is resent from its page, with the
+	// same webhook-id, and its page turns delivered.
+	fixed.Store(true)
+	b.do("open the failed delivery", chromedp.Navigate(failedDelivery), chromedp.WaitVisible(chromedp.CSS(`form[action$="/resend"] button`)))
+	resentAt := time.Now()
+	b.do("resend it", chromedp.Click(chromedp.CSS(`form[action$="/resend"] button`)))
+	b.waitFor("the resent delivery delivered", `document.querySelector("span.status.state-delivered") !== null && !!document.querySelector("#attempt-2")`,
+		chromedp.Reload())
+	b.screenshot("portal-3-delivery-resent.png")
+	var firstID string
+	eventually(t, time.Minute, "the resend at the receiver", func() bool {
+		reqs := rc.requests("/hook")
+		for _, r := range reqs {
+			if r.At.After(resentAt) {
+				firstID = reqs[len(reqs)-1].Header.Get(wire.HeaderID)
+				return true
+			}
+		}
+		return false
+	})
+	if original := rc.requests("/hook")[before].Header.Get(wire.HeaderID); firstID != original {
+		t.Fatalf("the resend carried webhook-id %q, the failed attempt %q", firstID, original)
+	}
+
 	// 6. Rotate the secret: the answer shows the new one and how long the old one still signs.
+	b.do("open the endpoint's page", chromedp.Navigate(endpointPage), chromedp.WaitVisible(chromedp.CSS(`form[action$="/rotate"] button`)))
 	b.do("rotate the secret", chromedp.Click(chromedp.CSS(`form[action$="/rotate"] button`)), chromedp.WaitVisible(chromedp.CSS("pre.secret")))
 	newSecret := b.text("read the new secret", "pre.secret")
 	if newSecret == oldSecret || !strings.HasPrefix(newSecret, wire.SecretPrefix) {

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -224,31 +225,10 @@ func (h *deliveryHandlers) delete(c echo.Context) error {
 	if err := model.DeleteWebhook(c.Request().Context(), h.db, h.scope(c), id); err != nil {
 		return notFoundAsWebhook(err)
 	}
-	h.endDeliveries(c.Request().Context(), id)
+	if err := dispatch.EndWebhookDeliveries(c.Request().Context(), h.db, h.dispatcher, id, dispatchTimeout); err != nil {
+		h.log.Warn("end the deliveries of a deleted webhook", "webhook", id, "err", err)
+	}
 	return c.JSON(http.StatusOK, h.v.success(nil, "Webhook deleted"))
-}
-
-// endDeliveries ends the deliveries of a webhook just deleted: the unfinished ones are marked
-// canceled and their workflows canceled, so none waits out its retry window. The webhook is gone
-// whatever happens here: what is not reached (Temporal away) ends by itself, as any later attempt
-// finds the webhook deleted and cancels its delivery.
-func (h *deliveryHandlers) endDeliveries(ctx context.Context, webhookID int64) {
-	refs, err := model.OpenDeliveries(ctx, h.db, webhookID)
-	if err == nil {
-		err = model.CancelOpenDeliveries(ctx, h.db, webhookID)
-	}
-	if err != nil {
-		h.log.Warn("cancel deliveries of a deleted webhook", "webhook", webhookID, "err", err)
-		return
-	}
-	if h.dispatcher == nil || len(refs) == 0 {
-		return
-	}
-	tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
-	defer cancel()
-	if canceled, err := h.dispatcher.Cancel(tctx, refs); err != nil {
-		h.log.Warn("cancel delivery workflows of a deleted webhook", "webhook", webhookID, "canceled", len(canceled), "of", len(refs), "err", err)
-	}
 }
 
 type secretResponse struct {

@@ -283,3 +283,27 @@ func isAlreadyStarted(err error) bool {
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	return errors.As(err, &already)
 }
+
+// EndWebhookDeliveries ends the deliveries of a webhook just deleted, for the API and the portal:
+// the unfinished ones are marked canceled, then their workflows are canceled (within timeout), so
+// none waits out its retry window. d nil (no Temporal client) skips the workflows. The webhook is
+// gone whatever this returns: what it does not reach ends by itself, as any later attempt finds the
+// webhook deleted and cancels its delivery. The error is the caller's to log.
+func EndWebhookDeliveries(ctx context.Context, db bun.IDB, d *Dispatcher, webhookID int64, timeout time.Duration) error {
+	refs, err := model.OpenDeliveries(ctx, db, webhookID)
+	if err == nil {
+		err = model.CancelOpenDeliveries(ctx, db, webhookID)
+	}
+	if err != nil {
+		return fmt.Errorf("cancel deliveries of deleted webhook %d: %w", webhookID, err)
+	}
+	if d == nil || len(refs) == 0 {
+		return nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if canceled, err := d.Cancel(tctx, refs); err != nil {
+		return fmt.Errorf("cancel delivery workflows of deleted webhook %d (%d of %d canceled): %w", webhookID, len(canceled), len(refs), err)
+	}
+	return nil
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -265,7 +266,7 @@ func (h *endpointHandlers) confirmDelete(c echo.Context) error {
 }
 
 // delete is DELETE <collection>/<id>: the webhook goes, then its unfinished deliveries are
-// canceled and their workflows with them, as the API's endDeliveries does.
+// canceled and their workflows with them (dispatch.EndWebhookDeliveries, as the API's delete).
 func (h *endpointHandlers) delete(c echo.Context) error {
 	id, ok := webhookID(c)
 	if !ok {
@@ -275,27 +276,8 @@ func (h *endpointHandlers) delete(c echo.Context) error {
 	if err := model.DeleteWebhook(ctx, h.db, sessionOf(c).Scope(), id); err != nil {
 		return err
 	}
-	h.endDeliveries(ctx, id)
+	if err := dispatch.EndWebhookDeliveries(ctx, h.db, h.dispatcher, id, dispatchTimeout); err != nil {
+		h.log.Warn("portal: end the deliveries of a deleted webhook", "webhook", id, "err", err)
+	}
 	return c.Redirect(http.StatusSeeOther, Prefix)
-}
-
-// endDeliveries is api's of the same name: the webhook is gone whatever happens here, and what is
-// not reached ends by itself when its next attempt finds the webhook deleted.
-func (h *endpointHandlers) endDeliveries(ctx context.Context, webhookID int64) {
-	refs, err := model.OpenDeliveries(ctx, h.db, webhookID)
-	if err == nil {
-		err = model.CancelOpenDeliveries(ctx, h.db, webhookID)
-	}
-	if err != nil {
-		h.log.Warn("portal: cancel deliveries of a deleted webhook", "webhook", webhookID, "err", err)
-		return
-	}
-	if h.dispatcher == nil || len(refs) == 0 {
-		return
-	}
-	tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
-	defer cancel()
-	if canceled, err := h.dispatcher.Cancel(tctx, refs); err != nil {
-		h.log.Warn("portal: cancel delivery workflows of a deleted webhook", "webhook", webhookID, "canceled", len(canceled), "of", len(refs), "err", err)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"github.com/webhookd/webhookd/wire"
@@ -318,5 +320,52 @@ func (b *browser) frameTitle(t *testing.T, done func(title, frameURL string) boo
 			return title, frameURL
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestPortalEmbeddedAcrossSites: a page of another site (localhost, beside the portal on
+// 127.0.0.1) that WEBHOOKD_PORTAL_FRAME_ANCESTORS allows embeds a portal link. The link is
+// exchanged inside the frame and the portal's pages open there: the session cookie is SameSite=None
+// and Partitioned, as a Lax cookie is sent in no cross-site frame.
+func TestPortalEmbeddedAcrossSites(t *testing.T) {
+	var link atomic.Value
+	product := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><title>An integrator's product</title><iframe id="portal" src="%s" width="1300" height="700"></iframe>`, link.Load())
+	}))
+	t.Cleanup(product.Close)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(product.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	productURL := "http://localhost:" + port // another site than 127.0.0.1
+	stack := startDevStack(t, webhookdBinary(t), []string{"WEBHOOKD_PORTAL_FRAME_ANCESTORS='self' " + productURL})
+	link.Store(portalLink(t, stack))
+
+	b := startBrowser(t)
+	b.do("open the integrator's page", chromedp.Navigate(productURL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))
+	// A frame of another site runs in a process of its own: it is a target of its own, not a
+	// child in the page's frame tree.
+	var frame *target.Info
+	eventually(t, uiStepTimeout, "the cross-site frame at the endpoints page", func() bool {
+		targets, err := chromedp.Targets(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range targets {
+			if tg.Type == "iframe" && tg.URL == stack.apiURL+"/portal/" {
+				frame = tg
+				return true
+			}
+		}
+		return false
+	})
+	b.screenshot("portal-9-embedded-cross-site.png")
+	// Its document is the endpoints page, not the page that asks for a new link (the session
+	// cookie was not sent) nor an error page. Attached last: leaving the frame's target ends the tab.
+	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithTargetID(frame.TargetID))
+	defer cancel()
+	if title, err := chromedp.Run(ctx, chromedp.Evaluate[string]("document.title")); err != nil || title != "Endpoints · webhookd" {
+		t.Fatalf("the frame on %s shows %q (%v), want the endpoints page", productURL, title, err)
 	}
 }

@@ -15,7 +15,7 @@ func (s *Server) logout(c echo.Context) error {
 	if err := model.EndPortalSession(c.Request().Context(), s.db, sessionOf(c).ID); err != nil {
 		return err
 	}
-	c.SetCookie(&http.Cookie{Name: CookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
+	c.SetCookie(s.cookie.cleared())
 	c.Set(contextSession, nil)
 	return s.render(c, http.StatusOK, "error", map[string]any{"Title": "Signed out", "Message": "You have signed out of the portal. Open a new link to come back."})
 }

@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +86,7 @@ type Server struct {
 	resolver    *net.Resolver
 	log         *slog.Logger
 	maxWebhooks int64
-	secure      bool
+	cookie      cookiePolicy
 	csp         string
 	pages       map[string]*template.Template
 	echo        *echo.Echo
@@ -116,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
-		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, secure: secureCookie(cfg.PublicURL), pages: pages,
+		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, cookie: newCookiePolicy(cfg.PublicURL, cfg.FrameAncestors), pages: pages,
 		csp: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
 			"base-uri 'none'; form-action 'self'; frame-ancestors " + cfg.FrameAncestors,
 	}
@@ -171,21 +170,6 @@ func New(cfg Config) (*Server, error) {
 
 // ServeHTTP makes the portal an http.Handler, to be mounted at Prefix.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
-
-// secureCookie: Secure everywhere but plain http on loopback (make run), where the browser would
-// drop a Secure cookie.
-func secureCookie(publicURL string) bool {
-	u, err := url.Parse(publicURL)
-	if err != nil || u.Scheme != "http" {
-		return true
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback()
-}
 
 // headers sets what every portal response carries, error pages included.
 func (s *Server) headers(next echo.HandlerFunc) echo.HandlerFunc {
@@ -272,10 +256,7 @@ func (s *Server) enter(c echo.Context) error {
 	case err != nil:
 		return err
 	}
-	c.SetCookie(&http.Cookie{
-		Name: CookieName, Value: sid, Path: Prefix, Expires: session.ExpiresAt,
-		MaxAge: int(time.Until(session.ExpiresAt) / time.Second), HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode,
-	})
+	c.SetCookie(s.cookie.session(sid, session.ExpiresAt))
 	return c.Redirect(http.StatusSeeOther, Prefix)
 }
 

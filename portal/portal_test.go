@@ -34,14 +34,20 @@ var offlineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, 
 	return nil, errors.New("no DNS in tests")
 }}
 
-const frameAncestors = "'self' https://app.example.com"
+// frameAncestors lets a page of the portal's own site embed it (another port of 127.0.0.1), so the
+// session cookie is the Lax one; TestSessionCookieAcrossSites has the cross-site case.
+const frameAncestors = "'self' http://127.0.0.1:9000"
 
-const wantCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
-	"base-uri 'none'; form-action 'self'; frame-ancestors 'self' https://app.example.com"
+// cspFor is the Content-Security-Policy of every portal response, given its frame-ancestors.
+func cspFor(ancestors string) string {
+	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
+		"base-uri 'none'; form-action 'self'; frame-ancestors " + ancestors
+}
 
 type env struct {
 	db  *bun.DB
 	srv *portal.Server
+	csp string // what every response's Content-Security-Policy must be
 }
 
 func newEnv(t testing.TB, db *bun.DB, opts ...func(*portal.Config)) *env {
@@ -61,7 +67,7 @@ func newEnv(t testing.TB, db *bun.DB, opts ...func(*portal.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{db: db, srv: srv}
+	return &env{db: db, srv: srv, csp: cspFor(cfg.FrameAncestors)}
 }
 
 // forEach runs fn on both databases and both variants.
@@ -113,8 +119,8 @@ func (e *env) do(t testing.TB, method, path string, cookie *http.Cookie, form ur
 	rec := httptest.NewRecorder()
 	e.srv.ServeHTTP(rec, req)
 	h := rec.Header()
-	if got := h.Get("Content-Security-Policy"); got != wantCSP {
-		t.Errorf("%s %s: CSP = %q, want %q", method, path, got, wantCSP)
+	if got := h.Get("Content-Security-Policy"); got != e.csp {
+		t.Errorf("%s %s: CSP = %q, want %q", method, path, got, e.csp)
 	}
 	if h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" {
 		t.Errorf("%s %s: X-Content-Type-Options %q, Referrer-Policy %q", method, path, h.Get("X-Content-Type-Options"), h.Get("Referrer-Policy"))
@@ -242,7 +248,9 @@ func TestEnterSecureCookie(t *testing.T) {
 		}
 	}
 	for _, public := range []string{"http://localhost:8080", "http://[::1]:8080", "http://127.0.0.1:8080"} {
-		e := newEnv(t, dbtest.SQLite(t), func(c *portal.Config) { c.PublicURL = public })
+		// No page of another site may embed the portal: the Lax cookie, which over http on
+		// loopback cannot be Secure (TestSessionCookieAcrossSites has the other case).
+		e := newEnv(t, dbtest.SQLite(t), func(c *portal.Config) { c.PublicURL, c.FrameAncestors = public, "'self'" })
 		if cookie := e.enter(t, e.link(t, e.account(t).ID, model.VariantA, false)); cookie.Secure {
 			t.Errorf("public URL %s: cookie Secure, which a browser drops over http", public)
 		}

@@ -216,6 +216,22 @@ func TestPortalEndpointFlow(t *testing.T) {
 	b.do("open the endpoints list", chromedp.Navigate(stack.apiURL+"/portal/"), chromedp.WaitVisible(chromedp.CSS("td meter")))
 	b.screenshot("portal-6-endpoints-rate.png")
 
+	// 8b. The event log lists the tests, and an event opens to its payload and its deliveries; the
+	// endpoint's recover page counts what a recovery would resend.
+	b.do("open the event log", chromedp.Navigate(stack.apiURL+"/portal/events"), chromedp.WaitVisible(chromedp.CSS("table.events")))
+	// Three tests: variant B's after the endpoint's registration, and the two sent by hand.
+	if n := b.eval("count the events", `document.querySelectorAll("table.events tbody tr").length + ""`); n != "3" {
+		t.Fatalf("the event log lists %s events, want the 3 tests", n)
+	}
+	b.screenshot("portal-10-event-log.png")
+	b.do("open an event", chromedp.Click(chromedp.CSS(`table.events tbody tr td a`)), chromedp.WaitVisible(chromedp.CSS("pre")))
+	if got := b.eval("read the payload", `document.querySelector("pre").innerText`); !strings.Contains(got, "webhook.test") {
+		t.Fatalf("the event's payload is not the test's:\n%s", got)
+	}
+	b.screenshot("portal-11-event.png")
+	b.do("open the recover page", chromedp.Navigate(endpointPage+"/recover"), chromedp.WaitVisible(chromedp.CSS("p.count")))
+	b.screenshot("portal-12-recover.png")
+
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.
 	b.do("open the integrator's page", chromedp.Navigate(allowed.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))

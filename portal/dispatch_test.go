@@ -28,10 +28,7 @@ func TestCreateAndDeleteDispatch(t *testing.T) {
 	// workflow on the one dev server. TestEndpoints runs the same handlers on both.
 	for _, b := range dbtest.Backends()[:1] {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *portal.Config) {
-				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
-					Schedule: []time.Duration{time.Minute}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
-			})
+			e := newEnv(t, b.Open(t), withTemporal(t, tc))
 			ctx := t.Context()
 			account := e.account(t)
 			cookie := e.enter(t, e.link(t, account.ID, model.VariantB, false))
@@ -90,10 +87,7 @@ func TestSendTestDispatch(t *testing.T) {
 	tc := temporaltest.Start(t).Client(t)
 	for _, b := range dbtest.Backends()[:1] {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *portal.Config) {
-				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
-					Schedule: []time.Duration{time.Minute}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
-			})
+			e := newEnv(t, b.Open(t), withTemporal(t, tc))
 			ctx := t.Context()
 			account := e.account(t)
 			// Webhook ids 1 and 2 elsewhere: TestCreateAndDeleteDispatch's workflow, on the same
@@ -120,5 +114,14 @@ func TestSendTestDispatch(t *testing.T) {
 				t.Fatalf("workflow %s: %v, %v", wf, desc, err)
 			}
 		})
+	}
+}
+
+// withTemporal gives the portal a Dispatcher on the dev server, on a task queue of the test's own
+// that no worker polls: the workflows start and wait, and nothing is delivered.
+func withTemporal(t *testing.T, tc client.Client) func(*portal.Config) {
+	return func(c *portal.Config) {
+		c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
+			Schedule: []time.Duration{time.Minute}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
 	}
 }

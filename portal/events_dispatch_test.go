@@ -10,11 +10,9 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
-	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/portal"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -25,10 +23,7 @@ import (
 func TestResendAndRecoverDispatch(t *testing.T) {
 	tc := temporaltest.Start(t).Client(t)
 	b := dbtest.Backends()[0]
-	e := newEnv(t, b.Open(t), func(c *portal.Config) {
-		c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
-			Schedule: []time.Duration{time.Minute}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
-	})
+	e := newEnv(t, b.Open(t), withTemporal(t, tc))
 	ctx := t.Context()
 	// Ids past those of the package's other Temporal tests, which share the dev server: the
 	// workflow ids are made of them.

@@ -103,12 +103,14 @@ type config struct {
 	listLimit int
 	keep      bool
 
-	// pending
-	pid        int
-	sample     time.Duration
-	listEvery  time.Duration
-	idle       time.Duration
-	publishFor time.Duration
+	// pending (webhookd's RSS), and tiers (its CPU time, with the Temporal server's and PostgreSQL's)
+	pid         int
+	temporalPID int
+	postgresPID int
+	sample      time.Duration
+	listEvery   time.Duration
+	idle        time.Duration
+	publishFor  time.Duration
 
 	// hanging, isolation and sharedhost
 	noisyHooks int
@@ -183,7 +185,9 @@ func run(ctx context.Context) error {
 	flag.IntVar(&cfg.listCalls, "list-calls", 0, "timed list calls per kind (list; default 500), per burst (pending; default 50)")
 	flag.IntVar(&cfg.listLimit, "list-limit", 50, "?limit= of the timed list calls (list and pending)")
 	flag.BoolVar(&cfg.keep, "keep", false, "do not delete the webhooks at the end (list and pending)")
-	flag.IntVar(&cfg.pid, "pid", 0, "webhookd's process id, whose RSS is sampled (pending)")
+	flag.IntVar(&cfg.pid, "pid", 0, "webhookd's process id, whose RSS is sampled (pending) and whose CPU time per delivery is reported (tiers)")
+	flag.IntVar(&cfg.temporalPID, "temporal-pid", 0, "the Temporal server's process id (with its descendants), whose CPU time per delivery is reported (tiers)")
+	flag.IntVar(&cfg.postgresPID, "postgres-pid", 0, "PostgreSQL's postmaster process id (with its backends), whose CPU time per delivery is reported (tiers)")
 	flag.DurationVar(&cfg.sample, "sample", 2*time.Second, "interval between RSS samples (pending)")
 	flag.DurationVar(&cfg.listEvery, "list-every", 10*time.Second, "interval between bursts of timed list calls under load (pending)")
 	flag.DurationVar(&cfg.publishFor, "publish-for", 0, "stop publishing after this long, with fewer than -events if need be; 0: no limit (pending)")

@@ -20,11 +20,26 @@ import (
 	"github.com/webhookd/webhookd/worker"
 )
 
+// cpuProcesses are the processes whose CPU time the tiers report: webhookd, the Temporal server
+// and PostgreSQL where their process ids were given, and this loadtest, which runs the receiver
+// and the load generator on the same cores.
+func cpuProcesses(cfg config) []cpuProcess {
+	var procs []cpuProcess
+	for _, p := range []cpuProcess{{"webhookd", cfg.pid}, {"temporal", cfg.temporalPID}, {"postgres", cfg.postgresPID}} {
+		if p.pid > 0 {
+			procs = append(procs, p)
+		}
+	}
+	return append(procs, cpuProcess{name: "loadtest"})
+}
+
 // tierResult is one tier's figure: n deliveries from the first send to the last arrival.
 type tierResult struct {
 	name    string
 	n       int
 	elapsed time.Duration
+	// cpu is the CPU time per delivery of each watched process (cpuPerDelivery).
+	cpu string
 }
 
 func (r tierResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -53,9 +68,9 @@ func tiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts c
 		return err
 	}
 	fmt.Println()
-	fmt.Printf("| tier | deliveries/s | first send to last arrival |\n|---|---|---|\n")
+	fmt.Printf("| tier | deliveries/s | first send to last arrival | CPU ms per delivery |\n|---|---|---|---|\n")
 	for _, t := range r.all() {
-		fmt.Printf("| %s | %.0f | %s |\n", t.name, t.rate(), t.elapsed.Round(time.Millisecond))
+		fmt.Printf("| %s | %.0f | %s | %s |\n", t.name, t.rate(), t.elapsed.Round(time.Millisecond), t.cpu)
 	}
 	fmt.Printf("\n(c)/(b): %.2f\n", r.ratio())
 	return nil
@@ -64,24 +79,34 @@ func tiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts c
 // measureTiers is the tiers scenario without its report; cfg.events must be set.
 func measureTiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts client.Options) (tiersResult, error) {
 	fmt.Printf("tiers: %d deliveries each, %d concurrent clients\n", cfg.events, cfg.concurrency)
-	raw, err := rawTier(ctx, cfg, cert)
+	procs := cpuProcesses(cfg)
+	// withCPU runs one tier and notes the CPU time each watched process spent on it.
+	withCPU := func(measure func() (tierResult, error)) (tierResult, error) {
+		before := readCPU(procs)
+		r, err := measure()
+		r.cpu = cpuPerDelivery(procs, before, readCPU(procs), r.n)
+		return r, err
+	}
+	raw, err := withCPU(func() (tierResult, error) { return rawTier(ctx, cfg, cert) })
 	if err != nil {
 		return tiersResult{}, fmt.Errorf("(a) raw HTTPS: %w", err)
 	}
-	bareRegular, err := bareTemporalTier(ctx, cfg, cert, temporalOpts, false)
+	bareRegular, err := withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, false) })
 	if err != nil {
 		return tiersResult{}, fmt.Errorf("(b') bare Temporal: %w", err)
 	}
-	bare, err := bareTemporalTier(ctx, cfg, cert, temporalOpts, true)
+	bare, err := withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, true) })
 	if err != nil {
 		return tiersResult{}, fmt.Errorf("(b) bare Temporal: %w", err)
 	}
-	e2e, err := measureThroughput(ctx, cfg, cert, "(c) webhookd")
+	e2e, err := withCPU(func() (tierResult, error) {
+		t, err := measureThroughput(ctx, cfg, cert, "(c) webhookd")
+		return tierResult{name: "(c) webhookd end to end", n: cfg.events, elapsed: t.total}, err
+	})
 	if err != nil {
 		return tiersResult{}, fmt.Errorf("(c) webhookd: %w", err)
 	}
-	return tiersResult{raw: raw, bare: bare, bareRegular: bareRegular,
-		e2e: tierResult{name: "(c) webhookd end to end", n: cfg.events, elapsed: e2e.total}}, nil
+	return tiersResult{raw: raw, bare: bare, bareRegular: bareRegular, e2e: e2e}, nil
 }
 
 // receiverClient is an HTTPS client that trusts the loadtest certificate and keeps conns

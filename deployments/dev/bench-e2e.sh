@@ -39,8 +39,10 @@ export WEBHOOKD_MAX_WEBHOOKS=${WEBHOOKD_MAX_WEBHOOKS:-$((hooks + 10))}
 echo "== $scenario: starting a fresh stack ($webhookd, $("$webhookd" version))"
 start_stack "$work/$scenario"
 rc=0
+# The tiers report the CPU time per delivery of webhookd, the Temporal dev server (with what it
+# runs under) and, given BENCH_POSTGRES_PID (the postmaster of BENCH_DATABASE_URL's server), PostgreSQL.
 "$work/loadtest" -scenario "$scenario" -api "http://$WEBHOOKD_HTTP_ADDR" -key "$key_c" \
-  -listen "127.0.0.1:$healthy_port" \
+  -listen "127.0.0.1:$healthy_port" -pid "${pids[1]}" -temporal-pid "${pids[0]}" ${BENCH_POSTGRES_PID:+-postgres-pid "$BENCH_POSTGRES_PID"} \
   -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" "$@" 2>&1 | tee "$work/$scenario.out" || rc=$?
 stop_stack
 

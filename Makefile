@@ -85,7 +85,8 @@ bench-kill:
 
 # Issue 10's end-to-end benchmark: cmd/loadtest's suite (tiers, open loop, fan-out, burst, then one
 # table) on a throwaway stack of its own. SCENARIO=fanout|... runs one, ARGS='-events 500' passes
-# loadtest flags, WEBHOOKD_BIN=... measures another build.
+# loadtest flags, WEBHOOKD_BIN=... measures another build, BENCH_POSTGRES=1 runs webhookd on a
+# throwaway PostgreSQL cluster. The tiers print CPU ms per delivery of each process (issue 21).
 .PHONY: bench-e2e
 bench-e2e:
 	deployments/dev/bench-e2e.sh $(SCENARIO) $(ARGS)

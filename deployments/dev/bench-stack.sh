@@ -9,7 +9,8 @@
 # Ports: BENCH_TEMPORAL_PORT (17233), BENCH_UI_PORT (18233), BENCH_HTTP_PORT (18080),
 # BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444). webhookd runs on SQLite in the stack's
 # directory unless BENCH_DATABASE_URL names another (an empty PostgreSQL database; webhookd then
-# needs WEBHOOKD_SECRET_KEY too). Run one scenario per database: the stack does not empty it.
+# needs WEBHOOKD_SECRET_KEY too), or BENCH_POSTGRES=1 starts a throwaway cluster for it. Run one
+# scenario per database: the stack does not empty it.
 
 # Only the default binary is built: WEBHOOKD_BIN may be another checkout's, built by its owner. It
 # is resolved before the cd below, and unset because webhookd refuses WEBHOOKD_ variables it does
@@ -52,9 +53,47 @@ stop_stack() {
 cleanup() {
   trap - EXIT INT TERM
   stop_stack
+  if [ -n "${pg_pid:-}" ]; then
+    kill -TERM "$pg_pid" 2>/dev/null || true
+    wait "$pg_pid" 2>/dev/null || true
+  fi
   if [ "${BENCH_KEEP:-}" = 1 ]; then echo "data and logs kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT INT TERM
+
+# BENCH_POSTGRES=1 runs webhookd on a throwaway PostgreSQL cluster of the stack's own (port
+# BENCH_PG_PORT, 15432), as the tests start theirs, and exports BENCH_DATABASE_URL, a secret key,
+# and BENCH_POSTGRES_PID (the postmaster, whose CPU time the tiers report with its backends'). The
+# cluster is tuned as make cluster's: fsync on, synchronous_commit off.
+if [ "${BENCH_POSTGRES:-}" = 1 ]; then
+  pg_port=${BENCH_PG_PORT:-15432}
+  if (exec 3<>"/dev/tcp/127.0.0.1/$pg_port") 2>/dev/null; then
+    echo "port $pg_port on 127.0.0.1 is already in use; set BENCH_PG_PORT" >&2
+    exit 1
+  fi
+  deployments/dev/ensure-postgres.sh >/dev/null
+  pg_bin=$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  as_pg=()
+  if [ "$(id -u)" -eq 0 ]; then
+    as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups --) # initdb refuses root
+    chmod o+x "$work"
+    mkdir -p "$work/pg" && chown postgres: "$work/pg"
+  fi
+  "${as_pg[@]}" "$pg_bin/initdb" -D "$work/pg/data" -U postgres --auth=trust -E UTF8 >"$work/initdb.log" 2>&1 ||
+    { echo "initdb failed; see $work/initdb.log" >&2; exit 1; }
+  "${as_pg[@]}" "$pg_bin/postgres" -D "$work/pg/data" -h 127.0.0.1 -p "$pg_port" -k '' \
+    -c max_connections=300 -c synchronous_commit=off >"$work/postgres.log" 2>&1 &
+  pg_pid=$!
+  for _ in $(seq 1 120); do
+    "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U postgres && break
+    kill -0 "$pg_pid" 2>/dev/null || { echo "PostgreSQL exited; see $work/postgres.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  export BENCH_DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
+  export BENCH_POSTGRES_PID=$pg_pid
+  WEBHOOKD_SECRET_KEY=${WEBHOOKD_SECRET_KEY:-$(head -c 32 /dev/urandom | base64)}
+  export WEBHOOKD_SECRET_KEY
+fi
 
 go build -o "$work/loadtest" ./cmd/loadtest
 "$work/loadtest" -init -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" >/dev/null

@@ -65,16 +65,14 @@ func CreateAPIKey(ctx context.Context, db bun.IDB, ownerEmail, name string) (pla
 		if err := tx.NewSelect().Model(account).Where("owner_email = ?", ownerEmail).Scan(ctx); err != nil {
 			return fmt.Errorf("load account: %w", err)
 		}
-		raw := make([]byte, 32)
-		if _, err := rand.Read(raw); err != nil {
+		if plain, err = newToken(APIKeyPrefix); err != nil {
 			return fmt.Errorf("api key: %w", err)
 		}
-		plain = APIKeyPrefix + base64.RawURLEncoding.EncodeToString(raw)
 		key := &APIKey{
 			AccountID: account.ID,
 			Name:      name,
 			Lookup:    plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen],
-			KeyHash:   hashAPIKey(plain),
+			KeyHash:   hashToken(plain),
 			CreatedAt: Now(),
 		}
 		if _, err := tx.NewInsert().Model(key).Exec(ctx); err != nil {
@@ -104,13 +102,13 @@ func Authenticate(ctx context.Context, db bun.IDB, plain string) (*Account, erro
 		Where("k.lookup = ?", lookup).Where("k.revoked_at IS NULL").Scan(ctx, &row)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Compare anyway so an unknown lookup id costs the same as a wrong key.
-		subtle.ConstantTimeCompare([]byte(hashAPIKey(plain)), []byte(hashAPIKey("")))
+		subtle.ConstantTimeCompare([]byte(hashToken(plain)), []byte(hashToken("")))
 		return nil, ErrUnauthorized
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load api key: %w", err)
 	}
-	if subtle.ConstantTimeCompare([]byte(hashAPIKey(plain)), []byte(row.KeyHash)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(hashToken(plain)), []byte(row.KeyHash)) != 1 {
 		return nil, ErrUnauthorized
 	}
 	account := row.Account
@@ -159,7 +157,18 @@ func GetAccount(ctx context.Context, db bun.IDB, id int64) (*Account, error) {
 	return scanOne(ctx, account, db.NewSelect().Model(account).Where("id = ?", id), "account")
 }
 
-func hashAPIKey(plain string) string {
+// newToken is a credential webhookd hands out once (an API key, a portal link's token, a portal
+// session id): prefix and 32 random bytes in base64url. Only its hashToken is stored.
+func newToken(prefix string) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// hashToken is what is stored of a token newToken made: its SHA-256, in hex.
+func hashToken(plain string) string {
 	sum := sha256.Sum256([]byte(plain))
 	return hex.EncodeToString(sum[:])
 }

@@ -2,12 +2,8 @@ package model
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"database/sql"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -101,14 +97,14 @@ func CreatePortalLink(ctx context.Context, db bun.IDB, nl NewPortalLink) (token 
 	if ttl < 0 || ttl > MaxPortalLinkTTL {
 		return "", nil, ErrPortalTTLOutOfRange
 	}
-	token, err = newPortalSecret(PortalTokenPrefix)
+	token, err = newToken(PortalTokenPrefix)
 	if err != nil {
 		return "", nil, err
 	}
 	now := Now()
 	link = &PortalLink{
 		AccountID: nl.AccountID, Variant: nl.Variant, ReadOnly: nl.ReadOnly,
-		TokenHash: hashPortalSecret(token), CreatedAt: now, ExpiresAt: now.Add(ttl),
+		TokenHash: hashToken(token), CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 	if _, err := db.NewInsert().Model(link).Returning("id").Exec(ctx); err != nil {
 		return "", nil, fmt.Errorf("insert portal link: %w", err)
@@ -154,12 +150,12 @@ func ExchangePortalToken(ctx context.Context, db bun.IDB, token string) (session
 		} else if n != 1 {
 			return ErrPortalTokenUsed
 		}
-		if sessionID, err = newPortalSecret(PortalSessionPrefix); err != nil {
+		if sessionID, err = newToken(PortalSessionPrefix); err != nil {
 			return err
 		}
 		session = &PortalSession{
 			AccountID: link.AccountID, LinkID: link.ID, Variant: link.Variant, ReadOnly: link.ReadOnly,
-			SessionHash: hashPortalSecret(sessionID), CreatedAt: now, ExpiresAt: now.Add(PortalSessionTTL),
+			SessionHash: hashToken(sessionID), CreatedAt: now, ExpiresAt: now.Add(PortalSessionTTL),
 		}
 		if _, err := tx.NewInsert().Model(session).Returning("id").Exec(ctx); err != nil {
 			return fmt.Errorf("insert portal session: %w", err)
@@ -226,25 +222,12 @@ func RevokePortalAccess(ctx context.Context, db bun.IDB, accountID int64) (Porta
 	return out, err
 }
 
-func newPortalSecret(prefix string) (string, error) {
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", fmt.Errorf("portal secret: %w", err)
-	}
-	return prefix + base64.RawURLEncoding.EncodeToString(raw), nil
-}
-
 // portalSecretHash hashes a presented secret, or says it cannot be one of ours.
 func portalSecretHash(prefix, plain string) (string, bool) {
 	if !strings.HasPrefix(plain, prefix) || len(plain) > portalSecretLen {
 		return "", false
 	}
-	return hashPortalSecret(plain), true
-}
-
-func hashPortalSecret(plain string) string {
-	sum := sha256.Sum256([]byte(plain))
-	return hex.EncodeToString(sum[:])
+	return hashToken(plain), true
 }
 
 // PortalEnterPath is where a link's token is exchanged for a session.

@@ -39,6 +39,11 @@ type Config struct {
 	// temporalOptions); serve adds the logger and metrics.
 	Temporal  client.Options `env:"-"`
 	TaskQueue string         `env:"WEBHOOKD_TASK_QUEUE" envDefault:"webhookd"`
+	// TemporalCompression is the gRPC compression of requests to the Temporal frontend. The SDK's
+	// default, gzip, cost webhookd about 6% of its CPU per delivery, and the server as much again to
+	// inflate, for payloads of a few ids (docs/performance.md): off unless asked for, as over a
+	// slow or metered link to Temporal Cloud.
+	TemporalCompression string `env:"WEBHOOKD_TEMPORAL_COMPRESSION" envDefault:"none" check:"none|gzip"`
 	// SecretKey is nil when unset: see secretKey.
 	SecretKey           []byte  `env:"WEBHOOKD_SECRET_KEY"`
 	AllowPrivateTargets bool    `env:"WEBHOOKD_ALLOW_PRIVATE_TARGETS" envDefault:"false"`
@@ -217,6 +222,10 @@ func loadConfig(environ []string) (Config, error) {
 		errs = append(errs, err)
 	} else {
 		cfg.Temporal = opts
+		cfg.Temporal.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
+		if cfg.TemporalCompression == "none" {
+			cfg.Temporal.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+		}
 	}
 	return cfg, errors.Join(errs...)
 }

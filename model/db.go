@@ -99,3 +99,17 @@ func scanOne[T any](ctx context.Context, dst *T, q *bun.SelectQuery, what string
 	}
 	return dst, nil
 }
+
+// inTx runs fn in a transaction: db's own when db already is one, else a new one. bun would nest a
+// savepoint in a transaction it is handed (two more statements per call); callers that join a
+// domain change's transaction (InsertEvent) need none, since any error of theirs rolls the whole
+// change back.
+func inTx(ctx context.Context, db bun.IDB, fn func(ctx context.Context, tx bun.Tx) error) error {
+	switch tx := db.(type) {
+	case bun.Tx:
+		return fn(ctx, tx)
+	case *bun.Tx:
+		return fn(ctx, *tx)
+	}
+	return db.RunInTx(ctx, nil, fn)
+}

@@ -116,7 +116,7 @@ func HashRequest(parts ...string) string {
 // so what arrived while it was disabled is kept for a manual retry.
 func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, error) {
 	var res *PublishResult
-	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := inTx(ctx, db, func(ctx context.Context, tx bun.Tx) error {
 		now := Now()
 		if ne.IdempotencyKey != "" {
 			prev, err := findIdempotent(ctx, tx, ne, now)
@@ -125,9 +125,21 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 				return err
 			}
 		}
+		// The subscribers first, so that the event row is written once, with its matched count.
+		var hooks []Webhook
+		q := tx.NewSelect().Model(&hooks).Column("id", "url").
+			Where("account_id = ?", ne.AccountID).Where("variant = ?", ne.Variant).OrderExpr("id ASC")
+		if ne.OnlyWebhook != 0 {
+			q = q.Where("id = ?", ne.OnlyWebhook)
+		} else {
+			q = q.Where("event_type = ?", ne.EventType)
+		}
+		if err := q.Scan(ctx); err != nil {
+			return fmt.Errorf("find subscribers: %w", err)
+		}
 		ev := &Event{
 			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data,
-			OccurredAt: now, CreatedAt: now,
+			OccurredAt: now, CreatedAt: now, Matched: len(hooks),
 		}
 		ins := tx.NewInsert().Model(ev).Returning("id")
 		if ne.IdempotencyKey != "" {
@@ -154,17 +166,6 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 			res = prev
 			return err
 		}
-		var hooks []Webhook
-		q := tx.NewSelect().Model(&hooks).Column("id", "url").
-			Where("account_id = ?", ne.AccountID).Where("variant = ?", ne.Variant).OrderExpr("id ASC")
-		if ne.OnlyWebhook != 0 {
-			q = q.Where("id = ?", ne.OnlyWebhook)
-		} else {
-			q = q.Where("event_type = ?", ne.EventType)
-		}
-		if err := q.Scan(ctx); err != nil {
-			return fmt.Errorf("find subscribers: %w", err)
-		}
 		deliveries := make([]Delivery, len(hooks))
 		urls := make(map[int64]string, len(hooks))
 		for i, w := range hooks {
@@ -175,10 +176,6 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 			if _, err := tx.NewInsert().Model(&deliveries).Returning("id").Exec(ctx); err != nil {
 				return fmt.Errorf("insert deliveries: %w", err)
 			}
-		}
-		ev.Matched = len(deliveries)
-		if _, err := tx.NewUpdate().Model(ev).Column("matched").WherePK().Exec(ctx); err != nil {
-			return fmt.Errorf("record matched count: %w", err)
 		}
 		res = &PublishResult{Event: ev, Deliveries: deliveries, urls: urls}
 		return nil

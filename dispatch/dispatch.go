@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,10 @@ type Dispatcher struct {
 	// Starts counts the delivery workflows started, by who started them (StartedBy); nil counts
 	// nothing. NewStartsMetric registers it.
 	Starts *prometheus.CounterVec
+	// Marks, when set, records a request's starts (StartEvent) off the request's path, many requests'
+	// per write; nil records them before StartEvent returns. Fan-outs and sweeps always record
+	// their own.
+	Marks *model.DispatchMarks
 }
 
 // StartedBy names who started a delivery's workflow, a label of webhookd_delivery_starts_total.
@@ -100,7 +105,12 @@ const FanOutThreshold = startConcurrency
 // reaches. What it could not start stays in the outbox for the sweeper.
 func (d *Dispatcher) StartEvent(ctx context.Context, db bun.IDB, refs []model.DeliveryRef) error {
 	if len(refs) <= FanOutThreshold {
-		return d.Start(ctx, db, refs, StartedByRequest)
+		if d.Marks == nil {
+			return d.Start(ctx, db, refs, StartedByRequest)
+		}
+		started, err := d.start(ctx, refs, StartedByRequest)
+		d.Marks.Add(started)
+		return err
 	}
 	if err := d.startFanOut(ctx, refs[0].EventID, refs[0].AccountID); err != nil {
 		return err
@@ -136,15 +146,20 @@ func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by Sta
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(startConcurrency)
 	ok := make([]bool, len(refs)) // each start writes its own element: no lock
+	var created atomic.Int64
 	for i, r := range refs {
 		if gctx.Err() != nil {
 			break // a start failed, or the caller gave up
 		}
 		g.Go(func() error {
-			if err := d.startOne(gctx, r, eager); err != nil {
+			isNew, err := d.startOne(gctx, r, eager)
+			if err != nil {
 				return err
 			}
 			ok[i] = true
+			if isNew {
+				created.Add(1)
+			}
 			return nil
 		})
 	}
@@ -160,21 +175,27 @@ func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by Sta
 		err = fmt.Errorf("start deliveries: %d of %d started: %w", len(started), len(refs), context.Cause(ctx))
 	}
 	if d.Starts != nil {
-		d.Starts.WithLabelValues(string(by)).Add(float64(len(started)))
+		// Only the workflows this call created: one that already existed (its mark was lost, say)
+		// was counted by whoever started it.
+		d.Starts.WithLabelValues(string(by)).Add(float64(created.Load()))
 	}
 	return started, err
 }
 
-// startOne starts the workflow of one delivery; one that already exists counts as started.
-func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bool) error {
+// startOne starts the workflow of one delivery and reports whether it created it; one that
+// already exists counts as started.
+func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bool) (bool, error) {
 	opts := d.startOptions(r)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
 	opts.EnableEagerStart = eager
 	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, d.input(r, 0))
-	if err != nil && !isAlreadyStarted(err) {
-		return fmt.Errorf("start %s: %w", opts.ID, err)
+	switch {
+	case isAlreadyStarted(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("start %s: %w", opts.ID, err)
 	}
-	return nil
+	return true, nil
 }
 
 func (d *Dispatcher) startOptions(r model.DeliveryRef) client.StartWorkflowOptions {

@@ -367,3 +367,44 @@ func TestWebhookRowWrittenOnlyOnChange(t *testing.T) {
 		}
 	})
 }
+
+// TestDispatchMarks: ids handed over from many requests at once are all marked by Wait, and the
+// sweeper then finds none of them; the event rows hold their matched count as inserted.
+func TestDispatchMarks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "marks@example.com", "")
+		for range 2 {
+			newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		}
+		marks := &model.DispatchMarks{DB: db}
+		const events = 40
+		errs := make(chan error, events)
+		for range events {
+			go func() {
+				res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: `{}`})
+				if err == nil {
+					ids := make([]int64, len(res.Deliveries))
+					for i, d := range res.Deliveries {
+						ids[i] = d.ID
+					}
+					marks.Add(ids)
+				}
+				errs <- err
+			}()
+		}
+		for range events {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		marks.Wait()
+		if refs, err := model.UndispatchedDeliveries(ctx, db, model.Now().Add(time.Second), 100); err != nil || len(refs) != 0 {
+			t.Fatalf("undispatched after Wait = %d, %v; want none", len(refs), err)
+		}
+		var wrong int
+		if err := db.NewSelect().Model((*model.Event)(nil)).Where("account_id = ?", acc.ID).Where("matched <> 2").ColumnExpr("count(*)").Scan(ctx, &wrong); err != nil || wrong != 0 {
+			t.Fatalf("events whose stored matched count is not 2: %d, %v", wrong, err)
+		}
+	})
+}

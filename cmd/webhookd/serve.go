@@ -89,6 +89,8 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	// The API and the worker share this process and its client: the first task of a workflow a
 	// request starts goes straight to the worker (Dispatcher.EagerStart says which starts).
 	dispatcher.EagerStart = role == "all"
+	// A request's starts are recorded behind its answer, many per write (DispatchMarks).
+	dispatcher.Marks = &model.DispatchMarks{DB: db, Log: logger}
 	policy := egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -202,6 +204,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		logger.Warn("http shutdown", "err", serr)
 	}
 	<-workerDone
+	dispatcher.Marks.Wait()
 	return err
 }
 

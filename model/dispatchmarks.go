@@ -1,0 +1,85 @@
+package model
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// dispatchMarkTimeout bounds one write of DispatchMarks, and maxDispatchMarkBatch its ids.
+const (
+	dispatchMarkTimeout  = 10 * time.Second
+	maxDispatchMarkBatch = 500
+)
+
+// DispatchMarks records deliveries dispatched (MarkDispatched) off the caller's path, and many per
+// statement: a request that started its workflows hands their ids over and answers at once, and
+// the ids of requests that come in while one write runs go out together in the next. Under load
+// that is one write for many events instead of one each (docs/performance.md).
+//
+// The mark is only the outbox's bookkeeping: one that is never written (the process died first)
+// costs the sweeper one start that Temporal refuses as a duplicate, and the sweeper then writes
+// it. Nothing is lost either way.
+type DispatchMarks struct {
+	DB bun.IDB
+	// Log reports a failed write; nil logs nothing.
+	Log *slog.Logger
+
+	mu      sync.Mutex
+	pending []int64
+	writing bool
+	idle    sync.Cond // signaled when a writer finishes with nothing pending
+}
+
+// Add hands ids over to be marked; it does not wait for the write.
+func (m *DispatchMarks) Add(ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending = append(m.pending, ids...)
+	if !m.writing {
+		m.writing = true
+		go m.write()
+	}
+}
+
+// write marks what is pending, batch after batch, until nothing is.
+func (m *DispatchMarks) write() {
+	for {
+		m.mu.Lock()
+		batch := m.pending[:min(len(m.pending), maxDispatchMarkBatch)]
+		m.pending = m.pending[len(batch):]
+		if len(batch) == 0 {
+			m.writing = false
+			if m.idle.L != nil {
+				m.idle.Broadcast()
+			}
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), dispatchMarkTimeout)
+		err := MarkDispatched(ctx, m.DB, batch)
+		cancel()
+		if err != nil && m.Log != nil {
+			m.Log.Warn("mark deliveries dispatched; the sweeper will", "deliveries", len(batch), "err", err)
+		}
+	}
+}
+
+// Wait returns once every id handed over so far is written (or its write failed).
+func (m *DispatchMarks) Wait() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.idle.L == nil {
+		m.idle.L = &m.mu
+	}
+	for m.writing {
+		m.idle.Wait()
+	}
+}

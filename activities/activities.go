@@ -6,6 +6,7 @@ package activities
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -59,6 +60,12 @@ type Activities struct {
 	// Now is the clock; nil means model.Now.
 	Now func() time.Time
 	Log *slog.Logger
+	// LocalWaits bounds how many first attempts (local activities) may wait in the worker at once
+	// for a turn that is due soon (within localTurnWait), instead of handing the attempt back to
+	// run as a regular activity. Zero: none waits.
+	LocalWaits int
+
+	localWaiting atomic.Int64
 }
 
 // DeliverInput names one attempt of one delivery. Bodies are loaded from the database, never

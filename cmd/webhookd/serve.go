@@ -249,6 +249,8 @@ func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egre
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,
 		Disable:     model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},
+		// An eighth of the first attempts' slots may wait briefly for a quick receiver's turn.
+		LocalWaits: max(1, cfg.MaxConcurrentDeliveries/8),
 	}, nil
 }
 

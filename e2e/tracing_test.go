@@ -69,6 +69,9 @@ func startTracedStack(t *testing.T, env ...string) *tracedStack {
 			t.Logf("webhookd's log (end):\n%s", p.logs(t))
 		}
 	})
+	// With the worker up, the request's start is eager (role all): the workflow's first task, and
+	// the first attempt in it, come back in the start's answer, the path a busy stack takes.
+	eventually(t, 30*time.Second, "the worker started", func() bool { return strings.Contains(p.logs(t), "temporal worker started") })
 	key, _, err := model.CreateAPIKey(context.Background(), db, "traced@example.com", "")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,8 +65,8 @@ var samplers = []string{
 //     http/protobuf; grpc is the other one.
 //
 // Everything else (endpoint, headers, timeout, sampler, batch sizes, resource) the SDK reads
-// itself when Start builds the provider; the sampler's name is checked here, so that a typo stops
-// the process instead of sampling everything.
+// itself when Start builds the provider; the endpoints' form and the sampler's name are checked
+// here, so that a typo stops the process instead of losing every span or sampling everything.
 func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	get := func(key string) string {
 		v, _ := lookup(key)
@@ -97,6 +98,15 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 			}
 			cfg.Protocol = p
 			break
+		}
+	}
+	// The exporters take an endpoint without a scheme for a path, and only report it at the
+	// first export.
+	for _, key := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if e := get(key); e != "" {
+			if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("%s: %q is not a URL such as http://collector:4318", key, e))
+			}
 		}
 	}
 	if s := strings.ToLower(get("OTEL_TRACES_SAMPLER")); s != "" && !slices.Contains(samplers, s) {

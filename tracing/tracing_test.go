@@ -43,6 +43,9 @@ func TestConfigFromEnv(t *testing.T) {
 			"OTEL_TRACES_SAMPLER_ARG": "1%"}, err: "OTEL_TRACES_SAMPLER_ARG"},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
 			"OTEL_TRACES_SAMPLER_ARG": "0.01"}, on: true, protocol: ProtocolHTTP},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "127.0.0.1:4318"}, err: "OTEL_EXPORTER_OTLP_ENDPOINT"},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector/v1/traces"}, err: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otlp.example.com", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, on: true, protocol: ProtocolGRPC},
 		// Off, nothing is read beyond the switch: an exporter's settings are not checked.
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}},
 	} {

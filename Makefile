@@ -87,6 +87,8 @@ bench-kill:
 # table) on a throwaway stack of its own. SCENARIO=fanout|... runs one, ARGS='-events 500' passes
 # loadtest flags, WEBHOOKD_BIN=... measures another build, BENCH_POSTGRES=1 runs webhookd on a
 # throwaway PostgreSQL cluster. The tiers print CPU ms per delivery of each process (issue 21).
+# BENCH_TRACING=1 (or 0.01) runs webhookd with tracing on, sampled at that ratio, exporting to a
+# discarding OTLP receiver in the loadtest, which prints how many spans it got.
 .PHONY: bench-e2e
 bench-e2e:
 	deployments/dev/bench-e2e.sh $(SCENARIO) $(ARGS)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
@@ -57,6 +58,9 @@ type Activities struct {
 	// Disable says when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
 	// WEBHOOKD_DISABLE_MIN_EXHAUSTED); the zero rule never does.
 	Disable model.DisableRule
+	// Tracer, when set, makes a client span of every POST to a receiver and sends its traceparent
+	// (tracing.go); nil (tracing off) makes no span and sends no traceparent.
+	Tracer trace.Tracer
 	// Now is the clock; nil means model.Now.
 	Now func() time.Time
 	Log *slog.Logger

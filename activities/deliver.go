@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -101,11 +102,15 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 	header.Set(wire.HeaderID, msgID)
 	header.Set(wire.HeaderTimestamp, strconv.FormatInt(started.Unix(), 10))
+	postCtx, postSpan := ctx, trace.Span(nil)
+	if postErr == nil {
+		postCtx, postSpan = a.startPost(ctx, in, w, ev.EventType, header)
+	}
 	sent := sentHeaders(header)
 	header.Set(wire.HeaderSignature, signature)
 	var resp *egress.Response
 	if postErr == nil {
-		resp, postErr = turn.Post(ctx, header, body)
+		resp, postErr = turn.Post(postCtx, header, body)
 	}
 	latency := a.now().Sub(started)
 	var status int
@@ -125,6 +130,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	default:
 		res.Delivered = true
 	}
+	a.endPost(ctx, postSpan, in, w.ID, ev.EventType, res)
 
 	o := model.AttemptOutcome{Success: res.Delivered}
 	o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.LatencyMS = in.DeliveryID, in.Attempt, w.URL, started, latency.Milliseconds()

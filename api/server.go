@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/docs"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/tracing"
 )
 
 // Body limits: management requests (DESIGN.md, "Errors": 413 over 64 KiB) and event payloads
@@ -59,6 +61,9 @@ type Config struct {
 	PublicURL string
 	// PortalOff answers POST <prefix>/portal-sessions with 404, as /portal/ does (WEBHOOKD_PORTAL=false).
 	PortalOff bool
+	// Tracer, when set, makes a server span of every request (tracing.ServerSpans), under which
+	// an event's delivery workflows start. Nil, no middleware is installed at all.
+	Tracer trace.Tracer
 }
 
 // Server holds what the handlers need.
@@ -103,7 +108,13 @@ func New(cfg Config) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(requestIDMiddleware, s.logRequests)
+	e.Use(requestIDMiddleware)
+	if cfg.Tracer != nil {
+		// Outside logRequests, which hands errors to the error handler: the span sees the status
+		// the client gets, and the request id.
+		e.Use(tracing.ServerSpans(cfg.Tracer))
+	}
+	e.Use(s.logRequests)
 	if cfg.Registry != nil {
 		metrics, err := httpMetrics(cfg.Registry)
 		if err != nil {

@@ -28,11 +28,13 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/tracing"
 )
 
 // Prefix is where the portal is mounted; its cookie's Path.
@@ -75,6 +77,9 @@ type Config struct {
 	// RateLimit and RateBurst bound link exchanges per client address (WEBHOOKD_RATE_LIMIT).
 	RateLimit float64
 	RateBurst int
+	// Tracer, when set, makes a server span of every request, named by its route (never its
+	// address: /portal/enter's query holds the link's token). Nil installs nothing.
+	Tracer trace.Tracer
 }
 
 // Server serves the portal's pages.
@@ -132,6 +137,9 @@ func New(cfg Config) (*Server, error) {
 	observer, err := observe(cfg.Registry, cfg.Logger)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Tracer != nil {
+		e.Use(tracing.ServerSpans(cfg.Tracer))
 	}
 	e.Use(observer, s.headers, middleware.Recover())
 	limiter := middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{

@@ -135,6 +135,9 @@ type config struct {
 	duration time.Duration
 	control  bool
 	progress time.Duration
+
+	// otlpSink is where to serve a discarding OTLP trace receiver; empty: none.
+	otlpSink string
 }
 
 // incompleteError reports a run that printed its figures although its wait ended before every
@@ -205,6 +208,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.answerDelay, "answer-delay", 100*time.Millisecond, "how long the healthy endpoints take to answer, so that attempts queue for the host (killload)")
 	flag.BoolVar(&cfg.control, "control", true, "add a phase where B's receiver answers at once, to tell what the hang costs from what B's traffic costs (isolation)")
 	flag.DurationVar(&cfg.progress, "progress", 5*time.Second, "interval between progress lines")
+	flag.StringVar(&cfg.otlpSink, "otlp-sink", "", "serve a discarding OTLP/HTTP trace receiver at this address during the run and print how many spans it got (webhookd's OTEL_EXPORTER_OTLP_ENDPOINT; see BENCH_TRACING)")
 	flag.Parse()
 
 	if _, err := os.Stat(cfg.certFile); errors.Is(err, os.ErrNotExist) || *initOnly {
@@ -237,6 +241,13 @@ func run(ctx context.Context) error {
 	}
 	if cfg.listCalls < 0 || cfg.listLimit < 1 || cfg.listLimit > 200 || cfg.sample <= 0 || cfg.listEvery <= 0 || cfg.idle < 0 || cfg.publishFor < 0 {
 		return errors.New("-list-calls must not be negative, -list-limit must be 1..200, -sample and -list-every positive, -idle and -publish-for not negative")
+	}
+	if cfg.otlpSink != "" {
+		finish, err := serveOTLPSink(cfg.otlpSink)
+		if err != nil {
+			return err
+		}
+		defer finish()
 	}
 	switch cfg.scenario {
 	case "throughput":

@@ -20,6 +20,8 @@ import (
 	"github.com/caarlos0/env/v11"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+
+	"github.com/webhookd/webhookd/tracing"
 )
 
 // Config is the whole process configuration, read once from the environment in main and passed
@@ -37,7 +39,10 @@ type Config struct {
 	DataDir     string `env:"WEBHOOKD_DATA_DIR" envDefault:".data"`
 	// Temporal is the client configuration, loaded as the Temporal CLI and SDKs load it (see
 	// temporalOptions); serve adds the logger and metrics.
-	Temporal  client.Options `env:"-"`
+	Temporal client.Options `env:"-"`
+	// Tracing is what the standard OTEL_* variables say about traces (tracing.ConfigFromEnv): off
+	// unless they name an exporter or an OTLP endpoint. The SDK reads the rest of them itself.
+	Tracing   tracing.Config `env:"-"`
 	TaskQueue string         `env:"WEBHOOKD_TASK_QUEUE" envDefault:"webhookd"`
 	// TemporalCompression is the gRPC compression of requests to the Temporal frontend. The SDK's
 	// default, gzip, cost webhookd about 6% of its CPU per delivery, and the server as much again to
@@ -217,6 +222,9 @@ func loadConfig(environ []string) (Config, error) {
 	if minimum := cfg.RetryWindow + 24*time.Hour; cfg.Retention > 0 && cfg.RetryWindow > 0 && cfg.Retention < minimum {
 		errs = append(errs, fmt.Errorf("WEBHOOKD_RETENTION: %s is less than WEBHOOKD_RETRY_WINDOW (%s) plus a day: exhausted deliveries would be deleted while they still wait for a manual retry (set WEBHOOKD_RETENTION to %s or more, or 0 to keep everything)",
 			cfg.Retention, cfg.RetryWindow, minimum))
+	}
+	if cfg.Tracing, err = tracing.ConfigFromEnv(envMap(vars).LookupEnv); err != nil {
+		errs = append(errs, err)
 	}
 	if opts, err := temporalOptions(vars); err != nil {
 		errs = append(errs, err)

@@ -341,3 +341,19 @@ func TestKnownVariablesAreConfigs(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigTracing: tracing is off unless the OTEL_* variables name an exporter or an endpoint,
+// and an exporter webhookd does not carry stops the process at start, with the variable named.
+func TestConfigTracing(t *testing.T) {
+	cfg, err := loadConfig(nil)
+	if err != nil || cfg.Tracing.On {
+		t.Fatalf("no OTEL_*: tracing %+v, %v; want off", cfg.Tracing, err)
+	}
+	cfg, err = loadConfig([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318"})
+	if err != nil || !cfg.Tracing.On || cfg.Tracing.Protocol != "http/protobuf" {
+		t.Fatalf("an endpoint: tracing %+v, %v; want on over http/protobuf", cfg.Tracing, err)
+	}
+	if _, err := loadConfig([]string{"OTEL_TRACES_EXPORTER=zipkin"}); err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
+		t.Fatalf("OTEL_TRACES_EXPORTER=zipkin: err = %v, want one naming the variable", err)
+	}
+}

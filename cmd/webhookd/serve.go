@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -26,6 +28,7 @@ import (
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
+	"github.com/webhookd/webhookd/tracing"
 	"github.com/webhookd/webhookd/worker"
 )
 
@@ -69,8 +72,37 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		return err
 	}
 
+	// Off (the default), tr and tracer are nil and nothing below installs a span, a middleware or
+	// an interceptor.
+	tr, err := tracing.Start(ctx, cfg.Tracing, version, logger.With("component", "tracing"))
+	if err != nil {
+		return err
+	}
+	var tracer trace.Tracer
+	if tr != nil {
+		// Deferred before the client's Close, so it runs once the worker and the API have stopped
+		// and the client is closed: the spans of the last attempts are exported too.
+		defer func() {
+			flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tr.Shutdown(flushCtx); err != nil {
+				logger.Warn("tracing: spans not exported at exit", "err", err)
+			}
+		}()
+		tracer = tr.Tracer()
+		logger.Info("tracing on: spans exported over OTLP", "protocol", cfg.Tracing.Protocol)
+	}
+
 	// A lazy client lets the API come up (and report not-ready) while Temporal is still starting.
 	topts := cfg.Temporal
+	if tr != nil {
+		// On the client, the interceptor serves this process's workers too.
+		ti, err := tr.TemporalInterceptor()
+		if err != nil {
+			return fmt.Errorf("Temporal tracing interceptor: %w", err)
+		}
+		topts.Interceptors = append(slices.Clone(topts.Interceptors), ti)
+	}
 	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
 	if topts.MetricsHandler, err = worker.NewMetricsHandler(registry, logger.With("component", "temporal")); err != nil {
 		return err
@@ -103,7 +135,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 			Logger:   logger.With("component", "api"),
 			Registry: registry, Gatherer: registry,
 			RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks, SiteBaseURL: cfg.SiteBaseURL,
-			PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal,
+			PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal, Tracer: tracer,
 		})
 		if err != nil {
 			return err
@@ -114,6 +146,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 				DB: db, Dispatcher: dispatcher, Secrets: secrets, Policy: policy,
 				Logger: logger.With("component", "portal"), PublicURL: cfg.PublicURL, FrameAncestors: cfg.PortalFrameAncestors,
 				MaxWebhooks: cfg.MaxWebhooks, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Registry: registry,
+				Tracer: tracer,
 			})
 			if err != nil {
 				return err
@@ -173,6 +206,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		if err != nil {
 			return err
 		}
+		acts.Tracer = tracer
 		go func() {
 			defer close(workerDone)
 			err := worker.Run(ctx, worker.Config{

@@ -8,6 +8,7 @@
 #   deployments/dev/bench-e2e.sh [suite|tiers|openloop|fanout|burst|throughput] [loadtest flags, e.g. -events 500]
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-e2e.sh     # measure another build
 #   WEBHOOKD_SWEEP_INTERVAL=1s deployments/dev/bench-e2e.sh         # WEBHOOKD_* reach webhookd
+#   BENCH_TRACING=0.01 deployments/dev/bench-e2e.sh tiers           # webhookd traces 1% of events (1: all)
 #
 # Flags given here come after the script's own, so they win. The stack allows the fan-out's
 # webhooks (WEBHOOKD_MAX_WEBHOOKS: -hooks plus 10, unless set) and does not rate-limit the API.
@@ -36,14 +37,14 @@ hooks=$(hooks_flag 1000 "$@")
 # WEBHOOKD_EXTRA_CA_FILE too.
 export WEBHOOKD_MAX_WEBHOOKS=${WEBHOOKD_MAX_WEBHOOKS:-$((hooks + 10))}
 
-echo "== $scenario: starting a fresh stack ($webhookd, $("$webhookd" version))"
+echo "== $scenario: starting a fresh stack ($webhookd, $("$webhookd" version), tracing ${BENCH_TRACING:-off})"
 start_stack "$work/$scenario"
 rc=0
 # The tiers report the CPU time per delivery of webhookd, the Temporal dev server (with what it
 # runs under) and, given BENCH_POSTGRES_PID (the postmaster of BENCH_DATABASE_URL's server), PostgreSQL.
 "$work/loadtest" -scenario "$scenario" -api "http://$WEBHOOKD_HTTP_ADDR" -key "$key_c" \
   -listen "127.0.0.1:$healthy_port" -pid "${pids[1]}" -temporal-pid "${pids[0]}" ${BENCH_POSTGRES_PID:+-postgres-pid "$BENCH_POSTGRES_PID"} \
-  -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" "$@" 2>&1 | tee "$work/$scenario.out" || rc=$?
+  -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" ${otlp_sink_flag[@]+"${otlp_sink_flag[@]}"} "$@" 2>&1 | tee "$work/$scenario.out" || rc=$?
 stop_stack
 
 echo

@@ -7,10 +7,15 @@
 # stops on exit; BENCH_KEEP=1 keeps the data and logs.
 #
 # Ports: BENCH_TEMPORAL_PORT (17233), BENCH_UI_PORT (18233), BENCH_HTTP_PORT (18080),
-# BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444). webhookd runs on SQLite in the stack's
+# BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444), BENCH_OTLP_PORT (14318). webhookd runs on SQLite in the stack's
 # directory unless BENCH_DATABASE_URL names another (an empty PostgreSQL database; webhookd then
 # needs WEBHOOKD_SECRET_KEY too), or BENCH_POSTGRES=1 starts a throwaway cluster for it. Run one
 # scenario per database: the stack does not empty it.
+#
+# BENCH_TRACING=1 (or a sampling ratio such as 0.01) runs webhookd with tracing on, sampled at that
+# ratio (parentbased_traceidratio), exporting to the discarding OTLP sink that the loadtest serves
+# on BENCH_OTLP_PORT: pass it $otlp_sink_flag. Unset or off, webhookd traces nothing. Only webhookd
+# gets these OTEL_* variables; OTEL_* of the caller's environment reach every process, as WEBHOOKD_*.
 
 # Only the default binary is built: WEBHOOKD_BIN may be another checkout's, built by its owner. It
 # is resolved before the cd below, and unset because webhookd refuses WEBHOOKD_ variables it does
@@ -28,8 +33,24 @@ ui_port=${BENCH_UI_PORT:-18233}
 http_port=${BENCH_HTTP_PORT:-18080}
 healthy_port=${BENCH_HEALTHY_PORT:-19443}
 hanging_port=${BENCH_HANGING_PORT:-19444}
+otlp_port=${BENCH_OTLP_PORT:-14318}
 
-for port in "$temporal_port" "$ui_port" "$http_port" "$healthy_port" "$hanging_port"; do
+tracing_env=()
+otlp_sink_flag=()
+case ${BENCH_TRACING:-off} in
+  off | 0) ;;
+  *)
+    if ! awk -v r="$BENCH_TRACING" 'BEGIN { exit !(r ~ /^(1|0?\.[0-9]+|1\.0*)$/ && r > 0 && r <= 1) }'; then
+      echo "BENCH_TRACING=$BENCH_TRACING: want off, or a sampling ratio above 0 up to 1 (1, 0.01)" >&2
+      exit 2
+    fi
+    tracing_env=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$otlp_port" OTEL_TRACES_SAMPLER=parentbased_traceidratio
+      OTEL_TRACES_SAMPLER_ARG="$BENCH_TRACING")
+    otlp_sink_flag=(-otlp-sink "127.0.0.1:$otlp_port")
+    ;;
+esac
+
+for port in "$temporal_port" "$ui_port" "$http_port" "$healthy_port" "$hanging_port" "$otlp_port"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "port $port on 127.0.0.1 is already in use (another benchmark?); set the BENCH_*_PORT variables" >&2
     exit 1
@@ -140,7 +161,7 @@ start_stack() {
 start_webhookd() {
   local log=$1
   shift
-  env "$@" "$webhookd" serve >>"$log" 2>&1 &
+  env ${tracing_env[@]+"${tracing_env[@]}"} "$@" "$webhookd" serve >>"$log" 2>&1 &
   pids[1]=$!
   wait_for webhookd_ready "${pids[1]}" webhookd "$log"
 }

@@ -210,13 +210,19 @@ func (d *Dispatcher) startOptions(r model.DeliveryRef) client.StartWorkflowOptio
 		// path or query may hold a credential.
 		StaticSummary: DeliverySummary(r),
 		StaticDetails: fmt.Sprintf("delivery %d of event %d to webhook %d (variant %s)", r.DeliveryID, r.EventID, r.WebhookID, r.Variant),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.AttrWebhookID.ValueSet(r.WebhookID),
-			workflows.AttrEventType.ValueSet(r.EventType),
-			workflows.AttrVariant.ValueSet(string(r.Variant)),
-			workflows.AttrDeliveryState.ValueSet(model.DeliveryDelivering),
-		),
+		// No search attributes: the workflow sets them when the delivery first needs an operator's
+		// eye (retrying, exhausted, canceled); one delivered at once is never indexed, which saves the
+		// Temporal server a visibility write per delivery (workflows.deliveryRun.setState).
 	}
+}
+
+// searchableStartOptions are the start options of a manual retry's new run: with its search
+// attributes from the start, as it follows a run an operator may have searched for.
+func (d *Dispatcher) searchableStartOptions(r model.DeliveryRef) client.StartWorkflowOptions {
+	opts := d.startOptions(r)
+	opts.TypedSearchAttributes = temporal.NewSearchAttributes(
+		workflows.DeliverySearchAttributes(r.WebhookID, r.EventType, r.Variant, model.DeliveryDelivering)...)
+	return opts
 }
 
 func (d *Dispatcher) input(r model.DeliveryRef, priorAttempts int) workflows.DeliveryInput {

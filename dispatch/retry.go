@@ -268,7 +268,7 @@ func (d *Dispatcher) handOver(ctx context.Context, r model.DeliveryRef) error {
 	if errors.As(err, &nf) {
 		// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut
 		// short its first scheduled wait.
-		opts := d.startOptions(r)
+		opts := d.searchableStartOptions(r)
 		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		_, err = d.Client.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, d.input(r, r.Attempts))
 		if isAlreadyStarted(err) {

@@ -229,16 +229,13 @@ func TestRecordHistories(t *testing.T) {
 			sc.in.RetryTaskQueue = workflows.RetryTaskQueue(queue)
 			sc.in.Jitter = defaultJitter
 			id := workflows.DeliveryWorkflowID(sc.in.EventID, sc.in.WebhookID)
-			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID:        id,
-				TaskQueue: queue,
-				TypedSearchAttributes: temporal.NewSearchAttributes(
-					workflows.AttrWebhookID.ValueSet(sc.in.WebhookID),
-					workflows.AttrEventType.ValueSet(sc.in.EventType),
-					workflows.AttrVariant.ValueSet(string(sc.in.Variant)),
-					workflows.AttrDeliveryState.ValueSet(model.DeliveryDelivering),
-				),
-			}, workflows.DeliveryWorkflow, sc.in)
+			opts := client.StartWorkflowOptions{ID: id, TaskQueue: queue}
+			if sc.in.PriorAttempts > 0 {
+				// As dispatch starts a manual retry's new run; a first run starts without any.
+				opts.TypedSearchAttributes = temporal.NewSearchAttributes(
+					workflows.DeliverySearchAttributes(sc.in.WebhookID, sc.in.EventType, sc.in.Variant, model.DeliveryDelivering)...)
+			}
+			run, err := c.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, sc.in)
 			if err != nil {
 				t.Fatalf("start %s: %v", id, err)
 			}

@@ -41,24 +41,58 @@ func readCPU(procs []cpuProcess) cpuReading {
 	return r
 }
 
-// cpuPerDelivery formats the CPU time each tree spent between two readings, per delivery, in the
-// order of procs: "webhookd 1.23 ms, temporal 2.34 ms, loadtest 0.50 ms".
-func cpuPerDelivery(procs []cpuProcess, before, after cpuReading, n int) string {
-	var parts []string
-	var total time.Duration
+// cpuCost is the CPU time each watched tree spent on a tier, per delivery, in milliseconds, in the
+// order of the processes watched.
+type cpuCost struct {
+	names []string
+	ms    []float64
+}
+
+// cpuPerDelivery is the CPU time each tree spent between two readings, per delivery; a tree read
+// only once is left out.
+func cpuPerDelivery(procs []cpuProcess, before, after cpuReading, n int) cpuCost {
+	var c cpuCost
 	for _, p := range procs {
 		b, okb := before[p.name]
 		a, oka := after[p.name]
 		if !okb || !oka || n == 0 {
 			continue
 		}
-		total += a - b
-		parts = append(parts, fmt.Sprintf("%s %.2f", p.name, float64(a-b)/float64(time.Millisecond)/float64(n)))
+		c.names = append(c.names, p.name)
+		c.ms = append(c.ms, float64(a-b)/float64(time.Millisecond)/float64(n))
 	}
-	if len(parts) == 0 {
+	return c
+}
+
+// of is the CPU time per delivery of the named tree, 0 when it was not read.
+func (c cpuCost) of(name string) float64 {
+	for i, n := range c.names {
+		if n == name {
+			return c.ms[i]
+		}
+	}
+	return 0
+}
+
+// total is the CPU time per delivery of every tree read.
+func (c cpuCost) total() float64 {
+	var t float64
+	for _, ms := range c.ms {
+		t += ms
+	}
+	return t
+}
+
+// String formats the cost: "webhookd 1.23, temporal 2.34, loadtest 0.50 (all 4.07)", or "-".
+func (c cpuCost) String() string {
+	if len(c.names) == 0 {
 		return "-"
 	}
-	return strings.Join(parts, ", ") + fmt.Sprintf(" (all %.2f)", float64(total)/float64(time.Millisecond)/float64(n))
+	parts := make([]string, len(c.names))
+	for i, n := range c.names {
+		parts[i] = fmt.Sprintf("%s %.2f", n, c.ms[i])
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(" (all %.2f)", c.total())
 }
 
 // treeCPU is the CPU time, user and system, that process pid and its descendants have used: each

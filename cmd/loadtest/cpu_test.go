@@ -74,10 +74,10 @@ func TestReadCPUOfThisProcess(t *testing.T) {
 		}
 	}
 	after := readCPU(procs)
-	if got := cpuPerDelivery(procs, before, after, 0); got != "-" {
+	if got := cpuPerDelivery(procs, before, after, 0).String(); got != "-" {
 		t.Errorf("no deliveries: %q, want -", got)
 	}
-	if got := cpuPerDelivery(procs, before, after, 10); len(got) < len("loadtest 5.00") || got[:9] != "loadtest " {
+	if got := cpuPerDelivery(procs, before, after, 10).String(); len(got) < len("loadtest 5.00") || got[:9] != "loadtest " {
 		t.Errorf("report %q (x %d)", got, x)
 	}
 }

@@ -94,6 +94,7 @@ type config struct {
 	// throughput, tiers and burst; 0 is the scenario's default (1000, or 2000 for burst)
 	events      int
 	concurrency int
+	rounds      int
 
 	// fanout and list
 	hooks int
@@ -184,6 +185,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "after the last publish, wait this long for deliveries at most")
 	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput, tiers and burst)")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of (b) then (c) (tiers): the table gives each, their medians and the median (c)/(b)")
 	flag.IntVar(&cfg.hooks, "hooks", 1000, "webhooks the event fans out to (fanout), webhooks to list (list)")
 	flag.IntVar(&cfg.listCalls, "list-calls", 0, "timed list calls per kind (list; default 500), per burst (pending; default 50)")
 	flag.IntVar(&cfg.listLimit, "list-limit", 50, "?limit= of the timed list calls (list and pending)")

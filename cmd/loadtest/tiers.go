@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,29 +40,78 @@ type tierResult struct {
 	name    string
 	n       int
 	elapsed time.Duration
-	// cpu is the CPU time per delivery of each watched process (cpuPerDelivery).
-	cpu string
+	// cpu is the CPU time per delivery of each watched process.
+	cpu cpuCost
 }
 
 func (r tierResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
 
 // tiersResult is the tiers' figures: (b) in webhookd's own shape (the first attempt a local
-// activity, eager start), and (b') with a regular activity, Temporal's textbook shape.
+// activity, eager start), and (b') with a regular activity, Temporal's textbook shape. (b) and (c)
+// run in rounds, one after the other: this machine is shared, and its load moves within seconds, so
+// one (b) beside one (c) can be a lucky or an unlucky pair.
 type tiersResult struct {
-	raw, bare, bareRegular, e2e tierResult
+	raw, bareRegular tierResult
+	bare, e2e        []tierResult // one per round
 }
 
-// ratio is (c)/(b): how close webhookd comes to what Temporal itself allows in the same shape.
-func (r tiersResult) ratio() float64 { return r.e2e.rate() / r.bare.rate() }
+// ratios are (c)/(b) of each round: how close webhookd comes to what Temporal itself allows in the
+// same shape, under the same load.
+func (r tiersResult) ratios() []float64 {
+	out := make([]float64, len(r.e2e))
+	for i := range r.e2e {
+		out[i] = r.e2e[i].rate() / r.bare[i].rate()
+	}
+	return out
+}
 
-// all lists the tiers in the order they are reported.
-func (r tiersResult) all() []tierResult { return []tierResult{r.raw, r.bareRegular, r.bare, r.e2e} }
+// ratio is the median round's (c)/(b).
+func (r tiersResult) ratio() float64 { return median(r.ratios()) }
+
+// all lists the tiers in the order they ran.
+func (r tiersResult) all() []tierResult {
+	out := []tierResult{r.raw, r.bareRegular}
+	for i := range r.e2e {
+		out = append(out, r.bare[i], r.e2e[i])
+	}
+	return out
+}
+
+// median is the middle value of xs (the mean of the two middle ones for an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// medianCost is the median CPU time per delivery of each process across tiers (rounds of one tier).
+func medianCost(tiers []tierResult) cpuCost {
+	if len(tiers) == 0 {
+		return cpuCost{}
+	}
+	c := cpuCost{names: tiers[0].cpu.names}
+	for _, name := range c.names {
+		var xs []float64
+		for _, t := range tiers {
+			xs = append(xs, t.cpu.of(name))
+		}
+		c.ms = append(c.ms, median(xs))
+	}
+	return c
+}
 
 // tiers measures, with the same receiver code, the same concurrency and the same Temporal server,
 // what bounds webhookd's throughput: (a) raw HTTPS POSTs to the receiver, (b) bare Temporal, one
 // workflow per delivery running one activity that makes the same POST, on a worker with webhookd's
 // options, and (c) webhookd end to end (the throughput scenario). It prints a table with each
-// tier's deliveries/s and (c)/(b): how close webhookd comes to what Temporal itself allows.
+// tier's deliveries/s and CPU time per delivery, and (c)/(b): how close webhookd comes to what
+// Temporal itself allows.
 func tiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts client.Options) error {
 	cfg.events = orDefault(cfg.events, defaultEvents)
 	r, err := measureTiers(ctx, cfg, cert, temporalOpts)
@@ -72,13 +123,35 @@ func tiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts c
 	for _, t := range r.all() {
 		fmt.Printf("| %s | %.0f | %s | %s |\n", t.name, t.rate(), t.elapsed.Round(time.Millisecond), t.cpu)
 	}
+	if len(r.e2e) > 1 {
+		fmt.Printf("| (b), median of %d rounds | %.0f | | %s |\n", len(r.bare), median(rates(r.bare)), medianCost(r.bare))
+		fmt.Printf("| (c), median of %d rounds | %.0f | | %s |\n", len(r.e2e), median(rates(r.e2e)), medianCost(r.e2e))
+		fmt.Printf("\n(c)/(b) by round: %s\n", formatRatios(r.ratios()))
+	}
 	fmt.Printf("\n(c)/(b): %.2f\n", r.ratio())
 	return nil
 }
 
+func rates(tiers []tierResult) []float64 {
+	out := make([]float64, len(tiers))
+	for i, t := range tiers {
+		out[i] = t.rate()
+	}
+	return out
+}
+
+func formatRatios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, " ")
+}
+
 // measureTiers is the tiers scenario without its report; cfg.events must be set.
 func measureTiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts client.Options) (tiersResult, error) {
-	fmt.Printf("tiers: %d deliveries each, %d concurrent clients\n", cfg.events, cfg.concurrency)
+	rounds := max(1, cfg.rounds)
+	fmt.Printf("tiers: %d deliveries each, %d concurrent clients, (b) and (c) in %d rounds\n", cfg.events, cfg.concurrency, rounds)
 	procs := cpuProcesses(cfg)
 	// withCPU runs one tier and notes the CPU time each watched process spent on it.
 	withCPU := func(measure func() (tierResult, error)) (tierResult, error) {
@@ -87,26 +160,34 @@ func measureTiers(ctx context.Context, cfg config, cert tls.Certificate, tempora
 		r.cpu = cpuPerDelivery(procs, before, readCPU(procs), r.n)
 		return r, err
 	}
-	raw, err := withCPU(func() (tierResult, error) { return rawTier(ctx, cfg, cert) })
-	if err != nil {
+	var res tiersResult
+	var err error
+	if res.raw, err = withCPU(func() (tierResult, error) { return rawTier(ctx, cfg, cert) }); err != nil {
 		return tiersResult{}, fmt.Errorf("(a) raw HTTPS: %w", err)
 	}
-	bareRegular, err := withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, false) })
-	if err != nil {
+	if res.bareRegular, err = withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, false) }); err != nil {
 		return tiersResult{}, fmt.Errorf("(b') bare Temporal: %w", err)
 	}
-	bare, err := withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, true) })
-	if err != nil {
-		return tiersResult{}, fmt.Errorf("(b) bare Temporal: %w", err)
+	for round := 1; round <= rounds; round++ {
+		suffix := ""
+		if rounds > 1 {
+			suffix = fmt.Sprintf(", round %d", round)
+		}
+		bare, err := withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, true) })
+		if err != nil {
+			return tiersResult{}, fmt.Errorf("(b) bare Temporal: %w", err)
+		}
+		bare.name += suffix
+		e2e, err := withCPU(func() (tierResult, error) {
+			t, err := measureThroughput(ctx, cfg, cert, "(c) webhookd")
+			return tierResult{name: "(c) webhookd end to end" + suffix, n: cfg.events, elapsed: t.total}, err
+		})
+		if err != nil {
+			return tiersResult{}, fmt.Errorf("(c) webhookd: %w", err)
+		}
+		res.bare, res.e2e = append(res.bare, bare), append(res.e2e, e2e)
 	}
-	e2e, err := withCPU(func() (tierResult, error) {
-		t, err := measureThroughput(ctx, cfg, cert, "(c) webhookd")
-		return tierResult{name: "(c) webhookd end to end", n: cfg.events, elapsed: t.total}, err
-	})
-	if err != nil {
-		return tiersResult{}, fmt.Errorf("(c) webhookd: %w", err)
-	}
-	return tiersResult{raw: raw, bare: bare, bareRegular: bareRegular, e2e: e2e}, nil
+	return res, nil
 }
 
 // receiverClient is an HTTPS client that trusts the loadtest certificate and keeps conns

@@ -206,17 +206,17 @@ type deliveryRun struct {
 
 func newDeliveryRun(ctx workflow.Context, in DeliveryInput) *deliveryRun {
 	return &deliveryRun{
-		ctx:      ctx,
-		in:       in,
-		st:       DeliveryState{State: model.DeliveryDelivering, Attempts: in.PriorAttempts},
+		ctx: ctx,
+		in:  in,
+		st:  DeliveryState{State: model.DeliveryDelivering, Attempts: in.PriorAttempts},
 		// Read from the started event: the same in every replay.
 		searchable: workflow.GetTypedSearchAttributes(ctx).ContainsKey(AttrWebhookID),
-		retry:    workflow.GetSignalChannel(ctx, SignalRetry),
-		local:    workflow.WithLocalActivityOptions(ctx, localDeliverOptions(in.AttemptTimeout)),
-		handBack: workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, "")),
-		retried:  workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, in.RetryTaskQueue)),
-		db:       workflow.WithActivityOptions(ctx, dbOptions()),
-		mail:     workflow.WithActivityOptions(ctx, mailOptions()),
+		retry:      workflow.GetSignalChannel(ctx, SignalRetry),
+		local:      workflow.WithLocalActivityOptions(ctx, localDeliverOptions(in.AttemptTimeout)),
+		handBack:   workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, "")),
+		retried:    workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, in.RetryTaskQueue)),
+		db:         workflow.WithActivityOptions(ctx, dbOptions()),
+		mail:       workflow.WithActivityOptions(ctx, mailOptions()),
 	}
 }
 

@@ -95,6 +95,8 @@ type config struct {
 	events      int
 	concurrency int
 	rounds      int
+	// bareCompression is the bare tiers' gRPC compression to Temporal.
+	bareCompression string
 
 	// fanout and list
 	hooks int
@@ -185,6 +187,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "after the last publish, wait this long for deliveries at most")
 	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput, tiers and burst)")
+	flag.StringVar(&cfg.bareCompression, "bare-compression", "none", "gRPC compression of the bare tiers' Temporal client: none, as webhookd's default (WEBHOOKD_TEMPORAL_COMPRESSION), or gzip, the SDK's")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of (b) then (c) (tiers): the table gives each, their medians and the median (c)/(b)")
 	flag.IntVar(&cfg.hooks, "hooks", 1000, "webhooks the event fans out to (fanout), webhooks to list (list)")
 	flag.IntVar(&cfg.listCalls, "list-calls", 0, "timed list calls per kind (list; default 500), per burst (pending; default 50)")
@@ -270,6 +273,14 @@ func run(ctx context.Context) error {
 		opts, err := temporalOptions()
 		if err != nil {
 			return err
+		}
+		switch cfg.bareCompression {
+		case "none":
+			opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+		case "gzip":
+			opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
+		default:
+			return fmt.Errorf("-bare-compression %q: want none or gzip", cfg.bareCompression)
 		}
 		if cfg.scenario == "tiers" {
 			return tiers(ctx, cfg, cert, opts)

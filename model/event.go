@@ -116,7 +116,7 @@ func HashRequest(parts ...string) string {
 // so what arrived while it was disabled is kept for a manual retry.
 func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, error) {
 	// Prepared before the transaction begins, not inside it: see preparedOn.
-	if _, err := preparedOn(ctx, db, db.NewRaw("").DB()); err != nil {
+	if _, err := preparedOn(ctx, db, bunDB(db)); err != nil {
 		return nil, err
 	}
 	var res *PublishResult

@@ -95,7 +95,7 @@ type AttemptOutcome struct {
 // finishes late never overwrites the outcome of a newer one.
 func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome) error {
 	// Prepared before the transaction begins, not inside it: see preparedOn.
-	if _, err := preparedOn(ctx, db, db.NewRaw("").DB()); err != nil {
+	if _, err := preparedOn(ctx, db, bunDB(db)); err != nil {
 		return err
 	}
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {

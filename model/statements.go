@@ -161,11 +161,19 @@ func preparedStmt(ctx context.Context, db bun.IDB, bdb *bun.DB, query string) (*
 	return nil, nil
 }
 
+// bunDB returns the bun.DB that db is, or belongs to.
+func bunDB(db bun.IDB) *bun.DB {
+	if bdb, ok := db.(*bun.DB); ok {
+		return bdb
+	}
+	return db.NewRaw("").DB()
+}
+
 // queryPrepared runs query, one of hotStatements, on db and scans its rows into dest as bun does.
 // Without a prepared statement (a transaction before any has been prepared, or a bun.Conn) bun
 // formats it as before.
 func queryPrepared(ctx context.Context, db bun.IDB, dest any, query string, args ...any) error {
-	bdb := db.NewRaw("").DB()
+	bdb := bunDB(db)
 	stmt, err := preparedStmt(ctx, db, bdb, query)
 	if err != nil {
 		return err
@@ -188,7 +196,7 @@ func queryPrepared(ctx context.Context, db bun.IDB, dest any, query string, args
 
 // execPrepared runs query, one of hotStatements, on db, as queryPrepared does.
 func execPrepared(ctx context.Context, db bun.IDB, query string, args ...any) (sql.Result, error) {
-	bdb := db.NewRaw("").DB()
+	bdb := bunDB(db)
 	stmt, err := preparedStmt(ctx, db, bdb, query)
 	if err != nil {
 		return nil, err

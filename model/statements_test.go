@@ -201,7 +201,7 @@ func recordAndCompare(t *testing.T, db *bun.DB, w *model.Webhook, o model.Attemp
 }
 
 // TestStatementsBeforePreparation: in a transaction begun before the hot statements were prepared,
-// InsertEvent runs them formatted by bun, as before, and stores the same rows.
+// InsertEvent and RecordAttempt run them formatted by bun, as before, and store the same rows.
 func TestStatementsBeforePreparation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *bun.DB) {
 		ctx := context.Background()
@@ -222,7 +222,19 @@ func TestStatementsBeforePreparation(t *testing.T) {
 			}
 			return res
 		}
+		at := time.Date(2026, 11, 25, 3, 4, 5, 123456789, time.FixedZone("UTC+1", 3600))
+		outcome := func(deliveryID int64) model.AttemptOutcome {
+			o := model.AttemptOutcome{NextAttemptAt: new(at.Add(time.Minute))}
+			o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.LatencyMS = deliveryID, 1, w.URL, at, 12
+			o.StatusCode, o.ErrorClass, o.Error = new(503), new("http_status"), new("receiver answered 503")
+			return o
+		}
 		unprepared := publish()
+		if err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			return model.RecordAttempt(ctx, tx, w, outcome(unprepared.Deliveries[0].ID))
+		}); err != nil {
+			t.Fatal(err)
+		}
 		if model.HasPreparedStatements(db) {
 			t.Fatal("statements were prepared inside a transaction")
 		}
@@ -233,8 +245,18 @@ func TestStatementsBeforePreparation(t *testing.T) {
 			t.Fatal("LoadDeliveryTarget did not prepare the hot statements")
 		}
 		prepared := publish()
+		if err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			return model.RecordAttempt(ctx, tx, w, outcome(prepared.Deliveries[0].ID))
+		}); err != nil {
+			t.Fatal(err)
+		}
 		sameRows(t, db, "events", prepared.Event.ID, unprepared.Event.ID, "id", "occurred_at", "created_at")
 		sameRows(t, db, "deliveries", prepared.Deliveries[0].ID, unprepared.Deliveries[0].ID, "id", "event_id", "created_at", "updated_at")
+		var attempts []int64
+		if err := db.NewSelect().Model((*model.Attempt)(nil)).Column("id").OrderExpr("id ASC").Scan(ctx, &attempts); err != nil || len(attempts) != 2 {
+			t.Fatalf("attempts %v, %v", attempts, err)
+		}
+		sameRows(t, db, "delivery_attempts", attempts[1], attempts[0], "id", "delivery_id")
 	})
 }
 

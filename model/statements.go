@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect"
 	"github.com/uptrace/bun/schema"
 )
 
@@ -106,7 +105,7 @@ func preparedOn(ctx context.Context, db bun.IDB, bdb *bun.DB) (preparedStatement
 	stmts := preparedStatements{}
 	for _, query := range hotStatements() {
 		text := query
-		if bdb.Dialect().Name() == dialect.PG {
+		if IsPostgres(bdb) {
 			text = numberPlaceholders(query)
 		}
 		stmt, err := bdb.DB.PrepareContext(ctx, text)

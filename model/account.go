@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -93,21 +92,19 @@ func Authenticate(ctx context.Context, db bun.IDB, plain string) (*Account, erro
 	}
 	lookup := plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen]
 	// One query per request: the key's hash with its account.
-	var row struct {
+	var rows []struct {
 		KeyHash string `bun:"key_hash"`
 		Account `bun:",extend"`
 	}
-	err := db.NewSelect().TableExpr("api_keys AS k").Join("JOIN accounts AS a ON a.id = k.account_id").
-		ColumnExpr("k.key_hash, a.id, a.owner_email, a.created_at").
-		Where("k.lookup = ?", lookup).Where("k.revoked_at IS NULL").Scan(ctx, &row)
-	if errors.Is(err, sql.ErrNoRows) {
+	if err := queryPrepared(ctx, db, &rows, authenticateSQL, lookup); err != nil {
+		return nil, fmt.Errorf("load api key: %w", err)
+	}
+	if len(rows) == 0 {
 		// Compare anyway so an unknown lookup id costs the same as a wrong key.
 		subtle.ConstantTimeCompare([]byte(hashToken(plain)), []byte(hashToken("")))
 		return nil, ErrUnauthorized
 	}
-	if err != nil {
-		return nil, fmt.Errorf("load api key: %w", err)
-	}
+	row := rows[0]
 	if subtle.ConstantTimeCompare([]byte(hashToken(plain)), []byte(row.KeyHash)) != 1 {
 		return nil, ErrUnauthorized
 	}

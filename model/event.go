@@ -115,6 +115,10 @@ func HashRequest(parts ...string) string {
 // crash left behind. A disabled webhook gets its delivery too: the attempt holds it without posting,
 // so what arrived while it was disabled is kept for a manual retry.
 func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, error) {
+	// Prepared before the transaction begins, not inside it: see preparedOn.
+	if _, err := preparedOn(ctx, db, bunDB(db)); err != nil {
+		return nil, err
+	}
 	var res *PublishResult
 	err := inTx(ctx, db, func(ctx context.Context, tx bun.Tx) error {
 		now := Now()
@@ -127,35 +131,31 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 		}
 		// The subscribers first, so that the event row is written once, with its matched count.
 		var hooks []Webhook
-		q := tx.NewSelect().Model(&hooks).Column("id", "url").
-			Where("account_id = ?", ne.AccountID).Where("variant = ?", ne.Variant).OrderExpr("id ASC")
+		query, only := subscribersSQL, any(ne.EventType)
 		if ne.OnlyWebhook != 0 {
-			q = q.Where("id = ?", ne.OnlyWebhook)
-		} else {
-			q = q.Where("event_type = ?", ne.EventType)
+			query, only = onlyWebhookSQL, ne.OnlyWebhook
 		}
-		if err := q.Scan(ctx); err != nil {
+		if err := queryPrepared(ctx, tx, &hooks, query, ne.AccountID, ne.Variant, only); err != nil {
 			return fmt.Errorf("find subscribers: %w", err)
 		}
 		ev := &Event{
 			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data,
 			OccurredAt: now, CreatedAt: now, Matched: len(hooks),
 		}
-		ins := tx.NewInsert().Model(ev).Returning("id")
+		insert := insertEventSQL
 		if ne.IdempotencyKey != "" {
 			ev.IdempotencyKey, ev.RequestHash = &ne.IdempotencyKey, &ne.RequestHash
 			// Two requests with one key can both find it new. On PostgreSQL the second insert
 			// waits for the first transaction and then, instead of failing on the unique index,
 			// inserts nothing; the winner's event is then read back below.
-			ins = ins.On("CONFLICT (account_id, variant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING")
+			insert = insertIdempotentEventSQL
 		}
-		r, err := ins.Exec(ctx)
-		if err != nil {
+		var ids []int64
+		if err := queryPrepared(ctx, tx, &ids, insert, ev.AccountID, ev.Variant, ev.EventType, ev.Data, ev.IdempotencyKey,
+			ev.RequestHash, ev.Matched, ev.OccurredAt, ev.CreatedAt); err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}
-		if n, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("insert event: %w", err)
-		} else if n == 0 {
+		if len(ids) == 0 {
 			// The conflicting row is committed now (read committed: this statement's snapshot
 			// sees it), so the request is answered as the winner's replay, or refused as a
 			// reuse with another body.
@@ -166,13 +166,27 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 			res = prev
 			return err
 		}
+		ev.ID = ids[0]
 		deliveries := make([]Delivery, len(hooks))
 		urls := make(map[int64]string, len(hooks))
 		for i, w := range hooks {
 			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: w.ID, State: DeliveryPending, CreatedAt: now, UpdatedAt: now}
 			urls[w.ID] = w.URL
 		}
-		if len(deliveries) > 0 {
+		switch len(deliveries) {
+		case 0:
+		case 1: // the usual case, prepared; more take one multi-row insert, its text varying with the count
+			d := &deliveries[0]
+			var ids []int64
+			if err := queryPrepared(ctx, tx, &ids, insertDeliverySQL, d.EventID, d.WebhookID, d.State, d.Attempts,
+				d.CreatedAt, d.UpdatedAt); err != nil {
+				return fmt.Errorf("insert deliveries: %w", err)
+			}
+			if len(ids) != 1 {
+				return fmt.Errorf("insert deliveries: %d ids returned for one delivery", len(ids))
+			}
+			d.ID = ids[0]
+		default:
 			if _, err := tx.NewInsert().Model(&deliveries).Returning("id").Exec(ctx); err != nil {
 				return fmt.Errorf("insert deliveries: %w", err)
 			}

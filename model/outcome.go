@@ -60,18 +60,7 @@ type deliveryTargetRow struct {
 // returned with DeletedAt set, so the caller can end the delivery without posting.
 func LoadDeliveryTarget(ctx context.Context, db bun.IDB, deliveryID int64) (*DeliveryTarget, error) {
 	var rows []deliveryTargetRow
-	err := db.NewSelect().Model(&rows).WhereAllWithDeleted().
-		ColumnExpr("?TableColumns").
-		ColumnExpr("e.id AS ev_id, e.account_id AS ev_account_id, e.variant AS ev_variant, e.event_type AS ev_type").
-		ColumnExpr("e.data AS ev_data, e.occurred_at AS ev_occurred_at, e.created_at AS ev_created_at").
-		ColumnExpr("p.id AS prev_id, p.secret AS prev_secret, p.expires_at AS prev_expires_at").
-		Join("JOIN deliveries AS d ON d.webhook_id = webhook.id").
-		Join("JOIN events AS e ON e.id = d.event_id").
-		Join("LEFT JOIN webhook_previous_secrets AS p ON p.webhook_id = webhook.id").
-		Where("d.id = ?", deliveryID).
-		OrderExpr("p.expires_at DESC, p.id DESC").
-		Scan(ctx)
-	if err != nil {
+	if err := queryPrepared(ctx, db, &rows, deliveryTargetSQL, deliveryID); err != nil {
 		return nil, fmt.Errorf("load delivery: %w", err)
 	}
 	if len(rows) == 0 {
@@ -105,14 +94,15 @@ type AttemptOutcome struct {
 // transaction. Status writes are compare-and-set on the attempt's start time: an older attempt that
 // finishes late never overwrites the outcome of a newer one.
 func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome) error {
+	// Prepared before the transaction begins, not inside it: see preparedOn.
+	if _, err := preparedOn(ctx, db, bunDB(db)); err != nil {
+		return err
+	}
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// A retried activity may record the same attempt twice; the later outcome wins.
-		if _, err := tx.NewInsert().Model(&o.Attempt).
-			On("CONFLICT (delivery_id, attempt) DO UPDATE").
-			Set("url = EXCLUDED.url, started_at = EXCLUDED.started_at, status_code = EXCLUDED.status_code").
-			Set("error_class = EXCLUDED.error_class, error = EXCLUDED.error, latency_ms = EXCLUDED.latency_ms").
-			Set("response_body = EXCLUDED.response_body, request_headers = EXCLUDED.request_headers").
-			Exec(ctx); err != nil {
+		a := o.Attempt
+		if _, err := execPrepared(ctx, tx, upsertAttemptSQL, a.DeliveryID, a.Attempt, a.URL, a.StartedAt, a.StatusCode,
+			a.ErrorClass, a.Error, a.LatencyMS, a.ResponseBody, a.RequestHeaders); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}
 		state := DeliveryDelivered
@@ -122,13 +112,8 @@ func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome
 				state = DeliveryDelivering // the workflow moves it to exhausted next
 			}
 		}
-		if _, err := tx.NewUpdate().Model((*Delivery)(nil)).
-			Set("state = ?", state).
-			Set("attempts = CASE WHEN attempts < ? THEN ? ELSE attempts END", o.Attempt.Attempt, o.Attempt.Attempt).
-			Set("last_error = ?", o.Attempt.Error).
-			Set("next_attempt_at = ?", o.NextAttemptAt).
-			Set("updated_at = ?", Now()).
-			Where("id = ?", o.DeliveryID).Exec(ctx); err != nil {
+		if _, err := execPrepared(ctx, tx, attemptDeliverySQL, state, a.Attempt, a.Attempt, a.Error, o.NextAttemptAt,
+			Now(), a.DeliveryID); err != nil {
 			return fmt.Errorf("update delivery: %w", err)
 		}
 		return recordWebhookOutcome(ctx, tx, w, o.Success, o.StartedAt)
@@ -147,28 +132,49 @@ const StatusResolution = time.Second
 // lags the attempt by StatusResolution or more. The decision is made by the UPDATE's own WHERE
 // against the row as it is now, not by the copy loaded before the attempt, which may be stale.
 func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bool, at time.Time) error {
-	now := Now()
-	q := tx.NewUpdate().Model((*Webhook)(nil)).
-		Where("id = ?", w.ID).
-		Where("(status_at IS NULL OR status_at <= ?)", at).
-		Set("status_at = ?", at)
-	// changes: what this outcome would change besides the times.
-	var changes []string
-	var args []any
-	change := func(cond string, condArgs ...any) {
-		changes = append(changes, cond)
-		args = append(args, condArgs...)
+	query, args := webhookOutcomeSQL(w.Variant.Spec(), success, w.ID, at, Now())
+	if _, err := execPrepared(ctx, tx, query, args...); err != nil {
+		return fmt.Errorf("update webhook status: %w", err)
 	}
-	spec := w.Variant.Spec()
+	return nil
+}
+
+// webhookOutcomeSQL is recordWebhookOutcome's UPDATE of webhook id for an attempt of a webhook of
+// spec that started at and ended now, with ? placeholders, and its arguments. Its text depends only
+// on spec and success, so each variant has two, prepared with the hot statements.
+func webhookOutcomeSQL(spec *VariantSpec, success bool, id int64, at, now time.Time) (string, []any) {
+	var sets, changes []string
+	var setArgs, changeArgs []any
+	set := func(expr string, args ...any) {
+		sets = append(sets, expr)
+		setArgs = append(setArgs, args...)
+	}
+	// change: what this outcome would change besides the times.
+	change := func(cond string, args ...any) {
+		changes = append(changes, cond)
+		changeArgs = append(changeArgs, args...)
+	}
+	healsFrom := "NULL" // as bun.In writes an empty list
+	if len(spec.HealsFrom) > 0 {
+		healsFrom = strings.Repeat("?, ", len(spec.HealsFrom)-1) + "?"
+	}
+	healsArgs := func(then ...any) []any {
+		args := make([]any, 0, len(spec.HealsFrom)+len(then))
+		for _, s := range spec.HealsFrom {
+			args = append(args, s)
+		}
+		return append(args, then...)
+	}
+	set("status_at = ?", at)
 	if success {
-		q = q.Set("last_success_at = ?", at).
-			Set("updated_at = CASE WHEN status IN (?) THEN ? ELSE updated_at END", bun.In(spec.HealsFrom), now).
-			Set("status = CASE WHEN status IN (?) THEN ? ELSE status END", bun.In(spec.HealsFrom), spec.HealedStatus).
-			Set("alerted_at = NULL")
-		change("status IN (?) OR alerted_at IS NOT NULL", bun.In(spec.HealsFrom))
+		set("last_success_at = ?", at)
+		set("updated_at = CASE WHEN status IN ("+healsFrom+") THEN ? ELSE updated_at END", healsArgs(now)...)
+		set("status = CASE WHEN status IN ("+healsFrom+") THEN ? ELSE status END", healsArgs(spec.HealedStatus)...)
+		set("alerted_at = NULL")
+		change("status IN ("+healsFrom+") OR alerted_at IS NOT NULL", healsArgs()...)
 	} else if spec.FailedAttemptStatus != "" {
-		q = q.Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", spec.FailedAttemptStatus, now).
-			Set("status = ?", spec.FailedAttemptStatus)
+		set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", spec.FailedAttemptStatus, now)
+		set("status = ?", spec.FailedAttemptStatus)
 		change("status <> ?", spec.FailedAttemptStatus)
 	}
 	if spec.LastStatus {
@@ -178,23 +184,25 @@ func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bo
 		if success {
 			last = LastStatusSuccess
 		}
-		q = q.Set("last_triggered_at = ?", at).Set("last_status = ?", last)
+		set("last_triggered_at = ?", at)
+		set("last_status = ?", last)
 		change("last_status IS NULL OR last_status <> ?", last)
 	}
 	// The failure record that auto-disable reads (DisableRule), and failure_count. A success clears
 	// them but does not enable a disabled webhook: only its owner does (enable, a new URL, a manual retry).
 	if success {
-		q = q.Set("failing_since = NULL, exhausted_count = 0, failure_count = 0")
+		set("failing_since = NULL, exhausted_count = 0, failure_count = 0")
 		change("failing_since IS NOT NULL OR exhausted_count <> 0 OR failure_count <> 0")
 	} else {
-		q = q.Set("failing_since = COALESCE(failing_since, ?)", at)
+		set("failing_since = COALESCE(failing_since, ?)", at)
 		change("failing_since IS NULL")
 	}
-	q = q.Where("(status_at IS NULL OR status_at <= ? OR "+strings.Join(changes, " OR ")+")", append([]any{at.Add(-StatusResolution)}, args...)...)
-	if _, err := q.Exec(ctx); err != nil {
-		return fmt.Errorf("update webhook status: %w", err)
-	}
-	return nil
+	query := `UPDATE "webhooks" AS "webhook" SET ` + strings.Join(sets, ", ") +
+		` WHERE (id = ?) AND ((status_at IS NULL OR status_at <= ?))` +
+		` AND ((status_at IS NULL OR status_at <= ? OR ` + strings.Join(changes, " OR ") + `))` +
+		` AND "webhook"."deleted_at" IS NULL`
+	args := append(setArgs, id, at, at.Add(-StatusResolution))
+	return query, append(args, changeArgs...)
 }
 
 // MarkExhausted records that a delivery's schedule ran out, moves its webhook into the variant's

@@ -1,0 +1,10 @@
+package model
+
+import "github.com/uptrace/bun"
+
+// HasPreparedStatements reports whether db's hot statements are prepared, so that a test knows
+// which path it exercised.
+func HasPreparedStatements(db *bun.DB) bool {
+	_, ok := prepared.byDB.Load(db.DB)
+	return ok
+}

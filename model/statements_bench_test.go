@@ -1,0 +1,53 @@
+package model_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+)
+
+// BenchmarkDeliveryStatements runs one delivery's statements per iteration on SQLite: its event
+// (InsertEvent, in a transaction as the API runs it), its attempt's target (LoadDeliveryTarget)
+// and its outcome (RecordAttempt): what statement parsing cost webhookd per delivery.
+func BenchmarkDeliveryStatements(b *testing.B) {
+	db := dbtest.SQLite(b)
+	ctx := context.Background()
+	_, acc, err := model.CreateAPIKey(ctx, db, "bench-delivery@example.com", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := model.Now()
+	w := &model.Webhook{AccountID: acc.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
+		Status: model.StatusActive, Secret: "v1:x", CreatedAt: now, UpdatedAt: now}
+	if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+		b.Fatal(err)
+	}
+	ne := model.NewEvent{AccountID: acc.ID, Variant: model.VariantB, EventType: "lead.captured", Data: `{"lead":1}`}
+	for b.Loop() {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := model.InsertEvent(ctx, tx, ne)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Deliveries) != 1 {
+			b.Fatalf("%d deliveries, want 1", len(res.Deliveries))
+		}
+		target, err := model.LoadDeliveryTarget(ctx, db, res.Deliveries[0].ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o := model.AttemptOutcome{Success: true}
+		o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt = res.Deliveries[0].ID, 1, target.Webhook.URL, model.Now()
+		if err := model.RecordAttempt(ctx, db, &target.Webhook, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

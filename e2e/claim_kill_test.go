@@ -62,20 +62,10 @@ func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	uniqueIDs(t, db)
 	apiAddr := freeAddr(t)
-	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: append(os.Environ(),
-		"WEBHOOKD_DATABASE_URL="+dbURL,
-		"WEBHOOKD_HTTP_ADDR="+apiAddr,
-		"TEMPORAL_ADDRESS="+tsrv.Address,
-		"TEMPORAL_NAMESPACE="+tsrv.Namespace,
-		fmt.Sprintf("WEBHOOKD_TASK_QUEUE=kill-%d", time.Now().UnixNano()),
-		"WEBHOOKD_SECRET_KEY="+base64.StdEncoding.EncodeToString(testSecretKey),
-		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true",
-		"WEBHOOKD_EXTRA_CA_FILE="+rc.caFile,
-		"WEBHOOKD_DATA_DIR="+t.TempDir(),
+	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "kill", tsrv, rc,
 		// Two attempts 100 ms apart exhaust a delivery; a Deliver activity cut by the kill is run
 		// again after its start-to-close timeout (2 x 1 s + 10 s).
 		"WEBHOOKD_RETRY_SCHEDULE=100ms",
-		"WEBHOOKD_RETRY_JITTER=0",
 		"WEBHOOKD_DELIVERY_TIMEOUT=1s",
 		// The sweeper repairs a claim after 6 intervals: 1.5 s.
 		"WEBHOOKD_SWEEP_INTERVAL=250ms",
@@ -204,6 +194,24 @@ type killCase struct {
 
 // webhookdProcess runs the built binary as `webhookd serve` (API and worker), to be killed with
 // SIGKILL and started again on the same database and Temporal.
+// webhookdEnv is the environment of a webhookd process on the test's own stack: its database,
+// Temporal server (a task queue of its own, named after queue), receiver's CA and data directory,
+// no retry jitter, then extra.
+func webhookdEnv(t *testing.T, dbURL, apiAddr, queue string, tsrv *temporaltest.Server, rc *receiver, extra ...string) []string {
+	return append(append(os.Environ(),
+		"WEBHOOKD_DATABASE_URL="+dbURL,
+		"WEBHOOKD_HTTP_ADDR="+apiAddr,
+		"TEMPORAL_ADDRESS="+tsrv.Address,
+		"TEMPORAL_NAMESPACE="+tsrv.Namespace,
+		fmt.Sprintf("WEBHOOKD_TASK_QUEUE=%s-%d", queue, time.Now().UnixNano()),
+		"WEBHOOKD_SECRET_KEY="+base64.StdEncoding.EncodeToString(testSecretKey),
+		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true",
+		"WEBHOOKD_EXTRA_CA_FILE="+rc.caFile,
+		"WEBHOOKD_DATA_DIR="+t.TempDir(),
+		"WEBHOOKD_RETRY_JITTER=0",
+	), extra...)
+}
+
 type webhookdProcess struct {
 	bin, logFile, healthz string
 	env                   []string

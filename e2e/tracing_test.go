@@ -4,13 +4,11 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -48,18 +46,8 @@ func startTracedStack(t *testing.T, env ...string) *tracedStack {
 	t.Cleanup(func() { db.Close() })
 	uniqueIDs(t, db)
 	apiAddr := freeAddr(t)
-	p := &webhookdProcess{bin: webhookdBinary(t), logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: append(append(os.Environ(),
-		"WEBHOOKD_DATABASE_URL="+dbURL,
-		"WEBHOOKD_HTTP_ADDR="+apiAddr,
-		"TEMPORAL_ADDRESS="+tsrv.Address,
-		"TEMPORAL_NAMESPACE="+tsrv.Namespace,
-		fmt.Sprintf("WEBHOOKD_TASK_QUEUE=traced-%d", time.Now().UnixNano()),
-		"WEBHOOKD_SECRET_KEY="+base64.StdEncoding.EncodeToString(testSecretKey),
-		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true",
-		"WEBHOOKD_EXTRA_CA_FILE="+rc.caFile,
-		"WEBHOOKD_DATA_DIR="+t.TempDir(),
+	p := &webhookdProcess{bin: webhookdBinary(t), logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: append(webhookdEnv(t, dbURL, apiAddr, "traced", tsrv, rc,
 		"WEBHOOKD_RETRY_SCHEDULE=1s",
-		"WEBHOOKD_RETRY_JITTER=0",
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+csrv.URL,
 	), env...), healthz: "http://" + apiAddr + "/healthz"}
 	p.start(t)

@@ -406,14 +406,20 @@ func (r *deliveryRun) awaitRetry() (bool, error) {
 // (docs/performance.md). webhookd's own delivery log lists every delivery.
 func (r *deliveryRun) setState(s string) error {
 	r.st.State = s
+	return r.upsertState(r.ctx, s)
+}
+
+// upsertState sets the DeliveryState search attribute to s through ctx, and the others with it if
+// the run has none yet; a run not yet indexed that ends delivered is left unindexed.
+func (r *deliveryRun) upsertState(ctx workflow.Context, s string) error {
 	if r.searchable {
-		return workflow.UpsertTypedSearchAttributes(r.ctx, AttrDeliveryState.ValueSet(s))
+		return workflow.UpsertTypedSearchAttributes(ctx, AttrDeliveryState.ValueSet(s))
 	}
 	if s == model.DeliveryDelivered {
 		return nil
 	}
 	r.searchable = true
-	return workflow.UpsertTypedSearchAttributes(r.ctx, r.searchAttributes(s)...)
+	return workflow.UpsertTypedSearchAttributes(ctx, r.searchAttributes(s)...)
 }
 
 // searchAttributes are the run's search attributes in state s.
@@ -467,11 +473,7 @@ func (r *deliveryRun) endCanceled(cause error) error {
 		return err
 	}
 	r.st.State, r.st.NextAttemptAt = model.DeliveryCanceled, nil
-	attrs := []temporal.SearchAttributeUpdate{AttrDeliveryState.ValueSet(model.DeliveryCanceled)}
-	if !r.searchable {
-		attrs, r.searchable = r.searchAttributes(model.DeliveryCanceled), true
-	}
-	if err := workflow.UpsertTypedSearchAttributes(dctx, attrs...); err != nil {
+	if err := r.upsertState(dctx, model.DeliveryCanceled); err != nil {
 		return err
 	}
 	workflow.GetLogger(r.ctx).Info("delivery canceled", "webhook", r.in.WebhookID, "event", r.in.EventID)

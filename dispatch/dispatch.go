@@ -49,8 +49,8 @@ type Dispatcher struct {
 	// nothing. NewStartsMetric registers it.
 	Starts *prometheus.CounterVec
 	// Marks, when set, records a request's starts (StartEvent) off the request's path, many requests'
-	// per write; nil records them before StartEvent returns. Fan-outs and sweeps always record
-	// their own.
+	// per write, in its own database (StartEvent's db is then not used for them); nil records them
+	// in db before StartEvent returns. Fan-outs and sweeps always record their own.
 	Marks *model.DispatchMarks
 }
 

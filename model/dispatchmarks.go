@@ -30,8 +30,8 @@ type DispatchMarks struct {
 
 	mu      sync.Mutex
 	pending []int64
-	writing bool
-	idle    sync.Cond // signaled when a writer finishes with nothing pending
+	writing bool // a writer is running: at most one at a time
+	writers sync.WaitGroup
 }
 
 // Add hands ids over to be marked; it does not wait for the write.
@@ -44,7 +44,7 @@ func (m *DispatchMarks) Add(ids []int64) {
 	m.pending = append(m.pending, ids...)
 	if !m.writing {
 		m.writing = true
-		go m.write()
+		m.writers.Go(m.write)
 	}
 }
 
@@ -56,9 +56,6 @@ func (m *DispatchMarks) write() {
 		m.pending = m.pending[len(batch):]
 		if len(batch) == 0 {
 			m.writing = false
-			if m.idle.L != nil {
-				m.idle.Broadcast()
-			}
 			m.mu.Unlock()
 			return
 		}
@@ -73,13 +70,4 @@ func (m *DispatchMarks) write() {
 }
 
 // Wait returns once every id handed over so far is written (or its write failed).
-func (m *DispatchMarks) Wait() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.idle.L == nil {
-		m.idle.L = &m.mu
-	}
-	for m.writing {
-		m.idle.Wait()
-	}
-}
+func (m *DispatchMarks) Wait() { m.writers.Wait() }

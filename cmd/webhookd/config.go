@@ -230,8 +230,9 @@ func loadConfig(environ []string) (Config, error) {
 		errs = append(errs, err)
 	} else {
 		cfg.Temporal = opts
-		cfg.Temporal.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
-		if cfg.TemporalCompression == "none" {
+		if cfg.TemporalCompression == "gzip" {
+			cfg.Temporal.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
+		} else {
 			cfg.Temporal.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 		}
 	}

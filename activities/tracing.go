@@ -17,11 +17,11 @@ import (
 // Attributes of an attempt's spans: ids and the event type only, never the URL's path or query (a
 // credential may be in them), the body, the secret, the signature or a header's value.
 const (
-	AttrDeliveryID = attribute.Key("webhookd.delivery.id")
-	AttrEventID    = attribute.Key("webhookd.event.id")
-	AttrWebhookID  = attribute.Key("webhookd.webhook.id")
-	AttrAttempt    = attribute.Key("webhookd.attempt")
-	AttrEventType  = attribute.Key("webhookd.event.type")
+	attrDeliveryID = attribute.Key("webhookd.delivery.id")
+	attrEventID    = attribute.Key("webhookd.event.id")
+	attrWebhookID  = attribute.Key("webhookd.webhook.id")
+	attrAttempt    = attribute.Key("webhookd.attempt")
+	attrEventType  = attribute.Key("webhookd.event.type")
 )
 
 // startPost starts the client span of an attempt's POST and writes its W3C traceparent into
@@ -79,7 +79,7 @@ func (a *Activities) endPost(ctx context.Context, span trace.Span, in DeliverInp
 
 func attemptAttributes(in DeliverInput, webhookID int64, eventType string) []attribute.KeyValue {
 	return []attribute.KeyValue{
-		AttrDeliveryID.Int64(in.DeliveryID), AttrEventID.Int64(in.EventID), AttrWebhookID.Int64(webhookID),
-		AttrAttempt.Int(in.Attempt), AttrEventType.String(eventType),
+		attrDeliveryID.Int64(in.DeliveryID), attrEventID.Int64(in.EventID), attrWebhookID.Int64(webhookID),
+		attrAttempt.Int(in.Attempt), attrEventType.String(eventType),
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// RequestIDKey is the attribute of a request's X-Request-Id, the id its log lines and its error
+// requestIDKey is the attribute of a request's X-Request-Id, the id its log lines and its error
 // envelope carry.
-const RequestIDKey = attribute.Key("webhookd.request_id")
+const requestIDKey = attribute.Key("webhookd.request_id")
 
 // ServerSpans makes a server span of every request, named by its method and route template
 // ("POST /v2/svc/v2/events"), with the method, the route and the status code. It never records
@@ -50,7 +50,7 @@ func ServerSpans(tracer trace.Tracer) echo.MiddlewareFunc {
 				span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
 			}
 			if id := c.Response().Header().Get(echo.HeaderXRequestID); id != "" {
-				span.SetAttributes(RequestIDKey.String(id))
+				span.SetAttributes(requestIDKey.String(id))
 			}
 			return nil
 		}

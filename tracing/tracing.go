@@ -31,9 +31,9 @@ const (
 	ProtocolGRPC = "grpc"
 )
 
-// DefaultServiceName is service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say
+// defaultServiceName is service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say
 // otherwise.
-const DefaultServiceName = "webhookd"
+const defaultServiceName = "webhookd"
 
 // scope names the spans webhookd makes itself (the request, the outbound POST); the Temporal
 // interceptor's have their own.
@@ -132,7 +132,7 @@ var propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPr
 // Start builds the provider of cfg (nil when cfg is off): the OTLP exporter of cfg.Protocol, which
 // reads its endpoint, headers, timeout, compression and certificates from the OTEL_EXPORTER_OTLP_*
 // variables; a batch span processor (OTEL_BSP_*); the sampler of OTEL_TRACES_SAMPLER (default
-// parentbased_always_on); and a resource with service.name (DefaultServiceName unless
+// parentbased_always_on); and a resource with service.name (defaultServiceName unless
 // OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES set it), service.version and
 // OTEL_RESOURCE_ATTRIBUTES. It becomes the global provider, and the W3C propagator the global one.
 // Export failures are logged on logger, never fatal: a collector that is away loses spans, not
@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg Config, version string, logger *slog.Logger)
 	// Later detectors win: the variables override the defaults.
 	res, err := resource.New(ctx,
 		resource.WithTelemetrySDK(),
-		resource.WithAttributes(semconv.ServiceName(DefaultServiceName), semconv.ServiceVersion(version)),
+		resource.WithAttributes(semconv.ServiceName(defaultServiceName), semconv.ServiceVersion(version)),
 		resource.WithFromEnv(),
 	)
 	if err != nil {

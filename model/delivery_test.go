@@ -377,7 +377,7 @@ func TestDispatchMarks(t *testing.T) {
 		for range 2 {
 			newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
 		}
-		marks := &model.DispatchMarks{DB: db}
+		marks := &model.DispatchMarks{DB: db, Linger: model.DispatchMarkLinger}
 		const events = 40
 		errs := make(chan error, events)
 		for range events {

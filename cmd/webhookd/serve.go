@@ -122,7 +122,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	// request starts goes straight to the worker (Dispatcher.EagerStart says which starts).
 	dispatcher.EagerStart = role == "all"
 	// A request's starts are recorded behind its answer, many per write (DispatchMarks).
-	dispatcher.Marks = &model.DispatchMarks{DB: db, Log: logger}
+	dispatcher.Marks = &model.DispatchMarks{DB: db, Log: logger, Linger: model.DispatchMarkLinger}
 	policy := egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -150,12 +150,12 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 			// inserts nothing; the winner's event is then read back below.
 			insert = insertIdempotentEventSQL
 		}
-		var ids []int64
-		if err := queryPrepared(ctx, tx, &ids, insert, ev.AccountID, ev.Variant, ev.EventType, ev.Data, ev.IdempotencyKey,
-			ev.RequestHash, ev.Matched, ev.OccurredAt, ev.CreatedAt); err != nil {
+		id, err := insertRow(ctx, tx, insert, ev.AccountID, ev.Variant, ev.EventType, ev.Data, ev.IdempotencyKey,
+			ev.RequestHash, ev.Matched, ev.OccurredAt, ev.CreatedAt)
+		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}
-		if len(ids) == 0 {
+		if id == 0 {
 			// The conflicting row is committed now (read committed: this statement's snapshot
 			// sees it), so the request is answered as the winner's replay, or refused as a
 			// reuse with another body.
@@ -166,35 +166,43 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 			res = prev
 			return err
 		}
-		ev.ID = ids[0]
+		ev.ID = id
 		deliveries := make([]Delivery, len(hooks))
 		urls := make(map[int64]string, len(hooks))
 		for i, w := range hooks {
 			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: w.ID, State: DeliveryPending, CreatedAt: now, UpdatedAt: now}
 			urls[w.ID] = w.URL
 		}
-		switch len(deliveries) {
-		case 0:
-		case 1: // the usual case, prepared; more take one multi-row insert, its text varying with the count
-			d := &deliveries[0]
-			var ids []int64
-			if err := queryPrepared(ctx, tx, &ids, insertDeliverySQL, d.EventID, d.WebhookID, d.State, d.Attempts,
-				d.CreatedAt, d.UpdatedAt); err != nil {
-				return fmt.Errorf("insert deliveries: %w", err)
-			}
-			if len(ids) != 1 {
-				return fmt.Errorf("insert deliveries: %d ids returned for one delivery", len(ids))
-			}
-			d.ID = ids[0]
-		default:
-			if _, err := tx.NewInsert().Model(&deliveries).Returning("id").Exec(ctx); err != nil {
-				return fmt.Errorf("insert deliveries: %w", err)
-			}
+		if err := insertDeliveries(ctx, tx, deliveries); err != nil {
+			return fmt.Errorf("insert deliveries: %w", err)
 		}
 		res = &PublishResult{Event: ev, Deliveries: deliveries, urls: urls}
 		return nil
 	})
 	return res, err
+}
+
+// insertDeliveries inserts an event's deliveries and sets their ids. Each takes one prepared
+// insert, except several on PostgreSQL: one multi-row insert there saves round trips, where on
+// SQLite, in process, it would return its ids through RETURNING and so keep a statement journal
+// (insertRow).
+func insertDeliveries(ctx context.Context, tx bun.Tx, deliveries []Delivery) error {
+	if len(deliveries) > 1 && IsPostgres(tx) {
+		_, err := tx.NewInsert().Model(&deliveries).Returning("id").Exec(ctx)
+		return err
+	}
+	for i := range deliveries {
+		d := &deliveries[i]
+		id, err := insertRow(ctx, tx, insertDeliverySQL, d.EventID, d.WebhookID, d.State, d.Attempts, d.CreatedAt, d.UpdatedAt)
+		if err != nil {
+			return err
+		}
+		if id == 0 {
+			return errors.New("no row inserted")
+		}
+		d.ID = id
+	}
+	return nil
 }
 
 // findIdempotent returns the earlier answer for a reused key, ErrIdempotencyConflict for a reused

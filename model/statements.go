@@ -40,15 +40,17 @@ const (
 	onlyWebhookSQL = `SELECT "webhook"."id", "webhook"."url" FROM "webhooks" AS "webhook" ` +
 		`WHERE (account_id = ?) AND (variant = ?) AND (id = ?) AND "webhook"."deleted_at" IS NULL ORDER BY id ASC`
 
+	// The inserts of one row: insertRow runs them, and adds returningID on PostgreSQL.
 	insertEventSQL = `INSERT INTO "events" ("account_id", "variant", "event_type", "data", "idempotency_key", ` +
-		`"request_hash", "matched", "occurred_at", "created_at") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+		`"request_hash", "matched", "occurred_at", "created_at") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertIdempotentEventSQL = `INSERT INTO "events" AS "event" ("account_id", "variant", "event_type", "data", ` +
 		`"idempotency_key", "request_hash", "matched", "occurred_at", "created_at") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ` +
-		`ON CONFLICT (account_id, variant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
+		`ON CONFLICT (account_id, variant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
 	// The columns left out (last_error, next_attempt_at, dispatched_at, claimed_at) are NULL in a
 	// new delivery, as bun wrote them.
 	insertDeliverySQL = `INSERT INTO "deliveries" ("event_id", "webhook_id", "state", "attempts", "created_at", "updated_at") ` +
-		`VALUES (?, ?, ?, ?, ?, ?) RETURNING id`
+		`VALUES (?, ?, ?, ?, ?, ?)`
+	returningID = ` RETURNING id`
 
 	upsertAttemptSQL = `INSERT INTO "delivery_attempts" AS "attempt" ("delivery_id", "attempt", "url", "started_at", ` +
 		`"status_code", "error_class", "error", "latency_ms", "response_body", "request_headers") ` +
@@ -64,8 +66,10 @@ const (
 // hotStatements are the statements prepared together, the first time one of them runs outside a
 // transaction: the ones above and each shape of an attempt's webhook update.
 func hotStatements() []string {
-	stmts := []string{authenticateSQL, deliveryTargetSQL, subscribersSQL, onlyWebhookSQL, insertEventSQL,
-		insertIdempotentEventSQL, insertDeliverySQL, upsertAttemptSQL, attemptDeliverySQL}
+	stmts := []string{authenticateSQL, deliveryTargetSQL, subscribersSQL, onlyWebhookSQL, upsertAttemptSQL, attemptDeliverySQL}
+	for _, insert := range []string{insertEventSQL, insertIdempotentEventSQL, insertDeliverySQL} {
+		stmts = append(stmts, insert, insert+returningID)
+	}
 	for _, v := range Variants {
 		for _, success := range []bool{true, false} {
 			query, _ := webhookOutcomeSQL(v.Spec(), success, 0, time.Time{}, time.Time{})
@@ -208,6 +212,30 @@ func execPrepared(ctx context.Context, db bun.IDB, query string, args ...any) (s
 		return nil, err
 	}
 	return stmt.ExecContext(ctx, driverArgs...)
+}
+
+// insertRow runs insert, one of the one-row inserts of hotStatements, on db and returns the new
+// row's id, or 0 when it inserted none (ON CONFLICT DO NOTHING). PostgreSQL returns the id (RETURNING
+// id). SQLite gives the connection's last rowid instead: it runs RETURNING as a trigger, and a
+// statement with a trigger in a transaction keeps a statement journal, a 64 KiB buffer allocated and
+// freed with every page the insert touched copied into it, 8% of webhookd's CPU per delivery in a
+// profile (docs/performance.md).
+func insertRow(ctx context.Context, db bun.IDB, insert string, args ...any) (int64, error) {
+	if IsPostgres(db) {
+		var ids []int64
+		if err := queryPrepared(ctx, db, &ids, insert+returningID, args...); err != nil || len(ids) == 0 {
+			return 0, err
+		}
+		return ids[0], nil
+	}
+	res, err := execPrepared(ctx, db, insert, args...)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, err
+	}
+	return res.LastInsertId()
 }
 
 // errStringNUL refuses a string with a NUL byte, as bun does when it formats one: PostgreSQL's

@@ -28,6 +28,11 @@ func TestMetricsHandler(t *testing.T) {
 	tagged.WithTags(map[string]string{"worker_type": "ActivityWorker"}).Gauge("temporal_worker_task_slots_available").Update(7)
 	tagged.WithTags(map[string]string{"activity_type": "Deliver"}).Timer("temporal_activity_schedule_to_start_latency").Record(250 * time.Millisecond)
 	h.WithTags(map[string]string{"namespace": "default", "operation": "Poll"}).Counter("temporal_request").Inc(1)
+	// Asked again, as the SDK asks on every task: the same series, the handler and instrument cached.
+	h.WithTags(map[string]string{"task_queue": "webhookd", "namespace": "default"}).Counter("temporal_request").Inc(2)
+	tagged.WithTags(map[string]string{"worker_type": "ActivityWorker"}).Gauge("temporal_worker_task_slots_available").Update(5)
+	// A tag set again is overwritten, as OpenTelemetry's handler does.
+	tagged.WithTags(map[string]string{"task_queue": "webhookd-retry"}).Counter("temporal_request").Inc(4)
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -52,9 +57,10 @@ func TestMetricsHandler(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		`temporal_request_total{namespace="default",task_queue="webhookd"}`:                                                      3,
+		`temporal_request_total{namespace="default",task_queue="webhookd"}`:                                                      5,
+		`temporal_request_total{namespace="default",task_queue="webhookd-retry"}`:                                                4,
 		`temporal_request_total{namespace="default",operation="Poll"}`:                                                           1,
-		`temporal_worker_task_slots_available{namespace="default",task_queue="webhookd",worker_type="ActivityWorker"}`:           7,
+		`temporal_worker_task_slots_available{namespace="default",task_queue="webhookd",worker_type="ActivityWorker"}`:           5,
 		`temporal_activity_schedule_to_start_latency_seconds{activity_type="Deliver",namespace="default",task_queue="webhookd"}`: 0.25,
 	}
 	for k, v := range want {

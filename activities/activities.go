@@ -64,9 +64,10 @@ type Activities struct {
 	// Now is the clock; nil means model.Now.
 	Now func() time.Time
 	Log *slog.Logger
-	// LocalWaits bounds how many first attempts (local activities) may wait in the worker at once
-	// for a turn that is due soon (within localTurnWait), instead of handing the attempt back to
-	// run as a regular activity. Zero: none waits.
+	// LocalWaits bounds how many first attempts (local activities) may ask for their turn at once
+	// with leave to wait for one due soon (within localTurnWait), instead of handing the attempt
+	// back to run as a regular activity; one asking past it is handed back when its turn is not
+	// free. Zero: none waits.
 	LocalWaits int
 
 	localWaiting atomic.Int64

@@ -171,41 +171,18 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 // how many wait at once, so neither holds a workflow task for long.
 const localTurnWait = 200 * time.Millisecond
 
-// takeTurn takes the attempt's turn at its receiver (egress.Client.Take). A local attempt held back
-// with its next turn due within localTurnWait, while a LocalWaits place is free, waits for it here:
-// in the host's line (Take's own wait, fair across accounts) where there is room in it, else until
-// the appointment it was given, and asks again. What it still cannot have by then is held back as
-// Take holds it.
+// takeTurn takes the attempt's turn at its receiver (egress.Client.Take). A local attempt, while a
+// LocalWaits place is free, may wait up to localTurnWait for a turn due within it, in the host's
+// line (egress.Request.QuickWait); what it cannot have by then is held back as Take holds it, with
+// one appointment.
 func (a *Activities) takeTurn(ctx context.Context, info activity.Info, req egress.Request) (*egress.Turn, error) {
-	turn, err := a.Egress.Take(ctx, req)
-	var held *egress.HeldError
-	if !info.IsLocalActivity || !errors.As(err, &held) || held.RetryIn > localTurnWait {
-		return turn, err
-	}
-	if a.localWaiting.Add(1) > int64(a.LocalWaits) {
-		a.localWaiting.Add(-1)
-		return turn, err
-	}
-	defer a.localWaiting.Add(-1)
-	deadline := time.Now().Add(localTurnWait)
-	var pause time.Duration // none before the first wait in line
-	for time.Until(deadline) > pause {
-		if pause > 0 {
-			timer := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return nil, err
-			case <-timer.C:
-			}
+	if info.IsLocalActivity && req.Wait == 0 {
+		if a.localWaiting.Add(1) <= int64(a.LocalWaits) {
+			req.QuickWait = localTurnWait
 		}
-		req.Wait = time.Until(deadline)
-		if turn, err = a.Egress.Take(ctx, req); !errors.As(err, &held) {
-			return turn, err
-		}
-		pause = max(held.RetryIn, time.Millisecond) // the line was full: come back at the appointment
+		defer a.localWaiting.Add(-1)
 	}
-	return turn, err
+	return a.Egress.Take(ctx, req)
 }
 
 // turnRecordMargin is what a regular attempt keeps of its activity's time for recording its outcome

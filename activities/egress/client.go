@@ -213,6 +213,12 @@ type Request struct {
 	// Wait is how long the exchange may wait in this process for its turn (a slot, the rate
 	// limit) before it is held back with a *HeldError; zero holds it back at once.
 	Wait time.Duration
+	// QuickWait, with Wait zero, lets the exchange wait up to this long, and only when its turn is
+	// due within it by the host's estimate: a turn further out is held back at once. Such a wait
+	// may join the line past the account's share of waiters, since its caller bounds how many wait
+	// (a local attempt holds its workflow task meanwhile). It books no appointment unless it ends
+	// held back, and then one.
+	QuickWait time.Duration
 }
 
 // Turn is an exchange admitted by Take: Post makes it, and Cancel gives the turn back unused.
@@ -255,7 +261,7 @@ func (c *Client) Take(ctx context.Context, r Request) (*Turn, error) {
 	}
 	ep := r.Endpoint
 	ep.key = fmt.Sprintf("%d %s", ep.Webhook, r.URL)
-	t, err := c.hosts.acquire(ctx, key, ep, r.Wait)
+	t, err := c.hosts.acquire(ctx, key, ep, r.Wait, r.QuickWait)
 	if err != nil {
 		return nil, err
 	}

@@ -143,14 +143,21 @@ func newHosts(o Options, m *metrics) *hosts {
 }
 
 // acquire admits an exchange with the host named key for the endpoint ep names, waiting up to
-// wait in this process for its turn, or refuses it without a connection: with an error wrapping
-// ErrCircuitOpen when a breaker is open, or a *HeldError naming what held it and when to come back.
-func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait time.Duration) (ticket, error) {
+// wait in this process for its turn (or up to quick, when that turn is due within it: see
+// Request.QuickWait), or refuses it without a connection: with an error wrapping ErrCircuitOpen
+// when a breaker is open, or a *HeldError naming what held it and when to come back.
+func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, quick time.Duration) (ticket, error) {
 	var deadline time.Time
 	if wait > 0 {
 		deadline = hs.now().Add(wait)
+	} else {
+		quick = max(0, quick)
 	}
-	if err := hs.rateLimit(ctx, key, ep, deadline); err != nil {
+	limitDeadline := deadline
+	if quick > 0 {
+		limitDeadline = hs.now().Add(quick) // the rate limit's turn is known: waited for when due within quick
+	}
+	if err := hs.rateLimit(ctx, key, ep, limitDeadline); err != nil {
 		return ticket{}, err
 	}
 
@@ -179,7 +186,12 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait time
 		return t, nil
 	}
 	reason := w.heldBy()
-	if !deadline.After(now) || hs.waitersOf(h, ep.Account) > hs.maxWaiters() {
+	if quick > 0 && hs.due(reason, h, e, now) <= quick {
+		deadline = now.Add(quick)
+	} else if hs.waitersOf(h, ep.Account) > hs.maxWaiters() {
+		deadline = time.Time{}
+	}
+	if !deadline.After(now) {
 		// It may not wait here (a local attempt must not hold its workflow task), or its account
 		// already has its share of waiters on this host: come back at an appointment.
 		held := hs.giveUp(t, w, reason, now, now)
@@ -346,6 +358,18 @@ func (hs *hosts) hold(reason HoldReason, h *host, e *endpoint, now time.Time) *H
 		h.tails[e.account] = tail
 	}
 	return &HeldError{Reason: reason, Host: h.key, RetryIn: retryIn}
+}
+
+// due is how long until the turn that hold would book now for reason, without booking it.
+func (hs *hosts) due(reason HoldReason, h *host, e *endpoint, now time.Time) time.Duration {
+	tail, spacing := h.tails[e.account], h.estimate/time.Duration(hs.concurrency)
+	if reason == HeldByEndpointCap {
+		tail, spacing = e.tail, h.estimate/time.Duration(max(1, e.inFlight))
+	}
+	if tail.Before(now) {
+		tail = now
+	}
+	return tail.Add(spacing).Sub(now)
 }
 
 // appointment books the next turn on a line whose turns are spacing apart and returns how long

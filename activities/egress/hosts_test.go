@@ -166,7 +166,7 @@ func TestAppointmentsFollowTheEstimate(t *testing.T) {
 	clock.Advance(100 * time.Millisecond)
 	hs.end(tickets[0], endpointTimedOut)
 	tickets[0] = mustAcquire(t, hs, endpointOf(0, 10))
-	_, err := hs.acquire(context.Background(), testHost, endpointOf(1, 11), 0)
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(1, 11), 0, 0)
 	if retryIn := held(t, err, HeldByHostCap); retryIn < 2*time.Second || retryIn >= 2*time.Second+200*time.Millisecond {
 		t.Fatalf("RetryIn %s, want 8s/4 plus under a tenth", retryIn)
 	}
@@ -177,7 +177,7 @@ func TestAppointmentsFollowTheEstimate(t *testing.T) {
 	}
 	mustAcquire(t, hs, endpointOf(0, 12))
 	mustAcquire(t, hs, endpointOf(1, 13))
-	_, err = hs.acquire(context.Background(), testHost, endpointOf(5, 14), 0)
+	_, err = hs.acquire(context.Background(), testHost, endpointOf(5, 14), 0, 0)
 	// Estimate: 8s, then 0.2*3s+0.8*8s = 7s, then 0.2*3.1s+0.8*7s = 6.22s; spacing 6.22s/4.
 	want := time.Duration(0.2*float64(3100*time.Millisecond)+0.8*float64(7*time.Second)) / 4
 	if retryIn := held(t, err, HeldByHostCap); retryIn < want || retryIn >= want+want/10 {

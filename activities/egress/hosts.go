@@ -150,8 +150,7 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, qui
 	var deadline time.Time
 	if wait > 0 {
 		deadline = hs.now().Add(wait)
-	} else {
-		quick = max(0, quick)
+		quick = 0 // a wait of its own: QuickWait applies only without one
 	}
 	limitDeadline := deadline
 	if quick > 0 {
@@ -192,8 +191,9 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, qui
 		deadline = time.Time{}
 	}
 	if !deadline.After(now) {
-		// It may not wait here (a local attempt must not hold its workflow task), or its account
-		// already has its share of waiters on this host: come back at an appointment.
+		// It may not wait here (a local attempt must not hold its workflow task, unless its turn is
+		// due within its quick wait), or its account already has its share of waiters on this
+		// host: come back at an appointment.
 		held := hs.giveUp(t, w, reason, now, now)
 		hs.mu.Unlock()
 		return ticket{}, held

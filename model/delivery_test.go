@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
 )
 
 func newWebhook(t *testing.T, db bun.IDB, accountID int64, v model.Variant, eventType string) *model.Webhook {
@@ -366,6 +367,25 @@ func TestWebhookRowWrittenOnlyOnChange(t *testing.T) {
 			t.Fatalf("lastTriggered %v after a success %s later, want %v", got.LastTriggeredAt, model.StatusResolution, at)
 		}
 	})
+}
+
+// TestDispatchMarksNoLingerBehindABacklog: a batch that is full already goes out at once, however
+// long the linger: only a batch that could still grow waits for it.
+func TestDispatchMarksNoLingerBehindABacklog(t *testing.T) {
+	db := dbtest.SQLite(t)
+	marks := &model.DispatchMarks{DB: db, Linger: time.Hour}
+	ids := make([]int64, 1000) // two full batches; no such deliveries, so the writes change nothing
+	for i := range ids {
+		ids[i] = int64(1_000_000 + i)
+	}
+	marks.Add(ids)
+	deadline := time.Now().Add(time.Minute)
+	for marks.Pending() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ids still pending after a minute: the writer lingered behind a full batch", marks.Pending())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestDispatchMarks: ids handed over from many requests at once are all marked by Wait, and the

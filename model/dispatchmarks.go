@@ -58,10 +58,14 @@ func (m *DispatchMarks) Add(ids []int64) {
 	}
 }
 
-// write marks what is pending, batch after batch, until nothing is.
+// write marks what is pending, batch after batch, until nothing is. It lingers before a batch
+// that is not full yet, never behind a backlog.
 func (m *DispatchMarks) write() {
 	for {
-		if m.Linger > 0 {
+		m.mu.Lock()
+		full := len(m.pending) >= maxDispatchMarkBatch
+		m.mu.Unlock()
+		if m.Linger > 0 && !full {
 			time.Sleep(m.Linger)
 		}
 		m.mu.Lock()

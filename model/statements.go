@@ -64,11 +64,15 @@ const (
 )
 
 // hotStatements are the statements prepared together, the first time one of them runs outside a
-// transaction: the ones above and each shape of an attempt's webhook update.
-func hotStatements() []string {
+// transaction: the ones above, the one-row inserts as insertRow runs them on PostgreSQL (pg) or
+// SQLite, and each shape of an attempt's webhook update.
+func hotStatements(pg bool) []string {
 	stmts := []string{authenticateSQL, deliveryTargetSQL, subscribersSQL, onlyWebhookSQL, upsertAttemptSQL, attemptDeliverySQL}
 	for _, insert := range []string{insertEventSQL, insertIdempotentEventSQL, insertDeliverySQL} {
-		stmts = append(stmts, insert, insert+returningID)
+		if pg {
+			insert += returningID
+		}
+		stmts = append(stmts, insert)
 	}
 	for _, v := range Variants {
 		for _, success := range []bool{true, false} {
@@ -107,7 +111,7 @@ func preparedOn(ctx context.Context, db bun.IDB, bdb *bun.DB) (preparedStatement
 		return stmts.(preparedStatements), nil
 	}
 	stmts := preparedStatements{}
-	for _, query := range hotStatements() {
+	for _, query := range hotStatements(IsPostgres(bdb)) {
 		text := query
 		if IsPostgres(bdb) {
 			text = numberPlaceholders(query)

@@ -348,24 +348,28 @@ func (w *waiter) heldBy() HoldReason {
 // its own cap, the endpoint) takes to free one slot, booked on the account's own line (or the
 // endpoint's), so one account's backlog never pushes out another's turns.
 func (hs *hosts) hold(reason HoldReason, h *host, e *endpoint, now time.Time) *HeldError {
-	var retryIn time.Duration
-	switch reason {
-	case HeldByEndpointCap:
-		retryIn = hs.appointment(&e.tail, h.estimate/time.Duration(max(1, e.inFlight)), now)
-	default:
-		tail := h.tails[e.account]
-		retryIn = hs.appointment(&tail, h.estimate/time.Duration(hs.concurrency), now)
+	tail, spacing := hs.line(reason, h, e)
+	retryIn := hs.appointment(&tail, spacing, now)
+	if reason == HeldByEndpointCap {
+		e.tail = tail
+	} else {
 		h.tails[e.account] = tail
 	}
 	return &HeldError{Reason: reason, Host: h.key, RetryIn: retryIn}
 }
 
+// line is the line on which hold books a turn for reason: its last booked turn and the spacing of
+// its turns.
+func (hs *hosts) line(reason HoldReason, h *host, e *endpoint) (tail time.Time, spacing time.Duration) {
+	if reason == HeldByEndpointCap {
+		return e.tail, h.estimate / time.Duration(max(1, e.inFlight))
+	}
+	return h.tails[e.account], h.estimate / time.Duration(hs.concurrency)
+}
+
 // due is how long until the turn that hold would book now for reason, without booking it.
 func (hs *hosts) due(reason HoldReason, h *host, e *endpoint, now time.Time) time.Duration {
-	tail, spacing := h.tails[e.account], h.estimate/time.Duration(hs.concurrency)
-	if reason == HeldByEndpointCap {
-		tail, spacing = e.tail, h.estimate/time.Duration(max(1, e.inFlight))
-	}
+	tail, spacing := hs.line(reason, h, e)
 	if tail.Before(now) {
 		tail = now
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/webhookd/webhookd/model/dbtest"
 )
 
-func newWebhook(t *testing.T, db bun.IDB, accountID int64, v model.Variant, eventType string) *model.Webhook {
+func newWebhook(t testing.TB, db bun.IDB, accountID int64, v model.Variant, eventType string) *model.Webhook {
 	t.Helper()
 	now := model.Now()
 	w := &model.Webhook{AccountID: accountID, Variant: v, URL: "https://r.example.com/", EventType: eventType,

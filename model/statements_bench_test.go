@@ -18,12 +18,7 @@ func BenchmarkDeliveryStatements(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	now := model.Now()
-	w := &model.Webhook{AccountID: acc.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
-		Status: model.StatusActive, Secret: "v1:x", CreatedAt: now, UpdatedAt: now}
-	if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
-		b.Fatal(err)
-	}
+	newWebhook(b, db, acc.ID, model.VariantB, "lead.captured")
 	ne := model.NewEvent{AccountID: acc.ID, Variant: model.VariantB, EventType: "lead.captured", Data: `{"lead":1}`}
 	for b.Loop() {
 		tx, err := db.BeginTx(ctx, nil)

@@ -55,12 +55,7 @@ func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	db, err := model.Open(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	uniqueIDs(t, db)
+	db := openTestDB(t, dbURL)
 	apiAddr := freeAddr(t)
 	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "kill", tsrv, rc,
 		// Two attempts 100 ms apart exhaust a delivery; a Deliver activity cut by the kill is run
@@ -88,6 +83,7 @@ func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
 			c.name, c.path = fmt.Sprintf("%s/kill-at-%d", c.op, at), fmt.Sprintf("/%s-%d", c.op, at)
 			// An account of its own: its events reach this case's webhook alone.
 			c.st = *st
+			var err error
 			if c.st.key, _, err = model.CreateAPIKey(context.Background(), db, fmt.Sprintf("%s-%d@example.com", c.op, at), ""); err != nil {
 				t.Fatal(err)
 			}

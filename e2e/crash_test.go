@@ -62,12 +62,7 @@ func TestCrashAfterCommitLosesNothing(t *testing.T) {
 		return err == nil && resp.StatusCode == 200
 	})
 
-	db, err := model.Open(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	uniqueIDs(t, db)
+	db := openTestDB(t, dbURL)
 	key, _, err := model.CreateAPIKey(context.Background(), db, "crash@example.com", "")
 	if err != nil {
 		t.Fatal(err)

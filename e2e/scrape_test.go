@@ -42,12 +42,7 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	db, err := model.Open(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	uniqueIDs(t, db)
+	db := openTestDB(t, dbURL)
 
 	addr := freeAddr(t)
 	queue := fmt.Sprintf("scrape-%d", time.Now().UnixNano())

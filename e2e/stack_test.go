@@ -95,13 +95,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		o.retryWindow = time.Hour
 	}
 	dbURL := dbtest.PostgresURL(t)
-	db, err := model.Open(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	st := &stack{
-		db:       db,
+		db:       openTestDB(t, dbURL),
 		dbURL:    dbURL,
 		tc:       temporaltest.Start(t).Client(t),
 		queue:    "it-" + unsafeQueueChars.ReplaceAllString(t.Name(), "-") + fmt.Sprintf("-%d", time.Now().UnixNano()),
@@ -109,7 +104,6 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		mb:       startMailbox(t),
 		registry: prometheus.NewRegistry(),
 	}
-	uniqueIDs(t, st.db)
 	box, err := model.NewSecretBox(testSecretKey)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +140,19 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// openTestDB opens the test's database at dbURL, closed when the test ends, its ids started at a
+// base of their own (uniqueIDs).
+func openTestDB(t *testing.T, dbURL string) *bun.DB {
+	t.Helper()
+	db, err := model.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	uniqueIDs(t, db)
+	return db
 }
 
 var idBase atomic.Int64

@@ -39,12 +39,7 @@ func startTracedStack(t *testing.T, env ...string) *tracedStack {
 	dbURL := dbtest.PostgresURL(t)
 	tsrv := temporaltest.Start(t)
 	rc := startReceiver(t)
-	db, err := model.Open(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	uniqueIDs(t, db)
+	db := openTestDB(t, dbURL)
 	apiAddr := freeAddr(t)
 	p := &webhookdProcess{bin: webhookdBinary(t), logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: append(webhookdEnv(t, dbURL, apiAddr, "traced", tsrv, rc,
 		"WEBHOOKD_RETRY_SCHEDULE=1s",

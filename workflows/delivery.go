@@ -419,12 +419,7 @@ func (r *deliveryRun) upsertState(ctx workflow.Context, s string) error {
 		return nil
 	}
 	r.searchable = true
-	return workflow.UpsertTypedSearchAttributes(ctx, r.searchAttributes(s)...)
-}
-
-// searchAttributes are the run's search attributes in state s.
-func (r *deliveryRun) searchAttributes(s string) []temporal.SearchAttributeUpdate {
-	return DeliverySearchAttributes(r.in.WebhookID, r.in.EventType, r.in.Variant, s)
+	return workflow.UpsertTypedSearchAttributes(ctx, DeliverySearchAttributes(r.in.WebhookID, r.in.EventType, r.in.Variant, s)...)
 }
 
 // DeliverySearchAttributes are the search attributes of a delivery of an event of eventType to

@@ -16,15 +16,10 @@ import (
 	"github.com/webhookd/webhookd/model"
 )
 
-// Error types of application errors raised by activities. BadInput and MailRejected are
-// non-retryable; HostBusy is retried at the time the error names (NextRetryDelay).
+// Error types of application errors raised by activities. Both are non-retryable.
 const (
 	ErrTypeBadInput = "BadInput"
 	ErrTypeMail     = "MailRejected"
-	// ErrTypeHostBusy: the attempt could not have its turn at the receiver in time (its host or
-	// endpoint at its cap, the endpoint's rate limit, a breaker's probe in flight). No request was
-	// made; the attempt is rescheduled without holding a worker slot while it waits.
-	ErrTypeHostBusy = "HostBusy"
 )
 
 // Attempt error classes, recorded with every failed attempt and used as a metrics label. Failures
@@ -102,12 +97,14 @@ type DeliverResult struct {
 	// WebhookDisabled is true when the webhook is disabled: nothing was posted and the delivery
 	// was recorded as exhausted, for a manual retry to pick up once the webhook is enabled.
 	WebhookDisabled bool
-	// HostBusy is true when a local attempt was held back (HeldBy says by what: the host's cap,
-	// the endpoint's cap or rate limit, a breaker's probe): nothing was posted or recorded, and the
-	// workflow makes the same attempt as a regular activity, which may wait its turn. (A regular
-	// activity held back fails with ErrTypeHostBusy instead and is retried at its appointment.)
+	// HostBusy is true when the attempt was held back (HeldBy says by what: the host's cap, the
+	// endpoint's cap or rate limit, a breaker's probe): nothing was posted or recorded. The
+	// workflow makes a held local attempt again at once as a regular activity, which may wait its
+	// turn in the worker; a held regular attempt comes back in RetryIn, when the turn the worker
+	// booked for it comes.
 	HostBusy bool
 	HeldBy   string
+	RetryIn  time.Duration
 	// NextAttemptIn is the wait before the next attempt after a failure: the scheduled delay, or
 	// longer when a 429 or 503 answer asked for it with Retry-After (up to MaxRetryDelay).
 	NextAttemptIn time.Duration

@@ -14,7 +14,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
@@ -64,23 +63,19 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	info := activity.GetInfo(ctx)
 	turn, postErr := a.takeTurn(ctx, info, egress.Request{
 		URL: w.URL, Endpoint: endpointOf(w), Timeout: in.AttemptTimeout, Wait: a.turnWait(ctx, info, in.AttemptTimeout),
+		Key: strconv.FormatInt(in.DeliveryID, 10),
 	})
 	var held *egress.HeldError
 	if errors.As(postErr, &held) {
-		if info.IsLocalActivity {
-			// A local attempt waiting for its turn would hold its workflow task, and a workflow
-			// slot, for as long as the wait lasts: a burst to one account's slow receiver would
-			// then starve other accounts' first attempts. It hands the attempt back instead; the
-			// workflow runs it as a regular activity, which waits its turn in the worker, where a
-			// busy host's slots are shared fairly across accounts.
-			return DeliverResult{HostBusy: true, HeldBy: string(held.Reason), Error: held.Error()}, nil
-		}
 		// Nothing was sent, so there is no attempt to record: a hold is a wait, never a failure.
-		// Temporal brings the activity back at the appointment, and no worker slot is held
-		// meanwhile. Benign: expected under load, so the SDK logs it at debug level and counts no
-		// activity failure.
-		return DeliverResult{}, temporal.NewApplicationErrorWithOptions(held.Error(), ErrTypeHostBusy,
-			temporal.ApplicationErrorOptions{NextRetryDelay: held.RetryIn, Category: temporal.ApplicationErrorCategoryBenign})
+		// A local attempt hands the attempt back at once: waiting for its turn, it would hold its
+		// workflow task, and a workflow slot, for as long as the wait lasts, and a burst to one
+		// account's slow receiver would then starve other accounts' first attempts. The workflow
+		// runs it as a regular activity, which waits its turn in the worker, where a busy host's
+		// slots are shared fairly across accounts. A regular attempt whose turn is further out
+		// than it may wait ends, and its workflow sleeps on a durable timer until the turn booked
+		// for it (RetryIn), holding no worker slot meanwhile.
+		return DeliverResult{HostBusy: true, HeldBy: string(held.Reason), Error: held.Error(), RetryIn: held.RetryIn}, nil
 	}
 	if turn == nil && ctx.Err() != nil {
 		// The activity ended while it waited for its turn: nothing was sent.

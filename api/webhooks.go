@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -24,6 +25,9 @@ const (
 	// worker's per-host cap and its slots bind long before.
 	maxRateLimit   = 10000
 	maxMaxInFlight = 1000
+	// retimeTimeout bounds the signals that re-time a webhook's held attempts after its limits
+	// changed.
+	retimeTimeout = time.Minute
 )
 
 // deliveryHandlers serves one variant's delivery engine: its webhooks, their deliveries, tests and
@@ -187,6 +191,7 @@ func (h *deliveryHandlers) update(c echo.Context) error {
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
+	h.retime(c, id, req.RateLimit, req.MaxInFlight)
 	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook updated"))
 }
 
@@ -214,7 +219,25 @@ func (h *deliveryHandlers) patch(c echo.Context) error {
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
+	h.retime(c, id, req.RateLimit, req.MaxInFlight)
 	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook updated"))
+}
+
+// retime re-times the webhook's held attempts under limits that a request changed: a change
+// applies from the next attempt on, and an attempt held back under the old limits is one
+// (docs/api.md). It runs behind the answer: a webhook may have many deliveries under way, and a
+// signal it cannot send only leaves an attempt to come back at the turn it was given.
+func (h *deliveryHandlers) retime(c echo.Context, webhookID int64, rateLimit, maxInFlight nullableInt) {
+	if (!rateLimit.Set && !maxInFlight.Set) || h.dispatcher == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), retimeTimeout)
+	go func() {
+		defer cancel()
+		if n, err := h.dispatcher.Retime(ctx, h.db, webhookID); err != nil {
+			h.log.Warn("re-time the held attempts of a webhook whose limits changed", "webhook", webhookID, "told", n, "err", err)
+		}
+	}()
 }
 
 func (h *deliveryHandlers) delete(c echo.Context) error {

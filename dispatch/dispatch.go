@@ -300,6 +300,32 @@ func (d *Dispatcher) Cancel(ctx context.Context, refs []model.DeliveryRef) ([]in
 	return canceled, nil
 }
 
+// Retime tells the delivery workflows of a webhook whose rate limit or concurrency changed, those
+// whose schedule is under way, that an attempt held back for its turn comes back at once for a turn
+// under the new limits (workflows.SignalLimits); it returns how many it reached. A workflow that
+// has ended is skipped, and one whose attempt is not held ignores the signal. A signal not sent
+// only leaves a held attempt to come back at the turn it was given, to be re-timed then.
+func (d *Dispatcher) Retime(ctx context.Context, db bun.IDB, webhookID int64) (int, error) {
+	refs, err := model.UnderwayDeliveries(ctx, db, webhookID)
+	if err != nil {
+		return 0, err
+	}
+	told := 0
+	for _, r := range refs {
+		id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
+		err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalLimits, nil)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			return told, fmt.Errorf("signal %s: %w", id, err)
+		}
+		told++
+	}
+	return told, nil
+}
+
 // SchedulePublish starts (or replaces) the scheduled publication of a website.
 func (d *Dispatcher) SchedulePublish(ctx context.Context, websiteID int64, at time.Time) error {
 	_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

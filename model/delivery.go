@@ -20,6 +20,18 @@ func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]Deliver
 	return refs, nil
 }
 
+// UnderwayDeliveries returns a webhook's deliveries whose schedule is under way (pending,
+// delivering or retrying): those with an attempt held back for its turn at the receiver among them.
+func UnderwayDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
+	var refs []DeliveryRef
+	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.In([]string{DeliveryPending, DeliveryDelivering, DeliveryRetrying})).
+		OrderExpr("d.id ASC").Scan(ctx, &refs)
+	if err != nil {
+		return nil, fmt.Errorf("find deliveries under way: %w", err)
+	}
+	return refs, nil
+}
+
 // CancelOpenDeliveries marks every delivery of a webhook that has not ended as canceled, when the
 // webhook is deleted.
 func CancelOpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) error {

@@ -26,6 +26,9 @@ func RetryTaskQueue(queue string) string { return queue + "-retry" }
 const (
 	// SignalRetry runs an exhausted delivery's schedule again from the first attempt.
 	SignalRetry = "retry"
+	// SignalLimits tells a delivery that its webhook's rate limit or concurrency changed: an
+	// attempt held back comes back at once for a turn under them (the API sends it).
+	SignalLimits = "limits"
 	// QueryState returns a DeliveryState.
 	QueryState = "state"
 )
@@ -134,6 +137,8 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, er
 	if ctx.Err() != nil && temporal.IsCanceledError(err) {
 		err = r.endCanceled(err)
 	}
+	// A limits signal that found no attempt held asked for nothing.
+	drain(r.limits)
 	return r.st, err
 }
 
@@ -188,10 +193,11 @@ func mailOptions() workflow.ActivityOptions {
 // deliveryRun is one run of a DeliveryWorkflow: its input, the state its query shows, the retry
 // signals, and a context for each way an activity runs, built once.
 type deliveryRun struct {
-	ctx   workflow.Context
-	in    DeliveryInput
-	st    DeliveryState
-	retry workflow.ReceiveChannel
+	ctx    workflow.Context
+	in     DeliveryInput
+	st     DeliveryState
+	retry  workflow.ReceiveChannel
+	limits workflow.ReceiveChannel
 	// lastAttempt is when the last attempt started, for the retry signals' AskedAt.
 	lastAttempt time.Time
 	// searchable: the run carries its search attributes (setState).
@@ -212,6 +218,7 @@ func newDeliveryRun(ctx workflow.Context, in DeliveryInput) *deliveryRun {
 		// Read from the started event: the same in every replay.
 		searchable: workflow.GetTypedSearchAttributes(ctx).ContainsKey(AttrWebhookID),
 		retry:      workflow.GetSignalChannel(ctx, SignalRetry),
+		limits:     workflow.GetSignalChannel(ctx, SignalLimits),
 		local:      workflow.WithLocalActivityOptions(ctx, localDeliverOptions(in.AttemptTimeout)),
 		handBack:   workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, "")),
 		retried:    workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, in.RetryTaskQueue)),
@@ -321,19 +328,58 @@ func (r *deliveryRun) attempt(nextIn time.Duration) (activities.DeliverResult, e
 	attemptIn := activities.DeliverInput{DeliveryID: r.in.DeliveryID, EventID: r.in.EventID, WebhookID: r.in.WebhookID, Attempt: r.st.Attempts,
 		NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: r.in.AttemptTimeout}
 	summary := fmt.Sprintf("attempt %d", r.st.Attempts)
+	if r.st.Attempts > 1 {
+		return r.takeTurn(r.retried, attemptIn, summary)
+	}
 	var a *activities.Activities
 	var res activities.DeliverResult
-	if r.st.Attempts > 1 {
-		err := workflow.ExecuteActivity(withSummary(r.retried, summary), a.Deliver, attemptIn).Get(r.ctx, &res)
-		return res, err
-	}
 	err := workflow.ExecuteLocalActivity(withLocalSummary(r.local, summary), a.Deliver, attemptIn).Get(r.ctx, &res)
 	if err != nil || !res.HostBusy {
 		return res, err
 	}
-	var handedBack activities.DeliverResult
-	err = workflow.ExecuteActivity(withSummary(r.handBack, fmt.Sprintf("%s (%s)", summary, res.Outcome())), a.Deliver, attemptIn).Get(r.ctx, &handedBack)
-	return handedBack, err
+	return r.takeTurn(r.handBack, attemptIn, fmt.Sprintf("%s (%s)", summary, res.Outcome()))
+}
+
+// takeTurn makes an attempt as a regular activity on ctx until it has its turn at the receiver.
+// One held back (its turn is beyond what it may wait in the worker) sleeps on a durable timer
+// until the turn the worker booked for it, then comes back for it: a held attempt costs nothing
+// while it waits, and comes back once per turn. A limits signal (the webhook's rate limit or
+// concurrency changed) ends the sleep, so that the turn is re-timed under the new limits.
+func (r *deliveryRun) takeTurn(ctx workflow.Context, in activities.DeliverInput, summary string) (activities.DeliverResult, error) {
+	var a *activities.Activities
+	for {
+		var res activities.DeliverResult
+		err := workflow.ExecuteActivity(withSummary(ctx, summary), a.Deliver, in).Get(r.ctx, &res)
+		if err != nil || !res.HostBusy {
+			return res, err
+		}
+		summary = fmt.Sprintf("attempt %d (%s)", in.Attempt, res.Outcome())
+		if err := r.awaitTurn(res); err != nil {
+			return res, err
+		}
+	}
+}
+
+// awaitTurn sleeps until the turn booked for a held attempt, or until a limits signal.
+func (r *deliveryRun) awaitTurn(held activities.DeliverResult) error {
+	timerCtx, cancelTimer := workflow.WithCancel(r.ctx)
+	defer cancelTimer()
+	summary := fmt.Sprintf("attempt %d %s; its turn in %s", r.st.Attempts, held.Outcome(), roundDelay(held.RetryIn))
+	var timerErr error
+	sel := workflow.NewSelector(r.ctx)
+	sel.AddReceive(r.limits, func(c workflow.ReceiveChannel, _ bool) { drain(c) })
+	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, held.RetryIn, workflow.TimerOptions{Summary: summary}), func(f workflow.Future) {
+		timerErr = f.Get(r.ctx, nil)
+	})
+	sel.Select(r.ctx)
+	return timerErr
+}
+
+// drain consumes every signal waiting on c: they are one request.
+func drain(c workflow.ReceiveChannel) {
+	var v converter.RawValue
+	for c.ReceiveAsync(&v) {
+	}
 }
 
 // wait waits d before the next attempt, last being the outcome of the one before. An operator's

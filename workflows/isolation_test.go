@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/workflows"
@@ -133,25 +131,52 @@ func TestDeliveryWorkflowHonoursRetryAfter(t *testing.T) {
 	}
 }
 
-// TestDeliveryWorkflowHostBusy: an attempt refused because its receiver's host is at its
-// concurrency cap is the same delivery attempt, tried again when the activity asked, without
-// touching the schedule.
+// TestDeliveryWorkflowHostBusy: a regular attempt held back at a busy receiver (its turn is
+// further out than it may wait in the worker) is the same delivery attempt, made again once, when
+// the turn the worker booked for it comes, after a durable timer: the schedule is untouched.
 func TestDeliveryWorkflowHostBusy(t *testing.T) {
 	h := newHarness(t)
-	h.deliver = func(in activities.DeliverInput, activityAttempt int32) (activities.DeliverResult, error) {
-		if activityAttempt == 1 {
-			return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy",
-				activities.ErrTypeHostBusy, temporal.ApplicationErrorOptions{NextRetryDelay: 7 * time.Second})
+	calls := 0
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		calls++
+		switch calls {
+		case 1:
+			return failed(in.Attempt, h.env.Now()), nil
+		case 2:
+			return activities.DeliverResult{HostBusy: true, HeldBy: "host_cap", Error: "held back", RetryIn: 7 * time.Second}, nil
 		}
 		return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
 	}
 	st := h.run(input("website.published"))
 
-	if got, want := h.deliverOffsets(), []time.Duration{0, 7 * time.Second}; !slices.Equal(got, want) {
-		t.Errorf("activity ran at %v, want %v (the appointment the busy host gave)", got, want)
+	if got, want := h.deliverOffsets(), []time.Duration{0, time.Minute, time.Minute + 7*time.Second}; !slices.Equal(got, want) {
+		t.Errorf("activity ran at %v, want %v (the turn the busy host booked)", got, want)
 	}
-	if got := h.attemptNumbers(); !slices.Equal(got, []int{1, 1}) {
-		t.Errorf("delivery attempt numbers = %v, want 1 both times", got)
+	if got := h.attemptNumbers(); !slices.Equal(got, []int{1, 2, 2}) {
+		t.Errorf("delivery attempt numbers = %v, want the held attempt 2 made again as 2", got)
+	}
+	if st.State != model.DeliveryDelivered || st.Attempts != 2 {
+		t.Errorf("result = %+v, want delivered on attempt 2", st)
+	}
+}
+
+// TestDeliveryWorkflowLimitsSignalEndsTheWait: a held attempt's wait for its turn ends at a limits
+// signal (its webhook's limits changed), and the attempt comes back at once for a turn under them.
+func TestDeliveryWorkflowLimitsSignalEndsTheWait(t *testing.T) {
+	h := newHarness(t)
+	calls := 0
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		calls++
+		if calls <= 2 {
+			return activities.DeliverResult{HostBusy: true, HeldBy: "rate_limit", Error: "held back", RetryIn: time.Hour}, nil
+		}
+		return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+	}
+	h.at(10*time.Second, func() { h.env.SignalWorkflow(workflows.SignalLimits, nil) })
+	st := h.run(input("website.published"))
+
+	if got, want := h.deliverOffsets(), []time.Duration{0, 0, 10 * time.Second}; !slices.Equal(got, want) {
+		t.Errorf("activity ran at %v, want %v (local, handed back, back at the signal)", got, want)
 	}
 	if st.State != model.DeliveryDelivered || st.Attempts != 1 {
 		t.Errorf("result = %+v, want delivered on attempt 1", st)
@@ -160,20 +185,15 @@ func TestDeliveryWorkflowHostBusy(t *testing.T) {
 
 // TestDeliveryWorkflowLocalAttemptHandsBackBusyHost: a local first attempt that finds its host at
 // its cap hands the attempt back at once (it would hold its workflow task while it waited), and
-// the workflow makes the same attempt as a regular activity, which waits for the host's
-// appointment on Temporal's side.
+// the workflow makes the same attempt as a regular activity, which, held back in turn, comes back
+// at the turn it was given.
 func TestDeliveryWorkflowLocalAttemptHandsBackBusyHost(t *testing.T) {
 	h := newHarness(t)
-	h.deliver = func(in activities.DeliverInput, activityAttempt int32) (activities.DeliverResult, error) {
-		h.mu.Lock()
-		local := h.delivers[len(h.delivers)-1].local
-		h.mu.Unlock()
-		switch {
-		case local:
-			return activities.DeliverResult{HostBusy: true, Error: "receiver host busy"}, nil
-		case activityAttempt == 1:
-			return activities.DeliverResult{}, temporal.NewApplicationErrorWithOptions("receiver host busy",
-				activities.ErrTypeHostBusy, temporal.ApplicationErrorOptions{NextRetryDelay: 7 * time.Second})
+	calls := 0
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		calls++
+		if calls <= 2 {
+			return activities.DeliverResult{HostBusy: true, HeldBy: "host_cap", Error: "held back", RetryIn: 7 * time.Second}, nil
 		}
 		return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
 	}

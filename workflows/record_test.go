@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,9 +52,9 @@ func TestRecordHistories(t *testing.T) {
 		// retried: the local first attempt fails, the second (on the retry queue) too, the third
 		// delivers.
 		retried = 2
-		// busy: the local first attempt finds its host busy (an error, retried at the time it
-		// names), then the database down (a retried error), then gets a 429 asking for a longer
-		// wait; the second attempt delivers.
+		// busy: the local first attempt finds the database down (a retried error), then gets a
+		// 429 asking for a longer wait; the second attempt is held back at a busy host, sleeps
+		// until its turn, and delivers.
 		busy = 3
 		// handBack: the local first attempt finds its host busy and hands the attempt back; the
 		// same attempt as a regular activity waits for the host once, then delivers.
@@ -83,14 +84,25 @@ func TestRecordHistories(t *testing.T) {
 		// settled: its only attempt fails; in the retry window a resend asked before that attempt
 		// comes in, asks for nothing more and is settled; the window ends.
 		settled = 13
+		// limits: the local first attempt and the regular one it hands back are held back, the
+		// second until a turn an hour away; a limits signal (the webhook's rate limit changed) ends
+		// the wait, and the attempt made at once delivers.
+		limits = 14
 	)
+	heldLong := make(chan struct{}, 1)
 	resendAsked := make(chan struct{}, 1)
 	alertSent := make(chan int64, 4)
-	hostBusy := temporal.NewApplicationErrorWithOptions("receiver host busy", activities.ErrTypeHostBusy,
-		temporal.ApplicationErrorOptions{NextRetryDelay: 200 * time.Millisecond, Category: temporal.ApplicationErrorCategoryBenign})
+	// A regular attempt held back at a busy receiver: it comes back for its turn.
+	hostBusy := activities.DeliverResult{HostBusy: true, HeldBy: "host_cap", Error: "receiver host busy", RetryIn: 200 * time.Millisecond}
+	var callsMu sync.Mutex
+	calls := map[[2]int64]int{} // by delivery and attempt: how many times the activity ran
 	deliver := func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 		now := time.Now().UTC()
 		info := activity.GetInfo(ctx)
+		callsMu.Lock()
+		calls[[2]int64{in.DeliveryID, int64(in.Attempt)}]++
+		call := calls[[2]int64{in.DeliveryID, int64(in.Attempt)}]
+		callsMu.Unlock()
 		ok := activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: now}
 		tooMany := activities.DeliverResult{StatusCode: 429, ErrorClass: activities.ClassHTTPStatus, Error: "receiver answered 429",
 			AttemptedAt: now, NextAttemptIn: 3 * in.NextAttemptIn}
@@ -104,22 +116,21 @@ func TestRecordHistories(t *testing.T) {
 				return ok, nil
 			}
 		case busy:
-			if in.Attempt > 1 {
-				return ok, nil
-			}
-			switch info.Attempt {
-			case 1:
-				return activities.DeliverResult{}, hostBusy
-			case 2:
+			switch {
+			case in.Attempt == 1 && call == 1:
 				return activities.DeliverResult{}, errors.New("update delivery: connection refused")
+			case in.Attempt == 1:
+				return tooMany, nil
+			case call == 1:
+				return hostBusy, nil
 			}
-			return tooMany, nil
+			return ok, nil
 		case handBack:
 			switch {
 			case info.IsLocalActivity:
-				return activities.DeliverResult{HostBusy: true, HeldBy: "host", Error: "receiver host busy"}, nil
-			case info.Attempt == 1:
-				return activities.DeliverResult{}, hostBusy
+				return activities.DeliverResult{HostBusy: true, HeldBy: "host_cap", Error: "receiver host busy", RetryIn: 200 * time.Millisecond}, nil
+			case call == 2:
+				return hostBusy, nil
 			}
 			return ok, nil
 		case exhausted:
@@ -131,8 +142,8 @@ func TestRecordHistories(t *testing.T) {
 			case in.Attempt == 2:
 				alertSent <- in.DeliveryID // nobody is alerted about a held delivery: this tells the recorder to signal
 				return activities.DeliverResult{WebhookDisabled: true, Error: "the webhook is disabled"}, nil
-			case in.Attempt == 3 && info.Attempt == 1:
-				return activities.DeliverResult{}, hostBusy
+			case in.Attempt == 3 && call == 1:
+				return hostBusy, nil
 			case in.Attempt == 3:
 				return ok, nil
 			}
@@ -148,6 +159,15 @@ func TestRecordHistories(t *testing.T) {
 				return ok, nil
 			}
 		case rerun:
+			return ok, nil
+		case limits:
+			switch call {
+			case 1:
+				return activities.DeliverResult{HostBusy: true, HeldBy: "rate_limit", Error: "endpoint rate limit", RetryIn: 200 * time.Millisecond}, nil
+			case 2:
+				heldLong <- struct{}{}
+				return activities.DeliverResult{HostBusy: true, HeldBy: "rate_limit", Error: "endpoint rate limit", RetryIn: time.Hour}, nil
+			}
 			return ok, nil
 		}
 		return failed, nil
@@ -193,6 +213,7 @@ func TestRecordHistories(t *testing.T) {
 		wantTries int
 		wantErr   string // the workflow fails with an application error of this type, or "canceled"
 		resend    bool   // send the retry signal while the second attempt runs
+		limits    bool   // send the limits signal once an attempt is held back for long
 	}{
 		{name: "delivered", in: workflows.DeliveryInput{DeliveryID: delivered, EventID: 101, WebhookID: 7, EventType: "website.published",
 			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, wantState: model.DeliveryDelivered, wantTries: 1},
@@ -220,6 +241,8 @@ func TestRecordHistories(t *testing.T) {
 			Schedule: []time.Duration{short}, RetryWindow: time.Hour, PriorAttempts: 3}, wantState: model.DeliveryDelivered, wantTries: 4},
 		{name: "settled", in: workflows.DeliveryInput{DeliveryID: settled, EventID: 113, WebhookID: 14, EventType: "website.published",
 			RetryWindow: 2 * time.Second}, signal: true, payload: late, wantState: model.DeliveryExhausted, wantTries: 1},
+		{name: "limits", in: workflows.DeliveryInput{DeliveryID: limits, EventID: 114, WebhookID: 15, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, limits: true, wantState: model.DeliveryDelivered, wantTries: 1},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -246,6 +269,17 @@ func TestRecordHistories(t *testing.T) {
 					t.Fatalf("the second attempt of delivery %d never ran: %v", sc.in.DeliveryID, ctx.Err())
 				}
 				if err := c.SignalWorkflow(ctx, id, run.GetRunID(), workflows.SignalRetry, nil); err != nil {
+					t.Fatalf("signal %s: %v", id, err)
+				}
+			}
+			if sc.limits {
+				select {
+				case <-heldLong:
+				case <-ctx.Done():
+					t.Fatalf("delivery %d was never held back for long: %v", sc.in.DeliveryID, ctx.Err())
+				}
+				waitForTimer(ctx, t, c, id, run.GetRunID()) // the held result reached the workflow, which sleeps
+				if err := c.SignalWorkflow(ctx, id, run.GetRunID(), workflows.SignalLimits, nil); err != nil {
 					t.Fatalf("signal %s: %v", id, err)
 				}
 			}
@@ -318,6 +352,27 @@ func TestRecordHistories(t *testing.T) {
 			}
 			t.Logf("recorded %s: %d events", file, len(hist.Events))
 		})
+	}
+}
+
+// waitForTimer waits until the run has started a timer.
+func waitForTimer(ctx context.Context, t *testing.T, c client.Client, id, runID string) {
+	t.Helper()
+	for {
+		hist, err := fetchHistory(ctx, c, id, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range hist.Events {
+			if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s started no timer: %v", id, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 

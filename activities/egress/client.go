@@ -67,7 +67,8 @@ type Options struct {
 	BreakerFailures int
 	// BreakerCooldown is how long an open breaker fails fast before it lets one probe through.
 	BreakerCooldown time.Duration
-	// MaxWait bounds the RetryIn of a HeldError.
+	// MaxWait bounds the RetryIn of an exchange held back while a breaker's probe is in flight.
+	// Appointments for a slot or a rate-limit turn are not bounded: they are the turn itself.
 	MaxWait    time.Duration
 	Registerer prometheus.Registerer // nil: no metrics
 	Logger     *slog.Logger          // nil: no logs; otherwise breakers opening and closing
@@ -219,6 +220,11 @@ type Request struct {
 	// (a local attempt holds its workflow task meanwhile). It books no appointment unless it ends
 	// held back, and then one.
 	QuickWait time.Duration
+	// Key names the exchange across its holds: held back with a *HeldError and asked for again
+	// under the same Key, it redeems the turn booked for it (its rate-limit turn, its appointment
+	// and its place in line) instead of booking another. A delivery's attempts use its id. Empty:
+	// each ask is a stranger, whose bookings are dropped when it returns.
+	Key string
 }
 
 // Turn is an exchange admitted by Take: Post makes it, and Cancel gives the turn back unused.
@@ -261,7 +267,7 @@ func (c *Client) Take(ctx context.Context, r Request) (*Turn, error) {
 	}
 	ep := r.Endpoint
 	ep.key = fmt.Sprintf("%d %s", ep.Webhook, r.URL)
-	t, err := c.hosts.acquire(ctx, key, ep, r.Wait, r.QuickWait)
+	t, err := c.hosts.acquire(ctx, key, ep, r.Wait, r.QuickWait, r.Key)
 	if err != nil {
 		return nil, err
 	}

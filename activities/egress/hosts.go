@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -41,6 +42,9 @@ type hosts struct {
 	mu        sync.Mutex
 	byKey     map[string]*host
 	endpoints map[string]*endpoint
+	// booked holds the turns booked for held exchanges, by their Request.Key, until they come back
+	// and redeem them.
+	booked    map[string]*booking
 	seq       uint64
 	lastSweep time.Time
 }
@@ -53,12 +57,33 @@ type host struct {
 	// this process for a slot, in order of arrival.
 	byAccount map[int64]int
 	waiters   []*waiter
-	// estimate is the moving average of an exchange's duration. tails are the latest appointment
-	// given to each account's held exchanges, so one account's queue never pushes out another's.
+	// estimate is the moving average of an exchange's duration. lines are each account's line of
+	// appointments for the host's slots, so one account's queue never pushes out another's.
 	estimate time.Duration
 	measured bool
-	tails    map[int64]time.Time
+	lines    map[int64]*line
 	lastUsed time.Time
+}
+
+// line is a line of appointments for slots: the last turn booked on it, and the moving average of
+// the duration of the exchanges it is for (an account's on a host, which may differ from the
+// host's: one account's paths hang while another's answer at once).
+type line struct {
+	tail     time.Time
+	estimate time.Duration
+	measured bool
+}
+
+// booking is what an exchange held back has booked, kept under its Request.Key until it asks
+// again: its turn under the endpoint's rate limit, and its appointment for a slot on the line
+// reason names, with its place in that line. Coming back, it redeems them instead of booking
+// anew, so each held exchange takes one turn, and it keeps its place among the waiters.
+type booking struct {
+	ep       *endpoint
+	rateTurn time.Time // zero: none booked
+	slotTurn time.Time // zero: none booked
+	reason   HoldReason
+	seq      uint64
 }
 
 type endpoint struct {
@@ -71,10 +96,16 @@ type endpoint struct {
 	// halved by each, widened by one with each success, zero (the cap) once it is back. Attempts
 	// it holds back wait; they do not fail.
 	window int
-	// next is when the rate limit lets the next exchange go (a virtual schedule: each admitted
-	// exchange moves it one interval on); tail is the latest appointment given to an exchange the
-	// limit or the endpoint's cap held back.
-	next     time.Time
+	// rate is the rate limit in force (exchanges per second; zero: none), and next the next turn
+	// free under it: a virtual schedule, each turn booked moves it one interval on. retimed is
+	// closed, and replaced, when a new limit moves the turns already booked.
+	rate    int
+	next    time.Time
+	last    time.Time // the turn of the last exchange the limit let go
+	retimed chan struct{}
+	// rateWaiters is how many exchanges wait in this process for their turn under the limit.
+	rateWaiters int
+	// tail is the latest appointment given to an exchange the endpoint's cap held back.
 	tail     time.Time
 	lastUsed time.Time
 }
@@ -138,15 +169,17 @@ func newHosts(o Options, m *metrics) *hosts {
 	return &hosts{
 		concurrency: o.HostConcurrency, endpointConcurrency: o.EndpointConcurrency, breakerFailures: o.BreakerFailures,
 		cooldown: o.BreakerCooldown, maxWait: o.MaxWait, timeout: o.Timeout, now: o.Now, log: o.Logger, metrics: m,
-		byKey: make(map[string]*host), endpoints: make(map[string]*endpoint),
+		byKey: make(map[string]*host), endpoints: make(map[string]*endpoint), booked: make(map[string]*booking),
 	}
 }
 
 // acquire admits an exchange with the host named key for the endpoint ep names, waiting up to
 // wait in this process for its turn (or up to quick, when that turn is due within it: see
 // Request.QuickWait), or refuses it without a connection: with an error wrapping ErrCircuitOpen
-// when a breaker is open, or a *HeldError naming what held it and when to come back.
-func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, quick time.Duration) (ticket, error) {
+// when a breaker is open, or a *HeldError naming what held it and when its booked turn comes.
+// name is the exchange's Request.Key: asked again under it, an exchange held back redeems what it
+// booked instead of booking anew.
+func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, quick time.Duration, name string) (ticket, error) {
 	var deadline time.Time
 	if wait > 0 {
 		deadline = hs.now().Add(wait)
@@ -156,7 +189,13 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, qui
 	if quick > 0 {
 		limitDeadline = hs.now().Add(quick) // the rate limit's turn is known: waited for when due within quick
 	}
-	if err := hs.rateLimit(ctx, key, ep, limitDeadline); err != nil {
+	if name == "" {
+		// An exchange that cannot come back for a booking: it books under a name of its own, given
+		// up when it returns.
+		name = hs.anonymous()
+		defer hs.forget(name)
+	}
+	if err := hs.rateLimit(ctx, key, ep, name, limitDeadline); err != nil {
 		return ticket{}, err
 	}
 
@@ -177,24 +216,37 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, qui
 
 	hs.seq++
 	w := &waiter{account: ep.Account, ep: e, cap: t.cap, seq: hs.seq, ready: make(chan struct{})}
+	b := hs.booked[name]
+	back := b != nil && b.ep == e && !b.slotTurn.IsZero()
+	if back {
+		w.seq = b.seq // back for its appointment: its place in line is kept
+	}
 	h.waiters = append(h.waiters, w)
 	hs.dispatch(h, now)
 	if w.granted {
+		delete(hs.booked, name)
 		hs.mu.Unlock()
 		t.started = now
 		return t, nil
 	}
 	reason := w.heldBy()
-	if quick > 0 && hs.due(reason, h, e, now) <= quick {
+	switch {
+	case back:
+		// Its turn was booked for it, so it waits in line past its account's share of waiters,
+		// unless it came back sooner than its wait reaches: then it sleeps on until its appointment.
+		if wait <= 0 || b.slotTurn.Sub(now) > wait {
+			deadline = time.Time{}
+		}
+	case quick > 0 && hs.due(reason, h, e, now) <= quick:
 		deadline = now.Add(quick)
-	} else if hs.waitersOf(h, ep.Account) > hs.maxWaiters() {
+	case hs.waitersOf(h, ep.Account) > hs.maxWaiters():
 		deadline = time.Time{}
 	}
 	if !deadline.After(now) {
 		// It may not wait here (a local attempt must not hold its workflow task, unless its turn is
 		// due within its quick wait), or its account already has its share of waiters on this
 		// host: come back at an appointment.
-		held := hs.giveUp(t, w, reason, now, now)
+		held := hs.giveUp(t, w, reason, name, now, now)
 		hs.mu.Unlock()
 		return ticket{}, held
 	}
@@ -215,6 +267,7 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, qui
 	after := hs.now()
 	waited := after.Sub(now)
 	if w.granted {
+		delete(hs.booked, name)
 		hs.metrics.held(reason, waited)
 		if cause != nil {
 			hs.finish(t, neutral, after)
@@ -223,21 +276,50 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, qui
 		t.started = after
 		return t, nil
 	}
-	held := hs.giveUp(t, w, reason, now, after)
+	held := hs.giveUp(t, w, reason, name, now, after)
 	if cause != nil {
 		return ticket{}, cause
 	}
 	return ticket{}, held
 }
 
-// giveUp takes a waiter that got no slot out of line, gives back its probe roles, counts the wait
-// it made since (by the reason it was held at first) and books its appointment, by what holds it
-// now.
-func (hs *hosts) giveUp(t ticket, w *waiter, reason HoldReason, since, now time.Time) *HeldError {
+// giveUp takes a waiter that got no slot out of line, gives back its probe roles and counts the
+// wait it made since (by the reason it was held at first). An exchange whose appointment is still
+// ahead comes back then; any other books one, by what holds it now.
+func (hs *hosts) giveUp(t ticket, w *waiter, reason HoldReason, name string, since, now time.Time) *HeldError {
 	hs.dropWaiter(t.h, w)
 	hs.giveBackProbes(t, now)
 	hs.metrics.held(reason, now.Sub(since))
-	return hs.hold(w.heldBy(), t.h, t.ep, now)
+	if b := hs.booked[name]; b != nil && b.ep == t.ep && b.slotTurn.After(now) {
+		return &HeldError{Reason: b.reason, Host: t.h.key, RetryIn: b.slotTurn.Sub(now)}
+	}
+	return hs.hold(w.heldBy(), t.h, t.ep, name, now)
+}
+
+// anonymous names an exchange asked for without a Request.Key.
+func (hs *hosts) anonymous() string {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.seq++
+	return "#" + strconv.FormatUint(hs.seq, 10)
+}
+
+// forget drops what the exchange named name booked.
+func (hs *hosts) forget(name string) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	delete(hs.booked, name)
+}
+
+// bookingOf returns what the exchange named name has booked at endpoint e, an empty booking if
+// nothing (or, for a webhook whose URL changed, at another endpoint).
+func (hs *hosts) bookingOf(name string, e *endpoint) *booking {
+	b := hs.booked[name]
+	if b == nil || b.ep != e {
+		b = &booking{ep: e}
+		hs.booked[name] = b
+	}
+	return b
 }
 
 // lookup returns the host and the endpoint of an exchange, creating them on first use. An endpoint
@@ -246,7 +328,7 @@ func (hs *hosts) lookup(key string, ep Endpoint, now time.Time) (*host, *endpoin
 	hs.sweep(now)
 	h := hs.byKey[key]
 	if h == nil {
-		h = &host{key: key, estimate: defaultEstimate, byAccount: make(map[int64]int), tails: make(map[int64]time.Time)}
+		h = &host{key: key, estimate: defaultEstimate, byAccount: make(map[int64]int), lines: make(map[int64]*line)}
 		hs.byKey[key] = h
 	}
 	h.lastUsed = now
@@ -344,98 +426,166 @@ func (w *waiter) heldBy() HoldReason {
 	return HeldByHostCap
 }
 
-// hold refuses an exchange with an appointment. Turns are spaced by how long the host (or, for
-// its own cap, the endpoint) takes to free one slot, booked on the account's own line (or the
-// endpoint's), so one account's backlog never pushes out another's turns.
-func (hs *hosts) hold(reason HoldReason, h *host, e *endpoint, now time.Time) *HeldError {
+// hold refuses an exchange with an appointment, booked for it under name. Turns are spaced by how
+// long the host takes to free a slot for the exchange's account (or, for the endpoint's own cap,
+// for the endpoint), on the account's own line (or the endpoint's), so one account's backlog never
+// pushes out another's turns. The appointment is the turn itself, however far out: the exchange
+// comes back once, when a slot can be its.
+func (hs *hosts) hold(reason HoldReason, h *host, e *endpoint, name string, now time.Time) *HeldError {
 	tail, spacing := hs.line(reason, h, e)
-	retryIn := hs.appointment(&tail, spacing, now)
-	if reason == HeldByEndpointCap {
-		e.tail = tail
-	} else {
-		h.tails[e.account] = tail
-	}
-	return &HeldError{Reason: reason, Host: h.key, RetryIn: retryIn}
+	at := later(*tail, now).Add(spacing)
+	*tail = at
+	b := hs.bookingOf(name, e)
+	hs.seq++
+	b.slotTurn, b.reason, b.seq = at, reason, hs.seq
+	return &HeldError{Reason: reason, Host: h.key, RetryIn: at.Sub(now)}
 }
 
-// line is the line on which hold books a turn for reason: its last booked turn and the spacing of
-// its turns.
-func (hs *hosts) line(reason HoldReason, h *host, e *endpoint) (tail time.Time, spacing time.Duration) {
+// line is the line on which hold books a turn for reason, its last booked turn, and the spacing
+// of its turns: how long the host takes to free a slot that can be the exchange's. For the
+// endpoint's cap, that is one of the endpoint's own; for an account holding its whole share of the
+// host, one of the account's own, so its line is spaced by its own exchanges' duration (its paths
+// may hang while others' answer at once); otherwise any of the host's.
+func (hs *hosts) line(reason HoldReason, h *host, e *endpoint) (tail *time.Time, spacing time.Duration) {
+	l := h.lineOf(e.account)
 	if reason == HeldByEndpointCap {
-		return e.tail, h.estimate / time.Duration(max(1, e.inFlight))
+		return &e.tail, l.estimate / time.Duration(max(1, e.inFlight))
 	}
-	return h.tails[e.account], h.estimate / time.Duration(hs.concurrency)
+	if n := h.byAccount[e.account]; n >= hs.accountShare() {
+		return &l.tail, l.estimate / time.Duration(n)
+	}
+	return &l.tail, h.estimate / time.Duration(hs.concurrency)
 }
 
 // due is how long until the turn that hold would book now for reason, without booking it.
 func (hs *hosts) due(reason HoldReason, h *host, e *endpoint, now time.Time) time.Duration {
 	tail, spacing := hs.line(reason, h, e)
-	if tail.Before(now) {
-		tail = now
-	}
-	return tail.Add(spacing).Sub(now)
+	return later(*tail, now).Add(spacing).Sub(now)
 }
 
-// appointment books the next turn on a line whose turns are spacing apart and returns how long
-// until it. Jitter stays within a tenth of the spacing so turns keep their order. A turn further
-// out than maxWait is spread over the second half of the window without booking, so the line
-// stays within reach.
-func (hs *hosts) appointment(tail *time.Time, spacing time.Duration, now time.Time) time.Duration {
-	at := *tail
-	if at.Before(now) {
-		at = now
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	at = at.Add(spacing)
-	wait := at.Sub(now)
-	if wait > hs.maxWait {
-		return hs.maxWait/2 + rand.N(hs.maxWait/2+1)
-	}
-	*tail = at
-	if spacing >= 10 {
-		wait += rand.N(spacing / 10)
-	}
-	return min(wait, hs.maxWait)
+	return b
 }
 
 // rateLimit holds an exchange until its endpoint's rate limit lets it go: in this process while
-// the turn comes before deadline, otherwise with a *HeldError whose appointment is its turn.
-func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, deadline time.Time) error {
-	if ep.RateLimit <= 0 {
+// the turn comes before deadline (and few others of the endpoint wait here), otherwise with a
+// *HeldError whose appointment is its turn. The turn is booked under name: held back and asked
+// again, the exchange redeems it, so each exchange takes one turn and the endpoint gets its limit.
+func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, name string, deadline time.Time) error {
+	if ep.RateLimit <= 0 && !hs.limited(ep) {
 		return nil
 	}
-	interval := time.Second / time.Duration(ep.RateLimit)
 	hs.mu.Lock()
+	defer hs.mu.Unlock()
 	now := hs.now()
 	h, e := hs.lookup(key, ep, now)
-	turn := e.next
-	if !turn.After(now) {
-		e.next = now.Add(interval)
-		hs.mu.Unlock()
+	if hs.setRate(e, ep.RateLimit, now); ep.RateLimit <= 0 {
 		return nil
 	}
-	if turn.After(deadline) {
-		if e.tail.Before(turn) {
-			e.tail = turn.Add(-interval)
+	b := hs.bookingOf(name, e)
+	if b.rateTurn.IsZero() || b.rateTurn.Before(now.Add(-e.interval())) {
+		// Nothing booked, or a turn so long gone that taking it now would break the limit.
+		b.rateTurn = later(e.next, now)
+		e.next = b.rateTurn.Add(e.interval())
+	}
+	start, waiting := now, false
+	defer func() {
+		if waiting {
+			e.rateWaiters--
 		}
-		held := &HeldError{Reason: HeldByRateLimit, Host: h.key, RetryIn: hs.appointment(&e.tail, interval, now)}
-		hs.metrics.held(HeldByRateLimit, 0)
+	}()
+	for {
+		turn := b.rateTurn
+		if !turn.After(now) || e.rate == 0 {
+			e.last = later(e.last, turn)
+			if waiting {
+				hs.metrics.held(HeldByRateLimit, now.Sub(start))
+			}
+			return nil
+		}
+		if turn.After(deadline) || (!waiting && e.rateWaiters >= hs.maxWaiters()) {
+			hs.metrics.held(HeldByRateLimit, now.Sub(start))
+			return &HeldError{Reason: HeldByRateLimit, Host: h.key, RetryIn: turn.Sub(now)}
+		}
+		if !waiting {
+			waiting = true
+			e.rateWaiters++
+		}
+		retimed := e.retimed
 		hs.mu.Unlock()
-		return held
-	}
-	e.next = turn.Add(interval)
-	hs.mu.Unlock()
-
-	wait := turn.Sub(now)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		hs.metrics.held(HeldByRateLimit, wait)
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+		timer := time.NewTimer(turn.Sub(now))
+		var err error
+		fired := false
+		select {
+		case <-timer.C:
+			fired = true
+		case <-retimed:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		timer.Stop()
+		hs.mu.Lock()
+		if err != nil {
+			return err
+		}
+		now = hs.now()
+		if fired && b.rateTurn.Equal(turn) {
+			e.last = later(e.last, turn)
+			hs.metrics.held(HeldByRateLimit, now.Sub(start))
+			return nil
+		}
 	}
 }
+
+// setRate puts the endpoint's limit of rate exchanges per second (zero: none) in force. A change
+// re-times the turns already booked under the old one, in their order, from the first turn the new
+// limit gives after the last exchange that went: raised, the held exchanges come sooner; lowered,
+// later; removed, at once.
+// Exchanges waiting here for their turn wake to read theirs again; those held back read theirs
+// when they come back (the API signals their workflows to come back at once: docs/api.md).
+func (hs *hosts) setRate(e *endpoint, rate int, now time.Time) {
+	if e.rate == rate {
+		return
+	}
+	e.rate = rate
+	if e.retimed == nil {
+		e.retimed = make(chan struct{})
+	}
+	var ahead []*booking
+	for _, b := range hs.booked {
+		if b.ep == e && !b.rateTurn.IsZero() {
+			ahead = append(ahead, b)
+		}
+	}
+	slices.SortFunc(ahead, func(x, y *booking) int { return x.rateTurn.Compare(y.rateTurn) })
+	next := now
+	if rate > 0 && !e.last.IsZero() {
+		next = later(e.last.Add(e.interval()), now)
+	}
+	for _, b := range ahead {
+		b.rateTurn = next
+		if rate > 0 {
+			next = next.Add(e.interval())
+		}
+	}
+	e.next = next
+	close(e.retimed)
+	e.retimed = make(chan struct{})
+}
+
+// limited reports whether the endpoint ep names has a rate limit in force, which an exchange
+// without one (the limit was removed) ends.
+func (hs *hosts) limited(ep Endpoint) bool {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	e := hs.endpoints[ep.key]
+	return e != nil && e.rate != 0
+}
+
+func (e *endpoint) interval() time.Duration { return time.Second / time.Duration(e.rate) }
 
 // release ends an admitted exchange and records what it said about its endpoint and host.
 func (hs *hosts) release(ctx context.Context, t ticket, resp *Response, err error) {
@@ -460,11 +610,17 @@ func (hs *hosts) finish(t ticket, o outcome, now time.Time) {
 	e.inFlight--
 	h.lastUsed, e.lastUsed = now, now
 
+	var took time.Duration
 	switch o {
 	case answered, endpointBusy, endpointFailed, hostFailed:
-		h.observe(now.Sub(t.started))
+		took = now.Sub(t.started)
 	case endpointTimedOut:
-		h.observe(hs.timeout)
+		took = hs.timeout
+	}
+	if took > 0 {
+		h.estimate, h.measured = observe(h.estimate, h.measured, took)
+		l := h.lineOf(t.account)
+		l.estimate, l.measured = observe(l.estimate, l.measured, took)
 	}
 
 	// The host: any exchange that reached it (an answer, or a path that hung) says it is there.
@@ -503,12 +659,22 @@ func (hs *hosts) giveBackProbes(t ticket, now time.Time) {
 	}
 }
 
-func (h *host) observe(d time.Duration) {
-	if !h.measured {
-		h.estimate, h.measured = d, true
-		return
+// observe adds an exchange that took d to a moving average of durations.
+func observe(estimate time.Duration, measured bool, d time.Duration) (time.Duration, bool) {
+	if !measured {
+		return d, true
 	}
-	h.estimate = time.Duration(estimateWeight*float64(d) + (1-estimateWeight)*float64(h.estimate))
+	return time.Duration(estimateWeight*float64(d) + (1-estimateWeight)*float64(estimate)), true
+}
+
+// lineOf is the account's line for the host's slots.
+func (h *host) lineOf(account int64) *line {
+	l := h.lines[account]
+	if l == nil {
+		l = &line{estimate: h.estimate}
+		h.lines[account] = l
+	}
+	return l
 }
 
 // capFor is the endpoint's cap now: cap, or its window while that is narrower.
@@ -535,14 +701,15 @@ func (e *endpoint) name() string { return fmt.Sprintf("webhook %d", e.webhook) }
 
 // sweep forgets hosts and endpoints unused for idleAfter so that the maps do not grow with every
 // receiver ever posted to. Those with a breaker not closed, exchanges in flight or waiting, or
-// appointments still ahead are kept.
+// appointments still ahead are kept. Bookings whose turns are idleAfter past are forgotten too:
+// their exchanges never came back (a workflow canceled, a worker that took over).
 func (hs *hosts) sweep(now time.Time) {
 	if now.Sub(hs.lastSweep) < sweepInterval {
 		return
 	}
 	hs.lastSweep = now
 	for key, h := range hs.byKey {
-		if h.breaker.state == closed && h.inFlight == 0 && len(h.waiters) == 0 && now.Sub(h.lastUsed) > idleAfter && !latest(h.tails).After(now) {
+		if h.breaker.state == closed && h.inFlight == 0 && len(h.waiters) == 0 && now.Sub(h.lastUsed) > idleAfter && !latest(h.lines).After(now) {
 			delete(hs.byKey, key)
 		}
 	}
@@ -551,14 +718,17 @@ func (hs *hosts) sweep(now time.Time) {
 			delete(hs.endpoints, key)
 		}
 	}
+	for name, b := range hs.booked {
+		if now.Sub(later(b.rateTurn, b.slotTurn)) > idleAfter {
+			delete(hs.booked, name)
+		}
+	}
 }
 
-func latest(tails map[int64]time.Time) time.Time {
+func latest(lines map[int64]*line) time.Time {
 	var t time.Time
-	for _, x := range tails {
-		if x.After(t) {
-			t = x
-		}
+	for _, l := range lines {
+		t = later(t, l.tail)
 	}
 	return t
 }

@@ -30,7 +30,7 @@ func endpointOf(account, webhook int64) Endpoint {
 
 func mustAcquire(t *testing.T, hs *hosts, ep Endpoint) ticket {
 	t.Helper()
-	tk, err := hs.acquire(context.Background(), testHost, ep, 0, 0)
+	tk, err := hs.acquire(context.Background(), testHost, ep, 0, 0, "")
 	if err != nil {
 		t.Fatalf("acquire for webhook %d: %v", ep.Webhook, err)
 	}
@@ -53,7 +53,7 @@ type acquired struct {
 // goAcquire asks for a turn that may wait up to wait; the result arrives on out.
 func goAcquire(hs *hosts, ep Endpoint, wait time.Duration, out chan<- acquired) {
 	go func() {
-		tk, err := hs.acquire(context.Background(), testHost, ep, wait, 0)
+		tk, err := hs.acquire(context.Background(), testHost, ep, wait, 0, "")
 		out <- acquired{ep.Account, tk, err}
 	}()
 }
@@ -111,11 +111,11 @@ func TestAccountShareLeavesRoom(t *testing.T) {
 	for i := range 6 {
 		mustAcquire(t, hs, endpointOf(b, int64(100+i)))
 	}
-	_, err := hs.acquire(context.Background(), testHost, endpointOf(b, 110), 0, 0)
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(b, 110), 0, 0, "")
 	held(t, err, HeldByHostCap)
 	mustAcquire(t, hs, endpointOf(c, 200))
 	mustAcquire(t, hs, endpointOf(c, 201))
-	_, err = hs.acquire(context.Background(), testHost, endpointOf(c, 202), 0, 0)
+	_, err = hs.acquire(context.Background(), testHost, endpointOf(c, 202), 0, 0, "")
 	held(t, err, HeldByHostCap) // now the host is at its cap
 }
 
@@ -137,7 +137,7 @@ func TestFairShareOneAccountAgainstMany(t *testing.T) {
 	waitWaiters(t, hs, 1)
 	goAcquire(hs, endpointOf(b, 101), time.Minute, out)
 	waitWaiters(t, hs, 2)
-	_, err := hs.acquire(context.Background(), testHost, endpointOf(b, 102), time.Minute, 0)
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(b, 102), time.Minute, 0, "")
 	held(t, err, HeldByHostCap)
 
 	goAcquire(hs, endpointOf(c, 200), time.Minute, out)
@@ -195,12 +195,12 @@ func TestFairShareWithinAnAccount(t *testing.T) {
 	out := make(chan acquired, 2)
 	busy, quiet := endpointOf(1, 10), endpointOf(1, 11)
 	go func() {
-		tk, err := hs.acquire(context.Background(), testHost, busy, time.Minute, 0)
+		tk, err := hs.acquire(context.Background(), testHost, busy, time.Minute, 0, "")
 		out <- acquired{10, tk, err}
 	}()
 	waitWaiters(t, hs, 1)
 	go func() {
-		tk, err := hs.acquire(context.Background(), testHost, quiet, time.Minute, 0)
+		tk, err := hs.acquire(context.Background(), testHost, quiet, time.Minute, 0, "")
 		out <- acquired{11, tk, err}
 	}()
 	waitWaiters(t, hs, 2)
@@ -217,7 +217,7 @@ func TestEndpointCap(t *testing.T) {
 	x, y := endpointOf(1, 10), endpointOf(1, 11)
 	x1 := mustAcquire(t, hs, x)
 	mustAcquire(t, hs, x)
-	_, err := hs.acquire(context.Background(), testHost, x, 0, 0)
+	_, err := hs.acquire(context.Background(), testHost, x, 0, 0, "")
 	held(t, err, HeldByEndpointCap)
 	yt := mustAcquire(t, hs, y)
 
@@ -234,7 +234,7 @@ func TestEndpointCap(t *testing.T) {
 	for range 3 {
 		mustAcquire(t, hs, own)
 	}
-	_, err = hs.acquire(context.Background(), testHost, own, 0, 0)
+	_, err = hs.acquire(context.Background(), testHost, own, 0, 0, "")
 	held(t, err, HeldByEndpointCap)
 }
 
@@ -248,12 +248,12 @@ func TestHostCapAppointmentsPerAccount(t *testing.T) {
 	mustAcquire(t, hs, endpointOf(3, 30))
 	const spacing = defaultEstimate / 4
 	for turn := 1; turn <= 5; turn++ {
-		_, err := hs.acquire(context.Background(), testHost, endpointOf(1, 19), 0, 0)
+		_, err := hs.acquire(context.Background(), testHost, endpointOf(1, 19), 0, 0, "")
 		if retryIn := held(t, err, HeldByHostCap); retryIn < time.Duration(turn)*spacing {
 			t.Fatalf("B's refusal %d: RetryIn %s, want at least %s", turn, retryIn, time.Duration(turn)*spacing)
 		}
 	}
-	_, err := hs.acquire(context.Background(), testHost, endpointOf(2, 20), 0, 0)
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(2, 20), 0, 0, "")
 	if retryIn := held(t, err, HeldByHostCap); retryIn >= spacing+spacing/10 {
 		t.Fatalf("C's first refusal: RetryIn %s, want one turn (%s), not behind B's line", retryIn, spacing)
 	}
@@ -269,7 +269,7 @@ func TestEndpointBreakerLeavesTheHost(t *testing.T) {
 	for range 3 {
 		hs.end(mustAcquire(t, hs, x), endpointTimedOut)
 	}
-	_, err := hs.acquire(context.Background(), testHost, x, 0, 0)
+	_, err := hs.acquire(context.Background(), testHost, x, 0, 0, "")
 	var open *CircuitOpenError
 	if !errors.As(err, &open) || open.Scope != scopeEndpoint {
 		t.Fatalf("X: got %v, want its breaker open", err)
@@ -281,7 +281,7 @@ func TestEndpointBreakerLeavesTheHost(t *testing.T) {
 	for range 3 {
 		hs.end(mustAcquire(t, hs, z), endpointFailed)
 	}
-	if _, err := hs.acquire(context.Background(), testHost, z, 0, 0); !errors.Is(err, ErrCircuitOpen) {
+	if _, err := hs.acquire(context.Background(), testHost, z, 0, 0, ""); !errors.Is(err, ErrCircuitOpen) {
 		t.Fatalf("Z after three broken connections: got %v, want ErrCircuitOpen", err)
 	}
 	if st := hs.byKey[testHost].breaker.state; st != closed {
@@ -291,7 +291,7 @@ func TestEndpointBreakerLeavesTheHost(t *testing.T) {
 	// Past the cool-down X is probed; its other exchanges wait for the probe, and do not fail.
 	clock.Advance(cooldown)
 	probe := mustAcquire(t, hs, x)
-	_, err = hs.acquire(context.Background(), testHost, x, 0, 0)
+	_, err = hs.acquire(context.Background(), testHost, x, 0, 0, "")
 	held(t, err, HeldByBreaker)
 	hs.end(probe, answered)
 	hs.end(mustAcquire(t, hs, x), answered)
@@ -312,7 +312,7 @@ func TestHostBreakerTakesHostEvidenceOnly(t *testing.T) {
 	for i := range 3 {
 		hs.end(mustAcquire(t, hs, endpointOf(int64(i), int64(200+i))), hostFailed)
 	}
-	_, err := hs.acquire(context.Background(), testHost, endpointOf(9, 900), 0, 0)
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(9, 900), 0, 0, "")
 	var open *CircuitOpenError
 	if !errors.As(err, &open) || open.Scope != scopeHost {
 		t.Fatalf("got %v, want the host's breaker open", err)
@@ -330,7 +330,7 @@ func TestEndpointWindow(t *testing.T) {
 		for range n {
 			out = append(out, mustAcquire(t, hs, x))
 		}
-		if _, err := hs.acquire(context.Background(), testHost, x, 0, 0); err == nil {
+		if _, err := hs.acquire(context.Background(), testHost, x, 0, 0, ""); err == nil {
 			t.Fatalf("an exchange over %d in flight was admitted", n)
 		} else {
 			held(t, err, HeldByEndpointCap)
@@ -359,25 +359,28 @@ func TestEndpointWindow(t *testing.T) {
 }
 
 // TestRateLimit: an endpoint's rate limit spaces its exchanges; one whose turn comes within its
-// wait waits for it, others are held back with their turn as the appointment.
+// wait waits for it, others are held back with their turn as the appointment, and take it when
+// they come back.
 func TestRateLimit(t *testing.T) {
 	hs, clock := testHosts(Options{HostConcurrency: 8, EndpointConcurrency: 8})
 	ep := endpointOf(1, 10)
 	ep.RateLimit = 4 // a turn every 250ms
 	mustAcquire(t, hs, ep)
 	for turn := 1; turn <= 3; turn++ {
-		_, err := hs.acquire(context.Background(), testHost, ep, 0, 0)
-		want := time.Duration(turn) * 250 * time.Millisecond
-		if retryIn := held(t, err, HeldByRateLimit); retryIn < want || retryIn >= want+25*time.Millisecond {
-			t.Fatalf("held %d: RetryIn %s, want %s plus under a tenth of the interval", turn, retryIn, want)
+		_, err := hs.acquire(context.Background(), testHost, ep, 0, 0, fmt.Sprint(turn))
+		if retryIn, want := held(t, err, HeldByRateLimit), time.Duration(turn)*250*time.Millisecond; retryIn != want {
+			t.Fatalf("held %d: RetryIn %s, want %s", turn, retryIn, want)
 		}
 	}
 	// Another endpoint of the same account and host is not limited.
 	mustAcquire(t, hs, endpointOf(1, 11))
 	clock.Advance(250 * time.Millisecond)
-	mustAcquire(t, hs, ep)
-	// The next turn is 250ms away: an exchange that may wait a second takes it.
-	if _, err := hs.acquire(context.Background(), testHost, ep, time.Second, 0); err != nil {
+	if _, err := hs.acquire(context.Background(), testHost, ep, 0, 0, "1"); err != nil {
+		t.Fatalf("the first held back, at its turn: %v", err)
+	}
+	// The next free turn is 750ms away, after the two still booked: an exchange that may wait a
+	// second takes it.
+	if _, err := hs.acquire(context.Background(), testHost, ep, time.Second, 0, ""); err != nil {
 		t.Fatalf("an exchange that may wait: %v", err)
 	}
 }
@@ -387,14 +390,14 @@ func TestRateLimit(t *testing.T) {
 func TestWaitEndsHeld(t *testing.T) {
 	hs, _ := testHosts(Options{HostConcurrency: 1})
 	mustAcquire(t, hs, endpointOf(1, 10))
-	_, err := hs.acquire(context.Background(), testHost, endpointOf(2, 20), 20*time.Millisecond, 0)
+	_, err := hs.acquire(context.Background(), testHost, endpointOf(2, 20), 20*time.Millisecond, 0, "")
 	held(t, err, HeldByHostCap)
 	waitWaiters(t, hs, 0)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan error, 1)
 	go func() {
-		_, err := hs.acquire(ctx, testHost, endpointOf(2, 20), time.Minute, 0)
+		_, err := hs.acquire(ctx, testHost, endpointOf(2, 20), time.Minute, 0, "")
 		out <- err
 	}()
 	waitWaiters(t, hs, 1)
@@ -419,7 +422,7 @@ func TestQuickWait(t *testing.T) {
 	}
 	quick := func(wait time.Duration, out chan<- acquired) {
 		go func() {
-			tk, err := hs.acquire(context.Background(), testHost, ep, 0, wait)
+			tk, err := hs.acquire(context.Background(), testHost, ep, 0, wait, "")
 			out <- acquired{ep.Account, tk, err}
 		}()
 	}
@@ -500,7 +503,7 @@ func BenchmarkTurn(b *testing.B) {
 		hs, _ := testHosts(Options{HostConcurrency: 16})
 		ep := endpointOf(1, 10)
 		for b.Loop() {
-			tk, err := hs.acquire(context.Background(), testHost, ep, 0, 0)
+			tk, err := hs.acquire(context.Background(), testHost, ep, 0, 0, "")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -515,7 +518,7 @@ func BenchmarkTurn(b *testing.B) {
 			i := n.Add(1)
 			ep := endpointOf(i%8, 100+i%64)
 			for pb.Next() {
-				tk, err := hs.acquire(context.Background(), testHost, ep, time.Minute, 0)
+				tk, err := hs.acquire(context.Background(), testHost, ep, time.Minute, 0, "")
 				if err != nil {
 					var held *HeldError
 					if errors.As(err, &held) {

@@ -1,0 +1,257 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The turns a held exchange is given, on a test clock: each is booked once, redeemed when the
+// exchange comes back for it, and the exchange comes back once per turn it can have.
+
+// ask asks for a turn for the exchange named name at ep, with no wait of its own.
+func ask(hs *hosts, ep Endpoint, name string) (ticket, time.Duration, error) {
+	tk, err := hs.acquire(context.Background(), testHost, ep, 0, 0, name)
+	var held *HeldError
+	if errors.As(err, &held) {
+		return tk, held.RetryIn, nil
+	}
+	return tk, 0, err
+}
+
+// TestRateLimitBacklogKeepsTheRate: a backlog of exchanges at a rate-limited endpoint goes at the
+// set rate from the first to the last. Each is asked as a delivery's attempts ask: a local attempt
+// held back, the regular attempt it is handed back to at once, then that attempt again at the
+// appointment it was given. The hand-back redeems the local attempt's turn instead of booking a
+// second, and the exchange comes back once, at its turn, and goes.
+func TestRateLimitBacklogKeepsTheRate(t *testing.T) {
+	for _, rate := range []int{1, 2, 5, 50} {
+		t.Run(fmt.Sprintf("%d per second", rate), func(t *testing.T) {
+			hs, clock := testHosts(Options{HostConcurrency: 64, EndpointConcurrency: 64})
+			ep := endpointOf(1, 10)
+			ep.RateLimit = rate
+			interval := time.Second / time.Duration(rate)
+			const backlog = 40
+			start := clock.Now()
+			appointment := map[string]time.Time{}
+			var wentAt []time.Duration
+			for i := range backlog {
+				name := fmt.Sprintf("delivery %d", i)
+				tk, retryIn, err := ask(hs, ep, name) // the local attempt
+				if err != nil {
+					t.Fatal(err)
+				}
+				if retryIn == 0 {
+					wentAt = append(wentAt, clock.Now().Sub(start))
+					hs.end(tk, answered)
+					continue
+				}
+				_, again, err := ask(hs, ep, name) // handed back at once
+				if err != nil || again != retryIn {
+					t.Fatalf("%s handed back: RetryIn %v (%v), want the local attempt's %v: a second turn was booked", name, again, err, retryIn)
+				}
+				appointment[name] = clock.Now().Add(retryIn)
+			}
+			names := make([]string, 0, len(appointment))
+			for name := range appointment {
+				names = append(names, name)
+			}
+			slices.SortFunc(names, func(a, b string) int { return appointment[a].Compare(appointment[b]) })
+			for _, name := range names {
+				clock.Advance(appointment[name].Sub(clock.Now()))
+				tk, retryIn, err := ask(hs, ep, name)
+				if err != nil || retryIn != 0 {
+					t.Fatalf("%s back at its appointment (%v after the first): held again for %v (%v)", name, clock.Now().Sub(start), retryIn, err)
+				}
+				wentAt = append(wentAt, clock.Now().Sub(start))
+				hs.end(tk, answered)
+			}
+			for i, at := range wentAt {
+				if want := time.Duration(i) * interval; at != want {
+					t.Fatalf("exchange %d went %v after the first, want %v (at %d/s); all: %v", i, at, want, rate, wentAt)
+				}
+			}
+		})
+	}
+}
+
+// TestRateLimitRetimesHeldTurns: a new limit re-times the turns already booked. Raised, an
+// exchange held under the old limit that comes back (its workflow is told to) has its turn under
+// the new one; lowered, one that comes back at its old turn is held until its new one.
+func TestRateLimitRetimesHeldTurns(t *testing.T) {
+	hs, clock := testHosts(Options{HostConcurrency: 64, EndpointConcurrency: 64})
+	ep := endpointOf(1, 10)
+	ep.RateLimit = 1
+	const backlog = 25
+	name := func(i int) string { return fmt.Sprintf("delivery %d", i) }
+	for i := range backlog {
+		tk, retryIn, err := ask(hs, ep, name(i))
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case retryIn == 0:
+			hs.end(tk, answered)
+		case retryIn != time.Duration(i)*time.Second:
+			t.Fatalf("%s: RetryIn %v at 1/s, want %v", name(i), retryIn, time.Duration(i)*time.Second)
+		}
+	}
+	// Two seconds in, the second has gone; the limit is raised to 50/s and the rest come back.
+	clock.Advance(time.Second)
+	tk, retryIn, err := ask(hs, ep, name(1))
+	if err != nil || retryIn != 0 {
+		t.Fatalf("second at its turn: held %v (%v)", retryIn, err)
+	}
+	hs.end(tk, answered)
+	clock.Advance(time.Second)
+	ep.RateLimit = 50
+	for i := 2; i < backlog; i++ {
+		_, retryIn, err := ask(hs, ep, name(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := time.Duration(i-2) * 20 * time.Millisecond; retryIn != want {
+			t.Fatalf("%s after the limit rose to 50/s: RetryIn %v, want %v", name(i), retryIn, want)
+		}
+	}
+	// The third went at once. The limit falls to 2/s before the others come back: at their turns
+	// under 50/s they are held until their turns under 2/s, the first half a second after the
+	// third's.
+	ep.RateLimit = 2
+	clock.Advance(100 * time.Millisecond)
+	for i := 3; i < backlog; i++ {
+		_, retryIn, err := ask(hs, ep, name(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 400*time.Millisecond + time.Duration(i-3)*500*time.Millisecond; retryIn != want {
+			t.Fatalf("%s after the limit fell to 2/s: RetryIn %v, want %v", name(i), retryIn, want)
+		}
+	}
+}
+
+// TestHeldExchangeWokenOncePerTurn drives a busy host on a test clock: one account's backlog of 30
+// exchanges of a second each, three slots for it. Exchanges come back as a delivery's attempts do:
+// the regular attempt handed back at once, and again at each appointment it is given; one that
+// comes back within its wait waits in line, and is given the next slot that frees. Every exchange
+// goes, the slots never idle while any waits, and no exchange comes back more than once after
+// its hand-back: its appointment is the turn it can have.
+func TestHeldExchangeWokenOncePerTurn(t *testing.T) {
+	const (
+		backlog = 30
+		took    = time.Second // each exchange: the host's default estimate, so the first bookings are right
+		wait    = 2 * time.Second
+	)
+	hs, clock := testHosts(Options{HostConcurrency: 4, EndpointConcurrency: 4})
+	share := hs.accountShare()
+	start := clock.Now()
+	type event struct {
+		at   time.Time
+		name string // an exchange coming back; empty: tk ends
+		tk   ticket
+	}
+	var events []event
+	results := make(chan acquired, backlog)
+	asks := map[string]int{}
+	waiting := 0
+	admitted := 0
+	// come asks for name's turn as a regular attempt may, waiting up to wait in line.
+	come := func(name string, webhook int64) {
+		asks[name]++
+		go func() {
+			tk, err := hs.acquire(context.Background(), testHost, endpointOf(1, webhook), wait, 0, name)
+			results <- acquired{webhook, tk, err}
+		}()
+	}
+	// settle takes what the exchanges asked for got: admitted ones end took later, held ones come
+	// back at their appointment; those left wait in line.
+	settle := func(want int) {
+		for got := 0; got < want; {
+			r := <-results
+			got++
+			var held *HeldError
+			switch {
+			case errors.As(r.err, &held):
+				events = append(events, event{at: clock.Now().Add(held.RetryIn), name: fmt.Sprint(r.account)})
+			case r.err != nil:
+				t.Fatal(r.err)
+			default:
+				admitted++
+				events = append(events, event{at: clock.Now().Add(took), tk: r.t})
+			}
+		}
+	}
+	// The first attempts (local, no wait) take the account's share; the rest are handed back.
+	for i := range backlog {
+		name := fmt.Sprint(100 + i)
+		asks[name]++
+		tk, _, err := ask(hs, endpointOf(1, int64(100+i)), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.h != nil {
+			admitted++
+			events = append(events, event{at: clock.Now().Add(took), tk: tk})
+			continue
+		}
+		come(name, int64(100+i))
+	}
+	waitFor := func(n int) { // n of the asks in flight join the line; the others settle
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			hs.mu.Lock()
+			inLine := len(hs.byKey[testHost].waiters)
+			hs.mu.Unlock()
+			if inLine+len(results) == n+waiting {
+				settle(len(results))
+				waiting = inLine
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("asks did not settle: %d in line, %d answered, want %d", inLine, len(results), n+waiting)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor(backlog - share)
+	for len(events) > 0 {
+		// Exchanges ending before those coming back at the same moment.
+		slices.SortStableFunc(events, func(a, b event) int {
+			if c := a.at.Compare(b.at); c != 0 {
+				return c
+			}
+			return min(len(a.name), 1) - min(len(b.name), 1)
+		})
+		e := events[0]
+		events = events[1:]
+		clock.Advance(e.at.Sub(clock.Now()))
+		if e.name == "" {
+			before := waiting
+			hs.end(e.tk, answered)
+			hs.mu.Lock()
+			waiting = len(hs.byKey[testHost].waiters)
+			hs.mu.Unlock()
+			settle(before - waiting)
+			continue
+		}
+		var webhook int64
+		fmt.Sscan(e.name, &webhook)
+		come(e.name, webhook)
+		waitFor(1)
+	}
+	if admitted != backlog {
+		t.Fatalf("%d of %d exchanges went", admitted, backlog)
+	}
+	for name, n := range asks {
+		if n > 3 {
+			t.Errorf("exchange %s asked %d times: after its hand-back it came back %d times, want at most once", name, n, n-2)
+		}
+	}
+	// The slots never idled while exchanges waited: the backlog took as long as share slots need.
+	want := time.Duration((backlog+share-1)/share) * took
+	if took := clock.Now().Sub(start); took > want {
+		t.Errorf("the backlog took %v, want %v: slots idled while exchanges slept", took, want)
+	}
+}

@@ -14,7 +14,7 @@ const campaignBody = `{"name":"Spring <launch>","platform":"meta","budget":1500.
 
 func campaignEvents(t *testing.T, e *testEnv, accountKey string) []model.Event {
 	t.Helper()
-	acc, err := model.Authenticate(context.Background(), e.db, accountKey)
+	acc, _, err := model.Authenticate(context.Background(), e.db, accountKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func FuzzRequestBodies(f *testing.F) {
 		e := newEnv(f, db, func(c *api.Config) { c.RateLimit, c.RateBurst = 1e9, 1<<30 })
 		key := newKey(f, db)
 		ctx := context.Background()
-		acc, err := model.Authenticate(ctx, db, key)
+		acc, _, err := model.Authenticate(ctx, db, key)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -77,7 +77,7 @@ func TestIntakeInputRules(t *testing.T) {
 				e.do(t, "POST", eventsPath(v), auth, body).expectError(t, v, 422, c.field)
 			})
 		}
-		acc, err := model.Authenticate(context.Background(), e.db, key)
+		acc, _, err := model.Authenticate(context.Background(), e.db, key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,10 @@ import (
 const (
 	headerRequestID = "X-Request-Id"
 	contextAccount  = "webhookd.account"
-	contextKeyID    = "webhookd.key"
+	// contextKeyLookup is the key's public lookup id (the rate limiter's bucket), contextKeyID its
+	// row id (what a portal link records).
+	contextKeyLookup = "webhookd.key"
+	contextKeyID     = "webhookd.keyid"
 	// contextBodyLimit names the body limit of the route, for the 413 message.
 	contextBodyLimit = "webhookd.bodylimit"
 	// contextArrived is when the request arrived, before it waited for anything (time.Time).
@@ -73,7 +76,7 @@ func (s *Server) authenticate(v *variant) echo.MiddlewareFunc {
 				}
 				return aerr
 			}
-			account, err := model.Authenticate(c.Request().Context(), s.db, key)
+			account, keyID, err := model.Authenticate(c.Request().Context(), s.db, key)
 			if err != nil {
 				if v.spec.AuthScheme != "" {
 					c.Response().Header().Set("WWW-Authenticate", v.spec.AuthScheme+` realm="webhookd", error="invalid_token"`)
@@ -81,7 +84,8 @@ func (s *Server) authenticate(v *variant) echo.MiddlewareFunc {
 				return err
 			}
 			c.Set(contextAccount, account)
-			c.Set(contextKeyID, model.APIKeyLookup(key))
+			c.Set(contextKeyLookup, model.APIKeyLookup(key))
+			c.Set(contextKeyID, keyID)
 			return next(c)
 		}
 	}

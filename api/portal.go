@@ -23,7 +23,8 @@ type portalSessionResponse struct {
 }
 
 // createPortalSession is POST <prefix>/portal-sessions: a signed link to the owner's portal for the
-// caller's account and this variant (docs/portal.md). The link opens once, until expiresAt.
+// caller's account and this variant (docs/portal.md). The link opens once, until expiresAt, and
+// records the caller's key: revoking the key refuses the link and ends the session it opened.
 func (h *deliveryHandlers) createPortalSession(c echo.Context) error {
 	if !h.portal {
 		return &apiError{status: http.StatusNotFound, code: codeNotFound, message: "the portal is turned off on this server (WEBHOOKD_PORTAL=false)"}
@@ -41,7 +42,7 @@ func (h *deliveryHandlers) createPortalSession(c echo.Context) error {
 		ttl = time.Duration(*req.TTL) * time.Second
 	}
 	token, link, err := model.CreatePortalLink(c.Request().Context(), h.db, model.NewPortalLink{
-		AccountID: accountOf(c).ID, Variant: h.v.model, ReadOnly: req.ReadOnly, TTL: ttl,
+		AccountID: accountOf(c).ID, APIKeyID: c.Get(contextKeyID).(int64), Variant: h.v.model, ReadOnly: req.ReadOnly, TTL: ttl,
 	})
 	if err != nil {
 		return fmt.Errorf("create portal link: %w", err)

@@ -19,7 +19,7 @@ func portalPath(v variantCase) string {
 func withPublicURL(u string) serverOption { return func(c *api.Config) { c.PublicURL = u } }
 
 // TestPortalSessionLink: the link points at the public URL, opens a session of the caller's account
-// and variant, honours ttl and readOnly, and opens once.
+// and variant, honours ttl and readOnly, records the caller's key, and opens once.
 func TestPortalSessionLink(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
@@ -27,7 +27,7 @@ func TestPortalSessionLink(t *testing.T) {
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) {
 					key := newKey(t, e.db)
-					account, err := model.Authenticate(t.Context(), e.db, key)
+					account, keyID, err := model.Authenticate(t.Context(), e.db, key)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -65,6 +65,10 @@ func TestPortalSessionLink(t *testing.T) {
 						}
 						if session.AccountID != account.ID || string(session.Variant) != v.name || session.ReadOnly != tc.readOnly {
 							t.Fatalf("session = %+v, want account %d variant %s readOnly %v", session, account.ID, v.name, tc.readOnly)
+						}
+						var recorded int64
+						if err := e.db.NewSelect().Table("portal_links").Column("api_key_id").Where("id = ?", session.LinkID).Scan(t.Context(), &recorded); err != nil || recorded != keyID {
+							t.Fatalf("the link records key %d, %v; want the caller's, %d", recorded, err, keyID)
 						}
 					}
 				})

@@ -141,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 		Store: middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
 			Rate: rate.Limit(cfg.RateLimit), Burst: cfg.RateBurst, ExpiresIn: 3 * time.Minute,
 		}),
-		IdentifierExtractor: func(c echo.Context) (string, error) { return c.Get(contextKeyID).(string), nil },
+		IdentifierExtractor: func(c echo.Context) (string, error) { return c.Get(contextKeyLookup).(string), nil },
 		DenyHandler:         func(echo.Context, string, error) error { return errRateLimited },
 	})
 	for _, v := range []*variant{variantA, variantB} {

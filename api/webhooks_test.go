@@ -121,7 +121,7 @@ func TestRevokedKeyIsRefusedAtOnce(t *testing.T) {
 		if err != nil || len(keys) != 2 {
 			t.Fatalf("keys %+v, %v", keys, err)
 		}
-		if _, err := model.RevokeAPIKey(ctx, e.db, keys[0].ID); err != nil {
+		if _, _, err := model.RevokeAPIKey(ctx, e.db, keys[0].ID); err != nil {
 			t.Fatal(err)
 		}
 		r := e.do(t, "GET", v.collection, v.auth(key), "")

@@ -444,7 +444,7 @@ func TestDialTimeAddressCheck(t *testing.T) {
 	// rebinds later reaches the engine the same way: already stored.
 	box, _ := model.NewSecretBox(testSecretKey)
 	sealed, _ := box.Seal("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-	acc, err := model.Authenticate(context.Background(), st.db, st.key)
+	acc, _, err := model.Authenticate(context.Background(), st.db, st.key)
 	if err != nil {
 		t.Fatal(err)
 	}

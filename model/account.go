@@ -85,31 +85,32 @@ func CreateAPIKey(ctx context.Context, db bun.IDB, ownerEmail, name string) (pla
 	return plain, account, nil
 }
 
-// Authenticate returns the account a plain API key belongs to, or ErrUnauthorized.
-func Authenticate(ctx context.Context, db bun.IDB, plain string) (*Account, error) {
+// Authenticate returns the account a plain API key belongs to and the key's id (what it makes,
+// such as a portal link, records it), or ErrUnauthorized.
+func Authenticate(ctx context.Context, db bun.IDB, plain string) (account *Account, keyID int64, err error) {
 	if !strings.HasPrefix(plain, APIKeyPrefix) || len(plain) < len(APIKeyPrefix)+apiKeyLookupLen+16 || len(plain) > 128 {
-		return nil, ErrUnauthorized
+		return nil, 0, ErrUnauthorized
 	}
 	lookup := plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen]
-	// One query per request: the key's hash with its account.
+	// One query per request: the key's id and hash with its account.
 	var rows []struct {
+		KeyID   int64  `bun:"key_id"`
 		KeyHash string `bun:"key_hash"`
 		Account `bun:",extend"`
 	}
 	if err := queryPrepared(ctx, db, &rows, authenticateSQL, lookup); err != nil {
-		return nil, fmt.Errorf("load api key: %w", err)
+		return nil, 0, fmt.Errorf("load api key: %w", err)
 	}
 	if len(rows) == 0 {
 		// Compare anyway so an unknown lookup id costs the same as a wrong key.
 		subtle.ConstantTimeCompare([]byte(hashToken(plain)), []byte(hashToken("")))
-		return nil, ErrUnauthorized
+		return nil, 0, ErrUnauthorized
 	}
 	row := rows[0]
 	if subtle.ConstantTimeCompare([]byte(hashToken(plain)), []byte(row.KeyHash)) != 1 {
-		return nil, ErrUnauthorized
+		return nil, 0, ErrUnauthorized
 	}
-	account := row.Account
-	return &account, nil
+	return &row.Account, row.KeyID, nil
 }
 
 // KeyID is how an API key is shown once issued: its prefix and public lookup id, never the
@@ -131,15 +132,28 @@ func ListAPIKeys(ctx context.Context, db bun.IDB, ownerEmail string) ([]APIKey, 
 }
 
 // RevokeAPIKey revokes the key with that id: from its next request on it answers 401, since
-// Authenticate reads the key on every request. Revoking a revoked key keeps its first revocation
-// time. It returns the key; ErrNotFound when there is none with that id.
-func RevokeAPIKey(ctx context.Context, db bun.IDB, id int64) (*APIKey, error) {
-	if _, err := db.NewUpdate().Model((*APIKey)(nil)).Set("revoked_at = ?", Now()).
-		Where("id = ?", id).Where("revoked_at IS NULL").Exec(ctx); err != nil {
-		return nil, fmt.Errorf("revoke api key: %w", err)
+// Authenticate reads the key on every request. In the same transaction it revokes the unused
+// portal links the key asked for and ends the sessions they opened (docs/portal.md): a leaked key
+// may have made them already. Links an operator made are left alone. Revoking a revoked key keeps
+// its first revocation time. It returns the key and what it ended of the portal; ErrNotFound
+// when there is no key with that id.
+func RevokeAPIKey(ctx context.Context, db bun.IDB, id int64) (key *APIKey, ended PortalRevoked, err error) {
+	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewUpdate().Model((*APIKey)(nil)).Set("revoked_at = ?", Now()).
+			Where("id = ?", id).Where("revoked_at IS NULL").Exec(ctx); err != nil {
+			return fmt.Errorf("revoke api key: %w", err)
+		}
+		key = &APIKey{}
+		if _, err := scanOne(ctx, key, tx.NewSelect().Model(key).Where("id = ?", id), "api key"); err != nil {
+			return err
+		}
+		ended, err = revokePortalLinks(ctx, tx, "api_key_id = ?", id)
+		return err
+	})
+	if err != nil {
+		return nil, PortalRevoked{}, err
 	}
-	key := &APIKey{}
-	return scanOne(ctx, key, db.NewSelect().Model(key).Where("id = ?", id), "api key")
+	return key, ended, nil
 }
 
 // AccountByEmail loads the account with that owner e-mail, or ErrNotFound.

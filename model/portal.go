@@ -45,8 +45,11 @@ var (
 type PortalLink struct {
 	bun.BaseModel `bun:"table:portal_links"`
 
-	ID        int64      `bun:"id,pk,autoincrement"`
-	AccountID int64      `bun:"account_id,notnull"`
+	ID        int64 `bun:"id,pk,autoincrement"`
+	AccountID int64 `bun:"account_id,notnull"`
+	// APIKeyID is the key that asked for the link (POST <prefix>/portal-sessions); 0 (NULL) for an
+	// operator's link. Revoking the key revokes the link and ends the sessions it opened.
+	APIKeyID  int64      `bun:"api_key_id,nullzero"`
 	Variant   Variant    `bun:"variant,notnull"`
 	ReadOnly  bool       `bun:"read_only,notnull"`
 	TokenHash string     `bun:"token_hash,notnull"`
@@ -76,10 +79,11 @@ func (s *PortalSession) Scope() WebhookScope {
 	return WebhookScope{AccountID: s.AccountID, Variant: s.Variant}
 }
 
-// NewPortalLink is what CreatePortalLink needs: the account, its variant, and the link's ttl (0:
-// DefaultPortalLinkTTL).
+// NewPortalLink is what CreatePortalLink needs: the account, its variant, the link's ttl (0:
+// DefaultPortalLinkTTL), and the API key that asks for it (0: an operator, webhookd portal-link).
 type NewPortalLink struct {
 	AccountID int64
+	APIKeyID  int64
 	Variant   Variant
 	ReadOnly  bool
 	TTL       time.Duration
@@ -103,7 +107,7 @@ func CreatePortalLink(ctx context.Context, db bun.IDB, nl NewPortalLink) (token 
 	}
 	now := Now()
 	link = &PortalLink{
-		AccountID: nl.AccountID, Variant: nl.Variant, ReadOnly: nl.ReadOnly,
+		AccountID: nl.AccountID, APIKeyID: nl.APIKeyID, Variant: nl.Variant, ReadOnly: nl.ReadOnly,
 		TokenHash: hashToken(token), CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 	if _, err := db.NewInsert().Model(link).Returning("id").Exec(ctx); err != nil {
@@ -123,7 +127,7 @@ func ExchangePortalToken(ctx context.Context, db bun.IDB, token string) (session
 	}
 	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		link := &PortalLink{}
-		err := tx.NewSelect().Model(link).Where("token_hash = ?", hash).Scan(ctx)
+		err := tx.NewSelect().Model(link).Where("token_hash = ?", hash).Where(portalLinkKeyLive).Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrPortalTokenInvalid
 		}
@@ -189,37 +193,47 @@ func PortalSessionByID(ctx context.Context, db bun.IDB, sessionID string) (*Port
 	return s, nil
 }
 
-// PortalRevoked counts what RevokePortalAccess ended.
+// portalLinkKeyLive holds for a link that no key made, or whose key is not revoked. RevokeAPIKey
+// revokes the key's links itself; this catches one the key made in flight, whose request
+// authenticated before the revocation and whose insert came after it.
+const portalLinkKeyLive = "portal_link.api_key_id IS NULL OR NOT EXISTS " +
+	"(SELECT 1 FROM api_keys AS k WHERE k.id = portal_link.api_key_id AND k.revoked_at IS NOT NULL)"
+
+// PortalRevoked counts links and sessions: what a revocation ended (unused links not yet expired,
+// live sessions), or what retention deleted.
 type PortalRevoked struct {
 	Links, Sessions int64
 }
 
 // RevokePortalAccess ends every live session of the account and revokes its unused links, so
-// that nothing issued before opens the portal again. API keys are left alone, as revoking a key
-// leaves the portal alone.
+// that nothing issued before opens the portal again. API keys are left alone.
 func RevokePortalAccess(ctx context.Context, db bun.IDB, accountID int64) (PortalRevoked, error) {
 	var out PortalRevoked
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		now := Now()
-		r, err := tx.NewUpdate().Model((*PortalLink)(nil)).Set("revoked_at = ?", now).
-			Where("account_id = ?", accountID).Where("used_at IS NULL").Where("revoked_at IS NULL").Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("revoke portal links: %w", err)
-		}
-		if out.Links, err = r.RowsAffected(); err != nil {
-			return fmt.Errorf("revoke portal links: %w", err)
-		}
-		r, err = tx.NewUpdate().Model((*PortalSession)(nil)).Set("revoked_at = ?", now).
-			Where("account_id = ?", accountID).Where("revoked_at IS NULL").Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("revoke portal sessions: %w", err)
-		}
-		if out.Sessions, err = r.RowsAffected(); err != nil {
-			return fmt.Errorf("revoke portal sessions: %w", err)
-		}
-		return nil
+		var err error
+		out, err = revokePortalLinks(ctx, tx, "account_id = ?", accountID)
+		return err
 	})
 	return out, err
+}
+
+// revokePortalLinks revokes the unused live links that where (a condition on portal_links) picks
+// and ends the live sessions they opened, at one time. Run it in a transaction.
+func revokePortalLinks(ctx context.Context, tx bun.IDB, where string, arg any) (PortalRevoked, error) {
+	var out PortalRevoked
+	now := Now()
+	r, err := tx.NewUpdate().Model((*PortalLink)(nil)).Set("revoked_at = ?", now).Where(where, arg).
+		Where("used_at IS NULL").Where("revoked_at IS NULL").Where("expires_at > ?", now).Exec(ctx)
+	if out.Links, err = affected(r, err); err != nil {
+		return out, fmt.Errorf("revoke portal links: %w", err)
+	}
+	links := tx.NewSelect().Model((*PortalLink)(nil)).Column("id").Where(where, arg)
+	r, err = tx.NewUpdate().Model((*PortalSession)(nil)).Set("revoked_at = ?", now).Where("link_id IN (?)", links).
+		Where("revoked_at IS NULL").Where("expires_at > ?", now).Exec(ctx)
+	if out.Sessions, err = affected(r, err); err != nil {
+		return out, fmt.Errorf("revoke portal sessions: %w", err)
+	}
+	return out, nil
 }
 
 // portalSecretHash hashes a presented secret, or says it cannot be one of ours.

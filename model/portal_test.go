@@ -176,13 +176,13 @@ func TestRevokePortalAccess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Revoking the API key leaves the portal alone.
+		// Revoking an API key leaves the links it did not make alone (these are an operator's).
 		keys, err := model.ListAPIKeys(ctx, db, "owner@example.com")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := model.RevokeAPIKey(ctx, db, keys[0].ID); err != nil {
-			t.Fatal(err)
+		if _, n, err := model.RevokeAPIKey(ctx, db, keys[0].ID); err != nil || n != (model.PortalRevoked{}) {
+			t.Fatalf("revoke the API key: %+v, %v; want no link or session touched", n, err)
 		}
 		if _, err := model.PortalSessionByID(ctx, db, sid); err != nil {
 			t.Fatalf("session after the API key's revocation: %v", err)
@@ -202,6 +202,87 @@ func TestRevokePortalAccess(t *testing.T) {
 		}
 		if _, err := model.PortalSessionByID(ctx, db, otherSID); err != nil {
 			t.Fatalf("another account's session: %v", err)
+		}
+	})
+}
+
+// TestRevokeAPIKeyEndsItsPortalAccess (issue 27): revoking a key revokes the unused links made
+// with it and ends the live sessions they opened, in the revocation's transaction; links of the
+// account's other key and an operator's links (no key) keep working. A link the key made while
+// it was being revoked (its request authenticated just before) is refused when opened, though
+// the revocation did not see it.
+func TestRevokeAPIKeyEndsItsPortalAccess(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+		ctx := t.Context()
+		account, _ := newPortalAccount(t, db, "owner@example.com")
+		if _, _, err := model.CreateAPIKey(ctx, db, "owner@example.com", "kept"); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := model.ListAPIKeys(ctx, db, "owner@example.com")
+		if err != nil || len(keys) != 2 {
+			t.Fatalf("keys %+v, %v", keys, err)
+		}
+		leaked, kept := keys[0].ID, keys[1].ID
+		link := func(keyID int64) string {
+			t.Helper()
+			token, l, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantB, APIKeyID: keyID})
+			if err != nil || l.APIKeyID != keyID {
+				t.Fatalf("link of key %d: %+v, %v", keyID, l, err)
+			}
+			return token
+		}
+		open := func(keyID int64) (string, *model.PortalSession) {
+			t.Helper()
+			sid, s, err := model.ExchangePortalToken(ctx, db, link(keyID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sid, s
+		}
+		leakedSID, _ := open(leaked)
+		expiredSID, expired := open(leaked) // a session that ended by itself: not counted
+		if _, err := db.NewUpdate().Table("portal_sessions").Set("expires_at = ?", model.Now().Add(-time.Second)).Where("id = ?", expired.ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		keptSID, _ := open(kept)
+		operatorSID, _ := open(0)
+		leakedUnused, keptUnused, operatorUnused := link(leaked), link(kept), link(0)
+
+		key, n, err := model.RevokeAPIKey(ctx, db, leaked)
+		if err != nil || key.RevokedAt == nil {
+			t.Fatalf("revoke: %+v, %v", key, err)
+		}
+		if n != (model.PortalRevoked{Links: 1, Sessions: 1}) {
+			t.Fatalf("revoked %+v, want 1 unused link and 1 live session", n)
+		}
+		for _, sid := range []string{leakedSID, expiredSID} {
+			if _, err := model.PortalSessionByID(ctx, db, sid); !errors.Is(err, model.ErrPortalSessionEnded) {
+				t.Fatalf("a session of the revoked key's link: %v, want ErrPortalSessionEnded", err)
+			}
+		}
+		if _, _, err := model.ExchangePortalToken(ctx, db, leakedUnused); !errors.Is(err, model.ErrPortalTokenInvalid) {
+			t.Fatalf("the revoked key's unused link: %v, want ErrPortalTokenInvalid", err)
+		}
+		// Made in flight: the request authenticated before the revocation, inserted after it.
+		if _, _, err := model.ExchangePortalToken(ctx, db, link(leaked)); !errors.Is(err, model.ErrPortalTokenInvalid) {
+			t.Fatalf("a link the revoked key made during its revocation: %v, want ErrPortalTokenInvalid", err)
+		}
+		for _, sid := range []string{keptSID, operatorSID} {
+			if _, err := model.PortalSessionByID(ctx, db, sid); err != nil {
+				t.Fatalf("a session of another key's or an operator's link: %v", err)
+			}
+		}
+		for _, token := range []string{keptUnused, operatorUnused} {
+			if _, _, err := model.ExchangePortalToken(ctx, db, token); err != nil {
+				t.Fatalf("another key's or an operator's link: %v", err)
+			}
+		}
+		// Revoking again marks the link made in flight, and keeps the first time; a third touches nothing.
+		for _, want := range []model.PortalRevoked{{Links: 1}, {}} {
+			again, n, err := model.RevokeAPIKey(ctx, db, leaked)
+			if err != nil || n != want || !again.RevokedAt.Equal(*key.RevokedAt) {
+				t.Fatalf("revoking again: %+v, %+v, %v; want %+v and the first time kept", again, n, err, want)
+			}
 		}
 	})
 }

@@ -20,7 +20,7 @@ import (
 // database/sql prepares a *sql.Stmt on each pool connection the first time it runs there, and
 // reuses it after; a transaction reuses the one prepared on its connection (Tx.StmtContext).
 const (
-	authenticateSQL = `SELECT k.key_hash, a.id, a.owner_email, a.created_at FROM api_keys AS k ` +
+	authenticateSQL = `SELECT k.id AS key_id, k.key_hash, a.id, a.owner_email, a.created_at FROM api_keys AS k ` +
 		`JOIN accounts AS a ON a.id = k.account_id WHERE (k.lookup = ?) AND (k.revoked_at IS NULL)`
 
 	deliveryTargetSQL = `SELECT "webhook"."id", "webhook"."account_id", "webhook"."variant", "webhook"."url", ` +

@@ -85,7 +85,7 @@ func TestPreparedStatementsStoreAsBun(t *testing.T) {
 		}
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
 
-		got, err := model.Authenticate(ctx, db, key)
+		got, _, err := model.Authenticate(ctx, db, key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,7 +72,7 @@ func TestAPIKeys(t *testing.T) {
 			t.Fatalf("keys %q %q", k1, k2)
 		}
 		for _, k := range []string{k1, k2} {
-			acc, err := model.Authenticate(ctx, db, k)
+			acc, _, err := model.Authenticate(ctx, db, k)
 			if err != nil || acc.ID != a1.ID || acc.OwnerEmail != "owner@example.com" {
 				t.Fatalf("Authenticate(%q) = %v, %v", k, acc, err)
 			}
@@ -83,7 +83,7 @@ func TestAPIKeys(t *testing.T) {
 			forged = k1[:len(k1)-4] + "BBBB"
 		}
 		for _, bad := range []string{"", "whk_", forged, "sk_live_" + k1[4:], k1 + "x"} {
-			if _, err := model.Authenticate(ctx, db, bad); !errors.Is(err, model.ErrUnauthorized) {
+			if _, _, err := model.Authenticate(ctx, db, bad); !errors.Is(err, model.ErrUnauthorized) {
 				t.Fatalf("Authenticate(%q) err = %v, want ErrUnauthorized", bad, err)
 			}
 		}
@@ -121,17 +121,17 @@ func TestAPIKeyListAndRevoke(t *testing.T) {
 			t.Fatalf("key id %q of key %q: want a short public prefix of it, not revoked", id, k1)
 		}
 
-		revoked, err := model.RevokeAPIKey(ctx, db, keys[0].ID)
+		revoked, _, err := model.RevokeAPIKey(ctx, db, keys[0].ID)
 		if err != nil || revoked.RevokedAt == nil || revoked.ID != keys[0].ID {
 			t.Fatalf("RevokeAPIKey = %+v, %v", revoked, err)
 		}
-		if _, err := model.Authenticate(ctx, db, k1); !errors.Is(err, model.ErrUnauthorized) {
+		if _, _, err := model.Authenticate(ctx, db, k1); !errors.Is(err, model.ErrUnauthorized) {
 			t.Fatalf("Authenticate(revoked key) err = %v, want ErrUnauthorized", err)
 		}
-		if a, err := model.Authenticate(ctx, db, k2); err != nil || a.ID != acc.ID {
-			t.Fatalf("Authenticate(the other key) = %v, %v", a, err)
+		if a, id, err := model.Authenticate(ctx, db, k2); err != nil || a.ID != acc.ID || id != keys[1].ID {
+			t.Fatalf("Authenticate(the other key) = %v, key %d, %v; want key %d", a, id, err, keys[1].ID)
 		}
-		again, err := model.RevokeAPIKey(ctx, db, keys[0].ID)
+		again, _, err := model.RevokeAPIKey(ctx, db, keys[0].ID)
 		if err != nil || !again.RevokedAt.Equal(*revoked.RevokedAt) {
 			t.Fatalf("revoking twice: %+v, %v; want the first revocation time %v", again, err, revoked.RevokedAt)
 		}
@@ -139,7 +139,7 @@ func TestAPIKeyListAndRevoke(t *testing.T) {
 		if len(keys) != 2 || keys[0].RevokedAt == nil || keys[1].RevokedAt != nil {
 			t.Fatalf("after the revocation: %+v", keys)
 		}
-		if _, err := model.RevokeAPIKey(ctx, db, 999999); !errors.Is(err, model.ErrNotFound) {
+		if _, _, err := model.RevokeAPIKey(ctx, db, 999999); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("RevokeAPIKey(unknown) err = %v, want ErrNotFound", err)
 		}
 		if _, err := model.ListAPIKeys(ctx, db, "nobody@example.com"); !errors.Is(err, model.ErrNotFound) {

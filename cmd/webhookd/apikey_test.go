@@ -58,7 +58,7 @@ func TestAPIKeyCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := model.Authenticate(ctx, db, key); !errors.Is(err, model.ErrUnauthorized) {
+	if _, _, err := model.Authenticate(ctx, db, key); !errors.Is(err, model.ErrUnauthorized) {
 		t.Fatalf("the revoked key authenticates: %v", err)
 	}
 	out, _ = cmd("list", "--owner-email", "ops@example.com")

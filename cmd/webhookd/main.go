@@ -36,7 +36,8 @@ Usage:
   webhookd apikey create --owner-email E [--name N]
                                            issue an API key (printed alone on the last line)
   webhookd apikey list --owner-email E     list an account's keys: id, prefix, name, created, revoked
-  webhookd apikey revoke ID                revoke a key: its next request answers 401
+  webhookd apikey revoke ID                revoke a key: its next request answers 401, its portal
+                                           links no longer open, their sessions end
   webhookd webhooks list --owner-email E [--variant A|B]
                                            list an account's webhooks: id, variant, type, status, URL,
                                            rate limit, max in flight ("-": the worker's default)
@@ -218,7 +219,7 @@ func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stder
 			fmt.Fprintf(stdout, "%d\t%s...\t%s\t%s\t%s\n", k.ID, k.KeyID(), k.Name, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 		}
 	case "revoke":
-		key, err := model.RevokeAPIKey(ctx, db, revokeID)
+		key, ended, err := model.RevokeAPIKey(ctx, db, revokeID)
 		if errors.Is(err, model.ErrNotFound) {
 			return fmt.Errorf("no API key with id %d", revokeID)
 		}
@@ -227,6 +228,8 @@ func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stder
 		}
 		fmt.Fprintf(stdout, "API key %d (%s..., account %d) revoked at %s: it answers 401 from its next request\n",
 			key.ID, key.KeyID(), key.AccountID, key.RevokedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stdout, "revoked key %d; refused %d unused portal links and ended %d portal sessions made with it\n",
+			key.ID, ended.Links, ended.Sessions)
 		fmt.Fprintln(stdout, key.ID)
 	}
 	return nil

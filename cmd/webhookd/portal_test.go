@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -169,5 +171,146 @@ func TestPortalMount(t *testing.T) {
 		if rec := do("GET", "/api/svc/v2/webhooks", true); rec.Code != http.StatusOK {
 			t.Fatalf("the API beside the portal: %d", rec.Code)
 		}
+	}
+}
+
+// TestAPIKeyRevokeEndsPortalAccess (issue 27): a key that leaked may already have made portal
+// links and opened sessions with them. Revoking it refuses its unused links (401) and ends the
+// sessions its links opened (401 on the next request, as an expired session), and says so; the
+// account's other key and an operator's link (portal-link, no key) keep theirs.
+func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db"), PublicURL: "http://127.0.0.1:8080", Portal: true}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	leaked, _, err := model.CreateAPIKey(ctx, db, "ops@example.com", "leaked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _, err := model.CreateAPIKey(ctx, db, "ops@example.com", "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	srv, err := api.New(api.Config{DB: db, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := portal.New(portal.Config{DB: db, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := withPortal(srv, p)
+	do := func(method, path, key string, cookie *http.Cookie, form url.Values) *httptest.ResponseRecorder {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req := httptest.NewRequest(method, path, body)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if key != "" {
+			req.Header.Set("x-api-key", key)
+		}
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		return rec
+	}
+	// linkPath asks the API for a link with key, as an integrator's server does, and returns the
+	// path that opens it.
+	linkPath := func(key string) string {
+		t.Helper()
+		rec := do("POST", "/api/svc/v2/portal-sessions", key, nil, nil)
+		if rec.Code != http.StatusCreated {
+			t.Fatalf("POST portal-sessions: %d %s", rec.Code, rec.Body)
+		}
+		m := regexp.MustCompile(`"url":"([^"]+)"`).FindStringSubmatch(rec.Body.String())
+		if m == nil {
+			t.Fatalf("no url in %s", rec.Body)
+		}
+		u, err := url.Parse(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.RequestURI()
+	}
+	// open opens a link and returns the session cookie, after checking the session shows a page
+	// and carries a CSRF token for its forms.
+	open := func(path string) (*http.Cookie, string) {
+		t.Helper()
+		rec := do("GET", path, "", nil, nil)
+		if rec.Code != http.StatusSeeOther {
+			t.Fatalf("open %s: %d, want 303", path, rec.Code)
+		}
+		var cookie *http.Cookie
+		for _, c := range rec.Result().Cookies() {
+			if c.Name == portal.CookieName {
+				cookie = c
+			}
+		}
+		page := do("GET", "/portal/", "", cookie, nil)
+		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page.Body.String())
+		if page.Code != http.StatusOK || m == nil {
+			t.Fatalf("the session's page: %d\n%s", page.Code, page.Body)
+		}
+		return cookie, m[1]
+	}
+	opened, csrf := open(linkPath(leaked))
+	unused := linkPath(leaked)
+	otherKeys, _ := open(linkPath(kept))
+	// operatorLink makes a link with webhookd portal-link, without a key.
+	operatorLink := func() string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := portalLinkCommand(ctx, cfg, []string{"--owner-email", "ops@example.com"}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(lastLine(out.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.RequestURI()
+	}
+	operators, _ := open(operatorLink())
+	operatorUnused := operatorLink()
+
+	keys, err := model.ListAPIKeys(ctx, db, "ops@example.com")
+	if err != nil || keys[0].Name != "leaked" {
+		t.Fatalf("keys %+v, %v", keys, err)
+	}
+	var out bytes.Buffer
+	if err := apikeyCommand(ctx, cfg, []string{"revoke", strconv.FormatInt(keys[0].ID, 10)}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if want := "refused 1 unused portal links and ended 1 portal sessions made with it"; !strings.Contains(out.String(), want) {
+		t.Errorf("apikey revoke printed %q, want it to say %q", out.String(), want)
+	}
+
+	if rec := do("GET", unused, "", nil, nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a link of the revoked key, opened after the revocation: %d, want 401", rec.Code)
+	}
+	if rec := do("GET", "/portal/", "", opened, nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a session the revoked key's link opened, after the revocation: %d, want 401", rec.Code)
+	}
+	form := url.Values{"csrf": {csrf}, "url": {"https://attacker.example.net/hook"}, "eventType": {"lead.captured"}}
+	if rec := do("POST", "/portal/webhooks", "", opened, form); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a webhook created in that session after the revocation: %d, want 401", rec.Code)
+	}
+	for name, cookie := range map[string]*http.Cookie{"the other key's": otherKeys, "an operator's": operators} {
+		if rec := do("GET", "/portal/", "", cookie, nil); rec.Code != http.StatusOK {
+			t.Errorf("%s session after the revocation: %d, want 200", name, rec.Code)
+		}
+	}
+	open(operatorUnused)
+	if rec := do("POST", "/api/svc/v2/portal-sessions", leaked, nil, nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the revoked key asks for a link: %d, want 401", rec.Code)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -152,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 			return &pageError{status: http.StatusTooManyRequests, title: "Too many attempts", message: "Too many links were opened from your address. Wait a moment and open the link again."}
 		},
 	})
-	small := middleware.BodyLimit("64K")
+	small := formLimit()
 	g := e.Group(strings.TrimSuffix(Prefix, "/"))
 	g.GET("/enter", s.enter, limiter)
 	g.GET("/static/*", echo.WrapHandler(http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static)))))
@@ -268,6 +269,41 @@ func (s *Server) enter(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, Prefix)
 }
 
+// maxFormBytes bounds the body of every form the portal takes, as the API bounds its management
+// calls.
+const maxFormBytes = 64 << 10
+
+// errFormTooLarge answers a form over maxFormBytes, whether its Content-Length said so or its
+// chunked body went past the limit.
+var errFormTooLarge = &pageError{status: http.StatusRequestEntityTooLarge, title: "Form too large",
+	message: fmt.Sprintf("This form is larger than %d KiB, the most the portal takes. Shorten what you entered and send it again.", maxFormBytes>>10)}
+
+// formLimit bounds a form's body to maxFormBytes and parses the form at once, so that a chunked
+// body over the limit is the limit's 413 (errFormTooLarge) too. Parsed later, by the CSRF check
+// or a handler's FormValue, which drop the error, it would read as a form without its token: 403.
+// Any other parse error is left to them, as before.
+func formLimit() echo.MiddlewareFunc {
+	limited := middleware.BodyLimit(fmt.Sprintf("%dKiB", maxFormBytes>>10))
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return limited(func(c echo.Context) error {
+			// ParseMultipartForm alone would answer a URL-encoded form's error with "not multipart";
+			// a multipart reader stops at the closing boundary, so what follows is read too.
+			req := c.Request()
+			err := req.ParseForm()
+			if err == nil {
+				err = req.ParseMultipartForm(maxFormBytes)
+			}
+			if err == nil || errors.Is(err, http.ErrNotMultipart) {
+				_, err = io.Copy(io.Discard, req.Body)
+			}
+			if he := (*echo.HTTPError)(nil); errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
+				return errFormTooLarge
+			}
+			return next(c)
+		})
+	}
+}
+
 // pageError is an error a person may read: its page's title and message, and the status.
 type pageError struct {
 	status         int
@@ -303,8 +339,11 @@ func (s *Server) toPageError(c echo.Context, err error) *pageError {
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) && he.Code < 500 {
-		if he.Code == http.StatusNotFound {
+		switch he.Code {
+		case http.StatusNotFound:
 			return errNotFound
+		case http.StatusRequestEntityTooLarge: // formLimit, for the Content-Length
+			return errFormTooLarge
 		}
 		return &pageError{status: he.Code, title: http.StatusText(he.Code), message: "The request could not be handled."}
 	}

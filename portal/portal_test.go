@@ -116,6 +116,14 @@ func (e *env) do(t testing.TB, method, path string, cookie *http.Cookie, form ur
 	if cookie != nil {
 		req.AddCookie(cookie)
 	}
+	return e.serve(t, req)
+}
+
+// serve sends a request built by the caller (a chunked or multipart form, say) and checks the
+// headers as do does.
+func (e *env) serve(t testing.TB, req *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	method, path := req.Method, req.RequestURI
 	rec := httptest.NewRecorder()
 	e.srv.ServeHTTP(rec, req)
 	h := rec.Header()

@@ -10,3 +10,6 @@ var CrossSiteAncestor = crossSiteAncestor
 
 // Routes lists the portal's routes, for tests that must cover every route of a kind.
 func Routes(s *Server) []*echo.Route { return s.echo.Routes() }
+
+// Assets is the handler of Prefix+"static/*", for a test with a file system that has directories.
+var Assets = assets

@@ -156,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 	small := formLimit()
 	g := e.Group(strings.TrimSuffix(Prefix, "/"))
 	g.GET("/enter", s.enter, limiter)
-	g.GET("/static/*", echo.WrapHandler(http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static)))))
+	g.GET("/static/*", assets(static))
 	h := &endpointHandlers{Server: s}
 	read := []echo.MiddlewareFunc{s.session}
 	write := []echo.MiddlewareFunc{small, s.session, s.checkCSRF, s.writable}
@@ -175,6 +175,37 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.echo = e
 	return s, nil
+}
+
+// assets serves the embedded CSS and script under Prefix+"static/", by file name only. A path
+// that names a directory (the folder itself, anything ending in '/', a subdirectory without its
+// '/') is the portal's 404 page, as a missing file is: never a listing, nor a redirect to one.
+// Echo's handler also refuses "." and ".." segments, escaped or not.
+func assets(files fs.FS) echo.HandlerFunc {
+	serve := echo.StaticDirectoryHandler(filesOnly{files}, false)
+	return func(c echo.Context) error {
+		// The handler cleans "portal.css/" to the file; a path ending in '/' names a directory.
+		if strings.HasSuffix(c.Request().URL.Path, "/") {
+			return echo.ErrNotFound
+		}
+		return serve(c)
+	}
+}
+
+// filesOnly is a file system whose directories do not open, so a handler serving it finds no
+// directory to list or to redirect to.
+type filesOnly struct{ fs.FS }
+
+func (f filesOnly) Open(name string) (fs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if info, err := file.Stat(); err != nil || info.IsDir() {
+		_ = file.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return file, nil
 }
 
 // ServeHTTP makes the portal an http.Handler, to be mounted at Prefix.

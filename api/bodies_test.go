@@ -65,29 +65,57 @@ func withContentType(auth func(*http.Request), ct string) func(*http.Request) {
 	}
 }
 
-// bodyRoute is a route of bodyRoutes with real ids in its path, so that no handler stops at 404
-// before it reads the body.
-type bodyRoute struct {
+// route is a route of one variant with real ids in its path, so that no handler stops at 404
+// before it reads its input.
+type route struct {
 	name, method, path string
 	v                  variantCase
 	auth               func(*http.Request)
-	// member is the route's entry in bodyRoutes.
-	member string
 }
 
-// bodyRoutesOf lists the server's routes that read a body (POST, PUT, PATCH), each with a webhook,
-// delivery, campaign or website of key's account in its path. It fails t for a route missing
-// from bodyRoutes, and for an entry there that the server does not route.
-func bodyRoutesOf(t *testing.T, e *testEnv, key string) []bodyRoute {
+// variantRoutes lists every route of both variants, each with a webhook, delivery, campaign or
+// website of key's account in its path.
+func variantRoutes(t *testing.T, e *testEnv, key string) []route {
 	t.Helper()
 	ids := map[string]map[string]string{}
 	for _, v := range variants {
 		hook, d := hookWithDelivery(t, e, v, v.auth(key))
-		ids[v.name] = map[string]string{"webhooks": strings.TrimPrefix(hook, v.collection+"/"), "deliveryId": fmt.Sprint(d.ID)}
+		ids[v.name] = map[string]string{"webhooks": strings.TrimPrefix(hook, v.collection+"/"), "events": fmt.Sprint(d.EventID), "deliveryId": fmt.Sprint(d.ID)}
 	}
 	ids["A"]["campaigns"] = jsonNumber(e.do(t, "POST", "/api/svc/v2/campaigns", variants[0].auth(key), campaignBody).data(t)["id"])
 	ids["B"]["websites"] = jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", variants[1].auth(key), `{"brandId":3,"slug":"bodies"}`).data(t)["id"])
 
+	var routes []route
+	for _, rt := range api.Routes(e.srv) {
+		v := variants[0]
+		switch {
+		case strings.HasPrefix(rt.Path, "/v2/svc/v2/"):
+			v = variants[1]
+		case !strings.HasPrefix(rt.Path, "/api/svc/v2/"):
+			continue // /healthz, /metrics and the like belong to no variant
+		}
+		resource := strings.Split(strings.TrimPrefix(strings.TrimPrefix(rt.Path, "/api/svc/v2/"), "/v2/svc/v2/"), "/")[0]
+		path := strings.NewReplacer(":id", ids[v.name][resource], ":deliveryId", ids[v.name]["deliveryId"]).Replace(rt.Path)
+		routes = append(routes, route{name: rt.Method + " " + rt.Path, method: rt.Method, path: path, v: v, auth: v.auth(key)})
+	}
+	return routes
+}
+
+// bodyRoute is a route that reads a body, with its entry in bodyRoutes.
+type bodyRoute struct {
+	route
+	member string
+}
+
+// bodyRoutesOf lists the server's routes that read a body (POST, PUT, PATCH), as variantRoutes
+// does. It fails t for a route missing from bodyRoutes, and for an entry there that the server
+// does not route.
+func bodyRoutesOf(t *testing.T, e *testEnv, key string) []bodyRoute {
+	t.Helper()
+	byName := map[string]route{}
+	for _, rt := range variantRoutes(t, e, key) {
+		byName[rt.name] = rt
+	}
 	var routes []bodyRoute
 	covered := map[string]bool{}
 	for _, rt := range api.Routes(e.srv) {
@@ -101,13 +129,7 @@ func bodyRoutesOf(t *testing.T, e *testEnv, key string) []bodyRoute {
 			continue
 		}
 		covered[name] = true
-		v := variants[0]
-		if strings.HasPrefix(rt.Path, "/v2/svc/v2/") {
-			v = variants[1]
-		}
-		resource := strings.Split(strings.TrimPrefix(strings.TrimPrefix(rt.Path, "/api/svc/v2/"), "/v2/svc/v2/"), "/")[0]
-		path := strings.NewReplacer(":id", ids[v.name][resource], ":deliveryId", ids[v.name]["deliveryId"]).Replace(rt.Path)
-		routes = append(routes, bodyRoute{name: name, method: rt.Method, path: path, v: v, auth: v.auth(key), member: member})
+		routes = append(routes, bodyRoute{route: byName[name], member: member})
 	}
 	for name := range bodyRoutes {
 		if !covered[name] {

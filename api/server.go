@@ -149,7 +149,7 @@ func New(cfg Config) (*Server, error) {
 		// middleware makes Echo register a catch-all that answers 404 where a path exists with
 		// other methods, which must be 405 with Allow.
 		g := e.Group(v.prefix)
-		common := []echo.MiddlewareFunc{withVariant(v), s.authenticate(v), limiter}
+		common := []echo.MiddlewareFunc{withVariant(v), s.authenticate(v), limiter, singleParameters}
 		with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc { return append(slices.Clone(common), m...) }
 		small, large := bodyLimit(maxBodyBytes), bodyLimit(maxEventBytes)
 		h := &deliveryHandlers{Server: s, v: v}

@@ -155,11 +155,11 @@ func New(cfg Config) (*Server, error) {
 	})
 	small := formLimit()
 	g := e.Group(strings.TrimSuffix(Prefix, "/"))
-	g.GET("/enter", s.enter, limiter)
-	g.GET("/static/*", assets(static))
+	g.GET("/enter", s.enter, limiter, singleParameters)
+	g.GET("/static/*", assets(static), singleParameters)
 	h := &endpointHandlers{Server: s}
-	read := []echo.MiddlewareFunc{s.session}
-	write := []echo.MiddlewareFunc{small, s.session, s.checkCSRF, s.writable}
+	read := []echo.MiddlewareFunc{s.session, singleParameters}
+	write := []echo.MiddlewareFunc{small, s.session, singleParameters, s.checkCSRF, s.writable}
 	g.GET("/", h.list, read...)
 	g.POST("/webhooks", h.create, write...)
 	g.GET("/webhooks/:id/edit", h.edit, read...)
@@ -169,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 	registerEndpointRoutes(g, s, read, write)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
-	g.POST("/logout", s.logout, small, s.session, s.checkCSRF)
+	g.POST("/logout", s.logout, small, s.session, singleParameters, s.checkCSRF)
 	if err := registerEventRoutes(g, s, read, write); err != nil {
 		return nil, err
 	}
@@ -298,6 +298,22 @@ func (s *Server) enter(c echo.Context) error {
 	}
 	c.SetCookie(s.cookie.session(sid, session.ExpiresAt))
 	return c.Redirect(http.StatusSeeOther, Prefix)
+}
+
+// singleParameters refuses a query parameter given more than once with a 400 page naming it, on
+// every route, as the API refuses one (model.RepeatedParameter): which of two values a page read
+// would be an accident. The page names the parameter, never a value: /portal/enter's is a token.
+func singleParameters(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if name, ok := model.RepeatedParameter(c.QueryParams()); ok {
+			if short, cut := firstBytes(name, 64); cut {
+				name = short + "…"
+			}
+			return &pageError{status: http.StatusBadRequest, title: "Address not valid",
+				message: "The address gives “" + name + "” more than once. Open the page from the portal's own links, or the link exactly as you were given it."}
+		}
+		return next(c)
+	}
 }
 
 // maxFormBytes bounds the body of every form the portal takes, as the API bounds its management

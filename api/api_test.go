@@ -93,6 +93,14 @@ func (e *testEnv) do(t *testing.T, method, path string, auth func(*http.Request)
 	if auth != nil {
 		auth(req)
 	}
+	return e.serve(t, req)
+}
+
+// serve sends a request built by the caller (one with a chunked body, say) and checks the answer
+// as do does.
+func (e *testEnv) serve(t *testing.T, req *http.Request) response {
+	t.Helper()
+	method, path := req.Method, req.RequestURI // the target as httptest.NewRequest was given it
 	rec := httptest.NewRecorder()
 	e.srv.ServeHTTP(rec, req)
 	res := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}

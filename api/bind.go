@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"reflect"
 	"strconv"
@@ -44,13 +45,11 @@ func decodeNoBody(c echo.Context) error {
 	return decodeOptional(c, &struct{}{})
 }
 
-// readBody reads the whole body; the route's body limit has already bounded it.
+// readBody reads the whole body. The route's body limit bounds it: a chunked body over the limit
+// fails here with the limit's 413, which the error handler words with the route's limit.
 func readBody(c echo.Context) ([]byte, error) {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
-		if tooLarge(err) {
-			return nil, errTooLarge
-		}
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
 	return body, nil
@@ -87,8 +86,6 @@ func decodeError(err error) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
-	case tooLarge(err):
-		return errTooLarge
 	case errors.Is(err, io.EOF):
 		return invalidRequest("request body is empty; send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -99,9 +96,6 @@ func decodeError(err error) error {
 		if typ.Field == "" {
 			return invalidRequest("request body must be a JSON object, not %s", clip(typ.Value))
 		}
-		if unsafeInteger(typ) {
-			return validationFailed(typ.Field, "%s %s", typ.Field, model.UnsafeIntegerReason)
-		}
 		return invalidField(typ.Field, "field %s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.Kind().String()), clip(typ.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
@@ -110,27 +104,49 @@ func decodeError(err error) error {
 	return invalidRequest("malformed JSON")
 }
 
-// unsafeInteger reports whether an integer field failed to decode only because its integer value is
-// too large for Go's type: that is a value out of range (422, as for one beyond 2^53-1 that does
-// fit), not a wrong type.
-func unsafeInteger(typ *json.UnmarshalTypeError) bool {
-	switch typ.Type.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-	default:
-		return false
+// jsonInt is an integer field of a request body; every integer field of every body is one (or a
+// nullableInt), so that one rule reads them all (docs/api.md, "Integers"). A JSON number whose
+// value is an integer is that integer however it is written: 100, 1e2, 1E+2, 100.0 and 10000e-2
+// are 100, as they are in an event's data (model.JSONInteger) and to every client whose JSON
+// numbers are floats. A number that is not an integer (1.5, 1e-2) and any other JSON value are a
+// wrong type, 400 naming the field. An integer beyond ±2^53-1 (1e400, 9007199254740993) reads as
+// the int64 at the end of its side, out of every field's range, so that the field's own range
+// check refuses it: 422 naming the field and its range, as for 0 or one over the top.
+type jsonInt int64
+
+func (n *jsonInt) UnmarshalJSON(b []byte) error {
+	lit := string(b)
+	if lit == "null" {
+		return nil // as encoding/json leaves an int; pointers and nullableInt see null themselves
 	}
-	lit, ok := strings.CutPrefix(typ.Value, "number ")
-	if !ok {
-		return false
+	value := "number " + lit
+	switch b[0] {
+	case '"':
+		value = "string"
+	case 't', 'f':
+		value = "bool"
+	case '{':
+		value = "object"
+	case '[':
+		value = "array"
 	}
-	_, isInteger, safe := model.JSONInteger(lit)
-	return isInteger && !safe
+	v, isInteger, safe := model.JSONInteger(lit)
+	switch {
+	case !strings.HasPrefix(value, "number ") || !isInteger:
+		// The decoder adds the field's name to the error.
+		return &json.UnmarshalTypeError{Value: value, Type: reflect.TypeFor[int64]()}
+	case !safe && strings.HasPrefix(lit, "-"):
+		v = math.MinInt64
+	case !safe:
+		v = math.MaxInt64
+	}
+	*n = jsonInt(v)
+	return nil
 }
 
 // nullableInt is an integer field that tells absent from null, for the fields a partial update may
 // clear: absent (Set false) keeps the stored value, null (Set, Value nil) clears it. Any other
-// value decodes as an int does, so a wrong type is the same 400 naming the field as elsewhere.
+// value decodes as a jsonInt does, so a wrong type is the same 400 naming the field as elsewhere.
 type nullableInt struct {
 	Set   bool
 	Value *int
@@ -142,12 +158,12 @@ func (n *nullableInt) UnmarshalJSON(b []byte) error {
 		n.Value = nil
 		return nil
 	}
-	var v int
-	// The decoder adds the field's name to the *json.UnmarshalTypeError this returns.
-	if err := json.Unmarshal(b, &v); err != nil {
+	var v jsonInt
+	if err := v.UnmarshalJSON(b); err != nil {
 		return err
 	}
-	n.Value = &v
+	i := int(v)
+	n.Value = &i
 	return nil
 }
 
@@ -157,11 +173,6 @@ func (n nullableInt) within(field string, lo, hi int) error {
 		return validationFailed(field, "%s must be an integer from %d to %d, or null for the default", field, lo, hi)
 	}
 	return nil
-}
-
-func tooLarge(err error) bool {
-	var he *echo.HTTPError
-	return errors.As(err, &he) && he.Code == 413
 }
 
 func jsonTypeName(kind string) string {

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +65,80 @@ func withContentType(auth func(*http.Request), ct string) func(*http.Request) {
 	}
 }
 
+// route is a route of one variant with real ids in its path, so that no handler stops at 404
+// before it reads its input.
+type route struct {
+	name, method, path string
+	v                  variantCase
+	auth               func(*http.Request)
+}
+
+// variantRoutes lists every route of both variants, each with a webhook, delivery, campaign or
+// website of key's account in its path.
+func variantRoutes(t *testing.T, e *testEnv, key string) []route {
+	t.Helper()
+	ids := map[string]map[string]string{}
+	for _, v := range variants {
+		hook, d := hookWithDelivery(t, e, v, v.auth(key))
+		ids[v.name] = map[string]string{"webhooks": strings.TrimPrefix(hook, v.collection+"/"), "events": fmt.Sprint(d.EventID), "deliveryId": fmt.Sprint(d.ID)}
+	}
+	ids["A"]["campaigns"] = jsonNumber(e.do(t, "POST", "/api/svc/v2/campaigns", variants[0].auth(key), campaignBody).data(t)["id"])
+	ids["B"]["websites"] = jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", variants[1].auth(key), `{"brandId":3,"slug":"bodies"}`).data(t)["id"])
+
+	var routes []route
+	for _, rt := range api.Routes(e.srv) {
+		v := variants[0]
+		switch {
+		case strings.HasPrefix(rt.Path, "/v2/svc/v2/"):
+			v = variants[1]
+		case !strings.HasPrefix(rt.Path, "/api/svc/v2/"):
+			continue // /healthz, /metrics and the like belong to no variant
+		}
+		resource := strings.Split(strings.TrimPrefix(strings.TrimPrefix(rt.Path, "/api/svc/v2/"), "/v2/svc/v2/"), "/")[0]
+		path := strings.NewReplacer(":id", ids[v.name][resource], ":deliveryId", ids[v.name]["deliveryId"]).Replace(rt.Path)
+		routes = append(routes, route{name: rt.Method + " " + rt.Path, method: rt.Method, path: path, v: v, auth: v.auth(key)})
+	}
+	return routes
+}
+
+// bodyRoute is a route that reads a body, with its entry in bodyRoutes.
+type bodyRoute struct {
+	route
+	member string
+}
+
+// bodyRoutesOf lists the server's routes that read a body (POST, PUT, PATCH), as variantRoutes
+// does. It fails t for a route missing from bodyRoutes, and for an entry there that the server
+// does not route.
+func bodyRoutesOf(t *testing.T, e *testEnv, key string) []bodyRoute {
+	t.Helper()
+	byName := map[string]route{}
+	for _, rt := range variantRoutes(t, e, key) {
+		byName[rt.name] = rt
+	}
+	var routes []bodyRoute
+	covered := map[string]bool{}
+	for _, rt := range api.Routes(e.srv) {
+		if rt.Method != http.MethodPost && rt.Method != http.MethodPut && rt.Method != http.MethodPatch {
+			continue
+		}
+		name := rt.Method + " " + rt.Path
+		member, ok := bodyRoutes[name]
+		if !ok {
+			t.Errorf("%s reads a body but has no entry in bodyRoutes: add one", name)
+			continue
+		}
+		covered[name] = true
+		routes = append(routes, bodyRoute{route: byName[name], member: member})
+	}
+	for name := range bodyRoutes {
+		if !covered[name] {
+			t.Errorf("bodyRoutes lists %s, which the server does not route", name)
+		}
+	}
+	return routes
+}
+
 // TestBodiesRefused (issue 18): every route that reads a body, on both variants and both
 // databases, refuses malformed JSON, an unknown field, a Content-Type that is not JSON and a key
 // sent twice with 400 invalid_request, naming the field where there is one, and changes nothing.
@@ -70,36 +146,9 @@ func TestBodiesRefused(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b.Open(t))
-			key := newKey(t, e.db)
-			// The ids every path needs, real so that no handler stops at 404 before the body.
-			ids := map[string]map[string]string{}
-			for _, v := range variants {
-				hook, d := hookWithDelivery(t, e, v, v.auth(key))
-				ids[v.name] = map[string]string{"webhooks": strings.TrimPrefix(hook, v.collection+"/"), "deliveryId": fmt.Sprint(d.ID)}
-			}
-			ids["A"]["campaigns"] = jsonNumber(e.do(t, "POST", "/api/svc/v2/campaigns", variants[0].auth(key), campaignBody).data(t)["id"])
-			ids["B"]["websites"] = jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", variants[1].auth(key), `{"brandId":3,"slug":"bodies"}`).data(t)["id"])
-
-			covered := map[string]bool{}
-			for _, rt := range api.Routes(e.srv) {
-				if rt.Method != http.MethodPost && rt.Method != http.MethodPut && rt.Method != http.MethodPatch {
-					continue
-				}
-				name := rt.Method + " " + rt.Path
-				member, ok := bodyRoutes[name]
-				if !ok {
-					t.Errorf("%s reads a body but has no entry in bodyRoutes: add one", name)
-					continue
-				}
-				covered[name] = true
-				v := variants[0]
-				if strings.HasPrefix(rt.Path, "/v2/svc/v2/") {
-					v = variants[1]
-				}
-				resource := strings.Split(strings.TrimPrefix(strings.TrimPrefix(rt.Path, "/api/svc/v2/"), "/v2/svc/v2/"), "/")[0]
-				path := strings.NewReplacer(":id", ids[v.name][resource], ":deliveryId", ids[v.name]["deliveryId"]).Replace(rt.Path)
-				auth := v.auth(key)
-				t.Run(name, func(t *testing.T) {
+			for _, rt := range bodyRoutesOf(t, e, newKey(t, e.db)) {
+				v, path, auth, member := rt.v, rt.path, rt.auth, rt.member
+				t.Run(rt.name, func(t *testing.T) {
 					for _, c := range []struct {
 						name, body, field, says string
 						auth                    func(*http.Request)
@@ -113,7 +162,7 @@ func TestBodiesRefused(t *testing.T) {
 						{"form", `{}`, "", "Content-Type", withContentType(auth, "application/x-www-form-urlencoded")},
 						{"unparsable Content-Type", `{}`, "", "Content-Type", withContentType(auth, "application/json; charset")},
 					} {
-						r := e.do(t, rt.Method, path, c.auth, c.body)
+						r := e.do(t, rt.method, path, c.auth, c.body)
 						r.expectError(t, v, http.StatusBadRequest, c.field)
 						if r.body["code"] != "invalid_request" || !strings.Contains(r.body["message"].(string), c.says) {
 							t.Errorf("%s: %s, want invalid_request saying %q", c.name, r.raw, c.says)
@@ -123,7 +172,7 @@ func TestBodiesRefused(t *testing.T) {
 						return
 					}
 					field := strings.Trim(strings.SplitN(member, ":", 2)[0], `"`)
-					r := e.do(t, rt.Method, path, auth, "{"+member+","+member+"}")
+					r := e.do(t, rt.method, path, auth, "{"+member+","+member+"}")
 					r.expectError(t, v, http.StatusBadRequest, field)
 					if !strings.Contains(r.body["message"].(string), "repeats the key") {
 						t.Errorf("duplicate %s: %s", field, r.raw)
@@ -132,7 +181,7 @@ func TestBodiesRefused(t *testing.T) {
 					key, value, _ := strings.Cut(member, ":")
 					other := strings.ToUpper(key)
 					for _, body := range []string{"{" + other + ":" + value + "}", "{" + member + "," + other + ":" + value + "}"} {
-						r := e.do(t, rt.Method, path, auth, body)
+						r := e.do(t, rt.method, path, auth, body)
 						r.expectError(t, v, http.StatusBadRequest, strings.Trim(other, `"`))
 						if !strings.Contains(r.body["message"].(string), "case-sensitive") {
 							t.Errorf("%s: %s", body, r.raw)
@@ -140,9 +189,47 @@ func TestBodiesRefused(t *testing.T) {
 					}
 				})
 			}
-			for name := range bodyRoutes {
-				if !covered[name] {
-					t.Errorf("bodyRoutes lists %s, which the server does not route", name)
+		})
+	}
+}
+
+// TestBodyLimitNamed (issue 27): a body one byte over its route's limit is 413 payload_too_large
+// whose message names that route's limit (256 KiB on <prefix>/events, 64 KiB elsewhere), whether
+// the request announced its length or sent its body chunked, on every route that reads a body;
+// a body of exactly the limit is read (and refused for its unknown field, not its size).
+func TestBodyLimitNamed(t *testing.T) {
+	e := newEnv(t, dbtest.SQLite(t))
+	for _, rt := range bodyRoutesOf(t, e, newKey(t, e.db)) {
+		limit, name := 64<<10, "64 KiB"
+		if strings.HasSuffix(rt.path, "/events") {
+			limit, name = 256<<10, "256 KiB"
+		}
+		t.Run(rt.name, func(t *testing.T) {
+			for _, chunked := range []bool{false, true} {
+				for _, size := range []int{limit, limit + 1} {
+					body := `{"pad":"` + strings.Repeat("x", size-len(`{"pad":""}`)) + `"}`
+					var rd io.Reader = strings.NewReader(body)
+					if chunked {
+						rd = io.MultiReader(rd) // no length known: httptest sends it as a chunked body does
+					}
+					req := httptest.NewRequest(rt.method, rt.path, rd)
+					req.Header.Set("Content-Type", "application/json")
+					if chunked {
+						req.TransferEncoding = []string{"chunked"}
+					}
+					rt.auth(req)
+					r := e.serve(t, req)
+					if size == limit {
+						if r.status != http.StatusBadRequest || r.body["field"] != "pad" {
+							t.Errorf("chunked %v, %d bytes: %d %s, want 400 naming pad", chunked, size, r.status, r.raw)
+						}
+						continue
+					}
+					if msg, _ := r.body["message"].(string); r.status != http.StatusRequestEntityTooLarge ||
+						r.body["code"] != "payload_too_large" || !strings.Contains(msg, "larger than "+name) {
+						t.Errorf("chunked %v, %d bytes: %d %s, want 413 payload_too_large naming %s", chunked, size, r.status, r.raw, name)
+					}
+					rt.v.errEnvelope(t, r)
 				}
 			}
 		})

@@ -81,7 +81,6 @@ func notFoundAsWebhook(err error) error { return notFoundAs(err, "webhook") }
 
 var (
 	errNotFound    = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such resource"}
-	errTooLarge    = &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge, message: "request body is larger than 64 KiB"}
 	errRateLimited = &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, message: "too many requests for this API key; retry after the time in Retry-After"}
 	errUnavailable = &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, message: "the service is temporarily unavailable; nothing was changed, retry later"}
 	errInternal    = &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error"}
@@ -128,10 +127,12 @@ func (s *Server) toAPIError(c echo.Context, err error) *apiError {
 		case http.StatusNotFound:
 			return errNotFound
 		case http.StatusRequestEntityTooLarge:
+			// The route's bodyLimit said 413, for the Content-Length or while a handler read the body.
+			message := "request body is too large"
 			if limit, ok := c.Get(contextBodyLimit).(string); ok {
-				return &apiError{status: he.Code, code: codePayloadTooLarge, message: "request body is larger than " + limit}
+				message = "request body is larger than " + limit
 			}
-			return errTooLarge
+			return &apiError{status: he.Code, code: codePayloadTooLarge, message: message}
 		case http.StatusTooManyRequests:
 			return errRateLimited
 		case http.StatusMethodNotAllowed:

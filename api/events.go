@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,9 +54,12 @@ func (h *deliveryHandlers) publishEvent(c echo.Context) error {
 		return validationFailed("data", "data is required")
 	}
 	data, err := wire.CanonicalJSON(req.Data)
+	// A number beyond float64's range (1e400) is a value out of its field's range, which the
+	// validation below names (422), as it names 9007199254740993; it is not malformed JSON.
+	beyondFloat := errors.Is(err, strconv.ErrRange)
 	if errors.Is(err, wire.ErrDuplicateKey) {
 		return invalidField("data", "data repeats an object key: %v", err)
-	} else if err != nil {
+	} else if err != nil && !beyondFloat {
 		return invalidField("data", "data is not valid JSON")
 	}
 	// The data as sent, not its canonical form, whose float64 numbers have already rounded an
@@ -66,6 +70,9 @@ func (h *deliveryHandlers) publishEvent(c echo.Context) error {
 			return validationFailed(de.Field, "%s %s", de.Field, de.Reason)
 		}
 		return err
+	}
+	if beyondFloat {
+		return validationFailed("data", "data holds a number beyond the range of a JSON number (about ±1.8e308)")
 	}
 	key := c.Request().Header.Get("Idempotency-Key")
 	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) {

@@ -142,8 +142,8 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 		return err
 	}
 	var req struct {
-		Metric    string `json:"metric"`
-		Increment *int64 `json:"increment"`
+		Metric    string   `json:"metric"`
+		Increment *jsonInt `json:"increment"`
 	}
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -163,7 +163,7 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		value, err = count(ctx, cs, w, req.Metric, *req.Increment)
+		value, err = count(ctx, cs, w, req.Metric, int64(*req.Increment))
 		return err
 	})
 	if err != nil {

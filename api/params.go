@@ -1,8 +1,23 @@
 package api
 
-import "github.com/labstack/echo/v4"
+import (
+	"github.com/labstack/echo/v4"
 
-// The parameters of a request's path.
+	"github.com/webhookd/webhookd/model"
+)
+
+// The parameters of a request's path and query.
+
+// singleParameters refuses a query parameter given more than once with 400 naming it, on every
+// route of both variants, as decodeBody refuses a JSON key sent twice (model.RepeatedParameter).
+func singleParameters(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if name, ok := model.RepeatedParameter(c.QueryParams()); ok {
+			return invalidField(name, "the query repeats the parameter %q; send each parameter once", name)
+		}
+		return next(c)
+	}
+}
 
 // pathID reads the :id parameter of a resource: a positive integer written as the API writes ids
 // (parseID), so "+2" and "02" are 400 rather than another name for 2.

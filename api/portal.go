@@ -13,8 +13,8 @@ import (
 // portalSessionRequest is the body of POST <prefix>/portal-sessions. ttl is whole seconds, as
 // JSON carries a duration without a unit's spelling to agree on.
 type portalSessionRequest struct {
-	TTL      *int64 `json:"ttl"`
-	ReadOnly bool   `json:"readOnly"`
+	TTL      *jsonInt `json:"ttl"`
+	ReadOnly bool     `json:"readOnly"`
 }
 
 type portalSessionResponse struct {
@@ -36,7 +36,7 @@ func (h *deliveryHandlers) createPortalSession(c echo.Context) error {
 	var ttl time.Duration
 	if req.TTL != nil {
 		max := int64(model.MaxPortalLinkTTL / time.Second)
-		if *req.TTL < 1 || *req.TTL > max {
+		if *req.TTL < 1 || int64(*req.TTL) > max {
 			return validationFailed("ttl", "ttl is in seconds, from 1 to %d (24 hours); default %d", max, int64(model.DefaultPortalLinkTTL/time.Second))
 		}
 		ttl = time.Duration(*req.TTL) * time.Second

@@ -29,11 +29,11 @@ import (
 	"github.com/webhookd/webhookd/tracing"
 )
 
-// Body limits: management requests (DESIGN.md, "Errors": 413 over 64 KiB) and event payloads
-// (DESIGN.md, "Limits": 256 KiB).
+// Body limits in bytes: management requests (DESIGN.md, "Errors": 413 over 64 KiB) and event
+// payloads (DESIGN.md, "Limits": 256 KiB).
 const (
-	maxBodyBytes  = "64K"
-	maxEventBytes = "256K"
+	maxBodyBytes  = 64 << 10
+	maxEventBytes = 256 << 10
 )
 
 // Config carries the API's dependencies and limits.
@@ -149,9 +149,9 @@ func New(cfg Config) (*Server, error) {
 		// middleware makes Echo register a catch-all that answers 404 where a path exists with
 		// other methods, which must be 405 with Allow.
 		g := e.Group(v.prefix)
-		common := []echo.MiddlewareFunc{withVariant(v), s.authenticate(v), limiter}
+		common := []echo.MiddlewareFunc{withVariant(v), s.authenticate(v), limiter, singleParameters}
 		with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc { return append(slices.Clone(common), m...) }
-		small, large := bodyLimit(maxBodyBytes, "64 KiB"), bodyLimit(maxEventBytes, "256 KiB")
+		small, large := bodyLimit(maxBodyBytes), bodyLimit(maxEventBytes)
 		h := &deliveryHandlers{Server: s, v: v}
 		g.GET("/webhooks", h.list, with()...)
 		g.POST("/webhooks", h.create, with(small)...)
@@ -198,10 +198,13 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// bodyLimit refuses bodies over limit and tells the error handler the limit's name, so a 413 says
-// which limit the request broke.
-func bodyLimit(limit, name string) echo.MiddlewareFunc {
-	limited := middleware.BodyLimit(limit)
+// bodyLimit refuses bodies over limit bytes (a multiple of 1024) and tells the error handler the
+// limit's name, so a 413 says which limit the request broke, whether it was refused for its
+// Content-Length or while a handler read a chunked body. Both are written from limit: Echo reads
+// "64K" as 64,000 bytes, "64KiB" as 65,536.
+func bodyLimit(limit int) echo.MiddlewareFunc {
+	limited := middleware.BodyLimit(fmt.Sprintf("%dKiB", limit>>10))
+	name := fmt.Sprintf("%d KiB", limit>>10)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		h := limited(next)
 		return func(c echo.Context) error {

@@ -41,8 +41,8 @@ func (h *websiteHandlers) present(w *model.Website) websiteJSON {
 
 func (h *websiteHandlers) create(c echo.Context) error {
 	var req struct {
-		BrandID *int64  `json:"brandId"`
-		Slug    *string `json:"slug"`
+		BrandID *jsonInt `json:"brandId"`
+		Slug    *string  `json:"slug"`
 	}
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -50,14 +50,14 @@ func (h *websiteHandlers) create(c echo.Context) error {
 	if req.BrandID == nil || *req.BrandID < 1 {
 		return validationFailed("brandId", "brandId is required and must be a positive integer")
 	}
-	if !model.SafeInteger(*req.BrandID) {
+	if !model.SafeInteger(int64(*req.BrandID)) {
 		return validationFailed("brandId", "brandId %s", model.UnsafeIntegerReason)
 	}
 	if req.Slug == nil || !slugPattern.MatchString(*req.Slug) {
 		return validationFailed("slug", "slug is required: 1 to 64 lowercase letters, digits and inner hyphens")
 	}
 	now := model.Now()
-	w := &model.Website{AccountID: accountOf(c).ID, BrandID: *req.BrandID, Slug: *req.Slug, Status: model.WebsiteDraft, CreatedAt: now, UpdatedAt: now}
+	w := &model.Website{AccountID: accountOf(c).ID, BrandID: int64(*req.BrandID), Slug: *req.Slug, Status: model.WebsiteDraft, CreatedAt: now, UpdatedAt: now}
 	if err := model.InsertWebsite(c.Request().Context(), h.db, w); err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +80,23 @@ func JSONInteger(lit string) (n int64, isInteger, safe bool) {
 // receivers that keep payloads in PostgreSQL jsonb would have the body refused. It is refused in
 // every string a client sends, so both databases and every resource behave alike.
 func SafeText(s string) bool { return !strings.ContainsRune(s, 0) }
+
+// RepeatedParameter returns the name of a query parameter that q holds more than once, the first
+// such name in sorted order, and whether there is one. A parameter is read once: of two values,
+// Echo's QueryParam takes the first while other servers and proxies take the last, so which one
+// counts would be an accident, as with a JSON key sent twice; the API and the portal refuse both.
+func RepeatedParameter(q url.Values) (string, bool) {
+	var repeated []string
+	for name, values := range q {
+		if len(values) > 1 {
+			repeated = append(repeated, name)
+		}
+	}
+	if len(repeated) == 0 {
+		return "", false
+	}
+	return slices.Min(repeated), true
+}
 
 // Earliest and latest times webhookd accepts (in UTC): years 0001 to 9999. ISO 8601 without an
 // expanded year has four digits; year 0000 (1 BC) is refused by PostgreSQL's timestamp parser, and an

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,30 @@ func TestJSONInteger(t *testing.T) {
 		n, isInteger, safe := model.JSONInteger(tc.lit)
 		if n != tc.n || isInteger != tc.isInteger || safe != tc.safe {
 			t.Errorf("JSONInteger(%s) = %d, %v, %v; want %d, %v, %v", tc.lit, n, isInteger, safe, tc.n, tc.isInteger, tc.safe)
+		}
+	}
+}
+
+// TestRepeatedParameter names a parameter given twice, whatever its values, and the same one
+// whatever the order the query lists them in.
+func TestRepeatedParameter(t *testing.T) {
+	for _, tc := range []struct{ query, name string }{
+		{"", ""},
+		{"limit=1&after=2&eventType=x", ""},
+		{"limit=50&limit=60", "limit"},
+		{"limit=5&limit=5", "limit"},
+		{"a&a", "a"},
+		{"lim%69t=1&limit=2", "limit"},
+		{"b=1&a=1&b=2&a=2", "a"},
+		{"b=1&b=2&a=1&a=2", "a"},
+		{"Limit=1&limit=2", ""},
+	} {
+		q, err := url.ParseQuery(tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name, ok := model.RepeatedParameter(q); name != tc.name || ok != (tc.name != "") {
+			t.Errorf("RepeatedParameter(%q) = %q, %v; want %q", tc.query, name, ok, tc.name)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -152,13 +153,13 @@ func New(cfg Config) (*Server, error) {
 			return &pageError{status: http.StatusTooManyRequests, title: "Too many attempts", message: "Too many links were opened from your address. Wait a moment and open the link again."}
 		},
 	})
-	small := middleware.BodyLimit("64K")
+	small := formLimit()
 	g := e.Group(strings.TrimSuffix(Prefix, "/"))
-	g.GET("/enter", s.enter, limiter)
-	g.GET("/static/*", echo.WrapHandler(http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static)))))
+	g.GET("/enter", s.enter, limiter, singleParameters)
+	g.GET("/static/*", assets(static), singleParameters)
 	h := &endpointHandlers{Server: s}
-	read := []echo.MiddlewareFunc{s.session}
-	write := []echo.MiddlewareFunc{small, s.session, s.checkCSRF, s.writable}
+	read := []echo.MiddlewareFunc{s.session, singleParameters}
+	write := []echo.MiddlewareFunc{small, s.session, singleParameters, s.checkCSRF, s.writable}
 	g.GET("/", h.list, read...)
 	g.POST("/webhooks", h.create, write...)
 	g.GET("/webhooks/:id/edit", h.edit, read...)
@@ -168,12 +169,43 @@ func New(cfg Config) (*Server, error) {
 	registerEndpointRoutes(g, s, read, write)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
-	g.POST("/logout", s.logout, small, s.session, s.checkCSRF)
+	g.POST("/logout", s.logout, small, s.session, singleParameters, s.checkCSRF)
 	if err := registerEventRoutes(g, s, read, write); err != nil {
 		return nil, err
 	}
 	s.echo = e
 	return s, nil
+}
+
+// assets serves the embedded CSS and script under Prefix+"static/", by file name only. A path
+// that names a directory (the folder itself, anything ending in '/', a subdirectory without its
+// '/') is the portal's 404 page, as a missing file is: never a listing, nor a redirect to one.
+// Echo's handler also refuses "." and ".." segments, escaped or not.
+func assets(files fs.FS) echo.HandlerFunc {
+	serve := echo.StaticDirectoryHandler(filesOnly{files}, false)
+	return func(c echo.Context) error {
+		// The handler cleans "portal.css/" to the file; a path ending in '/' names a directory.
+		if strings.HasSuffix(c.Request().URL.Path, "/") {
+			return echo.ErrNotFound
+		}
+		return serve(c)
+	}
+}
+
+// filesOnly is a file system whose directories do not open, so a handler serving it finds no
+// directory to list or to redirect to.
+type filesOnly struct{ fs.FS }
+
+func (f filesOnly) Open(name string) (fs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if info, err := file.Stat(); err != nil || info.IsDir() {
+		_ = file.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return file, nil
 }
 
 // ServeHTTP makes the portal an http.Handler, to be mounted at Prefix.
@@ -268,6 +300,57 @@ func (s *Server) enter(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, Prefix)
 }
 
+// singleParameters refuses a query parameter given more than once with a 400 page naming it, on
+// every route, as the API refuses one (model.RepeatedParameter): which of two values a page read
+// would be an accident. The page names the parameter, never a value: /portal/enter's is a token.
+func singleParameters(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if name, ok := model.RepeatedParameter(c.QueryParams()); ok {
+			if short, cut := firstBytes(name, 64); cut {
+				name = short + "…"
+			}
+			return &pageError{status: http.StatusBadRequest, title: "Address not valid",
+				message: "The address gives “" + name + "” more than once. Open the page from the portal's own links, or the link exactly as you were given it."}
+		}
+		return next(c)
+	}
+}
+
+// maxFormBytes bounds the body of every form the portal takes, as the API bounds its management
+// calls.
+const maxFormBytes = 64 << 10
+
+// errFormTooLarge answers a form over maxFormBytes, whether its Content-Length said so or its
+// chunked body went past the limit.
+var errFormTooLarge = &pageError{status: http.StatusRequestEntityTooLarge, title: "Form too large",
+	message: fmt.Sprintf("This form is larger than %d KiB, the most the portal takes. Shorten what you entered and send it again.", maxFormBytes>>10)}
+
+// formLimit bounds a form's body to maxFormBytes and parses the form at once, so that a chunked
+// body over the limit is the limit's 413 (errFormTooLarge) too. Parsed later, by the CSRF check
+// or a handler's FormValue, which drop the error, it would read as a form without its token: 403.
+// Any other parse error is left to them, as before.
+func formLimit() echo.MiddlewareFunc {
+	limited := middleware.BodyLimit(fmt.Sprintf("%dKiB", maxFormBytes>>10))
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return limited(func(c echo.Context) error {
+			// ParseMultipartForm alone would answer a URL-encoded form's error with "not multipart";
+			// a multipart reader stops at the closing boundary, so what follows is read too.
+			req := c.Request()
+			err := req.ParseForm()
+			if err == nil {
+				err = req.ParseMultipartForm(maxFormBytes)
+			}
+			if err == nil || errors.Is(err, http.ErrNotMultipart) {
+				_, err = io.Copy(io.Discard, req.Body)
+			}
+			if he := (*echo.HTTPError)(nil); errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
+				return errFormTooLarge
+			}
+			return next(c)
+		})
+	}
+}
+
 // pageError is an error a person may read: its page's title and message, and the status.
 type pageError struct {
 	status         int
@@ -303,8 +386,11 @@ func (s *Server) toPageError(c echo.Context, err error) *pageError {
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) && he.Code < 500 {
-		if he.Code == http.StatusNotFound {
+		switch he.Code {
+		case http.StatusNotFound:
 			return errNotFound
+		case http.StatusRequestEntityTooLarge: // formLimit, for the Content-Length
+			return errFormTooLarge
 		}
 		return &pageError{status: he.Code, title: http.StatusText(he.Code), message: "The request could not be handled."}
 	}

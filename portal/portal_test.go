@@ -12,12 +12,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/internal/temporaltest"
@@ -116,6 +119,14 @@ func (e *env) do(t testing.TB, method, path string, cookie *http.Cookie, form ur
 	if cookie != nil {
 		req.AddCookie(cookie)
 	}
+	return e.serve(t, req)
+}
+
+// serve sends a request built by the caller (a chunked or multipart form, say) and checks the
+// headers as do does.
+func (e *env) serve(t testing.TB, req *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	method, path := req.Method, req.RequestURI
 	rec := httptest.NewRecorder()
 	e.srv.ServeHTTP(rec, req)
 	h := rec.Header()
@@ -591,6 +602,42 @@ func TestStaticAndUnknown(t *testing.T) {
 	expect(t, rec, http.StatusNotFound)
 	if !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
 		t.Fatalf("404 is %q", rec.Header().Get("Content-Type"))
+	}
+}
+
+// TestStaticNoListing (issue 27): /portal/static/ serves its files by name and never lists a
+// directory: the folder itself, and any path ending in '/', is the portal's 404 page, also without
+// a session, and so is a directory named without its '/'.
+func TestStaticNoListing(t *testing.T) {
+	e := newEnv(t, dbtest.SQLite(t))
+	for _, name := range []string{"portal.css", "events.css", "follow.js"} {
+		rec := e.do(t, "GET", "/portal/static/"+name, nil, nil)
+		if body, _ := os.ReadFile("static/" + name); rec.Code != http.StatusOK || rec.Body.String() != string(body) {
+			t.Errorf("GET /portal/static/%s: %d, %d bytes, want 200 and the file's %d", name, rec.Code, rec.Body.Len(), len(body))
+		}
+	}
+	for _, path := range []string{"/portal/static/", "/portal/static//", "/portal/static/./", "/portal/static/%2e/",
+		"/portal/static/nope/", "/portal/static/portal.css/", "/portal/static/portal.css%2F", "/portal/static/index.html"} {
+		rec := e.do(t, "GET", path, nil, nil)
+		if rec.Code != http.StatusNotFound || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") ||
+			strings.Contains(rec.Body.String(), "portal.css</a>") || !strings.Contains(rec.Body.String(), "Not found") {
+			t.Errorf("GET %s: %d %q, want the 404 page:\n%s", path, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+		}
+	}
+
+	// The embedded folder has no subdirectory today; one added later is no more listed.
+	files := fstest.MapFS{"a.css": {Data: []byte("a{}")}, "sub/b.css": {Data: []byte("b{}")}, "sub/deeper/c.css": {Data: []byte("c{}")}}
+	ech := echo.New()
+	ech.GET(portal.Prefix+"static/*", portal.Assets(files))
+	for path, want := range map[string]int{
+		"a.css": 200, "sub/b.css": 200, "sub/deeper/c.css": 200,
+		"": 404, "sub/": 404, "sub": 404, "sub/deeper/": 404, "sub/deeper": 404, "sub/./": 404, "sub//": 404,
+	} {
+		rec := httptest.NewRecorder()
+		ech.ServeHTTP(rec, httptest.NewRequest("GET", portal.Prefix+"static/"+path, nil))
+		if rec.Code != want || strings.Contains(rec.Body.String(), "b.css") && path != "sub/b.css" {
+			t.Errorf("GET static/%s: %d, want %d:\n%s", path, rec.Code, want, rec.Body)
+		}
 	}
 }
 

@@ -68,9 +68,11 @@ bench:
 	go test -run '^$$' -bench . -benchmem ./...
 
 # Receiver isolation (docs/performance.md): a throwaway stack on ports of its own, a hanging
-# receiver and a healthy one. SCENARIO=hanging|isolation|sharedhost runs one (sharedhost: issue 17,
-# both accounts' webhooks on one receiver host; not in the default run), ARGS='-rate 5' passes
-# loadtest flags, WEBHOOKD_BIN=... measures another build.
+# receiver and a healthy one. SCENARIO=hanging|isolation|sharedhost|ratelimit runs one (sharedhost:
+# issue 17, both accounts' webhooks on one receiver host, with the CPU of the held backlog and
+# ARGS='-pressure 3' for busy processes, issue 27; ratelimit: issue 27, the rate a receiver sees
+# with a backlog; neither in the default run), ARGS='-rate 5' passes loadtest flags,
+# WEBHOOKD_BIN=... measures another build.
 .PHONY: bench-isolation
 bench-isolation:
 	deployments/dev/bench-isolation.sh $(SCENARIO) $(ARGS)

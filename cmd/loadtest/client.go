@@ -67,6 +67,26 @@ func (c *apiClient) createWebhook(ctx context.Context, url string) (int64, error
 	return out.ID, nil
 }
 
+// setRateLimit sets the webhook's own rate limit, deliveries per second (PATCH {"rateLimit": n}),
+// and checks that the API answers with it.
+func (c *apiClient) setRateLimit(ctx context.Context, id int64, perSecond int) error {
+	var out struct {
+		RateLimit *int `json:"rateLimit"`
+	}
+	path := fmt.Sprintf("/api/svc/v2/webhooks/%d", id)
+	if err := c.doPatiently(ctx, http.MethodPatch, path, map[string]int{"rateLimit": perSecond}, &out); err != nil {
+		return err
+	}
+	if out.RateLimit == nil || *out.RateLimit != perSecond {
+		got := "null"
+		if out.RateLimit != nil {
+			got = strconv.Itoa(*out.RateLimit)
+		}
+		return fmt.Errorf("PATCH %s {\"rateLimit\": %d}: the webhook's rateLimit is %s", path, perSecond, got)
+	}
+	return nil
+}
+
 func (c *apiClient) deleteWebhook(ctx context.Context, id int64) error {
 	return c.doPatiently(ctx, http.MethodDelete, fmt.Sprintf("/api/svc/v2/webhooks/%d", id), nil, nil)
 }

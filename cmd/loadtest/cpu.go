@@ -23,6 +23,18 @@ type cpuProcess struct {
 	pid  int // 0: this process
 }
 
+// serverProcesses are the stack's processes whose ids were given: webhookd (-pid), the Temporal
+// server (-temporal-pid) and PostgreSQL (-postgres-pid).
+func serverProcesses(cfg config) []cpuProcess {
+	var procs []cpuProcess
+	for _, p := range []cpuProcess{{"webhookd", cfg.pid}, {"temporal", cfg.temporalPID}, {"postgres", cfg.postgresPID}} {
+		if p.pid > 0 {
+			procs = append(procs, p)
+		}
+	}
+	return procs
+}
+
 // cpuReading is the CPU time of each watched process tree at one moment.
 type cpuReading map[string]time.Duration
 
@@ -66,12 +78,18 @@ func cpuPerDelivery(procs []cpuProcess, before, after cpuReading, n int) cpuCost
 
 // of is the CPU time per delivery of the named tree, 0 when it was not read.
 func (c cpuCost) of(name string) float64 {
+	ms, _ := c.lookup(name)
+	return ms
+}
+
+// lookup is the CPU time per delivery of the named tree, and whether it was read.
+func (c cpuCost) lookup(name string) (float64, bool) {
 	for i, n := range c.names {
 		if n == name {
-			return c.ms[i]
+			return c.ms[i], true
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // total is the CPU time per delivery of every tree read.
@@ -195,4 +213,71 @@ func clockTicks() uint64 {
 		}
 	}
 	return 100
+}
+
+// cpuMeter measures the CPU time the watched trees spend over a window of a run, beside the useful
+// work done in it, which the caller counts (in sharedhost: B's requests that reached the hanging
+// receiver).
+type cpuMeter struct {
+	procs []cpuProcess
+	start time.Time
+	cpu   cpuReading
+	work  int64
+}
+
+// startCPUMeter starts a window; work is the caller's count now.
+func startCPUMeter(procs []cpuProcess, work int64) cpuMeter {
+	return cpuMeter{procs: procs, start: time.Now(), cpu: readCPU(procs), work: work}
+}
+
+// window ends the measurement; work is the caller's count now.
+func (m cpuMeter) window(name string, work int64) cpuWindow {
+	w, _ := m.lap(name, work)
+	return w
+}
+
+// lap is window, and a meter that starts where the window ends: for progress lines, each on the
+// time since the one before.
+func (m cpuMeter) lap(name string, work int64) (cpuWindow, cpuMeter) {
+	next := cpuMeter{procs: m.procs, start: time.Now(), cpu: readCPU(m.procs), work: work}
+	return cpuWindow{name: name, length: next.start.Sub(m.start), work: work - m.work,
+		spent: cpuPerDelivery(m.procs, m.cpu, next.cpu, 1)}, next
+}
+
+// cpuWindow is the CPU time each watched tree spent over a window of a run, and the units of useful
+// work done in it.
+type cpuWindow struct {
+	name   string
+	length time.Duration
+	work   int64
+	spent  cpuCost // ms over the whole window
+}
+
+// of formats the named tree's CPU time as a share of one core over the window, with its ms per unit
+// of work when there was any: "33.0% (137.5 ms)", "2.1%"; "-" when the tree was not read.
+func (w cpuWindow) of(name string) string {
+	ms, ok := w.spent.lookup(name)
+	if !ok {
+		return "-"
+	}
+	return w.format(ms)
+}
+
+// all is of for every tree read together.
+func (w cpuWindow) all() string {
+	if len(w.spent.names) == 0 {
+		return "-"
+	}
+	return w.format(w.spent.total())
+}
+
+func (w cpuWindow) format(ms float64) string {
+	if w.length <= 0 {
+		return "-"
+	}
+	s := fmt.Sprintf("%.1f%%", ms/(float64(w.length)/float64(time.Millisecond))*100)
+	if w.work > 0 {
+		s += fmt.Sprintf(" (%.1f ms)", ms/float64(w.work))
+	}
+	return s
 }

@@ -81,3 +81,45 @@ func TestReadCPUOfThisProcess(t *testing.T) {
 		t.Errorf("report %q (x %d)", got, x)
 	}
 }
+
+// TestCPUWindowShareAndCostPerUnitOfWork: the figures, 33% of a core over 30 s with 72
+// useful attempts, read back as share and ms per attempt.
+func TestCPUWindowShareAndCostPerUnitOfWork(t *testing.T) {
+	spent := cpuCost{names: []string{"webhookd", "temporal"}, ms: []float64{2100, 9900}}
+	w := cpuWindow{name: "steady", length: 30 * time.Second, work: 72, spent: spent}
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"webhookd", w.of("webhookd"), "7.0% (29.2 ms)"},
+		{"temporal", w.of("temporal"), "33.0% (137.5 ms)"},
+		{"all", w.all(), "40.0% (166.7 ms)"},
+		{"not read", w.of("postgres"), "-"},
+		{"no work", cpuWindow{length: 30 * time.Second, spent: spent}.of("webhookd"), "7.0%"},
+		{"nothing read", cpuWindow{length: time.Second}.all(), "-"},
+		{"no length", cpuWindow{spent: spent}.all(), "-"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+// TestCPUMeterCountsTheWindowsWork: a window reports the CPU spent and the work done between its
+// start and its end, not before.
+func TestCPUMeterCountsTheWindowsWork(t *testing.T) {
+	procs := []cpuProcess{{name: "loadtest"}}
+	m := startCPUMeter(procs, 10)
+	x := 0
+	for start := readCPU(procs); readCPU(procs)["loadtest"]-start["loadtest"] < 20*time.Millisecond; {
+		for i := range 1_000_000 {
+			x += i
+		}
+	}
+	w := m.window("busy", 14)
+	if w.work != 4 || w.length <= 0 {
+		t.Fatalf("work %d, length %s; want 4 and a positive length", w.work, w.length)
+	}
+	if ms, ok := w.spent.lookup("loadtest"); !ok || ms < 20 {
+		t.Fatalf("spent %v ms (read: %v), want at least 20 (x %d)", ms, ok, x)
+	}
+}

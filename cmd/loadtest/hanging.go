@@ -81,15 +81,22 @@ func (s *stage) baseline(ctx context.Context, cfg config) ([]obs, error) {
 // publishNoisy publishes B's events at once and waits until the API has accepted them all, so
 // that their deliveries are under way when C publishes.
 func (s *stage) publishNoisy(ctx context.Context, n int) error {
+	l, took := publishAtOnce(ctx, s.b, n)
+	fmt.Printf("  %s, accepted in %.3f s; %s\n", l, took.Seconds(), s.hanging)
+	return l.err()
+}
+
+// publishAtOnce publishes n events as c, all concurrently, and returns once every publish has
+// returned, with how long that took.
+func publishAtOnce(ctx context.Context, c *apiClient, n int) (*ledger, time.Duration) {
 	l := &ledger{}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range n {
-		wg.Go(func() { l.publish(ctx, s.b) })
+		wg.Go(func() { l.publish(ctx, c) })
 	}
 	wg.Wait()
-	fmt.Printf("  %s, accepted in %.3f s; %s\n", l, time.Since(start).Seconds(), s.hanging)
-	return l.err()
+	return l, time.Since(start)
 }
 
 // probe publishes C's events on a ticker, open loop, then waits for their deliveries and prints

@@ -19,6 +19,21 @@
 //     on the host to open), C publishes as many again. It reports per phase C's p50, p99 and max
 //     event-to-receipt, its events not arrived within -timeout and its failed attempts (from the
 //     API's delivery log), then C's webhook status and how long the receiver held B's requests.
+//     Issue 27: -pressure N runs C's probes once more in each state (B idle, B hanging) beside N
+//     busy processes, each this binary spinning on one core, and reports C's worst with B hanging
+//     over its worst with B idle, on the machine as it is and under that pressure. Given -pid
+//     (webhookd) and -temporal-pid (the Temporal server, with its descendants), it measures the
+//     CPU of B's held backlog over -steady after the pause, while C is quiet, beside B's start
+//     (its publish and the pause) and an idle window of -steady before B publishes: each process's
+//     share of one core and its CPU time per useful attempt, a request of B's that reached the
+//     hanging receiver in the window.
+//   - ratelimit: issue 27's measurement of a webhook's own rate limit with a backlog. For each
+//     rateLimit of -rates (default 1,2,5,50), one after another so that they do not compete, a
+//     fresh webhook of the -key account at /rate/<r> on a receiver that answers at once, PATCHed to
+//     {"rateLimit": r}, and -events events (default 40) published at once; it waits for their
+//     deliveries (-timeout after the publishes), deletes the webhook and prints per rate the span
+//     from the first arrival to the last, the receiver-side rate (arrived-1)/span, its ratio to
+//     the set rate (within 5%?), the largest gap between arrivals and how many arrived.
 //   - openloop: one webhook at a healthy receiver; it publishes -rate events/s for -duration, open
 //     loop (a publish does not wait for earlier answers), and reports the accepted count and the
 //     p50, p99 and max event-to-receipt (publish sent to arrival).
@@ -52,12 +67,12 @@
 //	WEBHOOKD_EXTRA_CA_FILE=.data/loadtest-cert.pem WEBHOOKD_ALLOW_PRIVATE_TARGETS=true make run
 //	go run ./cmd/loadtest -key whk_... -events 1000
 //
-// deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging, isolation and
-// sharedhost scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make bench-e2e) the
-// suite, deployments/dev/bench-scale.sh (make bench-scale) the list and pending scenarios,
-// deployments/dev/bench-kill.sh (make bench-kill) the killload scenario. The isolation defaults
-// (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever B's receiver does,
-// so that script scales them down.
+// deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging, isolation,
+// sharedhost and ratelimit scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make
+// bench-e2e) the suite, deployments/dev/bench-scale.sh (make bench-scale) the list and pending
+// scenarios, deployments/dev/bench-kill.sh (make bench-kill) the killload scenario. The isolation
+// defaults (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever B's
+// receiver does, so that script scales them down.
 package main
 
 import (
@@ -128,6 +143,13 @@ type config struct {
 
 	// sharedhost
 	pause time.Duration
+	// pressure is how many busy processes C's extra probes run beside; steady is the window over
+	// which the CPU of B's held backlog is measured (with -pid or -temporal-pid).
+	pressure int
+	steady   time.Duration
+
+	// ratelimit: the rateLimit values measured one after another (the backlog is events)
+	rates []int
 
 	// killload
 	hookRateLimit int
@@ -157,6 +179,9 @@ func (e *incompleteError) Error() string {
 }
 
 func main() {
+	if burnRequested(os.Args) {
+		burn() // a busy process of -pressure
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx)
 	stop()
@@ -173,11 +198,11 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending or killload")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending or killload")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
-	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation, sharedhost and killload scenarios")
+	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation, sharedhost, ratelimit and killload scenarios")
 	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost), the second account (killload)")
-	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9443", "healthy receiver address; in sharedhost and killload the one receiver, B's and C's")
+	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9443", "healthy receiver address; in sharedhost and killload the one receiver, B's and C's; in ratelimit the receiver of every rate's webhook")
 	flag.StringVar(&cfg.hangListen, "hang-listen", "127.0.0.1:9444", "hanging receiver address (hanging and isolation)")
 	flag.StringVar(&cfg.healthyHost, "healthy-host", "localhost",
 		"host name in the healthy webhook's URL: another name than the hanging receiver's 127.0.0.1, as two customers' hosts would be")
@@ -185,7 +210,7 @@ func run(ctx context.Context) error {
 	flag.StringVar(&cfg.keyFile, "cert-key", ".data/loadtest-key.pem", "receiver private key")
 	initOnly := flag.Bool("init", false, "only write the receiver certificate, then exit")
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "after the last publish, wait this long for deliveries at most")
-	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst)")
+	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst), the backlog of each rate (ratelimit; default 40)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput, tiers and burst)")
 	flag.StringVar(&cfg.bareCompression, "bare-compression", "none", "gRPC compression of the bare tiers' Temporal client: none, as webhookd's default (WEBHOOKD_TEMPORAL_COMPRESSION), or gzip, the SDK's")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of (b) then (c) (tiers): the table gives each, their medians and the median (c)/(b)")
@@ -193,8 +218,8 @@ func run(ctx context.Context) error {
 	flag.IntVar(&cfg.listCalls, "list-calls", 0, "timed list calls per kind (list; default 500), per burst (pending; default 50)")
 	flag.IntVar(&cfg.listLimit, "list-limit", 50, "?limit= of the timed list calls (list and pending)")
 	flag.BoolVar(&cfg.keep, "keep", false, "do not delete the webhooks at the end (list and pending)")
-	flag.IntVar(&cfg.pid, "pid", 0, "webhookd's process id, whose RSS is sampled (pending) and whose CPU time per delivery is reported (tiers)")
-	flag.IntVar(&cfg.temporalPID, "temporal-pid", 0, "the Temporal server's process id (with its descendants), whose CPU time per delivery is reported (tiers)")
+	flag.IntVar(&cfg.pid, "pid", 0, "webhookd's process id, whose RSS is sampled (pending) and whose CPU time per delivery (tiers) or in B's held backlog (sharedhost) is reported")
+	flag.IntVar(&cfg.temporalPID, "temporal-pid", 0, "the Temporal server's process id (with its descendants), whose CPU time per delivery (tiers) or in B's held backlog (sharedhost) is reported")
 	flag.IntVar(&cfg.postgresPID, "postgres-pid", 0, "PostgreSQL's postmaster process id (with its backends), whose CPU time per delivery is reported (tiers)")
 	flag.DurationVar(&cfg.sample, "sample", 2*time.Second, "interval between RSS samples (pending)")
 	flag.DurationVar(&cfg.listEvery, "list-every", 10*time.Second, "interval between bursts of timed list calls under load (pending)")
@@ -207,6 +232,11 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.probeEvery, "probe-every", 0, "interval between those C events (hanging: default 1s; sharedhost: 500ms)")
 	flag.DurationVar(&cfg.pause, "pause", 12*time.Second,
 		"after B publishes, wait this long before C publishes again, for a breaker on the host to open: twice webhookd's delivery timeout or more (sharedhost)")
+	flag.IntVar(&cfg.pressure, "pressure", 0,
+		"busy processes, each spinning on one core, beside which C probes again, once with B idle and once with B hanging (sharedhost; 0: no such probes)")
+	flag.DurationVar(&cfg.steady, "steady", 30*time.Second,
+		"with -pid or -temporal-pid: the window after the pause, C quiet, over which the CPU of B's held backlog is measured, and the length of the idle window before B publishes (sharedhost; 0: neither)")
+	rates := flag.String("rates", "1,2,5,50", "rateLimit values (deliveries/s) to measure one after another, separated by commas (ratelimit)")
 	flag.Float64Var(&cfg.rate, "rate", 10, "events per second each account publishes (isolation, openloop, killload)")
 	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation), of the publishing (openloop, killload)")
 	flag.IntVar(&cfg.hookRateLimit, "hook-rate-limit", 2, "rateLimit (deliveries/s) of each account's rate-limited webhook, below -rate so that its attempts queue (killload)")
@@ -235,8 +265,8 @@ func run(ctx context.Context) error {
 	if cfg.rate <= 0 || cfg.duration <= 0 || cfg.progress <= 0 {
 		return errors.New("-rate, -duration and -progress must be positive")
 	}
-	if cfg.probes < 0 || cfg.probeEvery < 0 || cfg.pause < 0 || cfg.answerDelay < 0 {
-		return errors.New("-probes, -probe-every, -pause and -answer-delay must not be negative")
+	if cfg.probes < 0 || cfg.probeEvery < 0 || cfg.pause < 0 || cfg.answerDelay < 0 || cfg.pressure < 0 || cfg.steady < 0 {
+		return errors.New("-probes, -probe-every, -pause, -answer-delay, -pressure and -steady must not be negative")
 	}
 	if cfg.hookRateLimit < 1 || cfg.hookRateLimit > 10000 {
 		return errors.New("-hook-rate-limit must be 1..10000, as the API's rateLimit")
@@ -263,6 +293,12 @@ func run(ctx context.Context) error {
 		return fanout(ctx, cfg, cert)
 	case "burst":
 		return burst(ctx, cfg, cert)
+	case "ratelimit":
+		cfg.events = orDefault(cfg.events, 40)
+		if cfg.rates, err = parseRates(*rates); err != nil {
+			return err
+		}
+		return ratelimit(ctx, cfg, cert)
 	case "list":
 		cfg.listCalls = orDefault(cfg.listCalls, 500)
 		return scaleList(ctx, cfg)
@@ -303,7 +339,7 @@ func run(ctx context.Context) error {
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, openloop, fanout, burst, suite, list, pending or killload", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, ratelimit, openloop, fanout, burst, suite, list, pending or killload", cfg.scenario)
 }
 
 // temporalOptions finds the Temporal server the stack uses as webhookd finds it (TEMPORAL_*

@@ -69,3 +69,36 @@ func TestHoldTimerTimesTheHangingReceiversHolds(t *testing.T) {
 		t.Errorf("String() = %q", got)
 	}
 }
+
+// TestPrintCPUWindows: one column per watched process and one for all of them, one row per window,
+// and no blank line, so that bench-isolation.sh's summary (the output's last paragraph) keeps it.
+func TestPrintCPUWindows(t *testing.T) {
+	procs := []cpuProcess{{name: "webhookd", pid: 12}, {name: "temporal", pid: 34}}
+	windows := []cpuWindow{
+		{name: "idle", length: 10 * time.Second, spent: cpuCost{names: []string{"webhookd", "temporal"}, ms: []float64{100, 300}}},
+		{name: "steady", length: 30 * time.Second, work: 72, spent: cpuCost{names: []string{"webhookd", "temporal"}, ms: []float64{2100, 9900}}},
+	}
+	var b strings.Builder
+	if err := printCPUWindows(&b, procs, windows); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "\n\n") {
+		t.Errorf("a blank line:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want a title, a header and 2 rows:\n%s", len(lines), out)
+	}
+	for i, want := range [][]string{
+		{"window", "length", "B's requests", "webhookd", "temporal", "all"},
+		{"idle", "10.0 s", "1.0%", "3.0%", "4.0%"},
+		{"steady", "30.0 s", "72", "7.0% (29.2 ms)", "33.0% (137.5 ms)", "40.0% (166.7 ms)"},
+	} {
+		for _, cell := range want {
+			if !strings.Contains(lines[i+1], cell) {
+				t.Errorf("line %q lacks %q", lines[i+1], cell)
+			}
+		}
+	}
+}

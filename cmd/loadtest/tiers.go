@@ -22,17 +22,10 @@ import (
 	"github.com/webhookd/webhookd/worker"
 )
 
-// cpuProcesses are the processes whose CPU time the tiers report: webhookd, the Temporal server
-// and PostgreSQL where their process ids were given, and this loadtest, which runs the receiver
-// and the load generator on the same cores.
+// cpuProcesses are the processes whose CPU time the tiers report: the stack's (serverProcesses),
+// and this loadtest, which runs the receiver and the load generator on the same cores.
 func cpuProcesses(cfg config) []cpuProcess {
-	var procs []cpuProcess
-	for _, p := range []cpuProcess{{"webhookd", cfg.pid}, {"temporal", cfg.temporalPID}, {"postgres", cfg.postgresPID}} {
-		if p.pid > 0 {
-			procs = append(procs, p)
-		}
-	}
-	return append(procs, cpuProcess{name: "loadtest"})
+	return append(serverProcesses(cfg), cpuProcess{name: "loadtest"})
 }
 
 // tierResult is one tier's figure: n deliveries from the first send to the last arrival.

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -12,7 +13,13 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 )
 
-func TestMain(m *testing.M) { temporaltest.Main(m) }
+// TestMain runs the tests, or, re-executed by startPressure's test, a busy process.
+func TestMain(m *testing.M) {
+	if burnRequested(os.Args) {
+		burn()
+	}
+	temporaltest.Main(m)
+}
 
 // TestReferenceTiersDeliverEveryPost runs the raw and bare-Temporal tiers on a few deliveries
 // against a real Temporal dev server: each tier waits for every POST at its receiver, so a tier

@@ -5,7 +5,7 @@
 # two accounts: B, whose webhooks hang, and C, whose webhook is healthy. It prints the results and
 # stops everything on exit.
 #
-#   deployments/dev/bench-isolation.sh [all|hanging|isolation|sharedhost|throughput] [loadtest flags, e.g. -rate 5]
+#   deployments/dev/bench-isolation.sh [all|hanging|isolation|sharedhost|ratelimit|throughput] [loadtest flags, e.g. -rate 5]
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-isolation.sh     # measure another build
 #   WEBHOOKD_HOST_CONCURRENCY=2 deployments/dev/bench-isolation.sh        # WEBHOOKD_* reach webhookd
 #
@@ -25,6 +25,12 @@
 # guards are keyed by host alone may not deliver them for minutes. It waits 12 s after B publishes
 # for a breaker to open: with a WEBHOOKD_DELIVERY_TIMEOUT over 5s, pass -pause (twice it or more).
 # `all` leaves it out (hanging and isolation, as before): against such a build it adds minutes.
+# It gets webhookd's and the Temporal server's pids, so it reports the CPU of B's held backlog
+# (issue 27); -pressure 3 adds C's probes beside three busy processes.
+#
+# ratelimit (issue 27) measures a webhook's own rateLimit with a backlog: for each of -rates
+# (1,2,5,50), a fresh webhook of account C and -events (40) events published at once, the rates one
+# after another; it prints the rate the receiver saw. Also left out of `all`.
 #
 # Ports: BENCH_TEMPORAL_PORT (17233), BENCH_UI_PORT (18233), BENCH_HTTP_PORT (18080),
 # BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444). BENCH_KEEP=1 keeps the data and logs.
@@ -36,8 +42,8 @@ if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
 fi
 case $scenario in
   all) scenarios=(hanging isolation) ;;
-  hanging | isolation | sharedhost | throughput) scenarios=("$scenario") ;;
-  *) echo "usage: $0 [all|hanging|isolation|sharedhost|throughput] [loadtest flags]" >&2; exit 2 ;;
+  hanging | isolation | sharedhost | ratelimit | throughput) scenarios=("$scenario") ;;
+  *) echo "usage: $0 [all|hanging|isolation|sharedhost|ratelimit|throughput] [loadtest flags]" >&2; exit 2 ;;
 esac
 
 # shellcheck source=deployments/dev/bench-stack.sh
@@ -55,6 +61,11 @@ for s in "${scenarios[@]}"; do
   esac
   echo "== $s: starting a fresh stack ($webhookd, $("$webhookd" version)) ${stack_env[*]}"
   start_stack "$work/$s" "${stack_env[@]}"
+  # pids[0] is the Temporal dev server (temporal-dev.sh execs it), pids[1] webhookd, as bench-e2e.sh
+  # passes them for the tiers.
+  if [ "$s" = sharedhost ]; then
+    args+=(-pid "${pids[1]}" -temporal-pid "${pids[0]}")
+  fi
   rc=0
   "$work/loadtest" -scenario "$s" -api "http://$WEBHOOKD_HTTP_ADDR" -key "$key_c" -noisy-key "$key_b" \
     -listen "127.0.0.1:$healthy_port" -hang-listen "127.0.0.1:$hanging_port" \

@@ -1,63 +1,9 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 )
-
-func TestParseStat(t *testing.T) {
-	// A command name with spaces and a parenthesis, as proc(5) allows.
-	line := "4242 (web hookd (x)) S 17 4242 17 0 -1 4194560 100 0 0 0 250 75 12 3 20 0 12 0 100 0 0\n"
-	s, err := parseStat(line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (procStat{ppid: 17, utime: 250, stime: 75, cutime: 12, cstime: 3}); s != want {
-		t.Fatalf("parseStat = %+v, want %+v", s, want)
-	}
-	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3", "1 (x) S notanumber 1 1 1 1 1 1 1 1 1 1 1 1 1 1"} {
-		if _, err := parseStat(bad); err == nil {
-			t.Errorf("parseStat(%q) accepted", bad)
-		}
-	}
-}
-
-// TestTreeCPU: a process tree's CPU time is its processes' own and their reaped children's, from
-// the root down; processes outside the tree do not count.
-func TestTreeCPU(t *testing.T) {
-	proc := t.TempDir()
-	write := func(pid, ppid int, ut, st, cut, cst uint64) {
-		dir := filepath.Join(proc, strconv.Itoa(pid))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := strconv.Itoa(pid) + " (p) S " + strconv.Itoa(ppid) + " 1 1 0 -1 0 0 0 0 0 " +
-			strconv.FormatUint(ut, 10) + " " + strconv.FormatUint(st, 10) + " " + strconv.FormatUint(cut, 10) + " " + strconv.FormatUint(cst, 10) + " 20 0 1 0 1 0 0\n"
-		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(10, 1, 100, 50, 30, 20) // the root: 200 ticks with its reaped children
-	write(11, 10, 40, 10, 0, 0)   // a child: 50
-	write(12, 11, 5, 5, 0, 0)     // a grandchild: 10
-	write(20, 1, 999, 999, 0, 0)  // not in the tree
-	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	got, err := treeCPU(proc, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := 260 * time.Second / time.Duration(clockTicks()); got != want {
-		t.Fatalf("treeCPU = %v, want %v", got, want)
-	}
-	if _, err := treeCPU(proc, 99); err == nil {
-		t.Fatal("a missing process was read")
-	}
-}
 
 // TestReadCPUOfThisProcess: the CPU this process burns shows in its reading, and a tier's report
 // names each watched process with its time per delivery.

@@ -55,7 +55,10 @@ type stack struct {
 	logger     *slog.Logger
 	stopWorker func()
 	metrics    *activities.Metrics
-	opts       stackOptions
+	// egressMetrics: the first worker's egress client registered its metrics in registry (a
+	// worker started again reuses none: its client's counts start afresh and go unregistered).
+	egressMetrics bool
+	opts          stackOptions
 }
 
 type stackOptions struct {
@@ -178,7 +181,11 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 		t.Fatal(err)
 	}
 	o := st.opts
-	out, err := egress.New(egress.Options{Policy: policy, RootCAs: roots, Timeout: timeout,
+	var reg prometheus.Registerer
+	if !st.egressMetrics {
+		reg, st.egressMetrics = st.registry, true
+	}
+	out, err := egress.New(egress.Options{Policy: policy, RootCAs: roots, Timeout: timeout, Registerer: reg,
 		HostConcurrency: o.hostConcurrency, BreakerFailures: o.breakerFailures, BreakerCooldown: o.breakerCooldown})
 	if err != nil {
 		t.Fatal(err)

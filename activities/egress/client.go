@@ -223,7 +223,7 @@ type Request struct {
 	// Key names the exchange across its holds: held back with a *HeldError and asked for again
 	// under the same Key, it redeems the turn booked for it (its rate-limit turn, its appointment
 	// and its place in line) instead of booking another. A delivery's attempts use its id. Empty:
-	// each ask is a stranger, whose bookings are dropped when it returns.
+	// each ask is a stranger, whose bookings nobody keeps.
 	Key string
 }
 

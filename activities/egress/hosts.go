@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -103,8 +102,6 @@ type endpoint struct {
 	next    time.Time
 	last    time.Time // the turn of the last exchange the limit let go
 	retimed chan struct{}
-	// rateWaiters is how many exchanges wait in this process for their turn under the limit.
-	rateWaiters int
 	// tail is the latest appointment given to an exchange the endpoint's cap held back.
 	tail     time.Time
 	lastUsed time.Time
@@ -163,6 +160,10 @@ const (
 	// forgetting it only resets its estimate and its rate schedule.
 	idleAfter     = 10 * time.Minute
 	sweepInterval = time.Minute
+	// rateLead is how much sooner than its turn under a rate limit an exchange held back comes
+	// back, to wait for the turn here: a workflow's timer and the tasks that follow it take from
+	// tens of milliseconds to a second, which at 50 turns a second would leave gaps.
+	rateLead = time.Second
 )
 
 func newHosts(o Options, m *metrics) *hosts {
@@ -188,12 +189,6 @@ func (hs *hosts) acquire(ctx context.Context, key string, ep Endpoint, wait, qui
 	limitDeadline := deadline
 	if quick > 0 {
 		limitDeadline = hs.now().Add(quick) // the rate limit's turn is known: waited for when due within quick
-	}
-	if name == "" {
-		// An exchange that cannot come back for a booking: it books under a name of its own, given
-		// up when it returns.
-		name = hs.anonymous()
-		defer hs.forget(name)
 	}
 	if err := hs.rateLimit(ctx, key, ep, name, limitDeadline); err != nil {
 		return ticket{}, err
@@ -296,24 +291,13 @@ func (hs *hosts) giveUp(t ticket, w *waiter, reason HoldReason, name string, sin
 	return hs.hold(w.heldBy(), t.h, t.ep, name, now)
 }
 
-// anonymous names an exchange asked for without a Request.Key.
-func (hs *hosts) anonymous() string {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	hs.seq++
-	return "#" + strconv.FormatUint(hs.seq, 10)
-}
-
-// forget drops what the exchange named name booked.
-func (hs *hosts) forget(name string) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	delete(hs.booked, name)
-}
-
 // bookingOf returns what the exchange named name has booked at endpoint e, an empty booking if
-// nothing (or, for a webhook whose URL changed, at another endpoint).
+// nothing (or, for a webhook whose URL changed, at another endpoint). An exchange without a name
+// gets a booking nobody keeps: it cannot come back for it.
 func (hs *hosts) bookingOf(name string, e *endpoint) *booking {
+	if name == "" {
+		return &booking{ep: e}
+	}
 	b := hs.booked[name]
 	if b == nil || b.ep != e {
 		b = &booking{ep: e}
@@ -471,49 +455,43 @@ func later(a, b time.Time) time.Time {
 }
 
 // rateLimit holds an exchange until its endpoint's rate limit lets it go: in this process while
-// the turn comes before deadline (and few others of the endpoint wait here), otherwise with a
-// *HeldError whose appointment is its turn. The turn is booked under name: held back and asked
-// again, the exchange redeems it, so each exchange takes one turn and the endpoint gets its limit.
+// the turn comes before deadline, otherwise with a *HeldError whose appointment is its turn, less
+// what it may wait here when it comes back (up to rateLead), so that a late wake-up does not cost
+// the endpoint its pace. The turn is booked under name: held back and asked again, the exchange
+// redeems it, so each exchange takes one turn and the endpoint gets its limit.
 func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, name string, deadline time.Time) error {
-	if ep.RateLimit <= 0 && !hs.limited(ep) {
+	if ep.RateLimit <= 0 {
+		// No limit, or one removed: removed, the exchanges held under it ask without one when they
+		// come back (the API's limits signal brings them back at once).
 		return nil
 	}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	now := hs.now()
 	h, e := hs.lookup(key, ep, now)
-	if hs.setRate(e, ep.RateLimit, now); ep.RateLimit <= 0 {
-		return nil
-	}
+	hs.setRate(e, ep.RateLimit, now)
 	b := hs.bookingOf(name, e)
 	if b.rateTurn.IsZero() || b.rateTurn.Before(now.Add(-e.interval())) {
 		// Nothing booked, or a turn so long gone that taking it now would break the limit.
 		b.rateTurn = later(e.next, now)
 		e.next = b.rateTurn.Add(e.interval())
 	}
-	start, waiting := now, false
-	defer func() {
-		if waiting {
-			e.rateWaiters--
-		}
-	}()
+	start, waited := now, false
 	for {
 		turn := b.rateTurn
-		if !turn.After(now) || e.rate == 0 {
+		if !turn.After(now) {
 			e.last = later(e.last, turn)
-			if waiting {
+			if waited {
 				hs.metrics.held(HeldByRateLimit, now.Sub(start))
 			}
 			return nil
 		}
-		if turn.After(deadline) || (!waiting && e.rateWaiters >= hs.maxWaiters()) {
+		if turn.After(deadline) {
 			hs.metrics.held(HeldByRateLimit, now.Sub(start))
-			return &HeldError{Reason: HeldByRateLimit, Host: h.key, RetryIn: turn.Sub(now)}
+			early := min(rateLead, max(0, deadline.Sub(now))/2)
+			return &HeldError{Reason: HeldByRateLimit, Host: h.key, RetryIn: turn.Sub(now) - early}
 		}
-		if !waiting {
-			waiting = true
-			e.rateWaiters++
-		}
+		waited = true
 		retimed := e.retimed
 		hs.mu.Unlock()
 		timer := time.NewTimer(turn.Sub(now))
@@ -540,10 +518,9 @@ func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, name st
 	}
 }
 
-// setRate puts the endpoint's limit of rate exchanges per second (zero: none) in force. A change
-// re-times the turns already booked under the old one, in their order, from the first turn the new
-// limit gives after the last exchange that went: raised, the held exchanges come sooner; lowered,
-// later; removed, at once.
+// setRate puts the endpoint's limit of rate exchanges per second in force. A change re-times the
+// turns already booked under the old one, in their order, from the first turn the new limit gives
+// after the last exchange that went: raised, the held exchanges come sooner; lowered, later.
 // Exchanges waiting here for their turn wake to read theirs again; those held back read theirs
 // when they come back (the API signals their workflows to come back at once: docs/api.md).
 func (hs *hosts) setRate(e *endpoint, rate int, now time.Time) {
@@ -562,27 +539,16 @@ func (hs *hosts) setRate(e *endpoint, rate int, now time.Time) {
 	}
 	slices.SortFunc(ahead, func(x, y *booking) int { return x.rateTurn.Compare(y.rateTurn) })
 	next := now
-	if rate > 0 && !e.last.IsZero() {
+	if !e.last.IsZero() {
 		next = later(e.last.Add(e.interval()), now)
 	}
 	for _, b := range ahead {
 		b.rateTurn = next
-		if rate > 0 {
-			next = next.Add(e.interval())
-		}
+		next = next.Add(e.interval())
 	}
 	e.next = next
 	close(e.retimed)
 	e.retimed = make(chan struct{})
-}
-
-// limited reports whether the endpoint ep names has a rate limit in force, which an exchange
-// without one (the limit was removed) ends.
-func (hs *hosts) limited(ep Endpoint) bool {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	e := hs.endpoints[ep.key]
-	return e != nil && e.rate != 0
 }
 
 func (e *endpoint) interval() time.Duration { return time.Second / time.Duration(e.rate) }

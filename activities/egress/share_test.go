@@ -383,6 +383,12 @@ func TestRateLimit(t *testing.T) {
 	if _, err := hs.acquire(context.Background(), testHost, ep, time.Second, 0, ""); err != nil {
 		t.Fatalf("an exchange that may wait: %v", err)
 	}
+	// One that may wait 200ms, whose turn is a second away, is held back to come back 100ms (half
+	// its wait) before its turn, and wait for it here then.
+	_, err := hs.acquire(context.Background(), testHost, ep, 200*time.Millisecond, 0, "early")
+	if retryIn := held(t, err, HeldByRateLimit); retryIn != 900*time.Millisecond {
+		t.Fatalf("an exchange that may wait 200ms, its turn 1s away: RetryIn %s, want 900ms", retryIn)
+	}
 }
 
 // TestWaitEndsHeld: an exchange that waited its whole wait is held back with an appointment and
@@ -503,7 +509,7 @@ func BenchmarkTurn(b *testing.B) {
 		hs, _ := testHosts(Options{HostConcurrency: 16})
 		ep := endpointOf(1, 10)
 		for b.Loop() {
-			tk, err := hs.acquire(context.Background(), testHost, ep, 0, 0, "")
+			tk, err := hs.acquire(context.Background(), testHost, ep, 0, 0, "delivery")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -517,8 +523,9 @@ func BenchmarkTurn(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := n.Add(1)
 			ep := endpointOf(i%8, 100+i%64)
+			name := fmt.Sprint("delivery ", i) // each goroutine's exchanges one delivery's attempts
 			for pb.Next() {
-				tk, err := hs.acquire(context.Background(), testHost, ep, time.Minute, 0, "")
+				tk, err := hs.acquire(context.Background(), testHost, ep, time.Minute, 0, name)
 				if err != nil {
 					var held *HeldError
 					if errors.As(err, &held) {

@@ -62,7 +62,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 
 	info := activity.GetInfo(ctx)
 	turn, postErr := a.takeTurn(ctx, info, egress.Request{
-		URL: w.URL, Endpoint: endpointOf(w), Timeout: in.AttemptTimeout, Wait: a.turnWait(ctx, info, in.AttemptTimeout),
+		URL: w.URL, Endpoint: a.endpointOf(w), Timeout: in.AttemptTimeout, Wait: a.turnWait(ctx, info, in.AttemptTimeout),
 		Key: strconv.FormatInt(in.DeliveryID, 10),
 	})
 	var held *egress.HeldError
@@ -200,13 +200,14 @@ func (a *Activities) turnWait(ctx context.Context, info activity.Info, attemptTi
 }
 
 // endpointOf is the webhook as the egress client's limits see it.
-func endpointOf(w *model.Webhook) egress.Endpoint {
+func (a *Activities) endpointOf(w *model.Webhook) egress.Endpoint {
 	ep := egress.Endpoint{Account: w.AccountID, Webhook: w.ID}
 	if w.MaxInFlight != nil {
 		ep.MaxInFlight = *w.MaxInFlight
 	}
 	if w.RateLimit != nil {
 		ep.RateLimit = *w.RateLimit
+		ep.RecheckRateLimit = func(ctx context.Context) (int, error) { return model.WebhookRateLimit(ctx, a.DB, w.ID) }
 	}
 	return ep
 }

@@ -39,6 +39,25 @@ func startSharedHost(t *testing.T, rc *receiver, hang *hangingReceiver) *httptes
 	return srv
 }
 
+// startSharedHostAccounts serves the shared host (startSharedHost) and registers issue 17's
+// accounts on it: B (noisy), a second account with 100 webhooks on its hanging paths, and the
+// stack's own account C with one webhook (healthy) on /ok.
+func startSharedHostAccounts(t *testing.T, st *stack) (hang *hangingReceiver, host *httptest.Server, noisy *stack, healthy int64) {
+	t.Helper()
+	hang = startHangingReceiver(t)
+	host = startSharedHost(t, st.rc, hang)
+	noisyKey, _, err := model.CreateAPIKey(context.Background(), st.db, "noisy@example.com", "noisy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noisy = st.as(noisyKey)
+	for i := range 100 {
+		noisy.createWebhook(t, "A", fmt.Sprintf("%s/hang/%d", host.URL, i), "campaign.created")
+	}
+	healthy, _ = st.createWebhook(t, "A", host.URL+"/ok", "campaign.created")
+	return hang, host, noisy, healthy
+}
+
 func (h *hangingReceiver) inFlightNow() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -171,18 +190,7 @@ func TestSharedHostIsolation(t *testing.T) {
 	// The schedule's one retry comes a minute after a failure: none within C's wait for a receipt.
 	st := newStack(t, stackOptions{allowPrivate: true, timeout: timeout, schedule: []time.Duration{time.Minute},
 		hostConcurrency: hostCap, breakerFailures: breakerFailures, breakerCooldown: cooldown})
-	hang := startHangingReceiver(t)
-	host := startSharedHost(t, st.rc, hang)
-
-	noisyKey, _, err := model.CreateAPIKey(context.Background(), st.db, "noisy@example.com", "noisy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	noisy := st.as(noisyKey)
-	for i := range 100 {
-		noisy.createWebhook(t, "A", fmt.Sprintf("%s/hang/%d", host.URL, i), "campaign.created")
-	}
-	healthy, _ := st.createWebhook(t, "A", host.URL+"/ok", "campaign.created")
+	hang, host, noisy, healthy := startSharedHostAccounts(t, st)
 	defer func() {
 		if !t.Failed() {
 			return
@@ -300,17 +308,7 @@ func TestSharedHostIsolation(t *testing.T) {
 func TestSharedHostIsolationUnderCPUPressure(t *testing.T) {
 	const timeout = 5 * time.Second
 	st := newStack(t, stackOptions{allowPrivate: true, timeout: timeout, schedule: []time.Duration{time.Minute}})
-	hang := startHangingReceiver(t)
-	host := startSharedHost(t, st.rc, hang)
-	noisyKey, _, err := model.CreateAPIKey(context.Background(), st.db, "noisy@example.com", "noisy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	noisy := st.as(noisyKey)
-	for i := range 100 {
-		noisy.createWebhook(t, "A", fmt.Sprintf("%s/hang/%d", host.URL, i), "campaign.created")
-	}
-	healthy, _ := st.createWebhook(t, "A", host.URL+"/ok", "campaign.created")
+	hang, _, noisy, healthy := startSharedHostAccounts(t, st)
 	st.receipt(t, "/ok", healthy) // the stack warm
 
 	// What one plain delivery costs, B idle.

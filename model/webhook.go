@@ -103,6 +103,20 @@ func FindWebhook(ctx context.Context, db bun.IDB, id int64) (*Webhook, error) {
 	return scanOne(ctx, w, db.NewSelect().Model(w).Where("id = ?", id), "webhook")
 }
 
+// WebhookRateLimit reads the rateLimit of the webhook with that id (0: none, or the webhook is
+// gone), for the worker's attempts waiting for a turn under the old one.
+func WebhookRateLimit(ctx context.Context, db bun.IDB, id int64) (int, error) {
+	var limit *int
+	err := db.NewSelect().Model((*Webhook)(nil)).Column("rate_limit").Where("id = ?", id).Scan(ctx, &limit)
+	if errors.Is(err, sql.ErrNoRows) || limit == nil {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read rate limit of webhook %d: %w", id, err)
+	}
+	return *limit, nil
+}
+
 // ListWebhooks returns one page of live webhooks within scope.
 func ListWebhooks(ctx context.Context, db bun.IDB, scope WebhookScope, f WebhookFilter) ([]Webhook, error) {
 	hooks := []Webhook{}

@@ -200,6 +200,10 @@ type Endpoint struct {
 	MaxInFlight int
 	// RateLimit caps its exchanges per second; zero is none.
 	RateLimit int
+	// RecheckRateLimit, when set, reads the endpoint's rate limit anew: exchanges waiting in this
+	// process for a turn under RateLimit call it (one per endpoint, about once a second), so that a
+	// limit changed meanwhile re-times them too. Zero: the limit was removed.
+	RecheckRateLimit func(context.Context) (int, error)
 
 	key string
 }

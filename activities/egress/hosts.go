@@ -102,6 +102,8 @@ type endpoint struct {
 	next    time.Time
 	last    time.Time // the turn of the last exchange the limit let go
 	retimed chan struct{}
+	// checking: one of its waiters is reading its limit anew (Endpoint.RecheckRateLimit).
+	checking bool
 	// tail is the latest appointment given to an exchange the endpoint's cap held back.
 	tail     time.Time
 	lastUsed time.Time
@@ -164,6 +166,9 @@ const (
 	// back, to wait for the turn here: a workflow's timer and the tasks that follow it take from
 	// tens of milliseconds to a second, which at 50 turns a second would leave gaps.
 	rateLead = time.Second
+	// rateRecheck is how often the exchanges waiting here for a turn under an endpoint's rate
+	// limit read the limit anew (one of them at a time).
+	rateRecheck = time.Second
 )
 
 func newHosts(o Options, m *metrics) *hosts {
@@ -492,9 +497,16 @@ func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, name st
 			return &HeldError{Reason: HeldByRateLimit, Host: h.key, RetryIn: turn.Sub(now) - early}
 		}
 		waited = true
+		// The first of the endpoint's waiters to sleep rechecks the limit about once a second, so
+		// that a change reaches the exchanges waiting here (those held back hear of it from their
+		// workflow's limits signal).
+		sleep, check := turn.Sub(now), false
+		if ep.RecheckRateLimit != nil && !e.checking && sleep > rateRecheck {
+			sleep, check, e.checking = rateRecheck, true, true
+		}
 		retimed := e.retimed
 		hs.mu.Unlock()
-		timer := time.NewTimer(turn.Sub(now))
+		timer := time.NewTimer(sleep)
 		var err error
 		fired := false
 		select {
@@ -505,12 +517,24 @@ func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, name st
 			err = ctx.Err()
 		}
 		timer.Stop()
+		rate, recheckErr := 0, error(nil)
+		if check && err == nil {
+			rate, recheckErr = ep.RecheckRateLimit(ctx)
+		}
 		hs.mu.Lock()
+		if check {
+			e.checking = false
+		}
 		if err != nil {
 			return err
 		}
 		now = hs.now()
-		if fired && b.rateTurn.Equal(turn) {
+		switch {
+		case check && recheckErr == nil && rate <= 0:
+			return nil // the limit was removed
+		case check && recheckErr == nil:
+			hs.setRate(e, rate, now)
+		case !check && fired && b.rateTurn.Equal(turn):
 			e.last = later(e.last, turn)
 			hs.metrics.held(HeldByRateLimit, now.Sub(start))
 			return nil

@@ -255,3 +255,43 @@ func TestHeldExchangeWokenOncePerTurn(t *testing.T) {
 		t.Errorf("the backlog took %v, want %v: slots idled while exchanges slept", took, want)
 	}
 }
+
+// TestRateLimitRecheckRetimesWaiters: exchanges waiting in the worker for a turn under a rate
+// limit read the limit anew (one at a time), so that a change reaches them too, not only the
+// exchanges held back (whose workflows the API signals): raised from 1/s to 50/s, the turns booked
+// under 1/s are re-timed under 50/s and the waiter goes.
+func TestRateLimitRecheckRetimesWaiters(t *testing.T) {
+	hs, clock := testHosts(Options{HostConcurrency: 64, EndpointConcurrency: 64})
+	ep := endpointOf(1, 10)
+	ep.RateLimit = 1
+	checked := make(chan struct{}, 8)
+	ep.RecheckRateLimit = func(context.Context) (int, error) {
+		checked <- struct{}{}
+		return 50, nil
+	}
+	start := clock.Now()
+	for i := range 4 { // turns now, +1s, +2s, +3s, all held back
+		if _, _, err := ask(hs, ep, fmt.Sprint("delivery ", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The fifth may wait: its turn is 4s away; it sleeps a second, rechecks, and finds 50/s.
+	done := make(chan error, 1)
+	go func() {
+		_, err := hs.acquire(context.Background(), testHost, ep, time.Minute, 0, "delivery 4")
+		done <- err
+	}()
+	<-checked
+	if err := <-done; err != nil {
+		t.Fatalf("the waiter after the recheck: %v", err)
+	}
+	hs.mu.Lock()
+	e := hs.endpoints[ep.key]
+	rate, next := e.rate, e.next.Sub(start)
+	hs.mu.Unlock()
+	// The three held back and the waiter, re-timed 20ms apart after the first one's turn (the
+	// start): the next free turn is 100ms after the start.
+	if rate != 50 || next != 100*time.Millisecond {
+		t.Fatalf("after the recheck: rate %d, next turn %v after the start; want 50 and 100ms (was 5s at 1/s)", rate, next)
+	}
+}

@@ -37,7 +37,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 	w := &target.Webhook
 	if w.DeletedAt != nil {
-		if err := model.SetDeliveryState(ctx, a.DB, in.DeliveryID, model.DeliveryCanceled); err != nil {
+		if err := model.CancelDelivery(ctx, a.DB, in.DeliveryID); err != nil {
 			return DeliverResult{}, err
 		}
 		return DeliverResult{WebhookGone: true}, nil

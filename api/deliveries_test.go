@@ -54,7 +54,7 @@ func hookWithDelivery(t *testing.T, e *testEnv, v variantCase, auth func(*http.R
 
 func setDeliveryState(t *testing.T, e *testEnv, id int64, state string) {
 	t.Helper()
-	if err := model.SetDeliveryState(context.Background(), e.db, id, state); err != nil {
+	if err := dbtest.SetDeliveryState(context.Background(), e.db, id, state); err != nil {
 		t.Fatal(err)
 	}
 }

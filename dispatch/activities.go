@@ -77,7 +77,7 @@ func (a *Activities) RecoverDeliveries(ctx context.Context, in workflows.Recover
 // RetryExhausted retries the deliveries of a webhook-wide retry that are still exhausted, in id
 // order, and returns how many it retried.
 func (a *Activities) RetryExhausted(ctx context.Context, in workflows.RetryWebhookInput) (int, error) {
-	retried, err := a.retryInBatches(ctx, []string{model.DeliveryExhausted}, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
+	retried, err := a.retryInBatches(ctx, model.RetriableStates, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
 		return model.ExhaustedDeliveries(ctx, a.DB, in.WebhookID, in.UpTo, after, retryBatch)
 	})
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -72,12 +73,9 @@ func (d *Dispatcher) Resend(ctx context.Context, db bun.IDB, webhookID, delivery
 	if ref.State == model.DeliveryDelivering {
 		return ref, d.joinResend(ctx, ref)
 	}
-	_, err = d.retryClaimed(ctx, db, []model.DeliveryRef{ref}, resendableStates)
+	_, err = d.retryClaimed(ctx, db, []model.DeliveryRef{ref}, model.ResendableStates)
 	return ref, err
 }
-
-// resendableStates are the states a resend claims a delivery from: all but canceled.
-var resendableStates = []string{model.DeliveryPending, model.DeliveryDelivering, model.DeliveryRetrying, model.DeliveryDelivered, model.DeliveryExhausted}
 
 // joinResend is the resend of a delivery that is delivering: another retry has claimed it and is
 // handing it to its workflow, or an attempt is in flight. It joins that retry: it signals the
@@ -322,11 +320,7 @@ func (d *Dispatcher) RepairClaims(ctx context.Context, db bun.IDB, olderThan tim
 // repairClaim hands one stale claim's delivery to its workflow, unless its state shows the
 // workflow ran since, and clears the claim. It reports whether it handed the delivery over.
 func (d *Dispatcher) repairClaim(ctx context.Context, db bun.IDB, r model.ClaimedRef) (bool, error) {
-	again := true
-	switch r.State {
-	case model.DeliveryDelivered, model.DeliveryExhausted, model.DeliveryCanceled:
-		again = false
-	}
+	again := !slices.Contains(model.EndedStates, r.State)
 	if again {
 		if err := d.handOver(ctx, r.DeliveryRef); err != nil {
 			return false, err

@@ -391,7 +391,7 @@ func TestSweeperRepairsStaleClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := model.SetDeliveryState(ctx, st.db, st.delivery(t, done, hook).ID, model.DeliveryDelivered); err != nil {
+	if err := dbtest.SetDeliveryState(ctx, st.db, st.delivery(t, done, hook).ID, model.DeliveryDelivered); err != nil {
 		t.Fatal(err)
 	}
 	receipts := len(st.rc.requests("/stale"))

@@ -12,7 +12,7 @@ import (
 // canceled): those whose workflows may still be running or waiting for a retry.
 func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state NOT IN (?)", bun.In([]string{DeliveryDelivered, DeliveryCanceled})).
+	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.In(OpenStates)).
 		OrderExpr("d.id ASC").Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find open deliveries: %w", err)
@@ -24,34 +24,12 @@ func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]Deliver
 // delivering or retrying): those with an attempt held back for its turn at the receiver among them.
 func UnderwayDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.In([]string{DeliveryPending, DeliveryDelivering, DeliveryRetrying})).
+	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.In(UnderwayStates)).
 		OrderExpr("d.id ASC").Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find deliveries under way: %w", err)
 	}
 	return refs, nil
-}
-
-// CancelOpenDeliveries marks every delivery of a webhook that has not ended as canceled, when the
-// webhook is deleted.
-func CancelOpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) error {
-	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryCanceled).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-		Where("webhook_id = ?", webhookID).Where("state NOT IN (?)", bun.In([]string{DeliveryDelivered, DeliveryCanceled})).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("cancel open deliveries: %w", err)
-	}
-	return nil
-}
-
-// CancelDelivery marks one delivery canceled unless it was delivered, as its canceled workflow
-// ends. Running it twice is harmless.
-func CancelDelivery(ctx context.Context, db bun.IDB, deliveryID int64) error {
-	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryCanceled).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-		Where("id = ?", deliveryID).Where("state <> ?", DeliveryDelivered).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("cancel delivery: %w", err)
-	}
-	return nil
 }
 
 // WebhookDeliveryRef returns the reference of one delivery of a webhook, for a retry of it alone,
@@ -94,9 +72,6 @@ func (r Recovery) Check(now time.Time) error {
 	return nil
 }
 
-// RecoverableStates are the states of deliveries that did not succeed and can be recovered.
-var RecoverableStates = []string{DeliveryExhausted, DeliveryRetrying}
-
 func (r Recovery) where(q *bun.SelectQuery) *bun.SelectQuery {
 	q = q.Where("d.webhook_id = ?", r.WebhookID).Where("d.state IN (?)", bun.In(RecoverableStates)).
 		Where("d.created_at >= ?", r.Since).Where("d.created_at < ?", r.Until)
@@ -128,17 +103,4 @@ func RecoverableDeliveries(ctx context.Context, db bun.IDB, r Recovery, after, l
 		return nil, fmt.Errorf("find recoverable deliveries: %w", err)
 	}
 	return refs, nil
-}
-
-// SettleClaim gives a delivery that a manual retry claimed (moved to delivering) back the state
-// its workflow is in, exhausted or delivered, when the workflow found the retry already answered:
-// an attempt had started after the retry was asked for, so no attempt follows the claim to record
-// an outcome. A delivery no longer delivering is left alone.
-func SettleClaim(ctx context.Context, db bun.IDB, deliveryID int64, state string) error {
-	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", state).Set("updated_at = ?", Now()).
-		Where("id = ?", deliveryID).Where("state = ?", DeliveryDelivering).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("settle the claim on delivery %d: %w", deliveryID, err)
-	}
-	return nil
 }

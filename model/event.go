@@ -36,16 +36,6 @@ type Event struct {
 	CreatedAt      time.Time `bun:"created_at,notnull"`
 }
 
-// Delivery states, mirrored in the workflow's DeliveryState search attribute.
-const (
-	DeliveryPending    = "pending"
-	DeliveryDelivering = "delivering"
-	DeliveryRetrying   = "retrying"
-	DeliveryDelivered  = "delivered"
-	DeliveryExhausted  = "exhausted"
-	DeliveryCanceled   = "canceled"
-)
-
 // Delivery is one event for one webhook: the unit a DeliveryWorkflow owns.
 type Delivery struct {
 	bun.BaseModel `bun:"table:deliveries"`
@@ -170,7 +160,7 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 		deliveries := make([]Delivery, len(hooks))
 		urls := make(map[int64]string, len(hooks))
 		for i, w := range hooks {
-			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: w.ID, State: DeliveryPending, CreatedAt: now, UpdatedAt: now}
+			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: w.ID, CreatedAt: now, UpdatedAt: now}
 			urls[w.ID] = w.URL
 		}
 		if err := insertDeliveries(ctx, tx, deliveries); err != nil {
@@ -180,29 +170,6 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 		return nil
 	})
 	return res, err
-}
-
-// insertDeliveries inserts an event's deliveries and sets their ids. Each takes one prepared
-// insert, except several on PostgreSQL: one multi-row insert there saves round trips, where on
-// SQLite, in process, it would return its ids through RETURNING and so keep a statement journal
-// (insertRow).
-func insertDeliveries(ctx context.Context, tx bun.Tx, deliveries []Delivery) error {
-	if len(deliveries) > 1 && IsPostgres(tx) {
-		_, err := tx.NewInsert().Model(&deliveries).Returning("id").Exec(ctx)
-		return err
-	}
-	for i := range deliveries {
-		d := &deliveries[i]
-		id, err := insertRow(ctx, tx, insertDeliverySQL, d.EventID, d.WebhookID, d.State, d.Attempts, d.CreatedAt, d.UpdatedAt)
-		if err != nil {
-			return err
-		}
-		if id == 0 {
-			return errors.New("no row inserted")
-		}
-		d.ID = id
-	}
-	return nil
 }
 
 // findIdempotent returns the earlier answer for a reused key, ErrIdempotencyConflict for a reused
@@ -299,28 +266,6 @@ func UndispatchedDeliveries(ctx context.Context, db bun.IDB, olderThan time.Time
 	return refs, nil
 }
 
-// SetDeliveryState records a delivery's state, as the workflow moves it.
-func SetDeliveryState(ctx context.Context, db bun.IDB, deliveryID int64, state string) error {
-	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", state).Set("updated_at = ?", Now()).
-		Where("id = ?", deliveryID).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("set delivery state: %w", err)
-	}
-	return nil
-}
-
-// HoldDelivery records that a delivery stopped without an attempt because its webhook is
-// disabled: it is exhausted, with reason as its last error, so a manual retry picks it up.
-func HoldDelivery(ctx context.Context, db bun.IDB, deliveryID int64, reason string) error {
-	_, err := db.NewUpdate().Model((*Delivery)(nil)).
-		Set("state = ?", DeliveryExhausted).Set("last_error = ?", reason).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-		Where("id = ?", deliveryID).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("hold delivery: %w", err)
-	}
-	return nil
-}
-
 // CountExhausted counts the exhausted deliveries of a webhook, for a manual retry of them, and
 // returns the largest of their ids (0 when there are none): the retry covers those and not the
 // deliveries that are exhausted after it was asked for.
@@ -347,54 +292,6 @@ func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID, upTo, after
 		return nil, fmt.Errorf("find exhausted deliveries: %w", err)
 	}
 	return refs, nil
-}
-
-// ClaimDelivery claims one delivery for a manual retry, right before its workflow is signaled or
-// run again, and reports whether it did. The claim is a compare-and-set: the delivery must be in
-// one of the states from and not claimed already (a claim in flight, or one a crash left, which the
-// sweeper repairs). A delivery that had ended, exhausted or delivered (a resend), moves to
-// delivering, before the signal and not after: an attempt that finishes first must not have its
-// outcome overwritten. One still in its schedule keeps its state: the signal only brings its next
-// attempt forward. claimed_at records the claim until ReleaseClaim or RestoreClaim clears it.
-func ClaimDelivery(ctx context.Context, db bun.IDB, deliveryID int64, from []string) (claimedAt time.Time, ok bool, err error) {
-	now := Now()
-	r, err := db.NewUpdate().Model((*Delivery)(nil)).
-		Set("state = CASE WHEN state IN (?) THEN ? ELSE state END", bun.In([]string{DeliveryExhausted, DeliveryDelivered}), DeliveryDelivering).
-		Set("claimed_at = ?", now).Set("updated_at = ?", now).
-		Where("id = ?", deliveryID).Where("state IN (?)", bun.In(from)).Where("claimed_at IS NULL").Exec(ctx)
-	if err != nil {
-		return now, false, fmt.Errorf("claim delivery %d for retry: %w", deliveryID, err)
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return now, false, fmt.Errorf("claim delivery %d for retry: %w", deliveryID, err)
-	}
-	return now, n == 1, nil
-}
-
-// ReleaseClaim clears the claim made at claimedAt once its signal or start succeeded. A claim made
-// since by another retry is left alone.
-func ReleaseClaim(ctx context.Context, db bun.IDB, deliveryID int64, claimedAt time.Time) error {
-	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("claimed_at = NULL").
-		Where("id = ?", deliveryID).Where("claimed_at = ?", claimedAt).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("release the claim on delivery %d: %w", deliveryID, err)
-	}
-	return nil
-}
-
-// RestoreClaim undoes the claim made at claimedAt of a retry that did not happen (Temporal refused
-// it): the delivery gets back its state as ref recorded it, unless an attempt has moved it on
-// meanwhile, and the claim is cleared.
-func RestoreClaim(ctx context.Context, db bun.IDB, ref DeliveryRef, claimedAt time.Time) error {
-	_, err := db.NewUpdate().Model((*Delivery)(nil)).
-		Set("state = CASE WHEN state = ? THEN ? ELSE state END", DeliveryDelivering, ref.State).
-		Set("claimed_at = NULL").Set("updated_at = ?", Now()).
-		Where("id = ?", ref.DeliveryID).Where("claimed_at = ?", claimedAt).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("restore delivery %d after a failed retry: %w", ref.DeliveryID, err)
-	}
-	return nil
 }
 
 // ClaimedRef is a delivery a claim holds, with the time of the claim.

@@ -105,14 +105,7 @@ func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome
 			a.ErrorClass, a.Error, a.LatencyMS, a.ResponseBody, a.RequestHeaders); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}
-		state := DeliveryDelivered
-		if !o.Success {
-			state = DeliveryRetrying
-			if o.NextAttemptAt == nil {
-				state = DeliveryDelivering // the workflow moves it to exhausted next
-			}
-		}
-		if _, err := execPrepared(ctx, tx, attemptDeliverySQL, state, a.Attempt, a.Attempt, a.Error, o.NextAttemptAt,
+		if _, err := execPrepared(ctx, tx, attemptDeliverySQL, attemptState(o), a.Attempt, a.Attempt, a.Error, o.NextAttemptAt,
 			Now(), a.DeliveryID); err != nil {
 			return fmt.Errorf("update delivery: %w", err)
 		}
@@ -217,15 +210,9 @@ func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64,
 	var res ExhaustResult
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// Only the call that exhausts the delivery counts it: a retried activity counts once.
-		marked, err := tx.NewUpdate().Model((*Delivery)(nil)).
-			Set("state = ?", DeliveryExhausted).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-			Where("id = ?", deliveryID).Where("state <> ?", DeliveryExhausted).Exec(ctx)
+		counted, err := exhaustDelivery(ctx, tx, deliveryID)
 		if err != nil {
-			return fmt.Errorf("update delivery: %w", err)
-		}
-		counted, err := marked.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("update delivery: %w", err)
+			return err
 		}
 		w := &Webhook{}
 		if err := tx.NewSelect().Model(w).Where("id = ?", webhookID).Scan(ctx); err != nil {
@@ -252,7 +239,7 @@ func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64,
 		if res.Alert, err = affectedOne(moved); err != nil {
 			return fmt.Errorf("mark webhook failing: %w", err)
 		}
-		if counted == 0 {
+		if !counted {
 			return nil
 		}
 		// An exhaustion older than the last success is not part of the current failure. Its

@@ -12,13 +12,6 @@ import (
 // DefaultPurgeBatch is how many deliveries and how many events one retention batch examines.
 const DefaultPurgeBatch = 500
 
-// finishedDeliveryStates are the states in which no workflow writes a delivery again on its own: it
-// was delivered, canceled, or exhausted (its workflow then waits at most its retry window, which
-// retention outlasts: WEBHOOKD_RETENTION is refused when it is not a day longer). Pending,
-// delivering and retrying deliveries have a workflow at work (or about to be started by the
-// sweeper) and are never purged, however old.
-var finishedDeliveryStates = []string{DeliveryDelivered, DeliveryCanceled, DeliveryExhausted}
-
 // PurgeKey is a row's place in the purge's scan order.
 type PurgeKey struct {
 	CreatedAt time.Time
@@ -76,7 +69,7 @@ func PurgeExpired(ctx context.Context, db bun.IDB, before time.Time, after Purge
 	}
 	var expired []int64
 	for _, d := range deliveries {
-		if slices.Contains(finishedDeliveryStates, d.State) && d.UpdatedAt.Before(before) {
+		if slices.Contains(EndedStates, d.State) && d.UpdatedAt.Before(before) {
 			expired = append(expired, d.ID)
 		}
 	}
@@ -91,7 +84,7 @@ func PurgeExpired(ctx context.Context, db bun.IDB, before time.Time, after Purge
 		// The rule is checked again in the delete: a delivery that a manual retry claimed (or whose
 		// workflow, reset from the Web UI, logged a new attempt) since it was read stays.
 		res, err = db.NewDelete().Model((*Delivery)(nil)).Where("id IN (?)", bun.In(expired)).
-			Where("state IN (?)", bun.In(finishedDeliveryStates)).Where("updated_at < ?", before).
+			Where("state IN (?)", bun.In(EndedStates)).Where("updated_at < ?", before).
 			Where("NOT EXISTS (SELECT 1 FROM delivery_attempts AS a WHERE a.delivery_id = delivery.id)").Exec(ctx)
 		if b.Deliveries, err = affected(res, err); err != nil {
 			return b, fmt.Errorf("purge expired deliveries: %w", err)

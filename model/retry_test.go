@@ -10,11 +10,12 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
 )
 
 func setState(t *testing.T, db bun.IDB, deliveryID int64, state string) {
 	t.Helper()
-	if err := model.SetDeliveryState(context.Background(), db, deliveryID, state); err != nil {
+	if err := dbtest.SetDeliveryState(context.Background(), db, deliveryID, state); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -46,10 +46,6 @@ const (
 	insertIdempotentEventSQL = `INSERT INTO "events" AS "event" ("account_id", "variant", "event_type", "data", ` +
 		`"idempotency_key", "request_hash", "matched", "occurred_at", "created_at") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ` +
 		`ON CONFLICT (account_id, variant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
-	// The columns left out (last_error, next_attempt_at, dispatched_at, claimed_at) are NULL in a
-	// new delivery, as bun wrote them.
-	insertDeliverySQL = `INSERT INTO "deliveries" ("event_id", "webhook_id", "state", "attempts", "created_at", "updated_at") ` +
-		`VALUES (?, ?, ?, ?, ?, ?)`
 	returningID = ` RETURNING id`
 
 	upsertAttemptSQL = `INSERT INTO "delivery_attempts" AS "attempt" ("delivery_id", "attempt", "url", "started_at", ` +
@@ -58,9 +54,6 @@ const (
 		`SET url = EXCLUDED.url, started_at = EXCLUDED.started_at, status_code = EXCLUDED.status_code, ` +
 		`error_class = EXCLUDED.error_class, error = EXCLUDED.error, latency_ms = EXCLUDED.latency_ms, ` +
 		`response_body = EXCLUDED.response_body, request_headers = EXCLUDED.request_headers`
-	attemptDeliverySQL = `UPDATE "deliveries" AS "delivery" SET state = ?, ` +
-		`attempts = CASE WHEN attempts < ? THEN ? ELSE attempts END, last_error = ?, next_attempt_at = ?, ` +
-		`updated_at = ? WHERE (id = ?)`
 )
 
 // hotStatements are the statements prepared together, the first time one of them runs outside a

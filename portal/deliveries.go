@@ -36,7 +36,7 @@ type attemptRow struct {
 }
 
 // liveStates are the states of a delivery whose page follows it (follow.js): more may happen.
-var liveStates = []string{model.DeliveryPending, model.DeliveryDelivering, model.DeliveryRetrying}
+var liveStates = model.UnderwayStates
 
 // loadDelivery reads the :id delivery within the session's scope: its webhook must be one the
 // session sees (model.GetWebhook: its account, its variant, not deleted), as the REST API reaches

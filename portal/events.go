@@ -78,8 +78,7 @@ type stateCount struct {
 }
 
 // deliveryStates are the states in the order the pages list them.
-var deliveryStates = []string{model.DeliveryPending, model.DeliveryDelivering, model.DeliveryRetrying,
-	model.DeliveryDelivered, model.DeliveryExhausted, model.DeliveryCanceled}
+var deliveryStates = model.DeliveryStates
 
 // eventLogQuery is the event log's filter as the page's form sends it.
 type eventLogQuery struct {

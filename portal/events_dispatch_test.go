@@ -39,7 +39,7 @@ func TestResendAndRecoverDispatch(t *testing.T) {
 	var events []int64
 	for range 3 {
 		res := e.publish(t, account.ID, v, w.EventType, `{"n":1}`)
-		if err := model.SetDeliveryState(ctx, e.db, res.Deliveries[0].ID, model.DeliveryExhausted); err != nil {
+		if err := dbtest.SetDeliveryState(ctx, e.db, res.Deliveries[0].ID, model.DeliveryExhausted); err != nil {
 			t.Fatal(err)
 		}
 		deliveries, events = append(deliveries, res.Deliveries[0].ID), append(events, res.Event.ID)

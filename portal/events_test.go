@@ -305,7 +305,7 @@ func TestRecoverCount(t *testing.T) {
 		for i := range 5 {
 			res := e.publish(t, account.ID, v, w.EventType, `{"n":1}`)
 			state := []string{model.DeliveryExhausted, model.DeliveryRetrying, model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryPending}[i]
-			if err := model.SetDeliveryState(t.Context(), e.db, res.Deliveries[0].ID, state); err != nil {
+			if err := dbtest.SetDeliveryState(t.Context(), e.db, res.Deliveries[0].ID, state); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -361,7 +361,7 @@ func (e *env) eventFixture(t *testing.T, accountID int64, v model.Variant) event
 	t.Helper()
 	w, _ := e.signedWebhook(t, accountID, v, "https://r.example.com/")
 	res := e.publish(t, accountID, v, w.EventType, `{"n":1}`)
-	if err := model.SetDeliveryState(t.Context(), e.db, res.Deliveries[0].ID, model.DeliveryExhausted); err != nil {
+	if err := dbtest.SetDeliveryState(t.Context(), e.db, res.Deliveries[0].ID, model.DeliveryExhausted); err != nil {
 		t.Fatal(err)
 	}
 	return eventFixture{webhook: w, event: res.Event.ID, delivery: res.Deliveries[0].ID}

@@ -51,3 +51,10 @@ func History(ctx context.Context, db *bun.DB, w *model.Webhook, n int, span time
 	}
 	return nil
 }
+
+// SetDeliveryState puts a delivery in state directly, whatever state it is in: a test's setup of a
+// case, never a transition of model's lifecycle (model/lifecycle.go writes those).
+func SetDeliveryState(ctx context.Context, db bun.IDB, deliveryID int64, state string) error {
+	_, err := db.NewUpdate().Model((*model.Delivery)(nil)).Set("state = ?", state).Where("id = ?", deliveryID).Exec(ctx)
+	return err
+}

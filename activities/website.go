@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/webhookd/webhookd/model"
@@ -19,13 +18,13 @@ type PublishWebsiteInput struct {
 }
 
 // PublishScheduledWebsite publishes a website whose scheduled time has come, with its
-// website.published event in the same transaction, and returns the event's id for the workflow to
+// website.published event in the same change (model.Change), and returns the event's id for the workflow to
 // start its deliveries (0 when it has none). It does nothing when the schedule is no longer the website's
 // (rescheduled, published by hand, archived): a stale timer never publishes, and the id is 0.
 func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) (int64, error) {
 	var res *model.PublishResult
-	err := a.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		w, err := model.GetWebsite(ctx, tx, 0, in.WebsiteID, true)
+	_, err := model.Change(ctx, a.DB, func(ctx context.Context, cs *model.ChangeSet) error {
+		w, err := model.GetWebsite(ctx, cs.Tx, 0, in.WebsiteID, true)
 		if errors.Is(err, model.ErrNotFound) {
 			return nil
 		}
@@ -40,10 +39,10 @@ func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebs
 		if err != nil {
 			return err
 		}
-		if err := model.SaveWebsite(ctx, tx, w); err != nil {
+		if err := model.SaveWebsite(ctx, cs.Tx, w); err != nil {
 			return err
 		}
-		res, err = model.InsertEvent(ctx, tx, *ev)
+		res, err = cs.Emit(ctx, *ev)
 		return err
 	})
 	if err != nil {

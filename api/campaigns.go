@@ -79,8 +79,8 @@ func (h *campaignHandlers) create(c echo.Context) error {
 	now := model.Now()
 	camp := &model.Campaign{AccountID: accountOf(c).ID, Name: *req.Name, Platform: *req.Platform, Status: model.CampaignActive,
 		Budget: *req.Budget, StartDate: start, EndDate: end, CreatedAt: now, UpdatedAt: now}
-	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
-		if err := model.InsertCampaign(ctx, cs.tx, camp); err != nil {
+	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+		if err := model.InsertCampaign(ctx, cs.Tx, camp); err != nil {
 			return err
 		}
 		return emitCampaign(ctx, cs, "campaign.created", camp)
@@ -115,8 +115,8 @@ func (h *campaignHandlers) patch(c echo.Context) error {
 		ch.EndDate = &end
 	}
 	var camp *model.Campaign
-	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
-		updated, notable, err := model.UpdateCampaign(ctx, cs.tx, accountOf(c).ID, id, ch)
+	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+		updated, notable, err := model.UpdateCampaign(ctx, cs.Tx, accountOf(c).ID, id, ch)
 		if err != nil {
 			return err
 		}
@@ -165,12 +165,12 @@ func (h *campaignHandlers) list(c echo.Context) error {
 }
 
 // emitCampaign emits a campaign event with the campaign's CampaignData.
-func emitCampaign(ctx context.Context, cs *changeSet, eventType string, camp *model.Campaign) error {
+func emitCampaign(ctx context.Context, cs *model.ChangeSet, eventType string, camp *model.Campaign) error {
 	data, err := camp.EventData()
 	if err != nil {
 		return err
 	}
-	_, err = cs.emit(ctx, model.NewEvent{AccountID: camp.AccountID, Variant: model.VariantA, EventType: eventType, Data: data})
+	_, err = cs.Emit(ctx, model.NewEvent{AccountID: camp.AccountID, Variant: model.VariantA, EventType: eventType, Data: data})
 	return err
 }
 

@@ -1,24 +1,22 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/wire"
 )
 
 // dispatchTimeout bounds how long a request waits to start its delivery workflows.
-const dispatchTimeout = 3 * time.Second
+const dispatchTimeout = dispatch.RequestTimeout
 
 // maxIdempotencyKey bounds the Idempotency-Key header, as Stripe does.
 const maxIdempotencyKey = 255
@@ -78,7 +76,7 @@ func (h *deliveryHandlers) publishEvent(c echo.Context) error {
 	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		return invalidField("Idempotency-Key", "Idempotency-Key must be at most %d printable ASCII characters", maxIdempotencyKey)
 	}
-	res, err := h.publish(c.Request().Context(), model.NewEvent{
+	res, err := h.publisher.Publish(c.Request().Context(), model.NewEvent{
 		AccountID: accountOf(c).ID, Variant: h.v.model, EventType: eventType, Data: string(data),
 		IdempotencyKey: key, RequestHash: model.HashRequest(eventType, string(data)),
 	})
@@ -95,66 +93,6 @@ func (h *deliveryHandlers) publishEvent(c echo.Context) error {
 	body := map[string]any{"id": res.Event.ID, typeField: eventType, "matched": res.Event.Matched}
 	msg := fmt.Sprintf("Event accepted for %d webhook(s)", res.Event.Matched)
 	return c.JSON(http.StatusAccepted, h.v.success(body, msg))
-}
-
-// changeSet is one domain change in progress: its transaction and the events it emits.
-type changeSet struct {
-	tx      bun.Tx
-	results []*model.PublishResult
-}
-
-// emit stores an event and its deliveries in the change's transaction: they commit, or roll
-// back, with the change.
-func (cs *changeSet) emit(ctx context.Context, ne model.NewEvent) (*model.PublishResult, error) {
-	res, err := model.InsertEvent(ctx, cs.tx, ne)
-	if err != nil {
-		return nil, err
-	}
-	cs.results = append(cs.results, res)
-	return res, nil
-}
-
-// change runs fn in one transaction, then starts the deliveries of every event it emitted. A
-// failure to start them is not the client's problem: the deliveries are stored, and the worker's
-// sweeper starts them.
-func (s *Server) change(ctx context.Context, fn func(ctx context.Context, cs *changeSet) error) error {
-	var cs *changeSet
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		cs = &changeSet{tx: tx}
-		return fn(ctx, cs)
-	})
-	if err != nil {
-		return err
-	}
-	for _, res := range cs.results {
-		s.dispatch(ctx, res)
-	}
-	return nil
-}
-
-// publish stores one event on its own (the intake, a test event) and starts its deliveries.
-func (s *Server) publish(ctx context.Context, ne model.NewEvent) (*model.PublishResult, error) {
-	var res *model.PublishResult
-	err := s.change(ctx, func(ctx context.Context, cs *changeSet) error {
-		var err error
-		res, err = cs.emit(ctx, ne)
-		return err
-	})
-	return res, err
-}
-
-// dispatch starts the workflows of a committed publish.
-func (s *Server) dispatch(ctx context.Context, res *model.PublishResult) {
-	if s.dispatcher == nil || res.Replayed || len(res.Deliveries) == 0 {
-		return
-	}
-	// Bounded: with Temporal away the client is answered anyway (the event is stored) and the
-	// sweeper starts the workflows once Temporal is back.
-	startCtx, cancel := context.WithTimeout(ctx, dispatchTimeout)
-	defer cancel()
-	if err := s.dispatcher.StartEvent(startCtx, s.db, res.Refs()); err != nil {
-		s.log.Warn("start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
-	}
 }
 
 // eventTypes is GET <prefix>/event-types: the catalog of the event types a webhook of the variant

@@ -98,8 +98,8 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		return err
 	}
 	var first *model.PublishResult
-	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
-		w, err := model.GetWebsite(ctx, cs.tx, accountOf(c).ID, id, true)
+	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+		w, err := model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 			}
 			return err
 		}
-		if first, err = cs.emit(ctx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)}); err != nil {
+		if first, err = cs.Emit(ctx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)}); err != nil {
 			return err
 		}
 		_, err = count(ctx, cs, w, model.MetricSignups, 1)
@@ -158,8 +158,8 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 		return validationFailed("increment", "increment must be an integer from 1 to 1000000")
 	}
 	var value int64
-	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
-		w, err := model.GetWebsite(ctx, cs.tx, accountOf(c).ID, id, true)
+	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+		w, err := model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
 		}
@@ -173,13 +173,13 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 }
 
 // count adds to a counter and emits the threshold events it causes, in the change.
-func count(ctx context.Context, cs *changeSet, w *model.Website, metric string, n int64) (int64, error) {
-	value, evs, err := model.AddToCounter(ctx, cs.tx, w, metric, n)
+func count(ctx context.Context, cs *model.ChangeSet, w *model.Website, metric string, n int64) (int64, error) {
+	value, evs, err := model.AddToCounter(ctx, cs.Tx, w, metric, n)
 	if err != nil {
 		return 0, err
 	}
 	for _, ev := range evs {
-		if _, err := cs.emit(ctx, ev); err != nil {
+		if _, err := cs.Emit(ctx, ev); err != nil {
 			return 0, err
 		}
 	}

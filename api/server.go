@@ -68,9 +68,11 @@ type Config struct {
 
 // Server holds what the handlers need.
 type Server struct {
-	db                *bun.DB
-	temporal          client.Client
-	dispatcher        *dispatch.Dispatcher
+	db         *bun.DB
+	temporal   client.Client
+	dispatcher *dispatch.Dispatcher
+	// publisher commits a change with the events it emits, then starts their deliveries.
+	publisher         *dispatch.Publisher
 	secrets           *model.SecretBox
 	policy            egress.AddressPolicy
 	resolver          *net.Resolver
@@ -95,6 +97,7 @@ func New(cfg Config) (*Server, error) {
 		db:                cfg.DB,
 		temporal:          cfg.Temporal,
 		dispatcher:        cfg.Dispatcher,
+		publisher:         &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: dispatchTimeout, Log: cfg.Logger},
 		secrets:           cfg.Secrets,
 		policy:            cfg.Policy,
 		resolver:          cfg.Resolver,

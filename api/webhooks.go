@@ -104,14 +104,14 @@ func (h *deliveryHandlers) create(c echo.Context) error {
 		RateLimit: req.RateLimit.Value, MaxInFlight: req.MaxInFlight.Value,
 	}
 	// A variant B webhook and its test event commit together: no webhook without its test.
-	err = h.change(c.Request().Context(), func(ctx context.Context, cs *changeSet) error {
-		if err := model.CreateWebhook(ctx, cs.tx, w, h.maxWebhooks); err != nil {
+	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+		if err := model.CreateWebhook(ctx, cs.Tx, w, h.maxWebhooks); err != nil {
 			return err
 		}
 		if !h.v.spec.TestEvent {
 			return nil
 		}
-		_, err := cs.emit(ctx, testEvent(w))
+		_, err := cs.Emit(ctx, testEvent(w))
 		return err
 	})
 	if errors.Is(err, model.ErrLimitReached) {
@@ -318,7 +318,7 @@ func testEvent(w *model.Webhook) model.NewEvent { return model.WebhookTestEvent(
 
 // publishTest sends a fresh test event to a webhook.
 func (h *deliveryHandlers) publishTest(c echo.Context, w *model.Webhook) (*model.PublishResult, error) {
-	return h.publish(c.Request().Context(), testEvent(w))
+	return h.publisher.Publish(c.Request().Context(), testEvent(w))
 }
 
 func (h *deliveryHandlers) load(c echo.Context) (*model.Webhook, error) {

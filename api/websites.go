@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -146,16 +145,16 @@ func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*mod
 	var w *model.Website
 	var prev *time.Time
 	var prevUpdatedAt time.Time
-	err := h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := h.publisher.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		var err error
-		if w, err = model.GetWebsite(ctx, tx, accountOf(c).ID, id, true); err != nil {
+		if w, err = model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
 			return err
 		}
 		if w.Status != model.WebsiteDraft {
 			return conflict("a " + w.Status + " website cannot be scheduled for publication")
 		}
 		prev, prevUpdatedAt, w.ScheduledAt = w.ScheduledAt, w.UpdatedAt, &at
-		return model.SaveWebsite(ctx, tx, w)
+		return model.SaveWebsite(ctx, cs.Tx, w)
 	})
 	if err != nil {
 		return nil, notFoundAs(err, "website")
@@ -225,9 +224,9 @@ func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.
 	ctx := c.Request().Context()
 	var w *model.Website
 	hadSchedule := false
-	err := h.change(ctx, func(ctx context.Context, cs *changeSet) error {
+	err := h.publisher.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		var err error
-		if w, err = model.GetWebsite(ctx, cs.tx, accountOf(c).ID, id, true); err != nil {
+		if w, err = model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
 			return err
 		}
 		hadSchedule = w.ScheduledAt != nil
@@ -238,11 +237,11 @@ func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.
 		if err != nil {
 			return err
 		}
-		if err := model.SaveWebsite(ctx, cs.tx, w); err != nil {
+		if err := model.SaveWebsite(ctx, cs.Tx, w); err != nil {
 			return err
 		}
 		if ev != nil {
-			_, err = cs.emit(ctx, *ev)
+			_, err = cs.Emit(ctx, *ev)
 		}
 		return err
 	})

@@ -181,18 +181,12 @@ func (h *endpointHandlers) sendTest(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	var res *model.PublishResult
-	err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		var err error
-		res, err = model.InsertEvent(ctx, tx, model.WebhookTestEvent(w))
-		return err
-	})
+	res, err := h.publisher.Publish(ctx, model.WebhookTestEvent(w))
 	if err != nil {
 		return err
 	}
 	if len(res.Deliveries) == 0 {
 		return errNotFound // deleted meanwhile, as the API answers
 	}
-	h.start(ctx, res)
 	return c.Redirect(http.StatusSeeOther, Prefix+"deliveries/"+strconv.FormatInt(res.Deliveries[0].ID, 10))
 }

@@ -140,16 +140,14 @@ func (h *endpointHandlers) create(c echo.Context) error {
 		AccountID: session.AccountID, Variant: session.Variant, URL: rawURL, EventType: eventType,
 		Status: session.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 	}
-	var test *model.PublishResult
-	err = h.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if err := model.CreateWebhook(ctx, tx, w, h.maxWebhooks); err != nil {
+	err = h.publisher.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
+		if err := model.CreateWebhook(ctx, cs.Tx, w, h.maxWebhooks); err != nil {
 			return err
 		}
 		if !session.Variant.Spec().TestEvent {
 			return nil
 		}
-		var err error
-		test, err = model.InsertEvent(ctx, tx, model.WebhookTestEvent(w))
+		_, err := cs.Emit(ctx, model.WebhookTestEvent(w))
 		return err
 	})
 	if errors.Is(err, model.ErrLimitReached) {
@@ -159,23 +157,7 @@ func (h *endpointHandlers) create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if test != nil {
-		h.start(ctx, test)
-	}
 	return h.render(c, http.StatusCreated, "created", map[string]any{"Title": "Endpoint created", "Endpoint": w, "Secret": secret})
-}
-
-// start starts the deliveries of a committed event, as the API does after its commit; what is not
-// started here the worker's sweeper starts.
-func (h *endpointHandlers) start(ctx context.Context, res *model.PublishResult) {
-	if h.dispatcher == nil || len(res.Deliveries) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
-	defer cancel()
-	if err := h.dispatcher.StartEvent(ctx, h.db, res.Refs()); err != nil {
-		h.log.Warn("portal: start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
-	}
 }
 
 // checkURL judges a receiver URL by the API's rule: the reason it is refused, or "".

@@ -49,7 +49,7 @@ const csrfField = "csrf"
 
 // dispatchTimeout bounds how long an action waits on Temporal, as the API's does: what is not
 // started in time is started by the worker's sweeper.
-const dispatchTimeout = 3 * time.Second
+const dispatchTimeout = dispatch.RequestTimeout
 
 //go:embed templates/*.html
 var templateFiles embed.FS
@@ -87,6 +87,7 @@ type Config struct {
 type Server struct {
 	db          *bun.DB
 	dispatcher  *dispatch.Dispatcher
+	publisher   *dispatch.Publisher
 	secrets     *model.SecretBox
 	policy      egress.AddressPolicy
 	resolver    *net.Resolver
@@ -121,7 +122,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
-		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, cookie: newCookiePolicy(cfg.PublicURL, cfg.FrameAncestors), pages: pages,
+		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: dispatchTimeout, Log: cfg.Logger},
+		log:       cfg.Logger, maxWebhooks: cfg.MaxWebhooks, cookie: newCookiePolicy(cfg.PublicURL, cfg.FrameAncestors), pages: pages,
 		csp: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
 			"base-uri 'none'; form-action 'self'; frame-ancestors " + cfg.FrameAncestors,
 	}

@@ -1,0 +1,39 @@
+package model
+
+import (
+	"context"
+
+	"github.com/uptrace/bun"
+)
+
+// ChangeSet is one domain change in progress: its transaction and the events it emits (the
+// outbox). The events and their deliveries commit, or roll back, with the change; whoever ran the
+// change starts their deliveries after the commit (dispatch.Publisher), or leaves them to the
+// worker's sweeper.
+type ChangeSet struct {
+	Tx      bun.Tx
+	Results []*PublishResult
+}
+
+// Emit stores an event and its deliveries in the change's transaction.
+func (cs *ChangeSet) Emit(ctx context.Context, ne NewEvent) (*PublishResult, error) {
+	res, err := InsertEvent(ctx, cs.Tx, ne)
+	if err != nil {
+		return nil, err
+	}
+	cs.Results = append(cs.Results, res)
+	return res, nil
+}
+
+// Change runs fn in one transaction on db and returns what it emitted once it committed.
+func Change(ctx context.Context, db bun.IDB, fn func(ctx context.Context, cs *ChangeSet) error) (*ChangeSet, error) {
+	var cs *ChangeSet
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		cs = &ChangeSet{Tx: tx}
+		return fn(ctx, cs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}

@@ -220,15 +220,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		acts.Tracer = tracer
 		go func() {
 			defer close(workerDone)
-			err := worker.Run(ctx, worker.Config{
-				Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Dispatcher: dispatcher,
-				Logger: logger.With("component", "worker"), SweepInterval: cfg.SweepInterval,
-				MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries, MaxConcurrentRetries: cfg.MaxConcurrentRetries,
-				// An attempt in flight at a deploy finishes: its timeout, plus recording it.
-				StopTimeout: cfg.DeliveryTimeout + 5*time.Second,
-				Retention:   worker.Retention{Keep: cfg.Retention},
-			})
-			if err != nil {
+			if err := worker.Run(ctx, workerConfig(cfg, tc, db, acts, dispatcher, logger)); err != nil {
 				errc <- err
 			}
 		}()
@@ -259,6 +251,18 @@ func newDispatcher(cfg Config, tc client.Client) *dispatch.Dispatcher {
 	return &dispatch.Dispatcher{
 		Client: tc, TaskQueue: cfg.TaskQueue,
 		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
+	}
+}
+
+// workerConfig is the worker's part of cfg, around the parts serve built.
+func workerConfig(cfg Config, tc client.Client, db *bun.DB, acts *activities.Activities, d *dispatch.Dispatcher, logger *slog.Logger) worker.Config {
+	return worker.Config{
+		Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Dispatcher: d,
+		Logger: logger.With("component", "worker"), SweepInterval: cfg.SweepInterval,
+		MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries, MaxConcurrentRetries: cfg.MaxConcurrentRetries,
+		// An attempt in flight at a deploy finishes: its exchange, plus recording it.
+		StopTimeout: activities.AttemptBudget{Timeout: cfg.DeliveryTimeout}.StopTimeout(),
+		Retention:   worker.Retention{Keep: cfg.Retention},
 	}
 }
 

@@ -180,13 +180,9 @@ func (a *Activities) takeTurn(ctx context.Context, info activity.Info, req egres
 	return a.Egress.Take(ctx, req)
 }
 
-// turnRecordMargin is what a regular attempt keeps of its activity's time for recording its outcome
-// after the exchange.
-const turnRecordMargin = 5 * time.Second
-
 // turnWait is how long an attempt may wait in the worker for its turn at the receiver: none for a
 // local attempt (it would hold its workflow task), and for a regular one what its activity's
-// StartToClose leaves after the exchange and the record.
+// StartToClose leaves after the exchange and the record (AttemptBudget.TurnWait).
 func (a *Activities) turnWait(ctx context.Context, info activity.Info, attemptTimeout time.Duration) time.Duration {
 	deadline, ok := ctx.Deadline()
 	if info.IsLocalActivity || !ok {
@@ -196,7 +192,7 @@ func (a *Activities) turnWait(ctx context.Context, info activity.Info, attemptTi
 	if exchange <= 0 || exchange > a.Egress.Timeout() {
 		exchange = a.Egress.Timeout()
 	}
-	return max(0, time.Until(deadline)-exchange-turnRecordMargin)
+	return AttemptBudget{Timeout: exchange}.TurnWait(time.Until(deadline))
 }
 
 // endpointOf is the webhook as the egress client's limits see it.

@@ -196,3 +196,25 @@ func TestWrongMethodIs405(t *testing.T) {
 		}
 	}
 }
+
+// TestNewRefusesMissingLimits: the limits have their defaults in cmd/webhookd's Config only; a
+// Config without one is refused, naming it, rather than refusing every request or webhook.
+func TestNewRefusesMissingLimits(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		clear func(*api.Config)
+	}{
+		{"MaxWebhooks", func(c *api.Config) { c.MaxWebhooks = 0 }},
+		{"RateLimit", func(c *api.Config) { c.RateLimit = 0 }},
+		{"RateBurst", func(c *api.Config) { c.RateBurst = 0 }},
+	} {
+		cfg := api.Config{DB: dbtest.SQLite(t), RateLimit: 20, RateBurst: 40, MaxWebhooks: 100}
+		c.clear(&cfg)
+		if _, err := api.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("without %s: New returned %v, want an error naming it", c.field, err)
+		}
+	}
+	if _, err := api.New(api.Config{DB: dbtest.SQLite(t), RateLimit: 20, RateBurst: 40, MaxWebhooks: 100}); err != nil {
+		t.Fatalf("with every limit: %v", err)
+	}
+}

@@ -50,7 +50,8 @@ type Config struct {
 	// Registry receives the API's metrics; Gatherer serves /metrics. Either may be nil.
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
-	// RateLimit is requests per second per API key, with RateBurst.
+	// RateLimit is requests per second per API key, with RateBurst; MaxWebhooks bounds an
+	// account's webhooks. All three are required.
 	RateLimit   float64
 	RateBurst   int
 	MaxWebhooks int64
@@ -90,8 +91,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// The limits are the caller's to set (cmd/webhookd's Config has their defaults): a zero would
+	// refuse every webhook or request.
 	if cfg.MaxWebhooks <= 0 {
-		cfg.MaxWebhooks = 100
+		return nil, fmt.Errorf("api: MaxWebhooks %d: must be positive", cfg.MaxWebhooks)
+	}
+	if cfg.RateLimit <= 0 || cfg.RateBurst <= 0 {
+		return nil, fmt.Errorf("api: RateLimit %v, RateBurst %d: must be positive", cfg.RateLimit, cfg.RateBurst)
 	}
 	s := &Server{
 		db:                cfg.DB,

@@ -70,12 +70,13 @@ type Config struct {
 	// PublicURL (WEBHOOKD_PUBLIC_URL) decides the cookie's Secure flag: set unless it is http on a
 	// loopback address, where a browser would not send a Secure cookie back.
 	PublicURL string
-	// FrameAncestors is the CSP frame-ancestors (WEBHOOKD_PORTAL_FRAME_ANCESTORS); empty: 'self'.
+	// FrameAncestors is the CSP frame-ancestors (WEBHOOKD_PORTAL_FRAME_ANCESTORS), e.g. 'self'.
 	FrameAncestors string
 	MaxWebhooks    int64
 	// Registry, when set, gets the portal's request metrics (observe).
 	Registry prometheus.Registerer
 	// RateLimit and RateBurst bound link exchanges per client address (WEBHOOKD_RATE_LIMIT).
+	// They, MaxWebhooks and FrameAncestors are required.
 	RateLimit float64
 	RateBurst int
 	// Tracer, when set, makes a server span of every request, named by its route (never its
@@ -104,16 +105,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// The limits and the frame ancestors are the caller's to set (cmd/webhookd's Config has their
+	// defaults): a zero would refuse every endpoint or link, an empty source list every frame.
 	if cfg.MaxWebhooks <= 0 {
-		cfg.MaxWebhooks = 100
+		return nil, fmt.Errorf("portal: MaxWebhooks %d: must be positive", cfg.MaxWebhooks)
 	}
-	if cfg.RateLimit <= 0 {
-		cfg.RateLimit, cfg.RateBurst = 20, 40
+	if cfg.RateLimit <= 0 || cfg.RateBurst <= 0 {
+		return nil, fmt.Errorf("portal: RateLimit %v, RateBurst %d: must be positive", cfg.RateLimit, cfg.RateBurst)
 	}
-	if cfg.FrameAncestors == "" {
-		cfg.FrameAncestors = "'self'"
-	}
-	if strings.ContainsAny(cfg.FrameAncestors, ";,\r\n") {
+	if cfg.FrameAncestors == "" || strings.ContainsAny(cfg.FrameAncestors, ";,\r\n") {
 		return nil, fmt.Errorf("portal frame ancestors %q: not one CSP directive's sources", cfg.FrameAncestors)
 	}
 	pages, err := parsePages()

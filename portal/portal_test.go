@@ -660,3 +660,27 @@ func TestDatabaseDown(t *testing.T) {
 	expect(t, e.do(t, "GET", "/portal/", cookie, nil), http.StatusOK)
 	expect(t, e.do(t, "GET", "/portal/enter?token="+token, nil, nil), http.StatusSeeOther)
 }
+
+// TestNewRefusesMissingSettings: the limits and the frame ancestors have their defaults in
+// cmd/webhookd's Config only; a Config without one is refused, naming it, rather than refusing
+// every link or endpoint (or every frame).
+func TestNewRefusesMissingSettings(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		clear func(*portal.Config)
+	}{
+		{"MaxWebhooks", func(c *portal.Config) { c.MaxWebhooks = 0 }},
+		{"RateLimit", func(c *portal.Config) { c.RateLimit = 0 }},
+		{"RateBurst", func(c *portal.Config) { c.RateBurst = 0 }},
+		{"frame ancestors", func(c *portal.Config) { c.FrameAncestors = "" }},
+	} {
+		cfg := portal.Config{DB: dbtest.SQLite(t), MaxWebhooks: 100, RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"}
+		c.clear(&cfg)
+		if _, err := portal.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("without %s: New returned %v, want an error naming it", c.field, err)
+		}
+	}
+	if _, err := portal.New(portal.Config{DB: dbtest.SQLite(t), MaxWebhooks: 100, RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"}); err != nil {
+		t.Fatalf("with every setting: %v", err)
+	}
+}

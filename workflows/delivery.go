@@ -150,9 +150,9 @@ const localRetryHorizon = 10 * 365 * 24 * time.Hour
 func deliverOptions(attemptTimeout time.Duration, queue string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		TaskQueue: queue,
-		// The exchange, up to one more exchange's time waiting in the worker for its turn at a
-		// busy receiver (Deliver takes what this leaves), and the record.
-		StartToCloseTimeout: 2*attemptTimeout + 10*time.Second,
+		// The exchange and its record, after up to one more attempt's time waiting in the worker
+		// for its turn at a busy receiver (Deliver takes what this leaves).
+		StartToCloseTimeout: activities.AttemptBudget{Timeout: attemptTimeout}.StartToClose(),
 		// A receiver's failure is a result, not an error, so only our own infrastructure failures
 		// (the database) and a receiver host at its concurrency cap (which names its own next
 		// retry time) are retried here, for as long as they last: giving up would lose the

@@ -61,6 +61,9 @@ type deliverCall struct {
 	in    activities.DeliverInput
 	queue string // the task queue the attempt ran on
 	local bool   // run as a local activity
+	// startToClose is the attempt's StartToClose, as the workflow scheduled it (the deadline it
+	// gave the activity).
+	startToClose time.Duration
 }
 
 type timedCall[T any] struct {
@@ -110,7 +113,8 @@ func newHarness(t *testing.T) *harness {
 		func(ctx context.Context, in activities.DeliverInput) (activities.DeliverResult, error) {
 			h.mu.Lock()
 			info := activity.GetInfo(ctx)
-			h.delivers = append(h.delivers, deliverCall{at: h.since(), in: in, queue: info.TaskQueue, local: info.IsLocalActivity})
+			h.delivers = append(h.delivers, deliverCall{at: h.since(), in: in, queue: info.TaskQueue, local: info.IsLocalActivity,
+				startToClose: info.Deadline.Sub(info.StartedTime)})
 			h.mu.Unlock()
 			return h.deliver(in, activity.GetInfo(ctx).Attempt)
 		})

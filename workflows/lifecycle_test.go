@@ -63,6 +63,48 @@ func TestDeliverInputCarriesAttemptTimeout(t *testing.T) {
 	}
 }
 
+// TestDeliverStartToCloseFromBudget: each way an attempt runs (the local first attempt, the
+// attempt it hands back, a later one on the retry queue) is scheduled with the StartToClose of
+// activities.AttemptBudget for the input's attempt timeout, the one the activity's wait for its
+// turn is taken from.
+func TestDeliverStartToCloseFromBudget(t *testing.T) {
+	for _, timeout := range []time.Duration{time.Second, 10 * time.Second, time.Minute} {
+		h := newHarness(t)
+		calls := 0
+		h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+			calls++
+			if calls == 1 { // the local attempt finds its host busy and hands it back
+				return activities.DeliverResult{HostBusy: true, HeldBy: "host_cap", Error: "held back"}, nil
+			}
+			return failed(in.Attempt, h.env.Now()), nil
+		}
+		in := input("website.published")
+		in.AttemptTimeout = timeout
+		h.run(in)
+		want := activities.AttemptBudget{Timeout: timeout}.StartToClose()
+		ways := map[string]bool{}
+		for _, c := range h.delivers {
+			way := "local"
+			switch {
+			case c.local:
+			case c.queue == in.RetryTaskQueue:
+				way = "retried"
+			default:
+				way = "handed back"
+			}
+			ways[way] = true
+			// The test environment takes the deadline from its wall clock a few microseconds after
+			// the start time: a budget's parts are seconds.
+			if d := c.startToClose - want; d < -100*time.Millisecond || d > 100*time.Millisecond {
+				t.Errorf("timeout %v: attempt %d (%s) has StartToClose %v, want the budget's %v", timeout, c.in.Attempt, way, c.startToClose, want)
+			}
+		}
+		if len(ways) != 3 {
+			t.Errorf("timeout %v: attempts ran %v, want local, handed back and retried", timeout, ways)
+		}
+	}
+}
+
 // TestDeliveryWorkflowCanceled: a delivery waiting in its retry window whose workflow is canceled
 // (its webhook was deleted) marks its delivery canceled, sets DeliveryState canceled and ends as
 // canceled at once instead of waiting out the window.

@@ -132,13 +132,13 @@ func TestPortalMount(t *testing.T) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	for _, on := range []bool{true, false} {
-		srv, err := api.New(api.Config{DB: db, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080", PortalOff: !on})
+		srv, err := api.New(api.Config{DB: db, Logger: logger, RateLimit: 100, RateBurst: 100, MaxWebhooks: 100, PublicURL: "http://127.0.0.1:8080", PortalOff: !on})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var handler http.Handler = srv
 		if on {
-			p, err := portal.New(portal.Config{DB: db, Logger: logger, PublicURL: "http://127.0.0.1:8080"})
+			p, err := portal.New(portal.Config{DB: db, Logger: logger, PublicURL: "http://127.0.0.1:8080", MaxWebhooks: 100, RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,11 +195,11 @@ func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	srv, err := api.New(api.Config{DB: db, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
+	srv, err := api.New(api.Config{DB: db, Logger: logger, RateLimit: 100, RateBurst: 100, MaxWebhooks: 100, PublicURL: cfg.PublicURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := portal.New(portal.Config{DB: db, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100})
+	p, err := portal.New(portal.Config{DB: db, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100, MaxWebhooks: 100, FrameAncestors: "'self'"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,215 +56,313 @@ func withPortal(api, p http.Handler) http.Handler {
 // 6% of its CPU per delivery in a profile (docs/performance.md).
 const serveGCPercent = 200
 
-// serve runs the API, the worker, or both until ctx ends, then shuts down gracefully.
+// serve runs the API, the worker, or both until ctx ends, then shuts down gracefully, in the
+// order of shutdown's stages.
 func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGCPercent)
 	}
-	key, err := cfg.secretKey()
-	if err != nil {
-		return err
-	}
-	secrets, err := model.NewSecretBox(key)
-	if err != nil {
-		return fmt.Errorf("WEBHOOKD_SECRET_KEY: %w", err)
-	}
-	db, err := openDB(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-
-	registry := prometheus.NewRegistry()
-	if err := registry.Register(collectors.NewGoCollector()); err != nil {
-		return err
-	}
-	if err := registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return err
-	}
-
-	// Off (the default), tr and tracer are nil and nothing below installs a span, a middleware or
-	// an interceptor.
-	tr, err := tracing.Start(ctx, cfg.Tracing, version, logger.With("component", "tracing"))
-	if err != nil {
-		return err
-	}
-	var tracer trace.Tracer
-	if tr != nil {
-		// Deferred before the client's Close, so it runs once the worker and the API have stopped
-		// and the client is closed: the spans of the last attempts are exported too.
-		defer func() {
-			flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := tr.Shutdown(flushCtx); err != nil {
-				logger.Warn("tracing: spans not exported at exit", "err", err)
-			}
-		}()
-		tracer = tr.Tracer()
-		logger.Info("tracing on: spans exported over OTLP", "protocol", cfg.Tracing.Protocol)
-	}
-
-	// A lazy client lets the API come up (and report not-ready) while Temporal is still starting.
-	topts := cfg.Temporal
-	if tr != nil {
-		// On the client, the interceptor serves this process's workers too.
-		ti, err := tr.TemporalInterceptor()
-		if err != nil {
-			return fmt.Errorf("Temporal tracing interceptor: %w", err)
-		}
-		topts.Interceptors = append(slices.Clone(topts.Interceptors), ti)
-	}
-	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
-	if topts.MetricsHandler, err = worker.NewMetricsHandler(registry, logger.With("component", "temporal")); err != nil {
-		return err
-	}
-	tc, err := client.NewLazyClient(topts)
-	if err != nil {
-		return fmt.Errorf("Temporal client: %w", err)
-	}
-	defer tc.Close()
-	starts, err := dispatch.NewStartsMetric(registry)
-	if err != nil {
-		return err
-	}
-	dispatcher := newDispatcher(cfg, tc)
-	dispatcher.Starts = starts
-	// The API and the worker share this process and its client: the first task of a workflow a
-	// request starts goes straight to the worker (Dispatcher.EagerStart says which starts).
-	dispatcher.EagerStart = role == "all"
-	// A request's starts are recorded behind its answer, many per write (DispatchMarks).
-	dispatcher.Marks = &model.DispatchMarks{DB: db, Log: logger, Linger: model.DispatchMarkLinger}
-	policy := egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}
-
+	var down shutdown
+	defer down.run()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	down.at(endRun, cancel)
+
+	p, err := newServeParts(ctx, cfg, role, logger, &down)
+	if err != nil {
+		return err
+	}
 	errc := make(chan error, 3)
-	var handler http.Handler
-	if role == "api" || role == "all" {
-		srv, err := api.New(api.Config{
-			DB: db, Temporal: tc, Dispatcher: dispatcher, Secrets: secrets, Policy: policy,
-			Logger:   logger.With("component", "api"),
-			Registry: registry, Gatherer: registry,
-			RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks, SiteBaseURL: cfg.SiteBaseURL,
-			PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal, Tracer: tracer,
-		})
-		if err != nil {
-			return err
-		}
-		handler = srv
-		if cfg.Portal {
-			p, err := portal.New(portal.Config{
-				DB: db, Dispatcher: dispatcher, Secrets: secrets, Policy: policy,
-				Logger: logger.With("component", "portal"), PublicURL: cfg.PublicURL, FrameAncestors: cfg.PortalFrameAncestors,
-				MaxWebhooks: cfg.MaxWebhooks, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Registry: registry,
-				Tracer: tracer,
-			})
-			if err != nil {
-				return err
-			}
-			handler = withPortal(srv, p)
-		}
-	} else {
-		// A worker alone still answers health checks and scrapes.
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"status":"ok"}`))
-		})
-		handler = mux
+	handler, err := newHandler(cfg, role, p)
+	if err != nil {
+		return err
 	}
 	go func() {
-		if err := checkNamespace(ctx, tc, cfg.Temporal.Namespace, logger); err != nil {
+		if err := checkNamespace(ctx, p.temporal, cfg.Temporal.Namespace, logger); err != nil {
 			errc <- err
 		}
 	}()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("WEBHOOKD_HTTP_ADDR: %w", err)
+	if err := startHTTP(cfg, role, handler, logger, errc, &down); err != nil {
+		return err
 	}
-	httpServer := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
-	logger.Info("http listening", "addr", ln.Addr().String(), "role", role)
-	go func() {
-		if err := httpServer.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("http server: %w", err)
-		}
-	}()
-
-	if cfg.DebugAddr != "" {
-		// Profiles for measuring (docs/performance.md), on a listener of their own so the API's
-		// port never exposes them.
-		dln, err := net.Listen("tcp", cfg.DebugAddr)
-		if err != nil {
-			return fmt.Errorf("WEBHOOKD_DEBUG_ADDR: %w", err)
-		}
-		dmux := http.NewServeMux()
-		dmux.HandleFunc("/debug/pprof/", pprof.Index)
-		dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		debugServer := &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
-		defer debugServer.Close()
-		logger.Info("pprof listening", "addr", dln.Addr().String())
-		go func() { _ = debugServer.Serve(dln) }()
+	if err := startDebug(cfg, logger, &down); err != nil {
+		return err
 	}
-
-	workerDone := make(chan struct{})
 	if role == "worker" || role == "all" {
-		// Set before the first worker exists (the SDK's cache is per process). Deliveries waiting
-		// on retry timers would otherwise stay cached, 10,000 by default: hundreds of MB.
-		sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-		acts, err := newActivities(cfg, db, secrets, policy, registry, logger)
-		if err != nil {
+		if err := startWorker(ctx, cfg, p, errc, &down); err != nil {
 			return err
 		}
-		acts.Tracer = tracer
-		go func() {
-			defer close(workerDone)
-			err := worker.Run(ctx, worker.Config{
-				Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Dispatcher: dispatcher,
-				Logger: logger.With("component", "worker"), SweepInterval: cfg.SweepInterval,
-				MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries, MaxConcurrentRetries: cfg.MaxConcurrentRetries,
-				// An attempt in flight at a deploy finishes: its timeout, plus recording it.
-				StopTimeout: cfg.DeliveryTimeout + 5*time.Second,
-				Retention:   worker.Retention{Keep: cfg.Retention},
-			})
-			if err != nil {
-				errc <- err
-			}
-		}()
-	} else {
-		close(workerDone)
 	}
 
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
-	case err = <-errc:
+		return nil
+	case err := <-errc:
 		logger.Error("stopping after failure", "err", err)
+		return err
 	}
-	cancel()
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancelShutdown()
-	if serr := httpServer.Shutdown(shutdownCtx); serr != nil {
-		logger.Warn("http shutdown", "err", serr)
+}
+
+// serveParts are what the API and the worker share.
+type serveParts struct {
+	db         *bun.DB
+	secrets    *model.SecretBox
+	registry   *prometheus.Registry
+	tracer     trace.Tracer // nil: tracing off
+	temporal   client.Client
+	dispatcher *dispatch.Dispatcher
+	policy     egress.AddressPolicy
+	logger     *slog.Logger
+}
+
+// newServeParts builds the shared parts, each ended at its stage of down.
+func newServeParts(ctx context.Context, cfg Config, role string, logger *slog.Logger, down *shutdown) (serveParts, error) {
+	p := serveParts{logger: logger, policy: egress.AddressPolicy{AllowPrivate: cfg.AllowPrivateTargets, AllowHTTP: cfg.AllowHTTPTargets}}
+	var err error
+	if p.secrets, p.db, err = openStores(ctx, cfg, down); err != nil {
+		return p, err
 	}
-	<-workerDone
-	dispatcher.Marks.Wait()
-	return err
+	if p.registry, err = newRegistry(); err != nil {
+		return p, err
+	}
+	tr, err := startTracing(ctx, cfg, logger, down)
+	if err != nil {
+		return p, err
+	}
+	if tr != nil {
+		p.tracer = tr.Tracer()
+	}
+	if p.temporal, err = newTemporalClient(cfg, tr, p.registry, logger, down); err != nil {
+		return p, err
+	}
+	p.dispatcher, err = newServeDispatcher(cfg, role, p.temporal, p.db, p.registry, logger, down)
+	return p, err
+}
+
+// openStores opens the secret box and the database, closed last.
+func openStores(ctx context.Context, cfg Config, down *shutdown) (*model.SecretBox, *bun.DB, error) {
+	key, err := cfg.secretKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets, err := model.NewSecretBox(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("WEBHOOKD_SECRET_KEY: %w", err)
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	down.at(closeDB, func() { _ = db.Close() })
+	return secrets, db, nil
+}
+
+// newRegistry is the process's metrics registry, with the Go runtime's and the process's.
+func newRegistry() (*prometheus.Registry, error) {
+	registry := prometheus.NewRegistry()
+	if err := registry.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if err := registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	return registry, nil
+}
+
+// newServeDispatcher is serve's Dispatcher: its starts counted, a request's starts eager where
+// the worker shares the process, their marks written behind the answer and flushed at the stop.
+func newServeDispatcher(cfg Config, role string, tc client.Client, db *bun.DB, registry prometheus.Registerer, logger *slog.Logger,
+	down *shutdown) (*dispatch.Dispatcher, error) {
+	starts, err := dispatch.NewStartsMetric(registry)
+	if err != nil {
+		return nil, err
+	}
+	// A request's starts are recorded behind its answer, many per write (DispatchMarks).
+	marks := &model.DispatchMarks{DB: db, Log: logger, Linger: model.DispatchMarkLinger}
+	down.at(flushMarks, marks.Wait)
+	return newDispatcher(cfg, tc, dispatchServing{
+		// The API and the worker share this process and its client: the first task of a workflow
+		// a request starts goes straight to the worker (Dispatcher.EagerStart says which starts).
+		eager: role == "all", starts: starts, marks: marks,
+	}), nil
+}
+
+// startTracing starts the tracer provider, flushed at its stage of down. Off (the default), it is
+// nil, and nothing installs a span, a middleware or an interceptor.
+func startTracing(ctx context.Context, cfg Config, logger *slog.Logger, down *shutdown) (*tracing.Tracing, error) {
+	tr, err := tracing.Start(ctx, cfg.Tracing, version, logger.With("component", "tracing"))
+	if err != nil || tr == nil {
+		return nil, err
+	}
+	down.at(flushTraces, func() {
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(flushCtx); err != nil {
+			logger.Warn("tracing: spans not exported at exit", "err", err)
+		}
+	})
+	logger.Info("tracing on: spans exported over OTLP", "protocol", cfg.Tracing.Protocol)
+	return tr, nil
+}
+
+// newTemporalClient is the process's one Temporal client, lazy so that the API comes up (and
+// reports not-ready) while Temporal is still starting.
+func newTemporalClient(cfg Config, tr *tracing.Tracing, registry *prometheus.Registry, logger *slog.Logger, down *shutdown) (client.Client, error) {
+	topts := cfg.Temporal
+	if tr != nil {
+		// On the client, the interceptor serves this process's workers too.
+		ti, err := tr.TemporalInterceptor()
+		if err != nil {
+			return nil, fmt.Errorf("Temporal tracing interceptor: %w", err)
+		}
+		topts.Interceptors = append(slices.Clone(topts.Interceptors), ti)
+	}
+	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
+	var err error
+	if topts.MetricsHandler, err = worker.NewMetricsHandler(registry, logger.With("component", "temporal")); err != nil {
+		return nil, err
+	}
+	tc, err := client.NewLazyClient(topts)
+	if err != nil {
+		return nil, fmt.Errorf("Temporal client: %w", err)
+	}
+	down.at(closeTemporal, tc.Close)
+	return tc, nil
+}
+
+// newHandler is what WEBHOOKD_HTTP_ADDR serves: the API (and the portal), or for a worker alone
+// its health checks and scrapes.
+func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
+	if role == "worker" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+		})
+		return mux, nil
+	}
+	srv, err := api.New(api.Config{
+		DB: p.db, Temporal: p.temporal, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
+		Logger:   p.logger.With("component", "api"),
+		Registry: p.registry, Gatherer: p.registry,
+		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks, SiteBaseURL: cfg.SiteBaseURL,
+		PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal, Tracer: p.tracer,
+	})
+	if err != nil || !cfg.Portal {
+		return srv, err
+	}
+	portalSrv, err := portal.New(portal.Config{
+		DB: p.db, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
+		Logger: p.logger.With("component", "portal"), PublicURL: cfg.PublicURL, FrameAncestors: cfg.PortalFrameAncestors,
+		MaxWebhooks: cfg.MaxWebhooks, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Registry: p.registry,
+		Tracer: p.tracer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return withPortal(srv, portalSrv), nil
+}
+
+// startHTTP serves handler on WEBHOOKD_HTTP_ADDR until its stage of down, which lets the requests
+// in flight finish.
+func startHTTP(cfg Config, role string, handler http.Handler, logger *slog.Logger, errc chan<- error, down *shutdown) error {
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("WEBHOOKD_HTTP_ADDR: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	logger.Info("http listening", "addr", ln.Addr().String(), "role", role)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	down.at(stopHTTP, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			logger.Warn("http shutdown", "err", err)
+		}
+	})
+	return nil
+}
+
+// startDebug serves profiles for measuring (docs/performance.md) on WEBHOOKD_DEBUG_ADDR, a
+// listener of their own so the API's port never exposes them; unset, nothing.
+func startDebug(cfg Config, logger *slog.Logger, down *shutdown) error {
+	if cfg.DebugAddr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", cfg.DebugAddr)
+	if err != nil {
+		return fmt.Errorf("WEBHOOKD_DEBUG_ADDR: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("pprof listening", "addr", ln.Addr().String())
+	go func() { _ = srv.Serve(ln) }()
+	down.at(stopDebug, func() { _ = srv.Close() })
+	return nil
+}
+
+// startWorker runs the worker until ctx ends; its stage of down waits for it to stop.
+func startWorker(ctx context.Context, cfg Config, p serveParts, errc chan<- error, down *shutdown) error {
+	// Set before the first worker exists (the SDK's cache is per process). Deliveries waiting on
+	// retry timers would otherwise stay cached, 10,000 by default: hundreds of MB.
+	sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
+	acts, err := newActivities(cfg, p.db, p.secrets, p.policy, p.registry, p.tracer, p.logger)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := worker.Run(ctx, workerConfig(cfg, p.temporal, p.db, acts, p.dispatcher, p.logger)); err != nil {
+			errc <- err
+		}
+	}()
+	down.at(stopWorker, func() { <-done })
+	return nil
+}
+
+// dispatchServing are the parts of a Dispatcher that only serve's has (Dispatcher's fields of the
+// same names); the operator commands' dispatcher has none.
+type dispatchServing struct {
+	eager  bool
+	starts *prometheus.CounterVec
+	marks  *model.DispatchMarks
 }
 
 // newDispatcher is the Dispatcher of cfg's task queues and delivery settings: serve's, and the operator
 // commands' (webhookd webhooks retry|recover), so a delivery they start runs as serve's would.
-func newDispatcher(cfg Config, tc client.Client) *dispatch.Dispatcher {
+func newDispatcher(cfg Config, tc client.Client, serving dispatchServing) *dispatch.Dispatcher {
 	return &dispatch.Dispatcher{
 		Client: tc, TaskQueue: cfg.TaskQueue,
 		Schedule: cfg.RetrySchedule, Jitter: cfg.RetryJitter, RetryWindow: cfg.RetryWindow, AttemptTimeout: cfg.DeliveryTimeout,
+		EagerStart: serving.eager, Starts: serving.starts, Marks: serving.marks,
+	}
+}
+
+// workerConfig is the worker's part of cfg, around the parts serve built.
+func workerConfig(cfg Config, tc client.Client, db *bun.DB, acts *activities.Activities, d *dispatch.Dispatcher, logger *slog.Logger) worker.Config {
+	return worker.Config{
+		Client: tc, TaskQueue: cfg.TaskQueue, DB: db, Activities: acts, Dispatcher: d,
+		Logger: logger.With("component", "worker"), SweepInterval: cfg.SweepInterval,
+		MaxConcurrentDeliveries: cfg.MaxConcurrentDeliveries, MaxConcurrentRetries: cfg.MaxConcurrentRetries,
+		// An attempt in flight at a deploy finishes: its exchange, plus recording it.
+		StopTimeout: activities.AttemptBudget{Timeout: cfg.DeliveryTimeout}.StopTimeout(),
+		Retention:   worker.Retention{Keep: cfg.Retention},
 	}
 }
 
 // newActivities builds the delivery worker's dependencies: the one shared delivery client, the
 // mailer and the delivery metrics. Both clients trust the same roots, read once.
-func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egress.AddressPolicy, reg prometheus.Registerer, logger *slog.Logger) (*activities.Activities, error) {
+func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egress.AddressPolicy, reg prometheus.Registerer,
+	tracer trace.Tracer, logger *slog.Logger) (*activities.Activities, error) {
 	roots, err := egress.RootCAs(cfg.ExtraCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("WEBHOOKD_EXTRA_CA_FILE: %w", err)
@@ -290,7 +388,7 @@ func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egre
 	}
 	return &activities.Activities{
 		DB: db, Secrets: secrets, Egress: out, Mailer: mailer,
-		Metrics: metrics, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
+		Metrics: metrics, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,
 		Disable:     model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},

@@ -103,7 +103,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		return fmt.Errorf("Temporal at %s: %w", topts.HostPort, err)
 	}
 	defer tc.Close()
-	dispatcher := newDispatcher(cfg, tc)
+	dispatcher := newDispatcher(cfg, tc, dispatchServing{})
 	switch {
 	case args[0] == "retry" && *delivery != 0:
 		if _, err := dispatcher.Resend(ctx, db, w.ID, *delivery); errors.Is(err, model.ErrNotFound) {

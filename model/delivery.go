@@ -12,7 +12,7 @@ import (
 // canceled): those whose workflows may still be running or waiting for a retry.
 func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state NOT IN (?)", bun.In([]string{DeliveryDelivered, DeliveryCanceled})).
+	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state NOT IN (?)", bun.List([]string{DeliveryDelivered, DeliveryCanceled})).
 		OrderExpr("d.id ASC").Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find open deliveries: %w", err)
@@ -24,7 +24,7 @@ func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]Deliver
 // delivering or retrying): those with an attempt held back for its turn at the receiver among them.
 func UnderwayDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.In([]string{DeliveryPending, DeliveryDelivering, DeliveryRetrying})).
+	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.List([]string{DeliveryPending, DeliveryDelivering, DeliveryRetrying})).
 		OrderExpr("d.id ASC").Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find deliveries under way: %w", err)
@@ -36,7 +36,7 @@ func UnderwayDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]Del
 // webhook is deleted.
 func CancelOpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) error {
 	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryCanceled).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-		Where("webhook_id = ?", webhookID).Where("state NOT IN (?)", bun.In([]string{DeliveryDelivered, DeliveryCanceled})).Exec(ctx)
+		Where("webhook_id = ?", webhookID).Where("state NOT IN (?)", bun.List([]string{DeliveryDelivered, DeliveryCanceled})).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("cancel open deliveries: %w", err)
 	}
@@ -98,7 +98,7 @@ func (r Recovery) Check(now time.Time) error {
 var RecoverableStates = []string{DeliveryExhausted, DeliveryRetrying}
 
 func (r Recovery) where(q *bun.SelectQuery) *bun.SelectQuery {
-	q = q.Where("d.webhook_id = ?", r.WebhookID).Where("d.state IN (?)", bun.In(RecoverableStates)).
+	q = q.Where("d.webhook_id = ?", r.WebhookID).Where("d.state IN (?)", bun.List(RecoverableStates)).
 		Where("d.created_at >= ?", r.Since).Where("d.created_at < ?", r.Until)
 	if r.UpTo > 0 {
 		q = q.Where("d.id <= ?", r.UpTo)

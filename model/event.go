@@ -240,7 +240,7 @@ func MarkDispatched(ctx context.Context, db bun.IDB, ids []int64) error {
 		return nil
 	}
 	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("dispatched_at = ?", Now()).
-		Where("id IN (?)", bun.In(ids)).Where("dispatched_at IS NULL").Exec(ctx)
+		Where("id IN (?)", bun.List(ids)).Where("dispatched_at IS NULL").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("mark dispatched: %w", err)
 	}
@@ -359,9 +359,9 @@ func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID, upTo, after
 func ClaimDelivery(ctx context.Context, db bun.IDB, deliveryID int64, from []string) (claimedAt time.Time, ok bool, err error) {
 	now := Now()
 	r, err := db.NewUpdate().Model((*Delivery)(nil)).
-		Set("state = CASE WHEN state IN (?) THEN ? ELSE state END", bun.In([]string{DeliveryExhausted, DeliveryDelivered}), DeliveryDelivering).
+		Set("state = CASE WHEN state IN (?) THEN ? ELSE state END", bun.List([]string{DeliveryExhausted, DeliveryDelivered}), DeliveryDelivering).
 		Set("claimed_at = ?", now).Set("updated_at = ?", now).
-		Where("id = ?", deliveryID).Where("state IN (?)", bun.In(from)).Where("claimed_at IS NULL").Exec(ctx)
+		Where("id = ?", deliveryID).Where("state IN (?)", bun.List(from)).Where("claimed_at IS NULL").Exec(ctx)
 	if err != nil {
 		return now, false, fmt.Errorf("claim delivery %d for retry: %w", deliveryID, err)
 	}

@@ -110,6 +110,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		// On the client, the interceptor serves this process's workers too.
 		ti, err := tr.TemporalInterceptor()
 		if err != nil {
+			//lint:ignore ST1005 Temporal is a name
 			return fmt.Errorf("Temporal tracing interceptor: %w", err)
 		}
 		topts.Interceptors = append(slices.Clone(topts.Interceptors), ti)
@@ -120,6 +121,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 	}
 	tc, err := client.NewLazyClient(topts)
 	if err != nil {
+		//lint:ignore ST1005 Temporal is a name
 		return fmt.Errorf("Temporal client: %w", err)
 	}
 	defer tc.Close()
@@ -203,7 +205,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 		dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		debugServer := &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
-		defer debugServer.Close()
+		defer func() { _ = debugServer.Close() }() // the process is ending: nothing to do with its error
 		logger.Info("pprof listening", "addr", dln.Addr().String())
 		go func() { _ = debugServer.Serve(dln) }()
 	}

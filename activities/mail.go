@@ -105,8 +105,7 @@ func (d *DirMailer) Send(_ context.Context, m Mail) error {
 		return fmt.Errorf("mail file: %w", err)
 	}
 	if _, err := msg.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", name, err)
+		return fmt.Errorf("write %s: %w", name, errors.Join(err, f.Close()))
 	}
 	return f.Close()
 }

@@ -52,7 +52,7 @@ func TestBusyDatabaseIs503(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer tx.Rollback() //nolint:errcheck // the lock is all it is for
+			defer func() { _ = tx.Rollback() }() // the lock is all it is for
 			if _, err := tx.ExecContext(ctx, "LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE"); err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +60,7 @@ func TestBusyDatabaseIs503(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer waiter.Rollback() //nolint:errcheck // it fails by design
+			defer func() { _ = waiter.Rollback() }() // it fails by design
 			if _, err := waiter.ExecContext(ctx, "SET LOCAL lock_timeout = '20ms'"); err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func sqliteBusyError(t *testing.T, db *bun.DB) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback() //nolint:errcheck // the lock is all it is for
+	defer func() { _ = tx.Rollback() }() // the lock is all it is for
 	_, err = other.ExecContext(ctx, "UPDATE accounts SET id = id")
 	if err == nil {
 		t.Fatal("a second writer got in while the write lock was held")

@@ -220,7 +220,7 @@ func (p *webhookdProcess) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logs.Close()
+	defer func() { _ = logs.Close() }() // the child holds its own descriptor
 	p.cmd = exec.Command(p.bin, "serve")
 	p.cmd.Env = p.env
 	p.cmd.Stdout, p.cmd.Stderr = logs, logs

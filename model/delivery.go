@@ -12,7 +12,7 @@ import (
 // canceled): those whose workflows may still be running or waiting for a retry.
 func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.In(OpenStates)).
+	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.List(OpenStates)).
 		OrderExpr("d.id ASC").Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find open deliveries: %w", err)
@@ -24,7 +24,7 @@ func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]Deliver
 // delivering or retrying): those with an attempt held back for its turn at the receiver among them.
 func UnderwayDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
 	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.In(UnderwayStates)).
+	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.List(UnderwayStates)).
 		OrderExpr("d.id ASC").Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("find deliveries under way: %w", err)
@@ -73,7 +73,7 @@ func (r Recovery) Check(now time.Time) error {
 }
 
 func (r Recovery) where(q *bun.SelectQuery) *bun.SelectQuery {
-	q = q.Where("d.webhook_id = ?", r.WebhookID).Where("d.state IN (?)", bun.In(RecoverableStates)).
+	q = q.Where("d.webhook_id = ?", r.WebhookID).Where("d.state IN (?)", bun.List(RecoverableStates)).
 		Where("d.created_at >= ?", r.Since).Where("d.created_at < ?", r.Until)
 	if r.UpTo > 0 {
 		q = q.Where("d.id <= ?", r.UpTo)

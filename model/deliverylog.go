@@ -62,7 +62,7 @@ func ListDeliveries(ctx context.Context, db bun.IDB, f DeliveryFilter) (*Deliver
 	}
 	page.Last = ids[len(ids)-1]
 	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		ColumnExpr("d.*, e.event_type").Where("d.id IN (?)", bun.In(ids)).OrderExpr("d.id DESC").Scan(ctx, &page.Views)
+		ColumnExpr("d.*, e.event_type").Where("d.id IN (?)", bun.List(ids)).OrderExpr("d.id DESC").Scan(ctx, &page.Views)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
@@ -97,7 +97,7 @@ func attachAttempts(ctx context.Context, db bun.IDB, views []DeliveryView) error
 		byID[views[i].ID] = &views[i]
 	}
 	var attempts []Attempt
-	if err := db.NewSelect().Model(&attempts).Where("delivery_id IN (?)", bun.In(ids)).OrderExpr("delivery_id, attempt").Scan(ctx); err != nil {
+	if err := db.NewSelect().Model(&attempts).Where("delivery_id IN (?)", bun.List(ids)).OrderExpr("delivery_id, attempt").Scan(ctx); err != nil {
 		return fmt.Errorf("list attempts: %w", err)
 	}
 	for _, a := range attempts {

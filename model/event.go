@@ -207,7 +207,7 @@ func MarkDispatched(ctx context.Context, db bun.IDB, ids []int64) error {
 		return nil
 	}
 	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("dispatched_at = ?", Now()).
-		Where("id IN (?)", bun.In(ids)).Where("dispatched_at IS NULL").Exec(ctx)
+		Where("id IN (?)", bun.List(ids)).Where("dispatched_at IS NULL").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("mark dispatched: %w", err)
 	}

@@ -79,7 +79,7 @@ func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilt
 		return page, nil
 	}
 	page.Last = ids[len(ids)-1]
-	if err := db.NewSelect().Model(&page.Events).Where("id IN (?)", bun.In(ids)).OrderExpr(order).Scan(ctx); err != nil {
+	if err := db.NewSelect().Model(&page.Events).Where("id IN (?)", bun.List(ids)).OrderExpr(order).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return page, nil
@@ -117,7 +117,7 @@ func CountDeliveryStates(ctx context.Context, db bun.IDB, eventIDs []int64) (map
 		N       int    `bun:"n"`
 	}
 	err := db.NewSelect().Model((*Delivery)(nil)).ColumnExpr("event_id, state, COUNT(*) AS n").
-		Where("event_id IN (?)", bun.In(eventIDs)).GroupExpr("event_id, state").Scan(ctx, &rows)
+		Where("event_id IN (?)", bun.List(eventIDs)).GroupExpr("event_id, state").Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("count delivery states: %w", err)
 	}

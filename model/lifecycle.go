@@ -156,7 +156,7 @@ func attemptState(o AttemptOutcome) string {
 func exhaustDelivery(ctx context.Context, tx bun.IDB, deliveryID int64) (bool, error) {
 	marked, err := tx.NewUpdate().Model((*Delivery)(nil)).
 		Set("state = ?", DeliveryExhausted).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-		Where("id = ?", deliveryID).Where("state IN (?)", bun.In(UnderwayStates)).Exec(ctx)
+		Where("id = ?", deliveryID).Where("state IN (?)", bun.List(UnderwayStates)).Exec(ctx)
 	if err != nil {
 		return false, fmt.Errorf("update delivery: %w", err)
 	}
@@ -173,7 +173,7 @@ func exhaustDelivery(ctx context.Context, tx bun.IDB, deliveryID int64) (bool, e
 func HoldDelivery(ctx context.Context, db bun.IDB, deliveryID int64, reason string) error {
 	_, err := db.NewUpdate().Model((*Delivery)(nil)).
 		Set("state = ?", DeliveryExhausted).Set("last_error = ?", reason).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-		Where("id = ?", deliveryID).Where("state IN (?)", bun.In(append(UnderwayStates, DeliveryExhausted))).Exec(ctx)
+		Where("id = ?", deliveryID).Where("state IN (?)", bun.List(append(UnderwayStates, DeliveryExhausted))).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("hold delivery: %w", err)
 	}
@@ -190,9 +190,9 @@ func HoldDelivery(ctx context.Context, db bun.IDB, deliveryID int64, reason stri
 func ClaimDelivery(ctx context.Context, db bun.IDB, deliveryID int64, from []string) (claimedAt time.Time, ok bool, err error) {
 	now := Now()
 	r, err := db.NewUpdate().Model((*Delivery)(nil)).
-		Set("state = CASE WHEN state IN (?) THEN ? ELSE state END", bun.In(claimMoves), DeliveryDelivering).
+		Set("state = CASE WHEN state IN (?) THEN ? ELSE state END", bun.List(claimMoves), DeliveryDelivering).
 		Set("claimed_at = ?", now).Set("updated_at = ?", now).
-		Where("id = ?", deliveryID).Where("state IN (?)", bun.In(from)).Where("state <> ?", DeliveryCanceled).
+		Where("id = ?", deliveryID).Where("state IN (?)", bun.List(from)).Where("state <> ?", DeliveryCanceled).
 		Where("claimed_at IS NULL").Exec(ctx)
 	if err != nil {
 		return now, false, fmt.Errorf("claim delivery %d for retry: %w", deliveryID, err)
@@ -252,7 +252,7 @@ func SettleClaim(ctx context.Context, db bun.IDB, deliveryID int64, state string
 // ends, or as an attempt finds its webhook deleted. Running it twice is harmless.
 func CancelDelivery(ctx context.Context, db bun.IDB, deliveryID int64) error {
 	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryCanceled).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-		Where("id = ?", deliveryID).Where("state IN (?)", bun.In(OpenStates)).Exec(ctx)
+		Where("id = ?", deliveryID).Where("state IN (?)", bun.List(OpenStates)).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("cancel delivery: %w", err)
 	}
@@ -263,7 +263,7 @@ func CancelDelivery(ctx context.Context, db bun.IDB, deliveryID int64) error {
 // webhook is deleted.
 func CancelOpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) error {
 	_, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryCanceled).Set("next_attempt_at = NULL").Set("updated_at = ?", Now()).
-		Where("webhook_id = ?", webhookID).Where("state IN (?)", bun.In(OpenStates)).Exec(ctx)
+		Where("webhook_id = ?", webhookID).Where("state IN (?)", bun.List(OpenStates)).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("cancel open deliveries: %w", err)
 	}

@@ -266,7 +266,7 @@ func LastAttempts(ctx context.Context, db bun.IDB, webhookIDs []int64) (map[int6
 		StartedAt time.Time `bun:"started_at"`
 	}
 	newest := db.NewSelect().TableExpr("delivery_attempts AS a2").Join("JOIN deliveries AS d2 ON d2.id = a2.delivery_id").
-		ColumnExpr("MAX(a2.id)").Where("d2.webhook_id IN (?)", bun.In(webhookIDs)).GroupExpr("d2.webhook_id")
+		ColumnExpr("MAX(a2.id)").Where("d2.webhook_id IN (?)", bun.List(webhookIDs)).GroupExpr("d2.webhook_id")
 	err := db.NewSelect().TableExpr("delivery_attempts AS a").Join("JOIN deliveries AS d ON d.id = a.delivery_id").
 		ColumnExpr("d.webhook_id, a.started_at").Where("a.id IN (?)", newest).Scan(ctx, &rows)
 	if err != nil {

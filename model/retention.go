@@ -77,14 +77,14 @@ func PurgeExpired(ctx context.Context, db bun.IDB, before time.Time, after Purge
 		b.Next.Delivery = PurgeKey{CreatedAt: deliveries[n-1].CreatedAt, ID: deliveries[n-1].ID}
 	}
 	if len(expired) > 0 {
-		res, err := db.NewDelete().Model((*Attempt)(nil)).Where("delivery_id IN (?)", bun.In(expired)).Exec(ctx)
+		res, err := db.NewDelete().Model((*Attempt)(nil)).Where("delivery_id IN (?)", bun.List(expired)).Exec(ctx)
 		if b.Attempts, err = affected(res, err); err != nil {
 			return b, fmt.Errorf("purge attempts of expired deliveries: %w", err)
 		}
 		// The rule is checked again in the delete: a delivery that a manual retry claimed (or whose
 		// workflow, reset from the Web UI, logged a new attempt) since it was read stays.
-		res, err = db.NewDelete().Model((*Delivery)(nil)).Where("id IN (?)", bun.In(expired)).
-			Where("state IN (?)", bun.In(EndedStates)).Where("updated_at < ?", before).
+		res, err = db.NewDelete().Model((*Delivery)(nil)).Where("id IN (?)", bun.List(expired)).
+			Where("state IN (?)", bun.List(EndedStates)).Where("updated_at < ?", before).
 			Where("NOT EXISTS (SELECT 1 FROM delivery_attempts AS a WHERE a.delivery_id = delivery.id)").Exec(ctx)
 		if b.Deliveries, err = affected(res, err); err != nil {
 			return b, fmt.Errorf("purge expired deliveries: %w", err)
@@ -108,7 +108,7 @@ func PurgeExpired(ctx context.Context, db bun.IDB, before time.Time, after Purge
 		for i, e := range events {
 			ids[i] = e.ID
 		}
-		res, err := db.NewDelete().Model((*Event)(nil)).Where("id IN (?)", bun.In(ids)).
+		res, err := db.NewDelete().Model((*Event)(nil)).Where("id IN (?)", bun.List(ids)).
 			Where("NOT EXISTS (SELECT 1 FROM deliveries AS d WHERE d.event_id = event.id)").Exec(ctx)
 		if b.Events, err = affected(res, err); err != nil {
 			return b, fmt.Errorf("purge expired events: %w", err)

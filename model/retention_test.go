@@ -122,7 +122,7 @@ func TestPurgeExpired(t *testing.T) {
 
 		count := func(model any, column string, ids []int64) int {
 			t.Helper()
-			n, err := db.NewSelect().Model(model).Where("? IN (?)", bun.Ident(column), bun.In(ids)).Count(ctx)
+			n, err := db.NewSelect().Model(model).Where("? IN (?)", bun.Ident(column), bun.List(ids)).Count(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

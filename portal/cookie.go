@@ -83,9 +83,7 @@ func crossSiteAncestor(publicURL, frameAncestors string) bool {
 			host = h
 		}
 		host = strings.Trim(host, "[]")
-		if strings.HasPrefix(host, "*.") {
-			host = host[2:] // *.example.com: its sites are example.com's
-		}
+		host = strings.TrimPrefix(host, "*.") // *.example.com: its sites are example.com's
 		if siteOf(scheme, host) != own {
 			return true
 		}

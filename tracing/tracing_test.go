@@ -110,7 +110,7 @@ func TestServerSpans(t *testing.T) {
 	for i, s := range spans {
 		var attrs []string
 		for _, kv := range s.Attributes() {
-			attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+			attrs = append(attrs, string(kv.Key)+"="+kv.Value.String())
 		}
 		got := strings.Join(attrs, " ")
 		if s.Name() != want[i].name || got != want[i].attrs {

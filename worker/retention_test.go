@@ -133,7 +133,7 @@ func TestRetentionSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	countIn := func(table, column string, ids []int64) int {
-		n, err := db.NewSelect().Table(table).Where("? IN (?)", bun.Ident(column), bun.In(ids)).Count(ctx)
+		n, err := db.NewSelect().Table(table).Where("? IN (?)", bun.Ident(column), bun.List(ids)).Count(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

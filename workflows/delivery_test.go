@@ -752,8 +752,7 @@ func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
 		// settled: the states SettleClaim gave back, for signals that asked for nothing.
 		settled []string
 	}
-	var cases []resendCase
-	for _, tc := range []resendCase{
+	cases := []resendCase{
 		// Attempt 1 ends at 20s. The first signal ends the hour's wait at 10m: attempt 2, the last
 		// of the schedule, fails; the nine others end the exhausted wait: attempt 3, which runs the
 		// schedule again (attempt 4 an hour later).
@@ -767,8 +766,6 @@ func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
 			[]time.Duration{took, 2 * took}, model.DeliveryExhausted, nil, nil},
 		{"during the attempt that delivers", []time.Duration{time.Hour}, took / 2, true,
 			[]time.Duration{took, 2 * took}, model.DeliveryDelivered, nil, nil},
-	} {
-		cases = append(cases, tc)
 	}
 	// Resends say when they were asked for (workflows.RetryRequest). Those asked before the last
 	// attempt started, which came in late, ask for nothing more; those asked after it, for one.

@@ -237,7 +237,9 @@ func TestHeldExchangeWokenOncePerTurn(t *testing.T) {
 			continue
 		}
 		var webhook int64
-		fmt.Sscan(e.name, &webhook)
+		if _, err := fmt.Sscan(e.name, &webhook); err != nil {
+			t.Fatalf("event %q: %v", e.name, err)
+		}
 		come(e.name, webhook)
 		waitFor(1)
 	}

@@ -347,6 +347,7 @@ func run(ctx context.Context) error {
 func temporalOptions() (client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
+		//lint:ignore ST1005 Temporal is a name
 		return client.Options{}, fmt.Errorf("Temporal client configuration: %w", err)
 	}
 	opts.Logger = temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))

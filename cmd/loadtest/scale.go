@@ -193,7 +193,7 @@ func readRSS(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	return parseVmRSS(f)
 }
 

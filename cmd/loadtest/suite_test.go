@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +106,8 @@ func startWebhookd(t *testing.T, srv *temporaltest.Server, certFile string) (str
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "webhookd")
-	build := exec.Command(goCommand(), "build", "-o", bin, "github.com/webhookd/webhookd/cmd/webhookd")
+	// go test puts its own toolchain first on the PATH of the tests it runs.
+	build := exec.Command("go", "build", "-o", bin, "github.com/webhookd/webhookd/cmd/webhookd")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build webhookd: %v\n%s", err, out)
 	}
@@ -156,13 +156,17 @@ func startWebhookd(t *testing.T, srv *temporaltest.Server, certFile string) (str
 	go func() { exited <- serve.Wait() }()
 	t.Cleanup(func() {
 		_ = serve.Process.Signal(os.Interrupt)
+		var err error
 		select {
-		case <-exited:
+		case err = <-exited:
 		case <-time.After(30 * time.Second):
 			_ = serve.Process.Kill()
-			<-exited
+			err = <-exited
 		}
-		logFile.Close()
+		if err != nil {
+			t.Logf("webhookd serve ended: %v", err)
+		}
+		_ = logFile.Close() // the child's descriptor wrote the log; dumpLog reads it by name
 		if t.Failed() {
 			dumpLog(t, logFile.Name())
 		}
@@ -190,14 +194,6 @@ func startWebhookd(t *testing.T, srv *temporaltest.Server, certFile string) (str
 	}
 }
 
-// goCommand is the go command of the toolchain running the test.
-func goCommand() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
 // freePort returns a loopback address nothing listens on at the moment.
 func freePort(t *testing.T) string {
 	t.Helper()
@@ -215,7 +211,7 @@ func dumpLog(t *testing.T, path string) {
 	if err != nil {
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	var lines []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -355,11 +355,18 @@ func (c Config) secretKey() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	defer f.Close()
-	if _, err := f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n"); err != nil {
+	_, err = f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	// A key whose file did not close may not be the one a restart reads.
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	return key, f.Sync()
+	return key, nil
 }
 
 // temporalOptions loads the Temporal connection the way the Temporal CLI does: the profile of a
@@ -370,6 +377,7 @@ func (c Config) secretKey() ([]byte, error) {
 func temporalOptions(vars map[string]string) (client.Options, error) {
 	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: envMap(vars)})
 	if err != nil {
+		//lint:ignore ST1005 Temporal is a name
 		return client.Options{}, fmt.Errorf("Temporal client configuration (TEMPORAL_* variables, temporal.toml): %w", err)
 	}
 	if opts.HostPort == "" {

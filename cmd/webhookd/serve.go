@@ -213,6 +213,7 @@ func newTemporalClient(cfg Config, tr *tracing.Tracing, registry *prometheus.Reg
 		// On the client, the interceptor serves this process's workers too.
 		ti, err := tr.TemporalInterceptor()
 		if err != nil {
+			//lint:ignore ST1005 Temporal is a name
 			return nil, fmt.Errorf("Temporal tracing interceptor: %w", err)
 		}
 		topts.Interceptors = append(slices.Clone(topts.Interceptors), ti)
@@ -224,6 +225,7 @@ func newTemporalClient(cfg Config, tr *tracing.Tracing, registry *prometheus.Reg
 	}
 	tc, err := client.NewLazyClient(topts)
 	if err != nil {
+		//lint:ignore ST1005 Temporal is a name
 		return nil, fmt.Errorf("Temporal client: %w", err)
 	}
 	down.at(closeTemporal, tc.Close)

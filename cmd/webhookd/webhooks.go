@@ -100,6 +100,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
 	tc, err := client.DialContext(ctx, topts)
 	if err != nil {
+		//lint:ignore ST1005 Temporal is a name
 		return fmt.Errorf("Temporal at %s: %w", topts.HostPort, err)
 	}
 	defer tc.Close()

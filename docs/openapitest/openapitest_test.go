@@ -160,7 +160,8 @@ func TestCheckRejectsUndocumentedResponses(t *testing.T) {
 }
 
 func TestNewLoadsOnce(t *testing.T) {
-	if openapitest.New(t) != openapitest.New(t) {
+	first, second := openapitest.New(t), openapitest.New(t)
+	if first != second {
 		t.Error("New built a second Validator")
 	}
 }

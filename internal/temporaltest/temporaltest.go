@@ -130,7 +130,7 @@ func launch(bin string, dynamicConfig []string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dev server log: %w", err)
 	}
-	defer logFile.Close() // the child holds its own descriptor
+	defer func() { _ = logFile.Close() }() // the child holds its own descriptor
 	s := &Server{Namespace: namespace, logPath: logFile.Name()}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()

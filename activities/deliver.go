@@ -226,9 +226,9 @@ func nextAttemptIn(in DeliverInput, resp *egress.Response, now time.Time) time.D
 // inside its own overlap (newest first): all sign, so receivers can switch at their own pace, even
 // across several rotations. The variant B body signature uses the first, the current one.
 func (a *Activities) signingSecrets(w *model.Webhook) ([]string, error) {
-	current, err := a.Secrets.Open(w.Secret)
+	current, err := a.Secrets.WebhookSecret(w)
 	if err != nil {
-		return nil, fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
+		return nil, err
 	}
 	secrets := []string{current}
 	now := a.now()

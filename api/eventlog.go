@@ -97,22 +97,14 @@ func (h *deliveryHandlers) listEvents(c echo.Context) error {
 	}
 	f.MaxBytes = MaxPageBytes
 	ctx := c.Request().Context()
-	page, err := model.ListEvents(ctx, h.db, h.scope(c), f)
+	page, err := model.EventLog(ctx, h.db, h.scope(c), f)
 	if err != nil {
 		return err
 	}
 	if page.More {
 		setNextLink(c, f.Limit, "after", page.Last)
 	}
-	ids := make([]int64, len(page.Events))
-	for i := range page.Events {
-		ids[i] = page.Events[i].ID
-	}
-	states, err := model.CountDeliveryStates(ctx, h.db, ids)
-	if err != nil {
-		return err
-	}
-	return writeList(c, h, page.Events, func(ev *model.Event) any { return h.presentEvent(ev, states[ev.ID]) }, "Events retrieved")
+	return writeList(c, h, page.Events, func(ev *model.Event) any { return h.presentEvent(ev, page.States[ev.ID]) }, "Events retrieved")
 }
 
 // getEvent is GET <prefix>/events/:id: one event with every delivery it made, those to webhooks

@@ -264,9 +264,9 @@ func (h *deliveryHandlers) secret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	plain, err := h.secrets.Open(w.Secret)
+	plain, err := h.secrets.WebhookSecret(w)
 	if err != nil {
-		return fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, h.v.success(secretResponse{Secret: plain}, "Webhook secret retrieved"))
 }

@@ -31,6 +31,25 @@ type EventPage struct {
 	Events []Event
 	More   bool
 	Last   int64
+	// States counts each event's deliveries by state (EventLog; ListEvents leaves it nil).
+	States map[int64]map[string]int
+}
+
+// EventLog is the event log's page, as the API and the portal show it: ListEvents, with each
+// event's deliveries counted by state (CountDeliveryStates).
+func EventLog(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilter) (*EventPage, error) {
+	page, err := ListEvents(ctx, db, scope, f)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(page.Events))
+	for i := range page.Events {
+		ids[i] = page.Events[i].ID
+	}
+	if page.States, err = CountDeliveryStates(ctx, db, ids); err != nil {
+		return nil, err
+	}
+	return page, nil
 }
 
 // ListEvents returns one page of the events within scope: the caller's account and variant, as for

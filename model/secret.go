@@ -48,6 +48,16 @@ func (b *SecretBox) Seal(plain string) (string, error) {
 	return sealedPrefix + base64.StdEncoding.EncodeToString(sealed), nil
 }
 
+// WebhookSecret opens the webhook's current signing secret: for a delivery's signature, and for
+// the API and the portal to show its owner.
+func (b *SecretBox) WebhookSecret(w *Webhook) (string, error) {
+	plain, err := b.Open(w.Secret)
+	if err != nil {
+		return "", fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
+	}
+	return plain, nil
+}
+
 // Open decrypts a value made by Seal.
 func (b *SecretBox) Open(sealed string) (string, error) {
 	raw, ok := strings.CutPrefix(sealed, sealedPrefix)

@@ -139,9 +139,9 @@ func (h *endpointHandlers) revealSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	plain, err := h.secrets.Open(w.Secret)
+	plain, err := h.secrets.WebhookSecret(w)
 	if err != nil {
-		return fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
+		return err
 	}
 	return h.renderDetail(c, w, detailView{status: http.StatusOK, secret: plain,
 		notice: "The signing secret, shown in this answer only: reloading the page hides it."})

@@ -134,18 +134,11 @@ func (h *eventHandlers) list(c echo.Context) error {
 		return h.render(c, http.StatusBadRequest, "events", data)
 	}
 	ctx := c.Request().Context()
-	page, err := model.ListEvents(ctx, h.db, session.Scope(), f)
+	page, err := model.EventLog(ctx, h.db, session.Scope(), f)
 	if err != nil {
 		return err
 	}
-	ids := make([]int64, len(page.Events))
-	for i := range page.Events {
-		ids[i] = page.Events[i].ID
-	}
-	states, err := model.CountDeliveryStates(ctx, h.db, ids)
-	if err != nil {
-		return err
-	}
+	states := page.States
 	rows := make([]eventRow, len(page.Events))
 	for i := range page.Events {
 		rows[i] = eventRow{Event: &page.Events[i]}
@@ -212,8 +205,8 @@ func (h *eventHandlers) bodyFor(w *model.Webhook, ev *model.Event) (payload, err
 	var secret string
 	if layout != wire.LayoutA {
 		var err error
-		if secret, err = h.secrets.Open(w.Secret); err != nil {
-			return payload{}, fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
+		if secret, err = h.secrets.WebhookSecret(w); err != nil {
+			return payload{}, err
 		}
 	}
 	return newPayload(wire.Body(layout, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secret)), nil

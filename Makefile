@@ -6,7 +6,7 @@ STATICCHECK_VERSION := v0.8.2
 ERRCHECK_VERSION := v1.30.0
 WORKFLOWCHECK_VERSION := v0.6.0
 # The linters read the system tests (e2e) and the recorders of workflows/testdata (record) too.
-LINT_TAGS := e2e,record
+LINT_TAGS := e2e,record,integration
 
 .PHONY: build run postgres promtool chromium test lint bench fmt vet clean
 
@@ -14,8 +14,8 @@ build:
 	@echo "==> building bin/webhookd (the first build downloads modules: 1-3 minutes; then seconds)"
 	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/webhookd ./cmd/webhookd
 
-# The Temporal CLI hosts the dev server for `make run` and the integration tests. It is pinned
-# (@latest does not build) and installed once, since building it takes minutes.
+# The Temporal CLI hosts the dev server for `make run` and the integration tests (-tags integration).
+# It is pinned (@latest does not build) and installed once, since building it takes minutes.
 bin/temporal:
 	@echo "==> installing the Temporal CLI $(TEMPORAL_CLI_VERSION) into bin/ (once; usually 5-8 minutes on 2 cores, silent while it compiles)"
 	GOBIN=$(CURDIR)/bin go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
@@ -34,7 +34,8 @@ bin/workflowcheck:
 	@echo "==> installing Temporal's workflowcheck $(WORKFLOWCHECK_VERSION) into bin/ (once)"
 	GOBIN=$(CURDIR)/bin go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 
-# The tests start throwaway PostgreSQL clusters of their own, so they need the server binaries.
+# The integration tests (-tags integration) start throwaway PostgreSQL clusters of their own, so they
+# need the server binaries.
 postgres:
 	@echo "==> checking for the PostgreSQL server binaries (installed with apt when absent: about a minute)"
 	deployments/dev/ensure-postgres.sh
@@ -72,11 +73,13 @@ bin/temporal-ui:
 	cd deployments/cluster && go build -o ../../bin/temporal-ui github.com/temporalio/ui-server/v2/cmd/server
 
 # The cluster test (e2e/cluster_test.go) runs `make cluster`'s topology, so the test builds its
-# binaries too. The e2e tag adds the system tests (e2e/), which a plain `go test ./...` leaves out.
+# binaries too. A plain `go test ./...` is the hermetic unit tier (SQLite, the SDK's testsuite); the
+# integration tag adds the tests on a Temporal dev server and PostgreSQL in every package, and the e2e
+# tag the system tests (e2e/).
 # They run after the other packages, not beside them: on 2 cores the api package's tests (their own
 # dev servers, -race) beside the system tests slowed the kill test's setup past its bounds.
 test: lint bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium
-	go test -race -count=1 -timeout 20m ./...
+	go test -tags integration -race -count=1 -timeout 20m ./...
 	go test -tags e2e -race -count=1 -timeout 20m ./e2e/
 	cd deployments/kubernetes && go test -count=1 ./...
 
@@ -87,13 +90,14 @@ test: lint bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-u
 lint: bin/staticcheck bin/errcheck bin/workflowcheck
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed (run make fmt):"; echo "$$unformatted"; exit 1; fi
-	go vet -tags e2e ./...
+	go vet -tags e2e,integration ./...
 	bin/staticcheck -tags $(LINT_TAGS) ./...
 	bin/errcheck -tags $(LINT_TAGS) -exclude errcheck-excludes.txt ./...
 	go vet -vettool=$(CURDIR)/bin/workflowcheck ./workflows/...
 
+# The integration tag: the benchmarks that run on both databases include PostgreSQL.
 bench:
-	go test -run '^$$' -bench . -benchmem ./...
+	go test -tags integration -run '^$$' -bench . -benchmem ./...
 
 # Receiver isolation (docs/performance.md): a throwaway stack on ports of its own, a hanging
 # receiver and a healthy one. SCENARIO=hanging|isolation|sharedhost|ratelimit runs one (sharedhost:
@@ -134,7 +138,7 @@ fmt:
 	gofmt -w .
 
 vet:
-	go vet -tags e2e ./...
+	go vet -tags e2e,integration ./...
 
 # Keeps bin/temporal: rebuilding it takes minutes and it does not change with our code.
 clean:

@@ -22,54 +22,11 @@ import (
 // TestBusyDatabaseIs503: a database refusing work because of other work (SQLite busy, PostgreSQL
 // lock timeout, deadlock, serialization failure) is an overload the client should retry: 503 with
 // Retry-After, never 500. A constraint violation while the database answers stays a defect (500).
+// The PostgreSQL half is TestBusyPostgresIs503, in the integration tier.
 func TestBusyDatabaseIs503(t *testing.T) {
-	ctx := context.Background()
 	t.Run("sqlite", func(t *testing.T) {
 		db := dbtest.SQLite(t)
 		checkMapped(t, db, sqliteBusyError(t, db), http.StatusServiceUnavailable)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		db := dbtest.Postgres(t)
-		for _, tc := range []struct {
-			condition string
-			status    int
-		}{
-			{"serialization_failure", http.StatusServiceUnavailable},
-			{"deadlock_detected", http.StatusServiceUnavailable},
-			{"lock_not_available", http.StatusServiceUnavailable},
-			{"unique_violation", http.StatusInternalServerError},
-		} {
-			t.Run(tc.condition, func(t *testing.T) {
-				_, err := db.ExecContext(ctx, fmt.Sprintf(`DO $$ BEGIN RAISE EXCEPTION 'raised by the test' USING ERRCODE = '%s'; END $$`, tc.condition))
-				if err == nil {
-					t.Fatal("the raise did not fail")
-				}
-				checkMapped(t, db, err, tc.status)
-			})
-		}
-		t.Run("lock_timeout", func(t *testing.T) {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback() }() // the lock is all it is for
-			if _, err := tx.ExecContext(ctx, "LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE"); err != nil {
-				t.Fatal(err)
-			}
-			waiter, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = waiter.Rollback() }() // it fails by design
-			if _, err := waiter.ExecContext(ctx, "SET LOCAL lock_timeout = '20ms'"); err != nil {
-				t.Fatal(err)
-			}
-			_, err = waiter.ExecContext(ctx, "LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE")
-			if err == nil {
-				t.Fatal("a second lock succeeded")
-			}
-			checkMapped(t, db, err, http.StatusServiceUnavailable)
-		})
 	})
 }
 

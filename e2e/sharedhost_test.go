@@ -117,9 +117,15 @@ func (st *stack) peakInFlight(t *testing.T, prefix string) (peak, attempts int) 
 		at    time.Time
 		delta int
 	}
+	// An attempt's record starts when it got its slot and ends when its latency was taken, which
+	// is after it gave the slot back: under load the next attempt, given that slot at once, can
+	// record its start a few milliseconds before. Ends are taken handoffTolerance earlier, which
+	// hides no attempt held over a share: those overlap for seconds.
+	const handoffTolerance = 100 * time.Millisecond
 	edges := make([]edge, 0, 2*len(log))
 	for _, a := range log {
-		edges = append(edges, edge{a.StartedAt, 1}, edge{a.StartedAt.Add(time.Duration(a.LatencyMS) * time.Millisecond), -1})
+		end := a.StartedAt.Add(time.Duration(a.LatencyMS)*time.Millisecond - handoffTolerance)
+		edges = append(edges, edge{a.StartedAt, 1}, edge{later(end, a.StartedAt), -1})
 	}
 	slices.SortFunc(edges, func(a, b edge) int {
 		if c := a.at.Compare(b.at); c != 0 {
@@ -449,4 +455,11 @@ func busy(t *testing.T, n int) {
 		}
 		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

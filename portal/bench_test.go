@@ -19,7 +19,7 @@ import (
 // reports the p50 and p99 of one page's latency (in-process, from the request to
 // the last byte of the page) beside ns/op:
 //
-//	go test -run '^$' -bench Pages -benchtime 200x ./portal/
+//	go test -tags integration -run '^$' -bench Pages -benchtime 200x ./portal/ # both databases; without the tag, SQLite
 func BenchmarkPages(b *testing.B) {
 	for _, backend := range dbtest.Backends() {
 		b.Run(backend.Name, func(b *testing.B) {

@@ -2,6 +2,10 @@
 // testsuite.StartDevServer on the pinned `temporal` CLI from the module's bin/ directory, started
 // once per test process with webhookd's search attributes registered and its dynamic config
 // (DynamicConfigFile), in memory, on a free loopback port.
+//
+// The dev server belongs to the integration tier: built without the integration tag (or e2e, or
+// record), Start fails, so that a plain `go test ./...` needs no Temporal CLI. Workflow tests in
+// that run use the SDK's testsuite instead.
 package temporaltest
 
 import (
@@ -56,6 +60,9 @@ var shared struct {
 // process, reuse it. With EnvAddress set it uses that server instead.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	if !serverTier {
+		t.Fatal("the Temporal dev server is for the integration tier: put this test behind //go:build integration (go test -tags integration runs it), or use the SDK's testsuite")
+	}
 	shared.once.Do(func() { shared.server, shared.err = start() })
 	if shared.err != nil {
 		t.Fatalf("Temporal server for tests: %v", shared.err)

@@ -1,3 +1,5 @@
+//go:build integration
+
 package temporaltest_test
 
 import (

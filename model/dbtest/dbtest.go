@@ -2,6 +2,10 @@
 // database of its own on a real PostgreSQL server. The server is the one WEBHOOKD_TEST_DATABASE_URL
 // names, or else a throwaway cluster this package starts once per test process on a free loopback
 // port and stops from Main.
+//
+// PostgreSQL belongs to the integration tier: built without the integration (or e2e) tag, Backends
+// is SQLite alone and a test that asks for PostgreSQL fails, so that a plain `go test ./...` needs
+// no PostgreSQL server binaries.
 package dbtest
 
 import (
@@ -37,11 +41,6 @@ const EnvDatabaseURL = "WEBHOOKD_TEST_DATABASE_URL"
 type Backend struct {
 	Name string
 	Open func(t testing.TB) *bun.DB
-}
-
-// Backends returns both supported databases, so a test can run the same assertions on each.
-func Backends() []Backend {
-	return []Backend{{"sqlite", SQLite}, {"postgres", Postgres}}
 }
 
 // SQLite returns a fresh migrated SQLite database in a file under t.TempDir(), closed at cleanup.
@@ -175,6 +174,9 @@ var shared struct {
 
 func postgresServer(t testing.TB) *pgServer {
 	t.Helper()
+	if !postgresTier {
+		t.Fatal("PostgreSQL is for the integration tier: put this test behind //go:build integration (go test -tags integration runs it)")
+	}
 	shared.once.Do(func() { shared.server, shared.err = startPostgres() })
 	if shared.err != nil {
 		t.Fatalf("PostgreSQL for tests: %v", shared.err)

@@ -38,7 +38,7 @@ func TestBusyPostgresIs503(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer tx.Rollback() //nolint:errcheck // the lock is all it is for
+		defer func() { _ = tx.Rollback() }() // the lock is all it is for
 		if _, err := tx.ExecContext(ctx, "LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE"); err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestBusyPostgresIs503(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer waiter.Rollback() //nolint:errcheck // it fails by design
+		defer func() { _ = waiter.Rollback() }() // it fails by design
 		if _, err := waiter.ExecContext(ctx, "SET LOCAL lock_timeout = '20ms'"); err != nil {
 			t.Fatal(err)
 		}

@@ -79,6 +79,7 @@ type line struct {
 // anew, so each held exchange takes one turn, and it keeps its place among the waiters.
 type booking struct {
 	ep       *endpoint
+	h        *host     // the host whose slot it waits for
 	rateTurn time.Time // zero: none booked
 	slotTurn time.Time // zero: none booked
 	reason   HoldReason
@@ -426,8 +427,33 @@ func (hs *hosts) hold(reason HoldReason, h *host, e *endpoint, name string, now 
 	*tail = at
 	b := hs.bookingOf(name, e)
 	hs.seq++
-	b.slotTurn, b.reason, b.seq = at, reason, hs.seq
+	b.h, b.slotTurn, b.reason, b.seq = h, at, reason, hs.seq
 	return &HeldError{Reason: reason, Host: h.key, RetryIn: at.Sub(now)}
+}
+
+// respace books the turns still ahead on an account's line for a host's slots again, in their
+// order, at the spacing its estimate gives now. Its first turns are booked while nothing of the
+// account has finished on the host yet, on a guess: 1,000 attempts to paths that hang were given
+// turns five times too close, came back too early, waited their whole wait in vain and booked
+// again, over and over. Respaced, one that comes back before its turn sleeps on until it, once.
+func (hs *hosts) respace(h *host, account int64, now time.Time) {
+	var ahead []*booking
+	for _, b := range hs.booked {
+		if b.h == h && b.ep.account == account && b.reason == HeldByHostCap && b.slotTurn.After(now) {
+			ahead = append(ahead, b)
+		}
+	}
+	if len(ahead) == 0 {
+		return
+	}
+	slices.SortFunc(ahead, func(x, y *booking) int { return x.slotTurn.Compare(y.slotTurn) })
+	tail, spacing := hs.line(HeldByHostCap, h, ahead[0].ep)
+	at := now
+	for _, b := range ahead {
+		at = at.Add(spacing)
+		b.slotTurn = at
+	}
+	*tail = at
 }
 
 // line is the line on which hold books a turn for reason, its last booked turn, and the spacing
@@ -607,10 +633,13 @@ func (hs *hosts) finish(t ticket, o outcome, now time.Time) {
 	case endpointTimedOut:
 		took = hs.timeout
 	}
+	respace := false
 	if took > 0 {
 		h.estimate, h.measured = observe(h.estimate, h.measured, took)
 		l := h.lineOf(t.account)
+		before := l.estimate
 		l.estimate, l.measured = observe(l.estimate, l.measured, took)
+		respace = l.estimate > before*5/4 || l.estimate < before*4/5
 	}
 
 	// The host: any exchange that reached it (an answer, or a path that hung) says it is there.
@@ -636,6 +665,10 @@ func (hs *hosts) finish(t ticket, o outcome, now time.Time) {
 		hs.inconclusive(&e.breaker, t.epProbe, now)
 	}
 	hs.dispatch(h, now)
+	if respace {
+		// After dispatch, so that the account's slots are counted with the one just freed refilled.
+		hs.respace(h, t.account, now)
+	}
 }
 
 // giveBackProbes returns the probe roles of an exchange that will not be made, so that the next

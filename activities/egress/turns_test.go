@@ -297,3 +297,57 @@ func TestRateLimitRecheckRetimesWaiters(t *testing.T) {
 		t.Fatalf("after the recheck: rate %d, next turn %v after the start; want 50 and 100ms (was 5s at 1/s)", rate, next)
 	}
 }
+
+// TestLineRespacedWhenTheEstimateMoves: the first exchanges of an account on a host are booked on
+// a guess (nothing of theirs has finished yet); when the first to finish shows they take five
+// times longer, the turns still ahead are booked again at the spacing that gives, in their order,
+// so that an exchange coming back at its old turn sleeps on to its new one instead of waiting in
+// vain and booking again.
+func TestLineRespacedWhenTheEstimateMoves(t *testing.T) {
+	hs, clock := testHosts(Options{HostConcurrency: 4, EndpointConcurrency: 4})
+	share := hs.accountShare()
+	var running []ticket
+	for i := range share {
+		running = append(running, mustAcquire(t, hs, endpointOf(1, int64(100+i))))
+	}
+	const held = 30 // turns on the guess: one every 1s/3, up to 10s out
+	for i := range held {
+		_, retryIn, err := ask(hs, endpointOf(1, int64(200+i)), fmt.Sprint("delivery ", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := time.Duration(i+1) * (defaultEstimate / time.Duration(share)); retryIn != want {
+			t.Fatalf("held %d on the guess: RetryIn %v, want %v", i, retryIn, want)
+		}
+	}
+	// The first exchange takes 5s: the account's estimate moves from 1s to 5s.
+	clock.Advance(5 * time.Second)
+	hs.end(running[0], answered)
+	// The account now holds one slot less than its share (nobody was waiting here for the freed
+	// one), so any slot of the host's 4 that frees can be its: 5s/4 apart.
+	spacing := 5 * time.Second / 4
+	now := clock.Now()
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	// The turns already due (up to 5s) are left to their exchanges, coming back now; those still
+	// ahead are booked again, spacing apart from now, in their order.
+	first := -1
+	for i := range held {
+		b := hs.booked[fmt.Sprint("delivery ", i)]
+		if b == nil {
+			t.Fatalf("delivery %d lost its booking", i)
+		}
+		if !b.slotTurn.After(now) {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		if got, want := b.slotTurn.Sub(now), time.Duration(i-first+1)*spacing; got != want {
+			t.Errorf("delivery %d's turn after the estimate moved: in %v, want %v", i, got, want)
+		}
+	}
+	if first != 15 {
+		t.Errorf("the first turn still ahead after 5s is delivery %d's, want 15's (turns 1/3s apart)", first)
+	}
+}

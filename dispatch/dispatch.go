@@ -284,20 +284,27 @@ func (d *Dispatcher) startFanOut(ctx context.Context, eventID, accountID int64) 
 // delivery ids it reached. A workflow that has already ended is skipped. Each canceled workflow
 // marks its delivery canceled and ends as canceled.
 func (d *Dispatcher) Cancel(ctx context.Context, refs []model.DeliveryRef) ([]int64, error) {
-	canceled := make([]int64, 0, len(refs))
+	return eachRunning(refs, "cancel", func(id string) error { return d.Client.CancelWorkflow(ctx, id, "") })
+}
+
+// eachRunning calls do with the workflow id of each delivery of refs and returns the delivery ids
+// it reached: a workflow that has ended (NotFound) is skipped, and the first other error stops it,
+// named with verb.
+func eachRunning(refs []model.DeliveryRef, verb string, do func(workflowID string) error) ([]int64, error) {
+	reached := make([]int64, 0, len(refs))
 	for _, r := range refs {
 		id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
-		err := d.Client.CancelWorkflow(ctx, id, "")
+		err := do(id)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			continue
 		}
 		if err != nil {
-			return canceled, fmt.Errorf("cancel %s: %w", id, err)
+			return reached, fmt.Errorf("%s %s: %w", verb, id, err)
 		}
-		canceled = append(canceled, r.DeliveryID)
+		reached = append(reached, r.DeliveryID)
 	}
-	return canceled, nil
+	return reached, nil
 }
 
 // Retime tells the delivery workflows of a webhook whose rate limit or concurrency changed, those
@@ -310,20 +317,10 @@ func (d *Dispatcher) Retime(ctx context.Context, db bun.IDB, webhookID int64) (i
 	if err != nil {
 		return 0, err
 	}
-	told := 0
-	for _, r := range refs {
-		id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
-		err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalLimits, nil)
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			continue
-		}
-		if err != nil {
-			return told, fmt.Errorf("signal %s: %w", id, err)
-		}
-		told++
-	}
-	return told, nil
+	told, err := eachRunning(refs, "signal", func(id string) error {
+		return d.Client.SignalWorkflow(ctx, id, "", workflows.SignalLimits, nil)
+	})
+	return len(told), err
 }
 
 // SchedulePublish starts (or replaces) the scheduled publication of a website.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
@@ -23,6 +24,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
@@ -43,7 +45,13 @@ type testEnv struct {
 	oa  *openapitest.Validator
 }
 
-type serverOption func(*api.Config)
+// envConfig is the API's Config with the use cases' limit, which tests set as options too.
+type envConfig struct {
+	api.Config
+	MaxWebhooks int64
+}
+
+type serverOption func(*envConfig)
 
 func newEnv(t testing.TB, db *bun.DB, opts ...serverOption) *testEnv {
 	t.Helper()
@@ -57,15 +65,22 @@ func newEnv(t testing.TB, db *bun.DB, opts ...serverOption) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	cfg := api.Config{
-		DB: db, Temporal: tc, Secrets: box, Resolver: offlineResolver,
+	cfg := envConfig{Config: api.Config{
+		DB: db, Temporal: tc, Secrets: box,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		RateLimit: 1000, RateBurst: 1000, MaxWebhooks: 100, SiteBaseURL: "https://sites.example.com",
-	}
+		RateLimit: 1000, RateBurst: 1000, SiteBaseURL: "https://sites.example.com",
+	}, MaxWebhooks: 100}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := api.New(cfg)
+	cfg.Webhooks, err = webhooks.New(webhooks.Config{
+		DB: db, Dispatcher: cfg.Dispatcher, Secrets: box, Resolver: offlineResolver, Logger: cfg.Logger,
+		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: 3 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,14 +167,6 @@ func (n *nullableInt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// within refuses a value outside lo..hi with 422 naming field; absent and null pass.
-func (n nullableInt) within(field string, lo, hi int) error {
-	if n.Value != nil && (*n.Value < lo || *n.Value > hi) {
-		return validationFailed(field, "%s must be an integer from %d to %d, or null for the default", field, lo, hi)
-	}
-	return nil
-}
-
 func jsonTypeName(kind string) string {
 	switch kind {
 	case "string":

@@ -79,7 +79,7 @@ func (h *campaignHandlers) create(c echo.Context) error {
 	now := model.Now()
 	camp := &model.Campaign{AccountID: accountOf(c).ID, Name: *req.Name, Platform: *req.Platform, Status: model.CampaignActive,
 		Budget: *req.Budget, StartDate: start, EndDate: end, CreatedAt: now, UpdatedAt: now}
-	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
 		if err := model.InsertCampaign(ctx, cs.Tx, camp); err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func (h *campaignHandlers) patch(c echo.Context) error {
 		ch.EndDate = &end
 	}
 	var camp *model.Campaign
-	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
 		updated, notable, err := model.UpdateCampaign(ctx, cs.Tx, accountOf(c).ID, id, ch)
 		if err != nil {
 			return err

@@ -1,17 +1,14 @@
 package api
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -26,37 +23,18 @@ func (h *deliveryHandlers) retryDelivery(c echo.Context) error {
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
-	if h.dispatcher == nil {
-		return errUnavailable
-	}
-	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
-	defer cancel()
 	// Resends that arrive together are one: an attempt that starts after this one arrived answers
 	// it, however long it then waited for the database or Temporal.
-	if arrived, ok := c.Get(contextArrived).(time.Time); ok {
-		tctx = dispatch.WithAskedAt(tctx, arrived)
+	arrived, ok := c.Get(contextArrived).(time.Time)
+	if !ok {
+		arrived = model.Now()
 	}
-	ref, err := h.dispatcher.Resend(tctx, h.db, w.ID, deliveryID)
-	switch {
-	case errors.Is(err, model.ErrNotFound):
+	ref, err := h.webhooks.Resend(c.Request().Context(), w, deliveryID, arrived)
+	if err != nil {
 		return notFoundAs(err, "delivery")
-	case errors.Is(err, dispatch.ErrCanceled):
-		return &apiError{status: http.StatusConflict, code: codeConflict, message: "the delivery was canceled with its webhook and cannot be sent again"}
-	case err != nil:
-		return temporalUnavailable(h.log, err)
 	}
 	body := map[string]any{"deliveryId": deliveryID, "messageId": wire.MessageID(ref.EventID, w.ID)}
 	return c.JSON(http.StatusAccepted, h.v.success(body, "Delivery queued to be sent again"))
-}
-
-// temporalUnavailable answers 503 for a failure to reach Temporal; any other error (the database)
-// goes to the error handler as it is.
-func temporalUnavailable(log *slog.Logger, err error) error {
-	if errors.Is(err, dispatch.ErrTemporal) {
-		log.Warn("temporal unavailable", "err", err)
-		return errUnavailable
-	}
-	return err
 }
 
 // loadDelivery reads the webhook and the delivery id of a .../deliveries/:deliveryId path.
@@ -83,27 +61,18 @@ func (h *deliveryHandlers) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if h.dispatcher == nil {
-		return errUnavailable
-	}
-	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
-	defer cancel()
-	retried, workflowID, err := h.dispatcher.RetryWebhook(tctx, h.db, w.ID)
+	r, err := h.webhooks.Retry(c.Request().Context(), w)
 	if err != nil {
-		return temporalUnavailable(h.log, err)
+		return err
 	}
-	body := map[string]any{"retried": retried, "workflowId": nil}
-	if workflowID != "" {
-		body["workflowId"] = workflowID
+	body := map[string]any{"retried": r.Count, "workflowId": nil}
+	if r.WorkflowID != "" {
+		body["workflowId"] = r.WorkflowID
 	}
-	if h.v.spec.TestEvent {
-		res, err := h.publishTest(c, w)
-		if err != nil {
-			return err
-		}
-		body["testEventId"] = res.Event.ID
+	if r.Test != nil {
+		body["testEventId"] = r.Test.Event.ID
 	}
-	return c.JSON(http.StatusAccepted, h.v.success(body, fmt.Sprintf("Retrying %d delivery(ies)", retried)))
+	return c.JSON(http.StatusAccepted, h.v.success(body, fmt.Sprintf("Retrying %d delivery(ies)", r.Count)))
 }
 
 type recoverRequest struct {
@@ -124,8 +93,7 @@ func (h *deliveryHandlers) recoverSince(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	now := model.Now()
-	r := model.Recovery{WebhookID: w.ID}
+	var r webhooks.Recovery
 	if req.Since == nil {
 		return validationFailed("since", "since is required")
 	}
@@ -133,26 +101,15 @@ func (h *deliveryHandlers) recoverSince(c echo.Context) error {
 		return err
 	}
 	if req.Until != nil {
-		if r.Until, err = parseTime("until", *req.Until); err != nil {
+		until, err := parseTime("until", *req.Until)
+		if err != nil {
 			return err
 		}
+		r.Until = &until
 	}
-	check := r
-	if req.Until == nil {
-		check.Until = now
-	}
-	var de *model.DataError
-	if err := check.Check(now); errors.As(err, &de) {
-		return validationFailed(de.Field, "%s %s", de.Field, de.Reason)
-	}
-	if h.dispatcher == nil {
-		return errUnavailable
-	}
-	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
-	defer cancel()
-	rec, err := h.dispatcher.Recover(tctx, h.db, r)
+	rec, err := h.webhooks.Recover(c.Request().Context(), w, r)
 	if err != nil {
-		return temporalUnavailable(h.log, err)
+		return err
 	}
 	var workflowID *string
 	if rec.WorkflowID != "" {
@@ -181,12 +138,9 @@ func (h *deliveryHandlers) test(c echo.Context) error {
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
-	res, err := h.publishTest(c, w)
+	res, err := h.webhooks.SendTest(c.Request().Context(), w)
 	if err != nil {
-		return err
-	}
-	if len(res.Deliveries) == 0 {
-		return notFoundAsWebhook(model.ErrNotFound) // deleted meanwhile
+		return notFoundAsWebhook(err) // deleted meanwhile
 	}
 	body := map[string]any{"eventId": res.Event.ID, h.v.spec.TypeField: model.EventTest, "deliveryId": res.Deliveries[0].ID,
 		"messageId": wire.MessageID(res.Event.ID, w.ID)}

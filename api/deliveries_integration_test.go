@@ -12,7 +12,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
@@ -27,7 +26,7 @@ func forEachWithTemporal(t *testing.T, fn func(t *testing.T, e *testEnv, v varia
 	tc := temporaltest.Start(t).Client(t)
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *api.Config) {
+			e := newEnv(t, b.Open(t), func(c *envConfig) {
 				c.Temporal = tc
 				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
 					Schedule: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}, RetryWindow: time.Hour, AttemptTimeout: time.Second}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
@@ -113,7 +112,7 @@ func TestDeliveryDetail(t *testing.T) {
 func TestRetryOneDeliveryTemporalDown(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *api.Config) { c.Dispatcher = &dispatch.Dispatcher{Client: c.Temporal, TaskQueue: "nowhere"} })
+			e := newEnv(t, b.Open(t), func(c *envConfig) { c.Dispatcher = &dispatch.Dispatcher{Client: c.Temporal, TaskQueue: "nowhere"} })
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) {
 					auth := v.auth(newKey(t, e.db))

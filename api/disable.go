@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -14,17 +13,17 @@ import (
 // enabled; its new events are kept for a manual retry. Disabling a disabled webhook keeps the
 // first disabled_at. No e-mail: the owner asked for it.
 func (h *deliveryHandlers) disable(c echo.Context) error {
-	return h.toggle(c, model.DisableWebhook, "Webhook disabled")
+	return h.toggle(c, h.webhooks.Disable, "Webhook disabled")
 }
 
 // enable is POST <collection>/<id>/enable: a fresh start for the webhook (variant B's status is
 // active again, the next exhaustion alerts again). Nothing is replayed and no test event is sent:
 // POST <collection>/<id>/retry does that.
 func (h *deliveryHandlers) enable(c echo.Context) error {
-	return h.toggle(c, model.EnableWebhook, "Webhook enabled")
+	return h.toggle(c, h.webhooks.Enable, "Webhook enabled")
 }
 
-func (h *deliveryHandlers) toggle(c echo.Context, change func(context.Context, bun.IDB, model.WebhookScope, int64) (*model.Webhook, error), message string) error {
+func (h *deliveryHandlers) toggle(c echo.Context, change func(context.Context, model.WebhookScope, int64) (*model.Webhook, error), message string) error {
 	id, err := webhookID(c)
 	if err != nil {
 		return err
@@ -32,7 +31,7 @@ func (h *deliveryHandlers) toggle(c echo.Context, change func(context.Context, b
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
-	w, err := change(c.Request().Context(), h.db, h.scope(c), id)
+	w, err := change(c.Request().Context(), h.scope(c), id)
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model/dbtest"
@@ -18,7 +17,7 @@ func TestRetryEnables(t *testing.T) {
 	tc := temporaltest.Start(t).Client(t)
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *api.Config) {
+			e := newEnv(t, b.Open(t), func(c *envConfig) {
 				c.Temporal = tc
 				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-")}
 			})

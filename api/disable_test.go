@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -164,7 +163,7 @@ func TestDisableAndEnableErrors(t *testing.T) {
 // TestWebhooksGaugeCountsDisabled: a disabled webhook counts as disabled in both variants.
 func TestWebhooksGaugeCountsDisabled(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) { c.Registry, c.Gatherer = reg, reg })
+	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.Registry, c.Gatherer = reg, reg })
 	key := newKey(t, e.db)
 	for _, v := range variants {
 		auth := v.auth(key)

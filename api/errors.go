@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 // Error codes of the management API (DESIGN.md, "Errors").
@@ -142,6 +143,9 @@ func (s *Server) toAPIError(c echo.Context, err error) *apiError {
 			return &apiError{status: he.Code, code: codeInvalidRequest, message: http.StatusText(he.Code)}
 		}
 	}
+	if ae := useCaseError(err); ae != nil {
+		return ae
+	}
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return errNotFound
@@ -163,6 +167,32 @@ func (s *Server) toAPIError(c echo.Context, err error) *apiError {
 	}
 	s.log.Error("internal error", "request_id", requestID(c), "method", c.Request().Method, "path", c.Path(), "err", err)
 	return errInternal
+}
+
+// useCaseError words the refusals of the use cases (package webhooks) as the API answers them; nil
+// for any other error.
+func useCaseError(err error) *apiError {
+	var invalid *webhooks.InvalidError
+	var limit *webhooks.LimitError
+	var rotation *webhooks.RotationLimitError
+	switch {
+	case errors.As(err, &invalid):
+		return validationFailed(invalid.Field, invalid.Format, invalid.Args...)
+	case errors.As(err, &limit):
+		return &apiError{status: http.StatusUnprocessableEntity, code: codeLimitExceeded, message: limit.Error()}
+	case errors.As(err, &rotation):
+		return &apiError{status: http.StatusConflict, code: codeConflict, message: fmt.Sprintf(
+			"the secret was rotated %d times within 24 hours and every previous secret still signs; rotate again after %s, when the oldest expires",
+			webhooks.MaxPreviousSecrets, rotation.RetryAt.UTC().Format("2006-01-02T15:04:05.000Z"))}
+	case errors.Is(err, webhooks.ErrCanceled):
+		return &apiError{status: http.StatusConflict, code: codeConflict, message: "the delivery was canceled with its webhook and cannot be sent again"}
+	case errors.Is(err, webhooks.ErrIdempotencyConflict):
+		return &apiError{status: http.StatusConflict, code: codeConflict, field: "Idempotency-Key",
+			message: "this Idempotency-Key was already used with a different request"}
+	case errors.Is(err, webhooks.ErrUnavailable):
+		return errUnavailable
+	}
+	return nil
 }
 
 // dependenciesUp tells an outage (503, retry later) from a defect (500): an unexpected error while

@@ -10,13 +10,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/wire"
 )
-
-// dispatchTimeout bounds how long a request waits to start its delivery workflows.
-const dispatchTimeout = dispatch.RequestTimeout
 
 // maxIdempotencyKey bounds the Idempotency-Key header, as Stripe does.
 const maxIdempotencyKey = 255
@@ -76,14 +72,10 @@ func (h *deliveryHandlers) publishEvent(c echo.Context) error {
 	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		return invalidField("Idempotency-Key", "Idempotency-Key must be at most %d printable ASCII characters", maxIdempotencyKey)
 	}
-	res, err := h.publisher.Publish(c.Request().Context(), model.NewEvent{
+	res, err := h.webhooks.Publish(c.Request().Context(), model.NewEvent{
 		AccountID: accountOf(c).ID, Variant: h.v.model, EventType: eventType, Data: string(data),
 		IdempotencyKey: key, RequestHash: model.HashRequest(eventType, string(data)),
 	})
-	if errors.Is(err, model.ErrIdempotencyConflict) {
-		return &apiError{status: http.StatusConflict, code: codeConflict, field: "Idempotency-Key",
-			message: "this Idempotency-Key was already used with a different request"}
-	}
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		return err
 	}
 	var first *model.PublishResult
-	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
 		w, err := model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
@@ -158,7 +158,7 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 		return validationFailed("increment", "increment must be an integer from 1 to 1000000")
 	}
 	var value int64
-	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
+	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
 		w, err := model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -89,7 +88,7 @@ func FuzzRequestBodies(f *testing.F) {
 	var targets []target
 	for _, b := range dbtest.Backends() {
 		db := b.Open(f)
-		e := newEnv(f, db, func(c *api.Config) { c.RateLimit, c.RateBurst = 1e9, 1<<30 })
+		e := newEnv(f, db, func(c *envConfig) { c.RateLimit, c.RateBurst = 1e9, 1<<30 })
 		key := newKey(f, db)
 		ctx := context.Background()
 		acc, _, err := model.Authenticate(ctx, db, key)

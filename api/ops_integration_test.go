@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -74,7 +73,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 
 	tc := temporaltest.Start(t).Client(t)
-	up := newEnv(t, dbtest.SQLite(t), func(c *api.Config) { c.Temporal = tc })
+	up := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.Temporal = tc })
 	r = up.do(t, "GET", "/readyz", nil, "")
 	if r.status != 200 || r.body["status"] != "ok" {
 		t.Fatalf("readyz with Temporal = %d %s", r.status, r.raw)

@@ -8,11 +8,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 func TestRateLimit(t *testing.T) {
@@ -20,7 +23,7 @@ func TestRateLimit(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			// One token per thousand seconds: after the burst every request is refused, however slow
 			// the machine, so the test does not depend on timing.
-			e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) { c.RateLimit, c.RateBurst = 0.001, 3 })
+			e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.RateLimit, c.RateBurst = 0.001, 3 })
 			limited := v.auth(newKey(t, e.db))
 			for i := 0; i < 3; i++ {
 				e.do(t, "GET", v.collection, limited, "").expect(t, 200, "")
@@ -57,7 +60,7 @@ func TestInternalErrorIsNotShown(t *testing.T) {
 
 func TestOpenAPIAndMetricsServed(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) { c.Registry, c.Gatherer = reg, reg })
+	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.Registry, c.Gatherer = reg, reg })
 	r := e.do(t, "GET", "/openapi.yaml", nil, "")
 	if r.status != 200 || !strings.Contains(string(r.raw), "openapi: 3") {
 		t.Fatalf("openapi.yaml = %d", r.status)
@@ -128,23 +131,33 @@ func TestWrongMethodIs405(t *testing.T) {
 }
 
 // TestNewRefusesMissingLimits: the limits have their defaults in cmd/webhookd's Config only; a
-// Config without one is refused, naming it, rather than refusing every request or webhook.
+// Config without one, or without the use cases, is refused, naming it, rather than refusing every
+// request. (The webhook limit is the use cases' own: webhooks.TestNewRefusesMissingLimits.)
 func TestNewRefusesMissingLimits(t *testing.T) {
+	db := dbtest.SQLite(t)
+	box, err := model.NewSecretBox(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := webhooks.New(webhooks.Config{DB: db, Secrets: box, MaxWebhooks: 100, RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		field string
 		clear func(*api.Config)
 	}{
-		{"MaxWebhooks", func(c *api.Config) { c.MaxWebhooks = 0 }},
+		{"Webhooks", func(c *api.Config) { c.Webhooks = nil }},
 		{"RateLimit", func(c *api.Config) { c.RateLimit = 0 }},
 		{"RateBurst", func(c *api.Config) { c.RateBurst = 0 }},
 	} {
-		cfg := api.Config{DB: dbtest.SQLite(t), RateLimit: 20, RateBurst: 40, MaxWebhooks: 100}
+		cfg := api.Config{DB: db, Webhooks: svc, RateLimit: 20, RateBurst: 40}
 		c.clear(&cfg)
 		if _, err := api.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("without %s: New returned %v, want an error naming it", c.field, err)
 		}
 	}
-	if _, err := api.New(api.Config{DB: dbtest.SQLite(t), RateLimit: 20, RateBurst: 40, MaxWebhooks: 100}); err != nil {
+	if _, err := api.New(api.Config{DB: db, Webhooks: svc, RateLimit: 20, RateBurst: 40}); err != nil {
 		t.Fatalf("with every limit: %v", err)
 	}
 }

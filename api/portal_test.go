@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -16,7 +15,7 @@ func portalPath(v variantCase) string {
 	return strings.TrimSuffix(v.collection, "/webhooks") + "/portal-sessions"
 }
 
-func withPublicURL(u string) serverOption { return func(c *api.Config) { c.PublicURL = u } }
+func withPublicURL(u string) serverOption { return func(c *envConfig) { c.PublicURL = u } }
 
 // TestPortalSessionLink: the link points at the public URL, opens a session of the caller's account
 // and variant, honours ttl and readOnly, records the caller's key, and opens once.
@@ -108,7 +107,7 @@ func TestPortalSessionRefusals(t *testing.T) {
 }
 
 func TestPortalSessionPortalOff(t *testing.T) {
-	e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) { c.PortalOff = true })
+	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.PortalOff = true })
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			r := e.do(t, "POST", portalPath(v), v.auth(newKey(t, e.db)), "")

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
@@ -17,7 +16,7 @@ import (
 func TestRetryWebhookTemporalDown(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *api.Config) { c.Dispatcher = &dispatch.Dispatcher{Client: c.Temporal, TaskQueue: "nowhere"} })
+			e := newEnv(t, b.Open(t), func(c *envConfig) { c.Dispatcher = &dispatch.Dispatcher{Client: c.Temporal, TaskQueue: "nowhere"} })
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) {
 					auth := v.auth(newKey(t, e.db))

@@ -12,7 +12,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -46,7 +45,7 @@ func TestScheduleDoesNotHoldTheDatabase(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := &stalledTemporal{entered: make(chan struct{}), answer: make(chan error, 1)}
-			e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) {
+			e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) {
 				c.Dispatcher = &dispatch.Dispatcher{Client: tmp, TaskQueue: "nowhere"}
 			})
 			site := variants[1].auth(newKey(t, e.db))

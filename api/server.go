@@ -5,10 +5,10 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -22,11 +22,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
-	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/docs"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/tracing"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 // Body limits in bytes: management requests (DESIGN.md, "Errors": 413 over 64 KiB) and event
@@ -43,18 +43,16 @@ type Config struct {
 	// Dispatcher starts delivery workflows; nil leaves all starting to the worker's sweeper.
 	Dispatcher *dispatch.Dispatcher
 	Secrets    *model.SecretBox
-	Policy     egress.AddressPolicy
-	// Resolver resolves receiver host names at registration; nil means net.DefaultResolver.
-	Resolver *net.Resolver
+	// Webhooks runs the use cases of webhooks and their deliveries, shared with the portal and
+	// the CLI; it publishes every event the API's changes emit. Required.
+	Webhooks *webhooks.Service
 	Logger   *slog.Logger
 	// Registry receives the API's metrics; Gatherer serves /metrics. Either may be nil.
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
-	// RateLimit is requests per second per API key, with RateBurst; MaxWebhooks bounds an
-	// account's webhooks. All three are required.
-	RateLimit   float64
-	RateBurst   int
-	MaxWebhooks int64
+	// RateLimit is requests per second per API key, with RateBurst. Both are required.
+	RateLimit float64
+	RateBurst int
 	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
 	SiteBaseURL string
 	// PublicURL is where clients reach this server (WEBHOOKD_PUBLIC_URL): portal links point there.
@@ -72,13 +70,11 @@ type Server struct {
 	db         *bun.DB
 	temporal   client.Client
 	dispatcher *dispatch.Dispatcher
-	// publisher commits a change with the events it emits, then starts their deliveries.
-	publisher         *dispatch.Publisher
+	// webhooks holds the use cases; its Change and Publish commit a change with the events it
+	// emits, then start their deliveries.
+	webhooks          *webhooks.Service
 	secrets           *model.SecretBox
-	policy            egress.AddressPolicy
-	resolver          *net.Resolver
 	log               *slog.Logger
-	maxWebhooks       int64
 	siteBaseURL       string
 	publicURL         string
 	portal            bool
@@ -91,11 +87,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	// The limits are the caller's to set (cmd/webhookd's Config has their defaults): a zero would
-	// refuse every webhook or request.
-	if cfg.MaxWebhooks <= 0 {
-		return nil, fmt.Errorf("api: MaxWebhooks %d: must be positive", cfg.MaxWebhooks)
+	if cfg.Webhooks == nil {
+		return nil, errors.New("api: Webhooks is required")
 	}
+	// The limits are the caller's to set (cmd/webhookd's Config has their defaults): a zero would
+	// refuse every request.
 	if cfg.RateLimit <= 0 || cfg.RateBurst <= 0 {
 		return nil, fmt.Errorf("api: RateLimit %v, RateBurst %d: must be positive", cfg.RateLimit, cfg.RateBurst)
 	}
@@ -103,12 +99,9 @@ func New(cfg Config) (*Server, error) {
 		db:                cfg.DB,
 		temporal:          cfg.Temporal,
 		dispatcher:        cfg.Dispatcher,
-		publisher:         &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: dispatchTimeout, Log: cfg.Logger},
+		webhooks:          cfg.Webhooks,
 		secrets:           cfg.Secrets,
-		policy:            cfg.Policy,
-		resolver:          cfg.Resolver,
 		log:               cfg.Logger,
-		maxWebhooks:       cfg.MaxWebhooks,
 		siteBaseURL:       cfg.SiteBaseURL,
 		publicURL:         cfg.PublicURL,
 		portal:            !cfg.PortalOff,

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -314,7 +313,7 @@ func TestPaginationAndFilters(t *testing.T) {
 func TestWebhookLimit(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *api.Config) { c.MaxWebhooks = 2 })
+			e := newEnv(t, b.Open(t), func(c *envConfig) { c.MaxWebhooks = 2 })
 			v := variants[0]
 			auth := v.auth(newKey(t, e.db))
 			for i := 0; i < 2; i++ {

@@ -145,7 +145,7 @@ func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*mod
 	var w *model.Website
 	var prev *time.Time
 	var prevUpdatedAt time.Time
-	err := h.publisher.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
+	err := h.webhooks.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		var err error
 		if w, err = model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
 			return err
@@ -164,7 +164,7 @@ func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*mod
 	// follow it until the timer started last is for the time the row holds.
 	want := at
 	for i := range 3 {
-		tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+		tctx, cancel := context.WithTimeout(ctx, h.webhooks.RequestTimeout())
 		err := h.dispatcher.SchedulePublish(tctx, w.ID, want)
 		cancel()
 		if err != nil && i > 0 {
@@ -224,7 +224,7 @@ func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.
 	ctx := c.Request().Context()
 	var w *model.Website
 	hadSchedule := false
-	err := h.publisher.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
+	err := h.webhooks.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		var err error
 		if w, err = model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
 			return err
@@ -250,7 +250,7 @@ func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.
 	}
 	if hadSchedule && h.dispatcher != nil {
 		// Best effort: a timer that fires anyway finds the schedule gone and publishes nothing.
-		tctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+		tctx, cancel := context.WithTimeout(ctx, h.webhooks.RequestTimeout())
 		defer cancel()
 		if err := h.dispatcher.CancelPublish(tctx, w.ID); err != nil {
 			h.log.Warn("cancel scheduled publication", "website", w.ID, "err", err)

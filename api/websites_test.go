@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -75,7 +74,7 @@ func TestWebsites(t *testing.T) {
 // TestScheduleWithTemporalDown: scheduling needs Temporal; when it is unreachable the answer is
 // 503 and the website is as before (the saved schedule is undone when its timer cannot start).
 func TestScheduleWithTemporalDown(t *testing.T) {
-	e := newEnv(t, dbtest.SQLite(t), func(c *api.Config) {
+	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) {
 		c.Dispatcher = &dispatch.Dispatcher{Client: c.Temporal, TaskQueue: "nowhere"}
 	})
 	auth := variants[1].auth(newKey(t, e.db))

@@ -10,10 +10,6 @@ import (
 	"github.com/webhookd/webhookd/model"
 )
 
-// RequestTimeout bounds how long an API or portal request waits on Temporal (a start after a
-// commit, a resend, a recovery): what is not started within it the worker's sweeper starts.
-const RequestTimeout = 3 * time.Second
-
 // Publisher is the one way the API and the portal publish: a domain change and the events it
 // emits commit together (model.Change), then the events' deliveries start, within Timeout. A start
 // that fails is not the caller's problem: the deliveries are stored, and the worker's sweeper

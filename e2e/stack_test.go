@@ -31,6 +31,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/worker"
 	"github.com/webhookd/webhookd/workflows"
 )
@@ -127,9 +128,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if !o.noWorker {
 		st.stopWorker = st.startWorker(t, box, policy, o.timeout, logger)
 	}
+	uses, err := webhooks.New(webhooks.Config{
+		DB: st.db, Dispatcher: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
+		Logger: logger, MaxWebhooks: 100, RequestTimeout: 3 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := api.New(api.Config{
-		DB: st.db, Temporal: st.tc, Dispatcher: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
-		Logger: logger, Registry: st.registry, Gatherer: st.registry, RateLimit: 1000, RateBurst: 1000, MaxWebhooks: 100,
+		DB: st.db, Temporal: st.tc, Dispatcher: st.starter, Secrets: box, Webhooks: uses,
+		Logger: logger, Registry: st.registry, Gatherer: st.registry, RateLimit: 1000, RateBurst: 1000,
 		SiteBaseURL: "https://sites.example.com",
 	})
 	if err != nil {

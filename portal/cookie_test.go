@@ -52,7 +52,7 @@ func TestSessionCookieAcrossSites(t *testing.T) {
 		{"http://127.0.0.1:8080", "'self' http://localhost:9000", http.SameSiteNoneMode, true, true},
 		{"http://127.0.0.1:8080", "'self' http://127.0.0.1:9000", http.SameSiteLaxMode, false, false},
 	} {
-		e := newEnv(t, dbtest.SQLite(t), func(cfg *portal.Config) { cfg.PublicURL, cfg.FrameAncestors = c.public, c.ancestors })
+		e := newEnv(t, dbtest.SQLite(t), func(cfg *envConfig) { cfg.PublicURL, cfg.FrameAncestors = c.public, c.ancestors })
 		rec := e.do(t, "GET", "/portal/enter?token="+e.link(t, e.account(t).ID, model.VariantB, false), nil, nil)
 		expect(t, rec, http.StatusSeeOther)
 		var got *http.Cookie

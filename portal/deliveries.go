@@ -1,9 +1,7 @@
 package portal
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -134,31 +133,12 @@ func (h *eventHandlers) resend(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if h.dispatcher == nil {
-		return errTemporalUnavailable
-	}
-	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
-	defer cancel()
 	// As the API's: resends that arrive together are one.
-	_, err = h.dispatcher.Resend(dispatch.WithAskedAt(tctx, asked), h.db, w.ID, id)
-	switch {
-	case errors.Is(err, model.ErrNotFound):
-		return errNotFound
-	case errors.Is(err, dispatch.ErrCanceled):
-		return &pageError{status: http.StatusConflict, title: "Cannot resend",
-			message: "This delivery was canceled when its endpoint was deleted, and cannot be sent again."}
-	case errors.Is(err, dispatch.ErrTemporal):
-		h.log.Warn("portal: resend: temporal unavailable", "delivery", id, "err", err)
-		return errTemporalUnavailable
-	case err != nil:
+	if _, err = h.webhooks.Resend(c.Request().Context(), w, id, asked); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, fmt.Sprintf("%sdeliveries/%d?resent=1", Prefix, id))
 }
-
-// errTemporalUnavailable: the action could not reach Temporal; nothing was queued.
-var errTemporalUnavailable = &pageError{status: http.StatusServiceUnavailable, title: "Unavailable",
-	message: "Deliveries cannot be queued right now; nothing was sent. Try again in a moment."}
 
 // confirmRecover is GET /portal/webhooks/:id/recover?since=: how many deliveries a recovery since
 // that time would resend (model.CountRecoverable, the count dispatch.Recover starts with), and the
@@ -174,12 +154,16 @@ func (h *eventHandlers) confirmRecover(c echo.Context) error {
 		raw = now.Add(-24 * time.Hour).Format(localTimeFormat)
 	}
 	data := map[string]any{"Title": "Recover failed deliveries", "Endpoint": w, "Since": raw}
-	r, problem := recovery(w.ID, raw, now)
+	r, problem := recovery(raw)
+	n := 0
+	if problem == "" {
+		n, err = h.webhooks.CountRecoverable(c.Request().Context(), w, r)
+		problem, _ = h.formProblem(err)
+	}
 	if problem != "" {
 		data["FormError"] = problem
 		return h.render(c, http.StatusBadRequest, "recover", data)
 	}
-	n, _, err := model.CountRecoverable(c.Request().Context(), h.db, r)
 	if err != nil {
 		return err
 	}
@@ -195,21 +179,16 @@ func (h *eventHandlers) recover(c echo.Context) error {
 		return err
 	}
 	raw := c.FormValue("since")
-	r, problem := recovery(w.ID, raw, model.Now())
+	// Until now, as the API's recover without until: identical requests agree.
+	r, problem := recovery(raw)
+	var rec dispatch.Recovering
+	if problem == "" {
+		rec, err = h.webhooks.Recover(c.Request().Context(), w, r)
+		problem, _ = h.formProblem(err)
+	}
 	if problem != "" {
 		return h.render(c, http.StatusBadRequest, "recover", map[string]any{
 			"Title": "Recover failed deliveries", "Endpoint": w, "Since": raw, "FormError": problem})
-	}
-	if h.dispatcher == nil {
-		return errTemporalUnavailable
-	}
-	tctx, cancel := context.WithTimeout(c.Request().Context(), dispatchTimeout)
-	defer cancel()
-	r.Until = time.Time{} // until now, as the API's recover without until: identical requests agree
-	rec, err := h.dispatcher.Recover(tctx, h.db, r)
-	if errors.Is(err, dispatch.ErrTemporal) {
-		h.log.Warn("portal: recover: temporal unavailable", "webhook", w.ID, "err", err)
-		return errTemporalUnavailable
 	}
 	if err != nil {
 		return err
@@ -218,22 +197,17 @@ func (h *eventHandlers) recover(c echo.Context) error {
 		"Title": "Recovery queued", "Endpoint": w, "Queued": rec.Queued, "Since": r.Since})
 }
 
-// recovery is the window since raw (datetime-local, UTC) until now, checked by the API's rule
-// (model.Recovery.Check); a problem a person can read, or "".
-func recovery(webhookID int64, raw string, now time.Time) (model.Recovery, string) {
+// recovery is the window since raw (datetime-local, UTC) until the recovery starts; a problem a
+// person can read, or "". The use case checks the window.
+func recovery(raw string) (webhooks.Recovery, string) {
 	since, err := localTime("Since", raw)
 	if err != nil {
-		return model.Recovery{}, err.Error() + "."
+		return webhooks.Recovery{}, err.Error() + "."
 	}
 	if since == nil {
-		return model.Recovery{}, "Say since when to recover."
+		return webhooks.Recovery{}, "Say since when to recover."
 	}
-	r := model.Recovery{WebhookID: webhookID, Since: *since, Until: now}
-	var de *model.DataError
-	if err := r.Check(now); errors.As(err, &de) {
-		return model.Recovery{}, fmt.Sprintf("“%s” %s.", de.Field, de.Reason)
-	}
-	return r, ""
+	return webhooks.Recovery{Since: *since}, ""
 }
 
 // loadWebhook reads the :id webhook within the session's scope, as the endpoints page does.

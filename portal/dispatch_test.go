@@ -17,7 +17,6 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/portal"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -121,8 +120,8 @@ func TestSendTestDispatch(t *testing.T) {
 
 // withTemporal gives the portal a Dispatcher on the dev server, on a task queue of the test's own
 // that no worker polls: the workflows start and wait, and nothing is delivered.
-func withTemporal(t *testing.T, tc client.Client) func(*portal.Config) {
-	return func(c *portal.Config) {
+func withTemporal(t *testing.T, tc client.Client) func(*envConfig) {
+	return func(c *envConfig) {
 		c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
 			Schedule: []time.Duration{time.Minute}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 // registerEndpointRoutes adds one endpoint's page and its actions: the detail (chart, success rate,
@@ -135,11 +136,11 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 // revealSecret is GET <collection>/<id>/secret of the API as a POST: the secret appears only in
 // this answer (not cached: every page is no-store), never in a URL or a page a GET shows.
 func (h *endpointHandlers) revealSecret(c echo.Context) error {
-	w, err := h.load(c)
-	if err != nil {
-		return err
+	id, ok := webhookID(c)
+	if !ok {
+		return errNotFound
 	}
-	plain, err := h.secrets.WebhookSecret(w)
+	w, plain, err := h.webhooks.Reveal(c.Request().Context(), sessionOf(c).Scope(), id)
 	if err != nil {
 		return err
 	}
@@ -154,22 +155,17 @@ func (h *endpointHandlers) rotateSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	secret, sealed, err := h.secrets.NewSealedWebhookSecret()
-	if err != nil {
-		return err
-	}
-	until := model.Now().Add(model.SecretOverlap)
-	err = model.RotateWebhookSecret(c.Request().Context(), h.db, sessionOf(c).Scope(), w.ID, sealed, until)
-	var limit *model.RotationLimitError
+	r, err := h.webhooks.RotateSecret(c.Request().Context(), sessionOf(c).Scope(), w.ID, nil)
+	var limit *webhooks.RotationLimitError
 	if errors.As(err, &limit) {
 		return h.renderDetail(c, w, detailView{status: http.StatusConflict, formError: fmt.Sprintf(
 			"The secret was rotated %d times within 24 hours and every previous secret still signs. Rotate again after %s, when the oldest expires.",
-			model.MaxPreviousSecrets, formatTime(limit.RetryAt))})
+			webhooks.MaxPreviousSecrets, formatTime(limit.RetryAt))})
 	}
 	if err != nil {
 		return err
 	}
-	return h.renderDetail(c, w, detailView{status: http.StatusOK, secret: secret, previousExpires: &until,
+	return h.renderDetail(c, w, detailView{status: http.StatusOK, secret: r.Secret, previousExpires: &r.PreviousUntil,
 		notice: "The secret was rotated. Store the new one now: it is shown in this answer only."})
 }
 
@@ -180,13 +176,9 @@ func (h *endpointHandlers) sendTest(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	res, err := h.publisher.Publish(ctx, model.WebhookTestEvent(w))
+	res, err := h.webhooks.SendTest(c.Request().Context(), w)
 	if err != nil {
-		return err
-	}
-	if len(res.Deliveries) == 0 {
-		return errNotFound // deleted meanwhile, as the API answers
+		return err // not found when deleted meanwhile, as the API answers
 	}
 	return c.Redirect(http.StatusSeeOther, Prefix+"deliveries/"+strconv.FormatInt(res.Deliveries[0].ID, 10))
 }

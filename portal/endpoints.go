@@ -12,11 +12,9 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
-	"github.com/webhookd/webhookd/activities/egress"
-	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 // pageNames are the templates under templates/, each rendered inside layout.html.
@@ -120,39 +118,10 @@ func (h *endpointHandlers) renderList(c echo.Context, status int, formURL, formT
 // egress address policy, the account's limit), and in variant B its test event in the same
 // transaction, started after the commit.
 func (h *endpointHandlers) create(c echo.Context) error {
-	ctx := c.Request().Context()
-	session := sessionOf(c)
 	rawURL, eventType := strings.TrimSpace(c.FormValue("url")), c.FormValue("eventType")
-	if !session.Variant.Registrable(eventType) {
-		return h.renderList(c, http.StatusUnprocessableEntity, rawURL, eventType, "Pick an event type from the list.")
-	}
-	if reason, err := h.checkURL(ctx, rawURL); err != nil {
-		return err
-	} else if reason != "" {
-		return h.renderList(c, http.StatusUnprocessableEntity, rawURL, eventType, reason)
-	}
-	secret, sealed, err := h.secrets.NewSealedWebhookSecret()
-	if err != nil {
-		return err
-	}
-	now := model.Now()
-	w := &model.Webhook{
-		AccountID: session.AccountID, Variant: session.Variant, URL: rawURL, EventType: eventType,
-		Status: session.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
-	}
-	err = h.publisher.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
-		if err := model.CreateWebhook(ctx, cs.Tx, w, h.maxWebhooks); err != nil {
-			return err
-		}
-		if !session.Variant.Spec().TestEvent {
-			return nil
-		}
-		_, err := cs.Emit(ctx, model.WebhookTestEvent(w))
-		return err
-	})
-	if errors.Is(err, model.ErrLimitReached) {
-		return h.renderList(c, http.StatusUnprocessableEntity, rawURL, eventType,
-			fmt.Sprintf("This account already has %d endpoints; delete one first.", h.maxWebhooks))
+	w, secret, err := h.webhooks.Create(c.Request().Context(), sessionOf(c).Scope(), webhooks.Registration{URL: rawURL, EventType: eventType})
+	if problem, ok := h.formProblem(err); ok {
+		return h.renderList(c, http.StatusUnprocessableEntity, rawURL, eventType, problem)
 	}
 	if err != nil {
 		return err
@@ -160,19 +129,24 @@ func (h *endpointHandlers) create(c echo.Context) error {
 	return h.render(c, http.StatusCreated, "created", map[string]any{"Title": "Endpoint created", "Endpoint": w, "Secret": secret})
 }
 
-// checkURL judges a receiver URL by the API's rule: the reason it is refused, or "".
-func (h *endpointHandlers) checkURL(ctx context.Context, raw string) (string, error) {
-	if raw == "" {
-		return "The URL is required.", nil
+// formProblem words a refusal of the use cases that a form's values caused, for the person who
+// filled it in; ok is false for any other error.
+func (s *Server) formProblem(err error) (problem string, ok bool) {
+	var invalid *webhooks.InvalidError
+	var limit *webhooks.LimitError
+	switch {
+	case errors.As(err, &limit):
+		return fmt.Sprintf("This account already has %d endpoints; delete one first.", limit.Max), true
+	case !errors.As(err, &invalid):
+		return "", false
+	case invalid.Field == "eventType":
+		return "Pick an event type from the list.", true
+	case invalid.Field == "url" && invalid.Missing:
+		return "The URL is required.", true
+	case invalid.Field == "url":
+		return "The URL cannot be used: " + invalid.Error() + ".", true
 	}
-	if err := h.policy.CheckURL(ctx, raw, h.resolver); err != nil {
-		var ue *egress.URLError
-		if errors.As(err, &ue) {
-			return "The URL cannot be used: " + ue.Reason + ".", nil
-		}
-		return "", err
-	}
-	return "", nil
+	return fmt.Sprintf("“%s” %s.", invalid.Field, invalid.Detail()), true
 }
 
 // load reads the :id webhook within the session's scope: another account's, another variant's,
@@ -182,7 +156,7 @@ func (h *endpointHandlers) load(c echo.Context) (*model.Webhook, error) {
 	if !ok {
 		return nil, errNotFound
 	}
-	return model.GetWebhook(c.Request().Context(), h.db, sessionOf(c).Scope(), id)
+	return h.webhooks.Get(c.Request().Context(), sessionOf(c).Scope(), id)
 }
 
 // webhookID reads :id as the API writes ids: decimal digits, no sign, no leading zero.
@@ -207,33 +181,31 @@ func (h *endpointHandlers) updateURL(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	rawURL := strings.TrimSpace(c.FormValue("url"))
-	if reason, err := h.checkURL(ctx, rawURL); err != nil {
-		return err
-	} else if reason != "" {
-		return h.render(c, http.StatusUnprocessableEntity, "edit", map[string]any{"Title": "Edit endpoint", "Endpoint": w, "FormURL": rawURL, "FormError": reason})
+	_, err = h.webhooks.Update(c.Request().Context(), sessionOf(c).Scope(), w.ID, rawURL, model.LimitsChange{})
+	if problem, ok := h.formProblem(err); ok {
+		return h.render(c, http.StatusUnprocessableEntity, "edit", map[string]any{"Title": "Edit endpoint", "Endpoint": w, "FormURL": rawURL, "FormError": problem})
 	}
-	if _, err := model.UpdateWebhookURL(ctx, h.db, sessionOf(c).Scope(), w.ID, rawURL, model.LimitsChange{}); err != nil {
+	if err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, Prefix)
 }
 
 func (h *endpointHandlers) disable(c echo.Context) error {
-	return h.toggle(c, model.DisableWebhook)
+	return h.toggle(c, h.webhooks.Disable)
 }
 
 func (h *endpointHandlers) enable(c echo.Context) error {
-	return h.toggle(c, model.EnableWebhook)
+	return h.toggle(c, h.webhooks.Enable)
 }
 
-func (h *endpointHandlers) toggle(c echo.Context, change func(context.Context, bun.IDB, model.WebhookScope, int64) (*model.Webhook, error)) error {
+func (h *endpointHandlers) toggle(c echo.Context, change func(context.Context, model.WebhookScope, int64) (*model.Webhook, error)) error {
 	id, ok := webhookID(c)
 	if !ok {
 		return errNotFound
 	}
-	if _, err := change(c.Request().Context(), h.db, sessionOf(c).Scope(), id); err != nil {
+	if _, err := change(c.Request().Context(), sessionOf(c).Scope(), id); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, Prefix)
@@ -254,12 +226,8 @@ func (h *endpointHandlers) delete(c echo.Context) error {
 	if !ok {
 		return errNotFound
 	}
-	ctx := c.Request().Context()
-	if err := model.DeleteWebhook(ctx, h.db, sessionOf(c).Scope(), id); err != nil {
+	if err := h.webhooks.Delete(c.Request().Context(), sessionOf(c).Scope(), id); err != nil {
 		return err
-	}
-	if err := dispatch.EndWebhookDeliveries(ctx, h.db, h.dispatcher, id, dispatchTimeout); err != nil {
-		h.log.Warn("portal: end the deliveries of a deleted webhook", "webhook", id, "err", err)
 	}
 	return c.Redirect(http.StatusSeeOther, Prefix)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -107,7 +108,7 @@ func (h *eventHandlers) list(c echo.Context) error {
 	var problems []string
 	if q.Type != "" {
 		// The REST log's rule: the variant's types and the test event.
-		if q.Type != model.EventTest && !session.Variant.Registrable(q.Type) {
+		if !webhooks.LoggedType(session.Variant, q.Type) {
 			problems = append(problems, "Pick an event type from the list.")
 		}
 		f.EventType = q.Type
@@ -205,7 +206,7 @@ func (h *eventHandlers) bodyFor(w *model.Webhook, ev *model.Event) (payload, err
 	var secret string
 	if layout != wire.LayoutA {
 		var err error
-		if secret, err = h.secrets.WebhookSecret(w); err != nil {
+		if secret, err = h.webhooks.Secret(w); err != nil {
 			return payload{}, err
 		}
 	}

@@ -41,7 +41,7 @@ func TestRequestsObserved(t *testing.T) {
 	db := dbtest.SQLite(t)
 	var logs lockedBuffer
 	reg := prometheus.NewRegistry()
-	e := newEnv(t, db, func(c *portal.Config) {
+	e := newEnv(t, db, func(c *envConfig) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		c.Registry = reg
 	})

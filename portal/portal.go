@@ -19,7 +19,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,10 +31,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
-	"github.com/webhookd/webhookd/activities/egress"
-	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/tracing"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 // Prefix is where the portal is mounted; its cookie's Path.
@@ -47,10 +45,6 @@ const CookieName = "webhookd_portal"
 // csrfField is the hidden field of every form that changes something.
 const csrfField = "csrf"
 
-// dispatchTimeout bounds how long an action waits on Temporal, as the API's does: what is not
-// started in time is started by the worker's sweeper.
-const dispatchTimeout = dispatch.RequestTimeout
-
 //go:embed templates/*.html
 var templateFiles embed.FS
 
@@ -60,23 +54,19 @@ var staticFiles embed.FS
 // Config carries the portal's dependencies.
 type Config struct {
 	DB *bun.DB
-	// Dispatcher starts and cancels delivery workflows; nil leaves starting to the sweeper.
-	Dispatcher *dispatch.Dispatcher
-	Secrets    *model.SecretBox
-	// Policy and Resolver judge a webhook's URL, as the API judges it (egress's address policy).
-	Policy   egress.AddressPolicy
-	Resolver *net.Resolver
+	// Webhooks runs the use cases of webhooks and their deliveries, as it does for the API: the
+	// same rules, the same limits. Required.
+	Webhooks *webhooks.Service
 	Logger   *slog.Logger
 	// PublicURL (WEBHOOKD_PUBLIC_URL) decides the cookie's Secure flag: set unless it is http on a
 	// loopback address, where a browser would not send a Secure cookie back.
 	PublicURL string
 	// FrameAncestors is the CSP frame-ancestors (WEBHOOKD_PORTAL_FRAME_ANCESTORS), e.g. 'self'.
 	FrameAncestors string
-	MaxWebhooks    int64
 	// Registry, when set, gets the portal's request metrics (observe).
 	Registry prometheus.Registerer
 	// RateLimit and RateBurst bound link exchanges per client address (WEBHOOKD_RATE_LIMIT).
-	// They, MaxWebhooks and FrameAncestors are required.
+	// They and FrameAncestors are required.
 	RateLimit float64
 	RateBurst int
 	// Tracer, when set, makes a server span of every request, named by its route (never its
@@ -86,18 +76,13 @@ type Config struct {
 
 // Server serves the portal's pages.
 type Server struct {
-	db          *bun.DB
-	dispatcher  *dispatch.Dispatcher
-	publisher   *dispatch.Publisher
-	secrets     *model.SecretBox
-	policy      egress.AddressPolicy
-	resolver    *net.Resolver
-	log         *slog.Logger
-	maxWebhooks int64
-	cookie      cookiePolicy
-	csp         string
-	pages       map[string]*template.Template
-	echo        *echo.Echo
+	db       *bun.DB
+	webhooks *webhooks.Service
+	log      *slog.Logger
+	cookie   cookiePolicy
+	csp      string
+	pages    map[string]*template.Template
+	echo     *echo.Echo
 }
 
 // New builds the portal and its routes, all under Prefix.
@@ -105,11 +90,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	// The limits and the frame ancestors are the caller's to set (cmd/webhookd's Config has their
-	// defaults): a zero would refuse every endpoint or link, an empty source list every frame.
-	if cfg.MaxWebhooks <= 0 {
-		return nil, fmt.Errorf("portal: MaxWebhooks %d: must be positive", cfg.MaxWebhooks)
+	if cfg.Webhooks == nil {
+		return nil, errors.New("portal: Webhooks is required")
 	}
+	// The limits and the frame ancestors are the caller's to set (cmd/webhookd's Config has their
+	// defaults): a zero would refuse every link, an empty source list every frame.
 	if cfg.RateLimit <= 0 || cfg.RateBurst <= 0 {
 		return nil, fmt.Errorf("portal: RateLimit %v, RateBurst %d: must be positive", cfg.RateLimit, cfg.RateBurst)
 	}
@@ -121,9 +106,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
-		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: dispatchTimeout, Log: cfg.Logger},
-		log:       cfg.Logger, maxWebhooks: cfg.MaxWebhooks, cookie: newCookiePolicy(cfg.PublicURL, cfg.FrameAncestors), pages: pages,
+		db: cfg.DB, webhooks: cfg.Webhooks, log: cfg.Logger,
+		cookie: newCookiePolicy(cfg.PublicURL, cfg.FrameAncestors), pages: pages,
 		csp: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
 			"base-uri 'none'; form-action 'self'; frame-ancestors " + cfg.FrameAncestors,
 	}
@@ -396,8 +380,15 @@ func (s *Server) toPageError(c echo.Context, err error) *pageError {
 		}
 		return &pageError{status: he.Code, title: http.StatusText(he.Code), message: "The request could not be handled."}
 	}
-	if errors.Is(err, model.ErrNotFound) {
+	switch {
+	case errors.Is(err, webhooks.ErrNotFound):
 		return errNotFound
+	case errors.Is(err, webhooks.ErrCanceled):
+		return &pageError{status: http.StatusConflict, title: "Cannot resend",
+			message: "This delivery was canceled when its endpoint was deleted, and cannot be sent again."}
+	case errors.Is(err, webhooks.ErrUnavailable):
+		return &pageError{status: http.StatusServiceUnavailable, title: "Unavailable",
+			message: "Deliveries cannot be queued right now; nothing was sent. Try again in a moment."}
 	}
 	unavailable := &pageError{status: http.StatusServiceUnavailable, title: "Unavailable", message: "The service is temporarily unavailable; nothing was changed. Try again in a moment."}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), time.Second)

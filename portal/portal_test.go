@@ -23,10 +23,12 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/uptrace/bun"
 
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/portal"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
@@ -53,20 +55,35 @@ type env struct {
 	csp string // what every response's Content-Security-Policy must be
 }
 
-func newEnv(t testing.TB, db *bun.DB, opts ...func(*portal.Config)) *env {
+// envConfig is the portal's Config with what tests give the use cases: a dispatcher, the webhook
+// limit.
+type envConfig struct {
+	portal.Config
+	Dispatcher  *dispatch.Dispatcher
+	MaxWebhooks int64
+}
+
+func newEnv(t testing.TB, db *bun.DB, opts ...func(*envConfig)) *env {
 	t.Helper()
 	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := portal.Config{
-		DB: db, Secrets: box, Resolver: offlineResolver, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PublicURL: "http://127.0.0.1:8080", FrameAncestors: frameAncestors, MaxWebhooks: 3, RateLimit: 1000, RateBurst: 1000,
-	}
+	cfg := envConfig{Config: portal.Config{
+		DB: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PublicURL: "http://127.0.0.1:8080", FrameAncestors: frameAncestors, RateLimit: 1000, RateBurst: 1000,
+	}, MaxWebhooks: 3}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := portal.New(cfg)
+	cfg.Webhooks, err = webhooks.New(webhooks.Config{
+		DB: db, Dispatcher: cfg.Dispatcher, Secrets: box, Resolver: offlineResolver, Logger: cfg.Logger,
+		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: 3 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := portal.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +269,7 @@ func TestEnter(t *testing.T) {
 // TestEnterSecureCookie: outside loopback http the cookie is Secure.
 func TestEnterSecureCookie(t *testing.T) {
 	for _, public := range []string{"https://hooks.example.com", "http://hooks.example.com", "https://127.0.0.1:8443"} {
-		e := newEnv(t, dbtest.SQLite(t), func(c *portal.Config) { c.PublicURL = public })
+		e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.PublicURL = public })
 		cookie := e.enter(t, e.link(t, e.account(t).ID, model.VariantA, false))
 		if !cookie.Secure {
 			t.Errorf("public URL %s: cookie not Secure", public)
@@ -261,7 +278,7 @@ func TestEnterSecureCookie(t *testing.T) {
 	for _, public := range []string{"http://localhost:8080", "http://[::1]:8080", "http://127.0.0.1:8080"} {
 		// No page of another site may embed the portal: the Lax cookie, which over http on
 		// loopback cannot be Secure (TestSessionCookieAcrossSites has the other case).
-		e := newEnv(t, dbtest.SQLite(t), func(c *portal.Config) { c.PublicURL, c.FrameAncestors = public, "'self'" })
+		e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.PublicURL, c.FrameAncestors = public, "'self'" })
 		if cookie := e.enter(t, e.link(t, e.account(t).ID, model.VariantA, false)); cookie.Secure {
 			t.Errorf("public URL %s: cookie Secure, which a browser drops over http", public)
 		}
@@ -270,7 +287,7 @@ func TestEnterSecureCookie(t *testing.T) {
 
 // TestEnterRateLimited: link exchanges are limited per client address, as API requests per key.
 func TestEnterRateLimited(t *testing.T) {
-	e := newEnv(t, dbtest.SQLite(t), func(c *portal.Config) { c.RateLimit, c.RateBurst = 0.01, 2 })
+	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.RateLimit, c.RateBurst = 0.01, 2 })
 	expect(t, e.do(t, "GET", "/portal/enter?token=wpt_a", nil, nil), http.StatusUnauthorized)
 	expect(t, e.do(t, "GET", "/portal/enter?token=wpt_b", nil, nil), http.StatusUnauthorized)
 	rec := e.do(t, "GET", "/portal/enter?token="+e.link(t, e.account(t).ID, model.VariantA, false), nil, nil)

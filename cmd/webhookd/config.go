@@ -57,6 +57,9 @@ type Config struct {
 	// RateBurst defaults to twice RateLimit.
 	RateBurst   int   `env:"WEBHOOKD_RATE_BURST" check:"positive"`
 	MaxWebhooks int64 `env:"WEBHOOKD_MAX_WEBHOOKS" envDefault:"100" check:"positive"`
+	// TemporalRequestTimeout bounds how long an API or portal request waits on Temporal after its
+	// commit (a start, a resend, a recovery); what is not started within it the sweeper starts.
+	TemporalRequestTimeout time.Duration `env:"WEBHOOKD_TEMPORAL_REQUEST_TIMEOUT" envDefault:"3s" check:"positive"`
 
 	RetrySchedule   []time.Duration `env:"WEBHOOKD_RETRY_SCHEDULE" envDefault:"1m,5m,15m,1h,6h"`
 	RetryWindow     time.Duration   `env:"WEBHOOKD_RETRY_WINDOW" envDefault:"168h" check:"positive"`

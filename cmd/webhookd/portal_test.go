@@ -14,10 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/uptrace/bun"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 // TestPortalLinkCommand: the URL alone on the last line, scoped as asked; --revoke-all ends the
@@ -132,13 +135,14 @@ func TestPortalMount(t *testing.T) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	for _, on := range []bool{true, false} {
-		srv, err := api.New(api.Config{DB: db, Logger: logger, RateLimit: 100, RateBurst: 100, MaxWebhooks: 100, PublicURL: "http://127.0.0.1:8080", PortalOff: !on})
+		uses := testUseCases(t, db)
+		srv, err := api.New(api.Config{DB: db, Webhooks: uses, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080", PortalOff: !on})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var handler http.Handler = srv
 		if on {
-			p, err := portal.New(portal.Config{DB: db, Logger: logger, PublicURL: "http://127.0.0.1:8080", MaxWebhooks: 100, RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"})
+			p, err := portal.New(portal.Config{DB: db, Webhooks: uses, Logger: logger, PublicURL: "http://127.0.0.1:8080", RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,11 +199,12 @@ func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	srv, err := api.New(api.Config{DB: db, Logger: logger, RateLimit: 100, RateBurst: 100, MaxWebhooks: 100, PublicURL: cfg.PublicURL})
+	uses := testUseCases(t, db)
+	srv, err := api.New(api.Config{DB: db, Webhooks: uses, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := portal.New(portal.Config{DB: db, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100, MaxWebhooks: 100, FrameAncestors: "'self'"})
+	p, err := portal.New(portal.Config{DB: db, Webhooks: uses, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100, FrameAncestors: "'self'"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,4 +318,18 @@ func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
 	if rec := do("POST", "/api/svc/v2/portal-sessions", leaked, nil, nil); rec.Code != http.StatusUnauthorized {
 		t.Errorf("the revoked key asks for a link: %d, want 401", rec.Code)
 	}
+}
+
+// testUseCases are the use cases of serve's defaults over db, without Temporal.
+func testUseCases(t *testing.T, db *bun.DB) *webhooks.Service {
+	t.Helper()
+	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uses, err := webhooks.New(webhooks.Config{DB: db, Secrets: box, MaxWebhooks: 100, RequestTimeout: 3 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uses
 }

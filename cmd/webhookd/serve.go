@@ -31,6 +31,7 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
 	"github.com/webhookd/webhookd/tracing"
+	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/worker"
 )
 
@@ -141,13 +142,9 @@ func newServeParts(ctx context.Context, cfg Config, role string, logger *slog.Lo
 
 // openStores opens the secret box and the database, closed last.
 func openStores(ctx context.Context, cfg Config, down *shutdown) (*model.SecretBox, *bun.DB, error) {
-	key, err := cfg.secretKey()
+	secrets, err := openSecrets(cfg)
 	if err != nil {
 		return nil, nil, err
-	}
-	secrets, err := model.NewSecretBox(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("WEBHOOKD_SECRET_KEY: %w", err)
 	}
 	db, err := openDB(ctx, cfg)
 	if err != nil {
@@ -155,6 +152,19 @@ func openStores(ctx context.Context, cfg Config, down *shutdown) (*model.SecretB
 	}
 	down.at(closeDB, func() { _ = db.Close() })
 	return secrets, db, nil
+}
+
+// openSecrets is the secret box of WEBHOOKD_SECRET_KEY (or of the dev key in the data directory).
+func openSecrets(cfg Config) (*model.SecretBox, error) {
+	key, err := cfg.secretKey()
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := model.NewSecretBox(key)
+	if err != nil {
+		return nil, fmt.Errorf("WEBHOOKD_SECRET_KEY: %w", err)
+	}
+	return secrets, nil
 }
 
 // newRegistry is the process's metrics registry, with the Go runtime's and the process's.
@@ -244,20 +254,27 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 		})
 		return mux, nil
 	}
+	uses, err := webhooks.New(webhooks.Config{
+		DB: p.db, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
+		Logger: p.logger.With("component", "webhooks"), MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(api.Config{
-		DB: p.db, Temporal: p.temporal, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
+		DB: p.db, Temporal: p.temporal, Dispatcher: p.dispatcher, Secrets: p.secrets, Webhooks: uses,
 		Logger:   p.logger.With("component", "api"),
 		Registry: p.registry, Gatherer: p.registry,
-		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, MaxWebhooks: cfg.MaxWebhooks, SiteBaseURL: cfg.SiteBaseURL,
+		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, SiteBaseURL: cfg.SiteBaseURL,
 		PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal, Tracer: p.tracer,
 	})
 	if err != nil || !cfg.Portal {
 		return srv, err
 	}
 	portalSrv, err := portal.New(portal.Config{
-		DB: p.db, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
+		DB: p.db, Webhooks: uses,
 		Logger: p.logger.With("component", "portal"), PublicURL: cfg.PublicURL, FrameAncestors: cfg.PortalFrameAncestors,
-		MaxWebhooks: cfg.MaxWebhooks, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Registry: p.registry,
+		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Registry: p.registry,
 		Tracer: p.tracer,
 	})
 	if err != nil {

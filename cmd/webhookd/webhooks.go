@@ -15,6 +15,7 @@ import (
 	temporallog "go.temporal.io/sdk/log"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 const webhooksUsage = `usage: webhookd webhooks list --owner-email E [--variant A|B]
@@ -56,7 +57,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	if fs.NArg() != 0 {
 		return errors.New(webhooksUsage)
 	}
-	var r model.Recovery
+	var r webhooks.Recovery
 	switch args[0] {
 	case "list":
 		if *email == "" {
@@ -75,7 +76,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		}
 	case "recover":
 		var err error
-		if r, err = recoveryFlags(id, *since, *until); err != nil {
+		if r, err = recoveryFlags(*since, *until); err != nil {
 			return err
 		}
 	default:
@@ -96,18 +97,14 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	if err != nil {
 		return err
 	}
-	topts := cfg.Temporal
-	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
-	tc, err := client.DialContext(ctx, topts)
+	uses, closeTemporal, err := operatorUseCases(ctx, cfg, db, logger)
 	if err != nil {
-		//lint:ignore ST1005 Temporal is a name
-		return fmt.Errorf("Temporal at %s: %w", topts.HostPort, err)
+		return err
 	}
-	defer tc.Close()
-	dispatcher := newDispatcher(cfg, tc, dispatchServing{})
+	defer closeTemporal()
 	switch {
 	case args[0] == "retry" && *delivery != 0:
-		if _, err := dispatcher.Resend(ctx, db, w.ID, *delivery); errors.Is(err, model.ErrNotFound) {
+		if _, err := uses.Resend(ctx, w, *delivery, model.Now()); errors.Is(err, webhooks.ErrNotFound) {
 			return fmt.Errorf("webhook %d has no delivery %d", w.ID, *delivery)
 		} else if err != nil {
 			return err
@@ -116,21 +113,18 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		fmt.Fprintln(stdout, *delivery)
 	case args[0] == "retry":
 		// As the API's retry: the count now, the signals in the background (RetryWebhookWorkflow).
-		n, workflowID, err := dispatcher.RetryWebhook(ctx, db, w.ID)
+		r, err := uses.RetryExhausted(ctx, w)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
+		if r.Count == 0 {
 			fmt.Fprintf(stdout, "webhook %d: no exhausted delivery to retry\n", w.ID)
 		} else {
-			fmt.Fprintf(stdout, "webhook %d: %d exhausted delivery(ies) being retried by workflow %s\n", w.ID, n, workflowID)
+			fmt.Fprintf(stdout, "webhook %d: %d exhausted delivery(ies) being retried by workflow %s\n", w.ID, r.Count, r.WorkflowID)
 		}
-		fmt.Fprintln(stdout, n)
+		fmt.Fprintln(stdout, r.Count)
 	default:
-		if *until == "" {
-			r.Until = time.Time{} // until the recovery starts, as the API's
-		}
-		rec, err := dispatcher.Recover(ctx, db, r)
+		rec, err := uses.Recover(ctx, w, r)
 		if err != nil {
 			return err
 		}
@@ -141,9 +135,10 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	return nil
 }
 
-// recoveryFlags reads recover's --since and --until, as the API reads its body.
-func recoveryFlags(webhookID int64, since, until string) (model.Recovery, error) {
-	r := model.Recovery{WebhookID: webhookID, Until: model.Now()}
+// recoveryFlags reads recover's --since and --until, as the API reads its body; the use case
+// checks the window.
+func recoveryFlags(since, until string) (webhooks.Recovery, error) {
+	var r webhooks.Recovery
 	if since == "" {
 		return r, errors.New("--since is required")
 	}
@@ -151,16 +146,47 @@ func recoveryFlags(webhookID int64, since, until string) (model.Recovery, error)
 	if r.Since, err = time.Parse(time.RFC3339Nano, since); err != nil {
 		return r, fmt.Errorf("--since: %q is not an ISO 8601 time such as 2026-11-23T10:00:00Z", since)
 	}
+	r.Since = r.Since.UTC()
 	if until != "" {
-		if r.Until, err = time.Parse(time.RFC3339Nano, until); err != nil {
+		t, err := time.Parse(time.RFC3339Nano, until)
+		if err != nil {
 			return r, fmt.Errorf("--until: %q is not an ISO 8601 time such as 2026-11-23T10:00:00Z", until)
 		}
+		t = t.UTC()
+		r.Until = &t
 	}
-	r.Since, r.Until = r.Since.UTC(), r.Until.UTC()
-	if err := r.Check(model.Now()); err != nil {
-		return r, fmt.Errorf("--%w", err)
+	var invalid *webhooks.InvalidError
+	if err := r.Check(model.Now()); errors.As(err, &invalid) {
+		return r, fmt.Errorf("--%s: %s", invalid.Field, invalid.Detail())
+	} else if err != nil {
+		return r, err
 	}
 	return r, nil
+}
+
+// operatorUseCases are the use cases the operator's commands run, on a Temporal client of their
+// own (closed by the function returned) and serve's dispatcher settings.
+func operatorUseCases(ctx context.Context, cfg Config, db *bun.DB, logger *slog.Logger) (*webhooks.Service, func(), error) {
+	secrets, err := openSecrets(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	topts := cfg.Temporal
+	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
+	tc, err := client.DialContext(ctx, topts)
+	if err != nil {
+		//lint:ignore ST1005 Temporal is a name
+		return nil, nil, fmt.Errorf("Temporal at %s: %w", topts.HostPort, err)
+	}
+	uses, err := webhooks.New(webhooks.Config{
+		DB: db, Dispatcher: newDispatcher(cfg, tc, dispatchServing{}), Secrets: secrets, Logger: logger,
+		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
+	})
+	if err != nil {
+		tc.Close()
+		return nil, nil, err
+	}
+	return uses, tc.Close, nil
 }
 
 // listWebhooks prints the live webhooks of an account, of one variant or both. The limits come

@@ -1,0 +1,73 @@
+package webhooks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/model"
+)
+
+// The refusals of the use cases. A surface maps each to its answer (the API's status and code, the
+// portal's page or form error, the CLI's message); anything else is internal.
+var (
+	// ErrNotFound: no such webhook, delivery or event in the caller's scope (another account's is
+	// not found too).
+	ErrNotFound = model.ErrNotFound
+	// ErrCanceled: the delivery was canceled with its webhook and cannot be sent again.
+	ErrCanceled = dispatch.ErrCanceled
+	// ErrUnavailable: Temporal could not be reached, or there is no dispatcher; nothing was queued.
+	ErrUnavailable = errors.New("deliveries cannot be queued right now")
+	// ErrIdempotencyConflict: an Idempotency-Key used before with another request.
+	ErrIdempotencyConflict = model.ErrIdempotencyConflict
+)
+
+// InvalidError refuses a value of the caller's: Field names it as the API spells it (url,
+// eventType, rateLimit, since, ...), and Format with Args says what is wrong in a sentence that
+// names the field and never quotes a secret. A surface that bounds what it echoes clips the
+// arguments (Args holds the caller's values as given).
+type InvalidError struct {
+	Field  string
+	Format string
+	Args   []any
+	// Missing: the field was absent or empty.
+	Missing bool
+}
+
+func (e *InvalidError) Error() string { return fmt.Sprintf(e.Format, e.Args...) }
+
+// Detail is the message without the field's name that begins it ("must be before until"), for a
+// surface that names the field its own way; a message that does not begin with it is whole.
+func (e *InvalidError) Detail() string {
+	msg := e.Error()
+	if rest, ok := strings.CutPrefix(msg, e.Field+" "); ok {
+		return rest
+	}
+	return msg
+}
+
+func invalid(field, format string, args ...any) *InvalidError {
+	return &InvalidError{Field: field, Format: format, Args: args}
+}
+
+func missing(field string) *InvalidError {
+	return &InvalidError{Field: field, Format: "%s is required", Args: []any{field}, Missing: true}
+}
+
+// LimitError refuses a webhook beyond the account's limit in its variant.
+type LimitError struct{ Max int64 }
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("this account already has %d webhooks; delete one first", e.Max)
+}
+
+// RotationLimitError refuses a rotation while MaxPreviousSecrets earlier secrets still sign; a
+// rotation succeeds again at RetryAt.
+type RotationLimitError = model.RotationLimitError
+
+// MaxPreviousSecrets is how many rotated-out secrets may sign beside the current one.
+const MaxPreviousSecrets = model.MaxPreviousSecrets
+
+// SecretOverlap is how long a rotated-out secret keeps signing beside the new one.
+const SecretOverlap = model.SecretOverlap

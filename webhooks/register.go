@@ -1,0 +1,218 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/model"
+)
+
+// The ranges of a webhook's own limits (issue 17). Beyond them a limit would not limit: the
+// worker's per-host cap and its slots bind long before.
+const (
+	MaxRateLimit   = 10000
+	MaxMaxInFlight = 1000
+)
+
+// retimeTimeout bounds the signals, sent behind the answer, that re-time a webhook's held attempts
+// after its limits changed.
+const retimeTimeout = time.Minute
+
+// Registration is a webhook to create: its receiver, its event type and its own limits (nil: the
+// worker's defaults).
+type Registration struct {
+	URL       string
+	EventType string
+	Limits    model.LimitsChange
+}
+
+// Create registers a webhook with a new signing secret, returned in the clear this once. In a
+// variant whose spec sends a test event, the webhook and its test event commit together (no
+// webhook without its test), and the test's delivery starts after the commit.
+func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Registration) (*model.Webhook, string, error) {
+	if err := checkEventType(scope.Variant, r.EventType); err != nil {
+		return nil, "", err
+	}
+	if err := checkLimits(r.Limits); err != nil {
+		return nil, "", err
+	}
+	if err := s.checkURL(ctx, r.URL); err != nil {
+		return nil, "", err
+	}
+	secret, sealed, err := s.secrets.NewSealedWebhookSecret()
+	if err != nil {
+		return nil, "", err
+	}
+	now := model.Now()
+	w := &model.Webhook{
+		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType,
+		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
+		RateLimit: r.Limits.RateLimit.To, MaxInFlight: r.Limits.MaxInFlight.To,
+	}
+	err = s.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
+		if err := model.CreateWebhook(ctx, cs.Tx, w, s.maxWebhooks); err != nil {
+			return err
+		}
+		if !scope.Variant.Spec().TestEvent {
+			return nil
+		}
+		_, err := cs.Emit(ctx, model.WebhookTestEvent(w))
+		return err
+	})
+	if errors.Is(err, model.ErrLimitReached) {
+		return nil, "", &LimitError{Max: s.maxWebhooks}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return w, secret, nil
+}
+
+// Get reads one live webhook of the scope.
+func (s *Service) Get(ctx context.Context, scope model.WebhookScope, id int64) (*model.Webhook, error) {
+	return model.GetWebhook(ctx, s.db, scope, id)
+}
+
+// List reads a page of the scope's live webhooks, by id, refusing a filter on an event type or a
+// status the variant does not have.
+func (s *Service) List(ctx context.Context, scope model.WebhookScope, f model.WebhookFilter) ([]model.Webhook, error) {
+	v := scope.Variant
+	if f.EventType != "" && !v.Registrable(f.EventType) {
+		return nil, invalid("eventType", "unknown eventType %q; one of %v", f.EventType, v.EventTypes())
+	}
+	if f.Status != "" && !slices.Contains(v.Statuses(), f.Status) {
+		return nil, invalid("status", "unknown status %q; one of %v", f.Status, v.Statuses())
+	}
+	return model.ListWebhooks(ctx, s.db, scope, f)
+}
+
+// Update points webhook id at another URL (PUT): its status starts again as a new webhook's, and
+// the limits change as limits says. Another scope's id is ErrNotFound whatever the URL.
+func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64, url string, limits model.LimitsChange) (*model.Webhook, error) {
+	if err := checkLimits(limits); err != nil {
+		return nil, err
+	}
+	// Existence before the URL's resolution, so another account's id is not found whatever the body.
+	if _, err := model.GetWebhook(ctx, s.db, scope, id); err != nil {
+		return nil, err
+	}
+	if err := s.checkURL(ctx, url); err != nil {
+		return nil, err
+	}
+	w, err := model.UpdateWebhookURL(ctx, s.db, scope, id, url, limits)
+	if err != nil {
+		return nil, err
+	}
+	s.retime(ctx, id, limits)
+	return w, nil
+}
+
+// SetLimits changes a webhook's own limits alone (PATCH): its status and failure record stay, as
+// the receiver is the same.
+func (s *Service) SetLimits(ctx context.Context, scope model.WebhookScope, id int64, limits model.LimitsChange) (*model.Webhook, error) {
+	if err := checkLimits(limits); err != nil {
+		return nil, err
+	}
+	w, err := model.UpdateWebhookLimits(ctx, s.db, scope, id, limits)
+	if err != nil {
+		return nil, err
+	}
+	s.retime(ctx, id, limits)
+	return w, nil
+}
+
+// retime re-times the webhook's held attempts under limits that a request changed: a change
+// applies from the next attempt on, and an attempt held back under the old limits is one
+// (docs/api.md). It runs behind the answer: a webhook may have many deliveries under way, and a
+// signal it cannot send only leaves an attempt to come back at the turn it was given.
+func (s *Service) retime(ctx context.Context, webhookID int64, limits model.LimitsChange) {
+	if (!limits.RateLimit.Set && !limits.MaxInFlight.Set) || s.dispatcher == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retimeTimeout)
+	go func() {
+		defer cancel()
+		if n, err := s.dispatcher.Retime(ctx, s.db, webhookID); err != nil {
+			s.log.Warn("re-time the held attempts of a webhook whose limits changed", "webhook", webhookID, "told", n, "err", err)
+		}
+	}()
+}
+
+// Delete deletes a webhook, then ends its unfinished deliveries and their workflows
+// (dispatch.EndWebhookDeliveries). The webhook is gone whatever that second step reaches: what it
+// misses ends by itself.
+func (s *Service) Delete(ctx context.Context, scope model.WebhookScope, id int64) error {
+	if err := model.DeleteWebhook(ctx, s.db, scope, id); err != nil {
+		return err
+	}
+	if err := dispatch.EndWebhookDeliveries(ctx, s.db, s.dispatcher, id, s.timeout); err != nil {
+		s.log.Warn("end the deliveries of a deleted webhook", "webhook", id, "err", err)
+	}
+	return nil
+}
+
+// Disable stops a webhook's attempts until it is enabled; its new events are kept for a manual
+// retry. Disabling a disabled webhook keeps the first disabled_at. No e-mail: the owner asked.
+func (s *Service) Disable(ctx context.Context, scope model.WebhookScope, id int64) (*model.Webhook, error) {
+	return model.DisableWebhook(ctx, s.db, scope, id)
+}
+
+// Enable gives a webhook a fresh start (variant B's status is active again, the next exhaustion
+// alerts again). Nothing is replayed and no test event is sent: Retry does that.
+func (s *Service) Enable(ctx context.Context, scope model.WebhookScope, id int64) (*model.Webhook, error) {
+	return model.EnableWebhook(ctx, s.db, scope, id)
+}
+
+// checkEventType refuses an event type that a webhook of v may not subscribe to.
+func checkEventType(v model.Variant, eventType string) error {
+	switch {
+	case eventType == "":
+		return missing("eventType")
+	case eventType == model.EventTest && v.Spec().TestEvent:
+		return invalid("eventType", "eventType %s is sent by the service after registration and cannot be subscribed to", model.EventTest)
+	case !v.Registrable(eventType):
+		return invalid("eventType", "unknown eventType %q; one of %v", eventType, v.EventTypes())
+	}
+	return nil
+}
+
+// LoggedType reports whether the event log of v may be filtered by eventType: the variant's types
+// and the test event.
+func LoggedType(v model.Variant, eventType string) bool {
+	return eventType == model.EventTest || v.Registrable(eventType)
+}
+
+// checkLimits refuses a webhook's limits out of range, naming the field.
+func checkLimits(l model.LimitsChange) error {
+	if err := within("rateLimit", l.RateLimit.To, MaxRateLimit); err != nil {
+		return err
+	}
+	return within("maxInFlight", l.MaxInFlight.To, MaxMaxInFlight)
+}
+
+func within(field string, n *int, hi int) error {
+	if n != nil && (*n < 1 || *n > hi) {
+		return invalid(field, "%s must be an integer from %d to %d, or null for the default", field, 1, hi)
+	}
+	return nil
+}
+
+// checkURL judges a receiver URL by the egress address policy, resolving its host now (the
+// delivery client judges it again at every dial).
+func (s *Service) checkURL(ctx context.Context, raw string) error {
+	if raw == "" {
+		return missing("url")
+	}
+	if err := s.policy.CheckURL(ctx, raw, s.resolver); err != nil {
+		var ue *egress.URLError
+		if errors.As(err, &ue) {
+			return invalid("url", "%s", ue.Reason)
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+// Package webhooks holds the use cases of an account's webhooks and of the deliveries made to them:
+// register, change, delete, reveal and rotate the secret, send a test, disable and enable, resend,
+// retry and recover, and publish what a change emits. The REST API, the portal and the operator's
+// CLI bind their input, call a Service method, and present or render its answer: each rule is
+// written here once, and errors.go is the one vocabulary of refusals that every surface words in
+// its own way.
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/model"
+)
+
+// Config carries the use cases' dependencies and limits. Its values come from cmd/webhookd's
+// Config, the only place that holds their defaults.
+type Config struct {
+	DB *bun.DB
+	// Dispatcher starts, signals and cancels delivery workflows. Nil leaves every start to the
+	// worker's sweeper, and the use cases that need Temporal (resend, retry, recover) answer
+	// ErrUnavailable.
+	Dispatcher *dispatch.Dispatcher
+	Secrets    *model.SecretBox
+	// Policy judges a receiver's URL at registration, resolving its host with Resolver (nil:
+	// net.DefaultResolver), as the delivery client judges it at dial time.
+	Policy   egress.AddressPolicy
+	Resolver *net.Resolver
+	Logger   *slog.Logger
+	// MaxWebhooks bounds an account's live webhooks in each variant (WEBHOOKD_MAX_WEBHOOKS).
+	MaxWebhooks int64
+	// RequestTimeout bounds how long a request waits on Temporal after its commit (a start, a
+	// resend, a recovery): what is not started within it the worker's sweeper starts
+	// (WEBHOOKD_TEMPORAL_REQUEST_TIMEOUT).
+	RequestTimeout time.Duration
+}
+
+// Service runs the use cases. Its methods take the caller's scope (an account and a variant) and
+// never reach outside it.
+type Service struct {
+	db          *bun.DB
+	dispatcher  *dispatch.Dispatcher
+	publisher   *dispatch.Publisher
+	secrets     *model.SecretBox
+	policy      egress.AddressPolicy
+	resolver    *net.Resolver
+	log         *slog.Logger
+	maxWebhooks int64
+	timeout     time.Duration
+}
+
+// New checks cfg and builds the Service.
+func New(cfg Config) (*Service, error) {
+	switch {
+	case cfg.DB == nil || cfg.Secrets == nil:
+		return nil, errors.New("webhooks: DB and Secrets are required")
+	case cfg.MaxWebhooks <= 0:
+		// A zero would refuse every webhook.
+		return nil, fmt.Errorf("webhooks: MaxWebhooks %d: must be positive", cfg.MaxWebhooks)
+	case cfg.RequestTimeout <= 0:
+		return nil, fmt.Errorf("webhooks: RequestTimeout %v: must be positive", cfg.RequestTimeout)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{
+		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
+		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout,
+		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger},
+	}, nil
+}
+
+// MaxWebhooks is the most live webhooks an account may hold in a variant.
+func (s *Service) MaxWebhooks() int64 { return s.maxWebhooks }
+
+// Change commits a domain change with the events it emits (model.Change), then starts their
+// deliveries within the request timeout: the one way a surface publishes.
+func (s *Service) Change(ctx context.Context, fn func(ctx context.Context, cs *model.ChangeSet) error) error {
+	return s.publisher.Change(ctx, fn)
+}
+
+// Publish stores one event on its own (the intake, a test event) and starts its deliveries.
+func (s *Service) Publish(ctx context.Context, ne model.NewEvent) (*model.PublishResult, error) {
+	return s.publisher.Publish(ctx, ne)
+}
+
+// temporal runs call on the dispatcher within the request timeout. Without a dispatcher, or when
+// Temporal cannot be reached, the answer is ErrUnavailable (the cause logged here, once).
+func (s *Service) temporal(ctx context.Context, what string, call func(ctx context.Context, d *dispatch.Dispatcher) error) error {
+	if s.dispatcher == nil {
+		return ErrUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := call(ctx, s.dispatcher)
+	if errors.Is(err, dispatch.ErrTemporal) {
+		s.log.Warn("temporal unavailable", "action", what, "err", err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// RequestTimeout bounds how long a request waits on Temporal.
+func (s *Service) RequestTimeout() time.Duration { return s.timeout }

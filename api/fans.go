@@ -12,6 +12,7 @@ import (
 	"github.com/nyaruka/phonenumbers"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -57,7 +58,7 @@ func (h *websiteHandlers) lead(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.fanEvent(c, "lead.captured", func(w *model.Website) any {
+	return h.fanEvent(c, "lead.captured", func(w *sources.Website) any {
 		return struct {
 			WebsiteID     int64             `json:"websiteId"`
 			BrandID       int64             `json:"brandId"`
@@ -77,7 +78,7 @@ func (h *websiteHandlers) presave(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	return h.fanEvent(c, "presave.completed", func(w *model.Website) any {
+	return h.fanEvent(c, "presave.completed", func(w *sources.Website) any {
 		return struct {
 			WebsiteID   int64   `json:"websiteId"`
 			BrandID     int64   `json:"brandId"`
@@ -92,18 +93,18 @@ func (h *websiteHandlers) presave(c echo.Context) error {
 
 // fanEvent validates the event data built from a website, then stores the event with a signup
 // counted (and any threshold that crossed) in one transaction.
-func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(*model.Website) any) error {
+func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(*sources.Website) any) error {
 	id, err := pathID(c, "website")
 	if err != nil {
 		return err
 	}
 	var first *model.PublishResult
 	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		w, err := model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
+		w, err := sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
 		}
-		if w.Status != model.WebsitePublished {
+		if w.Status != sources.WebsitePublished {
 			return conflict("the website is " + w.Status + "; fans reach published websites only")
 		}
 		raw, err := json.Marshal(build(w))
@@ -114,7 +115,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		if err != nil {
 			return err
 		}
-		if err := model.ValidateEventData(eventType, raw); err != nil {
+		if err := sources.ValidateEventData(eventType, raw); err != nil {
 			var de *model.DataError
 			if errors.As(err, &de) {
 				field := strings.TrimPrefix(de.Field, "data.")
@@ -125,7 +126,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		if first, err = cs.Emit(ctx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)}); err != nil {
 			return err
 		}
-		_, err = count(ctx, cs, w, model.MetricSignups, 1)
+		_, err = count(ctx, cs, w, sources.MetricSignups, 1)
 		return err
 	})
 	if err != nil {
@@ -150,7 +151,7 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	}
 	counted := []string{"pageViews", "uniqueVisitors", "totalClicks"}
 	switch {
-	case req.Metric == model.MetricSignups:
+	case req.Metric == sources.MetricSignups:
 		return validationFailed("metric", "signups are counted by webhookd from leads and pre-saves")
 	case !slices.Contains(counted, req.Metric):
 		return validationFailed("metric", "metric must be one of %s", strings.Join(counted, ", "))
@@ -159,7 +160,7 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	}
 	var value int64
 	err = h.publisher.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		w, err := model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
+		w, err := sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
 		}
@@ -173,8 +174,8 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 }
 
 // count adds to a counter and emits the threshold events it causes, in the change.
-func count(ctx context.Context, cs *model.ChangeSet, w *model.Website, metric string, n int64) (int64, error) {
-	value, evs, err := model.AddToCounter(ctx, cs.Tx, w, metric, n)
+func count(ctx context.Context, cs *model.ChangeSet, w *sources.Website, metric string, n int64) (int64, error) {
+	value, evs, err := sources.AddToCounter(ctx, cs.Tx, w, metric, n)
 	if err != nil {
 		return 0, err
 	}

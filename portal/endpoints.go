@@ -17,6 +17,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 )
 
 // pageNames are the templates under templates/, each rendered inside layout.html.
@@ -111,7 +112,7 @@ func (h *endpointHandlers) renderList(c echo.Context, status int, formURL, formT
 		rows[i] = endpointRow{Webhook: &hooks[i], LastAttempt: last[hooks[i].ID], Rate: rates[hooks[i].ID]}
 	}
 	return h.render(c, status, "endpoints", map[string]any{
-		"Title": "Endpoints", "Endpoints": rows, "Catalog": model.EventCatalog(session.Variant),
+		"Title": "Endpoints", "Endpoints": rows, "Catalog": sources.EventCatalog(session.Variant),
 		"FormURL": formURL, "FormType": formType, "FormError": formError,
 	})
 }

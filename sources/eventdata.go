@@ -1,4 +1,4 @@
-package model
+package sources
 
 import (
 	"bytes"
@@ -11,15 +11,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/webhookd/webhookd/model"
 )
-
-// DataError says which field of an event's data is wrong, as a path like "data.source.referrer".
-type DataError struct {
-	Field  string
-	Reason string
-}
-
-func (e *DataError) Error() string { return e.Field + ": " + e.Reason }
 
 type kind int
 
@@ -97,7 +91,7 @@ var eventData = map[string][]field{
 		{name: "metric", kind: kindEnum, enum: AnalyticsMetrics},
 		{name: "value", kind: kindCount}, {name: "threshold", kind: kindCount}, {name: "thresholdType", kind: kindText},
 	},
-	EventTest: {{name: "message", kind: kindText}, {name: "webhookId", kind: kindID}},
+	model.EventTest: {{name: "message", kind: kindText}, {name: "webhookId", kind: kindID}},
 }
 
 var (
@@ -111,13 +105,13 @@ var (
 func ValidateEventData(eventType string, data json.RawMessage) error {
 	fields, ok := eventData[eventType]
 	if !ok {
-		return &DataError{Field: "eventType", Reason: fmt.Sprintf("unknown event type %q", eventType)}
+		return &model.DataError{Field: "eventType", Reason: fmt.Sprintf("unknown event type %q", eventType)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return &DataError{Field: "data", Reason: "must be a JSON object"}
+		return &model.DataError{Field: "data", Reason: "must be a JSON object"}
 	}
 	return checkObject("data", v, fields)
 }
@@ -125,19 +119,19 @@ func ValidateEventData(eventType string, data json.RawMessage) error {
 func checkObject(path string, v any, fields []field) error {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return &DataError{Field: path, Reason: "must be an object"}
+		return &model.DataError{Field: path, Reason: "must be an object"}
 	}
 	for _, f := range fields {
 		val, present := obj[f.name]
 		p := path + "." + f.name
 		if !present {
-			return &DataError{Field: p, Reason: "is required"}
+			return &model.DataError{Field: p, Reason: "is required"}
 		}
 		if val == nil {
 			if f.nullable {
 				continue
 			}
-			return &DataError{Field: p, Reason: "must not be null"}
+			return &model.DataError{Field: p, Reason: "must not be null"}
 		}
 		if err := checkValue(p, val, f); err != nil {
 			return err
@@ -150,14 +144,14 @@ func checkObject(path string, v any, fields []field) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.ContainsFunc(fields, func(f field) bool { return f.name == k }) {
-			return &DataError{Field: path + "." + k, Reason: "is not a field of this event"}
+			return &model.DataError{Field: path + "." + k, Reason: "is not a field of this event"}
 		}
 	}
 	return nil
 }
 
 func checkValue(path string, val any, f field) error {
-	bad := func(reason string) error { return &DataError{Field: path, Reason: reason} }
+	bad := func(reason string) error { return &model.DataError{Field: path, Reason: reason} }
 	switch f.kind {
 	case kindID, kindCount:
 		low, what := int64(1), "a positive integer"
@@ -168,12 +162,12 @@ func checkValue(path string, val any, f field) error {
 		if !ok {
 			return bad("must be " + what)
 		}
-		i, isInt, safe := JSONInteger(n.String())
+		i, isInt, safe := model.JSONInteger(n.String())
 		switch {
 		case !isInt:
 			return bad("must be " + what)
 		case !safe:
-			return bad(UnsafeIntegerReason)
+			return bad(model.UnsafeIntegerReason)
 		case i < low:
 			return bad("must be " + what)
 		}
@@ -202,12 +196,12 @@ func checkValue(path string, val any, f field) error {
 		for _, k := range keys {
 			s, ok := obj[k].(string)
 			switch {
-			case !SafeText(k):
+			case !model.SafeText(k):
 				return bad("must not have a key containing U+0000 (NUL)")
 			case !ok:
-				return &DataError{Field: path + "." + k, Reason: "must be a string"}
-			case !SafeText(s):
-				return &DataError{Field: path + "." + k, Reason: "must not contain U+0000 (NUL)"}
+				return &model.DataError{Field: path + "." + k, Reason: "must be a string"}
+			case !model.SafeText(s):
+				return &model.DataError{Field: path + "." + k, Reason: "must not contain U+0000 (NUL)"}
 			}
 		}
 	case kindObject:
@@ -217,7 +211,7 @@ func checkValue(path string, val any, f field) error {
 		if !ok {
 			return bad("must be a string")
 		}
-		if !SafeText(s) {
+		if !model.SafeText(s) {
 			return bad("must not contain U+0000 (NUL)")
 		}
 		return checkString(path, s, f)
@@ -226,7 +220,7 @@ func checkValue(path string, val any, f field) error {
 }
 
 func checkString(path, s string, f field) error {
-	bad := func(reason string) error { return &DataError{Field: path, Reason: reason} }
+	bad := func(reason string) error { return &model.DataError{Field: path, Reason: reason} }
 	switch f.kind {
 	case kindText:
 		if strings.TrimSpace(s) == "" {
@@ -237,7 +231,7 @@ func checkString(path, s string, f field) error {
 		if err != nil {
 			return bad("must be an ISO 8601 timestamp such as 2026-01-02T15:04:05Z")
 		}
-		if !TimeInRange(t) {
+		if !model.TimeInRange(t) {
 			return bad("must be in the years 0001 to 9999 (UTC)")
 		}
 	case kindTimeMillis:
@@ -245,7 +239,7 @@ func checkString(path, s string, f field) error {
 		if err != nil || !timeMillisPattern.MatchString(s) {
 			return bad("must be an ISO 8601 UTC timestamp with milliseconds such as 2026-01-02T15:04:05.000Z")
 		}
-		if !TimeInRange(t) {
+		if !model.TimeInRange(t) {
 			return bad("must be in the years 0001 to 9999 (UTC)")
 		}
 	case kindURL:

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-	"github.com/nyaruka/phonenumbers"
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
@@ -19,75 +18,28 @@ import (
 // Fan intake: the website platform's backend reports leads, pre-saves and analytics for a
 // website; each emits its event (and counts toward analytics thresholds) in one transaction.
 
-type leadRequest struct {
-	CollectDataID string            `json:"collectDataId"`
-	Email         string            `json:"email"`
-	Phone         string            `json:"phone"`
-	Name          string            `json:"name"`
-	CustomFields  map[string]string `json:"customFields"`
-	Source        struct {
-		Referrer  string `json:"referrer"`
-		UserAgent string `json:"userAgent"`
-		IPAddress string `json:"ipAddress"`
-		Country   string `json:"country"`
-	} `json:"source"`
-}
-
-type presaveRequest struct {
-	Platform    string  `json:"platform"`
-	FanEmail    *string `json:"fanEmail"`
-	ReleaseDate string  `json:"releaseDate"`
-	ReleaseURL  string  `json:"releaseUrl"`
-	Boosts      struct {
-		FollowedArtist bool `json:"followedArtist"`
-		SavedCatalog   bool `json:"savedCatalog"`
-		EmailCollected bool `json:"emailCollected"`
-	} `json:"boosts"`
-}
-
 // lead is POST /websites/<id>/leads: emits lead.captured at once.
 func (h *websiteHandlers) lead(c echo.Context) error {
-	var req leadRequest
+	var req sources.Lead
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if req.CustomFields == nil {
-		req.CustomFields = map[string]string{}
-	}
-	phone, err := normalizePhone(req.Phone, req.Source.Country)
-	if err != nil {
-		return err
+	if err := req.Normalize(); err != nil {
+		return dataFieldError(err)
 	}
 	return h.fanEvent(c, "lead.captured", func(w *sources.Website) any {
-		return struct {
-			WebsiteID     int64             `json:"websiteId"`
-			BrandID       int64             `json:"brandId"`
-			CollectDataID string            `json:"collectDataId"`
-			Email         string            `json:"email"`
-			Phone         string            `json:"phone"`
-			Name          string            `json:"name"`
-			CustomFields  map[string]string `json:"customFields"`
-			Source        any               `json:"source"`
-		}{w.ID, w.BrandID, req.CollectDataID, req.Email, phone, req.Name, req.CustomFields, req.Source}
+		return sources.LeadCaptured{WebsiteID: w.ID, BrandID: w.BrandID, Lead: req}
 	})
 }
 
 // presave is POST /websites/<id>/presaves: emits presave.completed.
 func (h *websiteHandlers) presave(c echo.Context) error {
-	var req presaveRequest
+	var req sources.Presave
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
 	return h.fanEvent(c, "presave.completed", func(w *sources.Website) any {
-		return struct {
-			WebsiteID   int64   `json:"websiteId"`
-			BrandID     int64   `json:"brandId"`
-			Platform    string  `json:"platform"`
-			FanEmail    *string `json:"fanEmail"`
-			ReleaseDate string  `json:"releaseDate"`
-			ReleaseURL  string  `json:"releaseUrl"`
-			Boosts      any     `json:"boosts"`
-		}{w.ID, w.BrandID, req.Platform, req.FanEmail, req.ReleaseDate, req.ReleaseURL, req.Boosts}
+		return sources.PresaveCompleted{WebsiteID: w.ID, BrandID: w.BrandID, Presave: req}
 	})
 }
 
@@ -116,12 +68,7 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 			return err
 		}
 		if err := sources.ValidateEventData(eventType, raw); err != nil {
-			var de *model.DataError
-			if errors.As(err, &de) {
-				field := strings.TrimPrefix(de.Field, "data.")
-				return validationFailed(field, "%s %s", field, de.Reason)
-			}
-			return err
+			return dataFieldError(err)
 		}
 		if first, err = cs.Emit(ctx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)}); err != nil {
 			return err
@@ -187,14 +134,13 @@ func count(ctx context.Context, cs *model.ChangeSet, w *sources.Website, metric 
 	return value, nil
 }
 
-// normalizePhone brings a phone number to E.164; a national number needs the fan's country.
-func normalizePhone(phone, country string) (string, error) {
-	if strings.TrimSpace(phone) == "" {
-		return "", validationFailed("phone", "phone is required")
+// dataFieldError answers a *model.DataError about a fan's event as a failed validation of the
+// request's field: the request is the event's data without the website's ids.
+func dataFieldError(err error) error {
+	var de *model.DataError
+	if errors.As(err, &de) {
+		field := strings.TrimPrefix(de.Field, "data.")
+		return validationFailed(field, "%s %s", field, de.Reason)
 	}
-	num, err := phonenumbers.Parse(phone, strings.ToUpper(country))
-	if err != nil || !phonenumbers.IsValidNumber(num) {
-		return "", validationFailed("phone", "phone is not a valid number (international +CC form, or national with source.country)")
-	}
-	return phonenumbers.Format(num, phonenumbers.E164), nil
+	return err
 }

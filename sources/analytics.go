@@ -85,14 +85,7 @@ func AddToCounter(ctx context.Context, db bun.IDB, w *Website, metric string, n 
 	}
 	events := make([]model.NewEvent, 0, len(crossed))
 	for _, threshold := range crossed {
-		data, err := canonicalData(struct {
-			WebsiteID     int64  `json:"websiteId"`
-			BrandID       int64  `json:"brandId"`
-			Metric        string `json:"metric"`
-			Value         int64  `json:"value"`
-			Threshold     int64  `json:"threshold"`
-			ThresholdType string `json:"thresholdType"`
-		}{w.ID, w.BrandID, metric, value, threshold, "reached"})
+		data, err := canonicalData(thresholdData{w.ID, w.BrandID, metric, value, threshold, "reached"})
 		if err != nil {
 			return 0, nil, err
 		}

@@ -38,17 +38,6 @@ type Campaign struct {
 	UpdatedAt time.Time `bun:"updated_at,notnull"`
 }
 
-// campaignData is CampaignData of spec 2.3, fields in the spec's order.
-type campaignData struct {
-	ID        int64   `json:"id"`
-	Name      string  `json:"name"`
-	Platform  string  `json:"platform"`
-	Status    string  `json:"status"`
-	StartDate string  `json:"startDate"`
-	EndDate   string  `json:"endDate"`
-	Budget    float64 `json:"budget"`
-}
-
 // EventData renders the campaign as the canonical CampaignData of its events.
 func (c *Campaign) EventData() (string, error) {
 	return canonicalData(campaignData{

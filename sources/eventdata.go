@@ -7,10 +7,13 @@ import (
 	"net/mail"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nyaruka/phonenumbers"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -43,55 +46,170 @@ type field struct {
 	enum     []string // kindEnum
 }
 
-// Metrics an analytics.threshold event may report (spec 6.2).
-var AnalyticsMetrics = []string{"pageViews", "uniqueVisitors", "totalClicks", "signups"}
+// The data of each event type (spec 2.3 and 6.2), written once: what emits an event fills one of
+// these structs, and intake validates against the table read from them (eventData). A field's json
+// tag names it, in the order receivers get the fields; its data tag gives its rule (the kinds above:
+// "id", "text", "enum:a,b"...); a pointer may be null; a struct is a nested object, an embedded one
+// adds its fields in place.
 
-var campaignFields = []field{
-	{name: "id", kind: kindID}, {name: "name", kind: kindText}, {name: "platform", kind: kindText},
-	{name: "status", kind: kindText}, {name: "startDate", kind: kindTimeMillis}, {name: "endDate", kind: kindTimeMillis},
-	{name: "budget", kind: kindNumber},
+// campaignData is CampaignData of spec 2.3, the data of every campaign.* event, fields in the spec's
+// order.
+type campaignData struct {
+	ID        int64   `json:"id" data:"id"`
+	Name      string  `json:"name" data:"text"`
+	Platform  string  `json:"platform" data:"text"`
+	Status    string  `json:"status" data:"text"`
+	StartDate string  `json:"startDate" data:"timeMillis"`
+	EndDate   string  `json:"endDate" data:"timeMillis"`
+	Budget    float64 `json:"budget" data:"number"`
 }
 
-// eventData is the shape of data for every event type (spec 2.3 and 6.2). Every listed field is
-// required (nullable ones may be null) and no other field is accepted, so receivers get exactly the
-// documented shape.
-var eventData = map[string][]field{
-	"campaign.created":    campaignFields,
-	"campaign.updated":    campaignFields,
-	"campaign.processing": campaignFields,
-	"campaign.completed":  campaignFields,
-	"campaign.failed":     campaignFields,
-	"website.published": {
-		{name: "websiteId", kind: kindID}, {name: "brandId", kind: kindID}, {name: "slug", kind: kindText},
-		{name: "url", kind: kindURL}, {name: "publishedAt", kind: kindTime}, {name: "scheduledPublish", kind: kindBool},
-	},
-	"website.archived": {
-		{name: "websiteId", kind: kindID}, {name: "brandId", kind: kindID}, {name: "slug", kind: kindText},
-		{name: "archivedAt", kind: kindTime},
-	},
-	"lead.captured": {
-		{name: "websiteId", kind: kindID}, {name: "brandId", kind: kindID}, {name: "collectDataId", kind: kindText},
-		{name: "email", kind: kindEmail}, {name: "phone", kind: kindPhone}, {name: "name", kind: kindString},
-		{name: "customFields", kind: kindStringMap},
-		{name: "source", kind: kindObject, fields: []field{
-			{name: "referrer", kind: kindURL}, {name: "userAgent", kind: kindString},
-			{name: "ipAddress", kind: kindIP}, {name: "country", kind: kindString},
-		}},
-	},
-	"presave.completed": {
-		{name: "websiteId", kind: kindID}, {name: "brandId", kind: kindID}, {name: "platform", kind: kindText},
-		{name: "fanEmail", kind: kindEmail, nullable: true}, {name: "releaseDate", kind: kindTime},
-		{name: "releaseUrl", kind: kindURL},
-		{name: "boosts", kind: kindObject, fields: []field{
-			{name: "followedArtist", kind: kindBool}, {name: "savedCatalog", kind: kindBool}, {name: "emailCollected", kind: kindBool},
-		}},
-	},
-	"analytics.threshold": {
-		{name: "websiteId", kind: kindID}, {name: "brandId", kind: kindID},
-		{name: "metric", kind: kindEnum, enum: AnalyticsMetrics},
-		{name: "value", kind: kindCount}, {name: "threshold", kind: kindCount}, {name: "thresholdType", kind: kindText},
-	},
-	model.EventTest: {{name: "message", kind: kindText}, {name: "webhookId", kind: kindID}},
+// websitePublished is the data of website.published.
+type websitePublished struct {
+	WebsiteID        int64  `json:"websiteId" data:"id"`
+	BrandID          int64  `json:"brandId" data:"id"`
+	Slug             string `json:"slug" data:"text"`
+	URL              string `json:"url" data:"url"`
+	PublishedAt      string `json:"publishedAt" data:"time"`
+	ScheduledPublish bool   `json:"scheduledPublish" data:"bool"`
+}
+
+// websiteArchived is the data of website.archived.
+type websiteArchived struct {
+	WebsiteID  int64  `json:"websiteId" data:"id"`
+	BrandID    int64  `json:"brandId" data:"id"`
+	Slug       string `json:"slug" data:"text"`
+	ArchivedAt string `json:"archivedAt" data:"time"`
+}
+
+// LeadCaptured is the data of lead.captured: the website's ids and the lead its form reported.
+type LeadCaptured struct {
+	WebsiteID int64 `json:"websiteId" data:"id"`
+	BrandID   int64 `json:"brandId" data:"id"`
+	Lead
+}
+
+// Lead is what a website's form reports of a fan (the body of POST /websites/<id>/leads). Normalize
+// brings it to lead.captured's rules.
+type Lead struct {
+	CollectDataID string            `json:"collectDataId" data:"text"`
+	Email         string            `json:"email" data:"email"`
+	Phone         string            `json:"phone" data:"phone"`
+	Name          string            `json:"name" data:"string"`
+	CustomFields  map[string]string `json:"customFields" data:"stringMap"`
+	Source        LeadSource        `json:"source"`
+}
+
+// LeadSource is where a lead came from.
+type LeadSource struct {
+	Referrer  string `json:"referrer" data:"url"`
+	UserAgent string `json:"userAgent" data:"string"`
+	IPAddress string `json:"ipAddress" data:"ip"`
+	Country   string `json:"country" data:"string"`
+}
+
+// PresaveCompleted is the data of presave.completed: the website's ids and the pre-save.
+type PresaveCompleted struct {
+	WebsiteID int64 `json:"websiteId" data:"id"`
+	BrandID   int64 `json:"brandId" data:"id"`
+	Presave
+}
+
+// Presave is a fan's pre-save of a release (the body of POST /websites/<id>/presaves).
+type Presave struct {
+	Platform    string  `json:"platform" data:"text"`
+	FanEmail    *string `json:"fanEmail" data:"email"`
+	ReleaseDate string  `json:"releaseDate" data:"time"`
+	ReleaseURL  string  `json:"releaseUrl" data:"url"`
+	Boosts      Boosts  `json:"boosts"`
+}
+
+// Boosts is what a fan agreed to with a pre-save.
+type Boosts struct {
+	FollowedArtist bool `json:"followedArtist" data:"bool"`
+	SavedCatalog   bool `json:"savedCatalog" data:"bool"`
+	EmailCollected bool `json:"emailCollected" data:"bool"`
+}
+
+// thresholdData is the data of analytics.threshold; its metric is one of AnalyticsMetrics.
+type thresholdData struct {
+	WebsiteID     int64  `json:"websiteId" data:"id"`
+	BrandID       int64  `json:"brandId" data:"id"`
+	Metric        string `json:"metric" data:"enum:pageViews,uniqueVisitors,totalClicks,signups"`
+	Value         int64  `json:"value" data:"count"`
+	Threshold     int64  `json:"threshold" data:"count"`
+	ThresholdType string `json:"thresholdType" data:"text"`
+}
+
+// testData is the data of the engine's test event (model.WebhookTestEvent builds it; model cannot
+// import this package).
+type testData struct {
+	Message   string `json:"message" data:"text"`
+	WebhookID int64  `json:"webhookId" data:"id"`
+}
+
+// eventData is the shape of data for every event type, read from the structs above. Every listed
+// field is required (nullable ones may be null) and no other field is accepted, so receivers get
+// exactly the documented shape.
+var eventData = func() map[string][]field {
+	campaign := shapeOf[campaignData]()
+	return map[string][]field{
+		"campaign.created":    campaign,
+		"campaign.updated":    campaign,
+		"campaign.processing": campaign,
+		"campaign.completed":  campaign,
+		"campaign.failed":     campaign,
+		"website.published":   shapeOf[websitePublished](),
+		"website.archived":    shapeOf[websiteArchived](),
+		"lead.captured":       shapeOf[LeadCaptured](),
+		"presave.completed":   shapeOf[PresaveCompleted](),
+		"analytics.threshold": shapeOf[thresholdData](),
+		model.EventTest:       shapeOf[testData](),
+	}
+}()
+
+// AnalyticsMetrics are the metrics an analytics.threshold event may report (spec 6.2).
+var AnalyticsMetrics = slices.Clone(eventData["analytics.threshold"][2].enum)
+
+var kindNames = map[string]kind{
+	"id": kindID, "count": kindCount, "number": kindNumber, "string": kindString, "text": kindText,
+	"bool": kindBool, "time": kindTime, "timeMillis": kindTimeMillis, "url": kindURL, "email": kindEmail,
+	"phone": kindPhone, "ip": kindIP, "stringMap": kindStringMap,
+}
+
+func shapeOf[T any]() []field { return fieldsOf(reflect.TypeFor[T]()) }
+
+// fieldsOf reads the fields of struct type t from its tags. A tag it cannot read is a mistake in
+// the structs above, which every test run meets at start-up.
+func fieldsOf(t reflect.Type) []field {
+	var fields []field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if sf.Anonymous {
+			fields = append(fields, fieldsOf(sf.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		f := field{name: name}
+		ft := sf.Type
+		if ft.Kind() == reflect.Pointer {
+			f.nullable, ft = true, ft.Elem()
+		}
+		tag := sf.Tag.Get("data")
+		k, ok := kindNames[tag]
+		switch values, isEnum := strings.CutPrefix(tag, "enum:"); {
+		case ft.Kind() == reflect.Struct && tag == "":
+			f.kind, f.fields = kindObject, fieldsOf(ft)
+		case isEnum:
+			f.kind, f.enum = kindEnum, strings.Split(values, ",")
+		case ok && name != "":
+			f.kind = k
+		default:
+			panic(fmt.Sprintf("event data %s.%s: json name %q, data tag %q", t.Name(), sf.Name, name, tag))
+		}
+		fields = append(fields, f)
+	}
+	return fields
 }
 
 var (
@@ -264,6 +382,24 @@ func checkString(path, s string, f field) error {
 			return bad(fmt.Sprintf("must be one of %s", strings.Join(f.enum, ", ")))
 		}
 	}
+	return nil
+}
+
+// Normalize brings a lead as a form reports it to lead.captured's rules: the phone in E.164 (a
+// national number is read in the fan's source.country), no custom fields an empty object. A
+// *model.DataError names the field at fault.
+func (l *Lead) Normalize() error {
+	if l.CustomFields == nil {
+		l.CustomFields = map[string]string{}
+	}
+	if strings.TrimSpace(l.Phone) == "" {
+		return &model.DataError{Field: "phone", Reason: "is required"}
+	}
+	num, err := phonenumbers.Parse(l.Phone, strings.ToUpper(l.Source.Country))
+	if err != nil || !phonenumbers.IsValidNumber(num) {
+		return &model.DataError{Field: "phone", Reason: "is not a valid number (international +CC form, or national with source.country)"}
+	}
+	l.Phone = phonenumbers.Format(num, phonenumbers.E164)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package sources_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -45,5 +46,36 @@ func TestValidateEventDataRefuses(t *testing.T) {
 	}
 	if err := sources.ValidateEventData("analytics.threshold", []byte(fmt.Sprintf(threshold, "1e3"))); err != nil {
 		t.Fatalf("an integer count written with an exponent is refused: %v", err)
+	}
+}
+
+// TestLeadNormalize: a form's phone becomes E.164, read in the fan's country when national, and
+// the lead then passes lead.captured's own rule; what cannot be read names the phone.
+func TestLeadNormalize(t *testing.T) {
+	for _, tc := range []struct{ phone, country, want, field string }{
+		{"0151 2345 6789", "de", "+4915123456789", ""},
+		{"+1 415 555 0123", "", "+14155550123", ""},
+		{"12", "DE", "", "phone"},
+		{"0151 2345 6789", "", "", "phone"},
+		{" ", "DE", "", "phone"},
+	} {
+		l := sources.Lead{CollectDataID: "c", Email: "fan@example.com", Phone: tc.phone,
+			Source: sources.LeadSource{Referrer: "https://example.com/", IPAddress: "203.0.113.7", Country: tc.country}}
+		err := l.Normalize()
+		var de *model.DataError
+		if tc.field != "" {
+			if !errors.As(err, &de) || de.Field != tc.field {
+				t.Errorf("Normalize(%q, %q) = %v, want a DataError on %s", tc.phone, tc.country, err, tc.field)
+			}
+			continue
+		}
+		if err != nil || l.Phone != tc.want || l.CustomFields == nil {
+			t.Errorf("Normalize(%q, %q) = %v, phone %q, custom fields %v; want %q and {}", tc.phone, tc.country, err, l.Phone, l.CustomFields, tc.want)
+			continue
+		}
+		data, _ := json.Marshal(sources.LeadCaptured{WebsiteID: 1, BrandID: 2, Lead: l})
+		if err := sources.ValidateEventData("lead.captured", data); err != nil {
+			t.Errorf("the normalized lead fails lead.captured's rules: %v\n%s", err, data)
+		}
 	}
 }

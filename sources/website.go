@@ -110,28 +110,16 @@ func UnscheduleWebsite(ctx context.Context, db bun.IDB, id int64, at time.Time, 
 
 // PublishedData is the canonical data of website.published (spec 6.2).
 func (w *Website) PublishedData(siteURL string, scheduled bool) (string, error) {
-	return canonicalData(struct {
-		WebsiteID        int64  `json:"websiteId"`
-		BrandID          int64  `json:"brandId"`
-		Slug             string `json:"slug"`
-		URL              string `json:"url"`
-		PublishedAt      string `json:"publishedAt"`
-		ScheduledPublish bool   `json:"scheduledPublish"`
-	}{w.ID, w.BrandID, w.Slug, siteURL, w.PublishedAt.UTC().Format(TimeMillis), scheduled})
+	return canonicalData(websitePublished{w.ID, w.BrandID, w.Slug, siteURL, w.PublishedAt.UTC().Format(TimeMillis), scheduled})
 }
 
 // ArchivedData is the canonical data of website.archived (spec 6.2).
 func (w *Website) ArchivedData() (string, error) {
-	return canonicalData(struct {
-		WebsiteID  int64  `json:"websiteId"`
-		BrandID    int64  `json:"brandId"`
-		Slug       string `json:"slug"`
-		ArchivedAt string `json:"archivedAt"`
-	}{w.ID, w.BrandID, w.Slug, w.ArchivedAt.UTC().Format(TimeMillis)})
+	return canonicalData(websiteArchived{w.ID, w.BrandID, w.Slug, w.ArchivedAt.UTC().Format(TimeMillis)})
 }
 
-// canonicalData renders the data of an event this package emits in the canonical form receivers verify
-// (wire.CanonicalJSON's). For these flat structs of strings, integers and floats, with no key an
+// canonicalData renders the data of an event this package emits in the canonical form receivers
+// verify (wire.CanonicalJSON's). For these flat structs of strings, integers and floats, with no key an
 // array index, that form is RFC 8785's without the key sort, which jsontext writes: JSON.stringify's
 // minimal escapes and ECMAScript's numbers (an integer past 2^53 rounded as JavaScript reads it,
 // -0 as 0). A test in this package holds the output to wire.CanonicalJSON's.

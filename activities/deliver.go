@@ -58,7 +58,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			"the webhook's signing secret cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
 	}
 	ev := &target.Event
-	body := wire.Body(wire.Layout(w.Variant.Spec().Body), ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
+	body := wire.Body(w.Variant.Spec().Body, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
 
 	info := activity.GetInfo(ctx)
 	turn, postErr := a.takeTurn(ctx, info, egress.Request{

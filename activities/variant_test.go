@@ -11,14 +11,14 @@ import (
 )
 
 // TestVariantTableNamesWireLayouts: the variant table names each variant's body layout and type
-// field as plain values (model imports nothing of ours); wire must know the layout, and its body
+// field; wire must know the layout, and its body
 // must carry the type under the table's field name, the name the API uses for the same event.
 func TestVariantTableNamesWireLayouts(t *testing.T) {
 	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	for _, v := range model.Variants {
 		spec := v.Spec()
-		layout := wire.Layout(spec.Body)
+		layout := spec.Body
 		if layout != wire.LayoutA && layout != wire.LayoutB {
 			t.Fatalf("variant %s names body layout %q, which wire does not have", v, spec.Body)
 		}

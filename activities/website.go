@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 )
 
 // PublishWebsiteInput names a scheduled publication.
@@ -24,14 +25,14 @@ type PublishWebsiteInput struct {
 func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) (int64, error) {
 	var res *model.PublishResult
 	_, err := model.Change(ctx, a.DB, func(ctx context.Context, cs *model.ChangeSet) error {
-		w, err := model.GetWebsite(ctx, cs.Tx, 0, in.WebsiteID, true)
+		w, err := sources.GetWebsite(ctx, cs.Tx, 0, in.WebsiteID, true)
 		if errors.Is(err, model.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if w.Status != model.WebsiteDraft || w.ScheduledAt == nil || !w.ScheduledAt.Equal(in.ScheduledAt) {
+		if w.Status != sources.WebsiteDraft || w.ScheduledAt == nil || !w.ScheduledAt.Equal(in.ScheduledAt) {
 			activity.GetLogger(ctx).Info("stale website schedule ignored", "website", w.ID, "status", w.Status)
 			return nil
 		}
@@ -39,7 +40,7 @@ func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebs
 		if err != nil {
 			return err
 		}
-		if err := model.SaveWebsite(ctx, cs.Tx, w); err != nil {
+		if err := sources.SaveWebsite(ctx, cs.Tx, w); err != nil {
 			return err
 		}
 		res, err = cs.Emit(ctx, *ev)

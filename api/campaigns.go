@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 )
 
 // campaignHandlers serves variant A's campaigns: the domain whose changes emit campaign events
@@ -31,7 +32,7 @@ type campaignJSON struct {
 	UpdatedAt isoTime `json:"updatedAt"`
 }
 
-func presentCampaign(c *model.Campaign) campaignJSON {
+func presentCampaign(c *sources.Campaign) campaignJSON {
 	return campaignJSON{ID: c.ID, Name: c.Name, Platform: c.Platform, Status: c.Status, StartDate: isoTime(c.StartDate),
 		EndDate: isoTime(c.EndDate), Budget: c.Budget, CreatedAt: isoTime(c.CreatedAt), UpdatedAt: isoTime(c.UpdatedAt)}
 }
@@ -59,8 +60,8 @@ func (h *campaignHandlers) create(c echo.Context) error {
 	if err := checkCampaignName(req.Name, true); err != nil {
 		return err
 	}
-	if req.Platform == nil || !slices.Contains(model.CampaignPlatforms, *req.Platform) {
-		return validationFailed("platform", "platform is required and one of %s", strings.Join(model.CampaignPlatforms, ", "))
+	if req.Platform == nil || !slices.Contains(sources.CampaignPlatforms, *req.Platform) {
+		return validationFailed("platform", "platform is required and one of %s", strings.Join(sources.CampaignPlatforms, ", "))
 	}
 	if err := checkBudget(req.Budget, true); err != nil {
 		return err
@@ -77,10 +78,10 @@ func (h *campaignHandlers) create(c echo.Context) error {
 		return validationFailed("endDate", "endDate must be after startDate")
 	}
 	now := model.Now()
-	camp := &model.Campaign{AccountID: accountOf(c).ID, Name: *req.Name, Platform: *req.Platform, Status: model.CampaignActive,
+	camp := &sources.Campaign{AccountID: accountOf(c).ID, Name: *req.Name, Platform: *req.Platform, Status: sources.CampaignActive,
 		Budget: *req.Budget, StartDate: start, EndDate: end, CreatedAt: now, UpdatedAt: now}
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		if err := model.InsertCampaign(ctx, cs.Tx, camp); err != nil {
+		if err := sources.InsertCampaign(ctx, cs.Tx, camp); err != nil {
 			return err
 		}
 		return emitCampaign(ctx, cs, "campaign.created", camp)
@@ -106,7 +107,7 @@ func (h *campaignHandlers) patch(c echo.Context) error {
 	if err := checkBudget(req.Budget, false); err != nil {
 		return err
 	}
-	ch := model.CampaignChange{Name: req.Name, Budget: req.Budget, Paused: req.Paused}
+	ch := sources.CampaignChange{Name: req.Name, Budget: req.Budget, Paused: req.Paused}
 	if req.EndDate != nil {
 		end, err := parseCampaignDate("endDate", req.EndDate, false)
 		if err != nil {
@@ -114,9 +115,9 @@ func (h *campaignHandlers) patch(c echo.Context) error {
 		}
 		ch.EndDate = &end
 	}
-	var camp *model.Campaign
+	var camp *sources.Campaign
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		updated, notable, err := model.UpdateCampaign(ctx, cs.Tx, accountOf(c).ID, id, ch)
+		updated, notable, err := sources.UpdateCampaign(ctx, cs.Tx, accountOf(c).ID, id, ch)
 		if err != nil {
 			return err
 		}
@@ -140,7 +141,7 @@ func (h *campaignHandlers) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	camp, err := model.GetCampaign(c.Request().Context(), h.db, accountOf(c).ID, id)
+	camp, err := sources.GetCampaign(c.Request().Context(), h.db, accountOf(c).ID, id)
 	if err != nil {
 		return notFoundAs(err, "campaign")
 	}
@@ -152,11 +153,11 @@ func (h *campaignHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cs, err := model.ListCampaigns(c.Request().Context(), h.db, accountOf(c).ID, after, limit+1)
+	cs, err := sources.ListCampaigns(c.Request().Context(), h.db, accountOf(c).ID, after, limit+1)
 	if err != nil {
 		return err
 	}
-	cs = trimPage(c, cs, limit, func(cp *model.Campaign) int64 { return cp.ID })
+	cs = trimPage(c, cs, limit, func(cp *sources.Campaign) int64 { return cp.ID })
 	out := make([]campaignJSON, len(cs))
 	for i := range cs {
 		out[i] = presentCampaign(&cs[i])
@@ -165,7 +166,7 @@ func (h *campaignHandlers) list(c echo.Context) error {
 }
 
 // emitCampaign emits a campaign event with the campaign's CampaignData.
-func emitCampaign(ctx context.Context, cs *model.ChangeSet, eventType string, camp *model.Campaign) error {
+func emitCampaign(ctx context.Context, cs *model.ChangeSet, eventType string, camp *sources.Campaign) error {
 	data, err := camp.EventData()
 	if err != nil {
 		return err

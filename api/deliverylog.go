@@ -108,7 +108,7 @@ func (h *deliveryHandlers) delivery(c echo.Context) error {
 		return notFoundAs(err, "delivery")
 	}
 	data := json.RawMessage(v.EventData)
-	payload := wire.LoggedBody(wire.Layout(w.Variant.Spec().Body), v.EventType, data, v.EventOccurredAt)
+	payload := wire.LoggedBody(w.Variant.Spec().Body, v.EventType, data, v.EventOccurredAt)
 	out := deliveryDetailJSON{deliveryJSON: newDeliveryJSON(v), MessageID: wire.MessageID(v.EventID, w.ID), Payload: payload}
 	return c.JSON(http.StatusOK, h.v.success(out, "Delivery retrieved"))
 }

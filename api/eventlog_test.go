@@ -13,6 +13,7 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/sources"
 )
 
 // typeFields names the event type field of a variant's events, and the other variant's.
@@ -75,7 +76,7 @@ func (v variantCase) otherEventType(t *testing.T) string {
 // example is the event type catalog's example of eventType's data, which intake accepts.
 func (v variantCase) example(t *testing.T, eventType string) json.RawMessage {
 	t.Helper()
-	for _, info := range model.EventCatalog(map[string]model.Variant{"A": model.VariantA, "B": model.VariantB}[v.name]) {
+	for _, info := range sources.EventCatalog(map[string]model.Variant{"A": model.VariantA, "B": model.VariantB}[v.name]) {
 		if info.Type == eventType {
 			return info.Example
 		}

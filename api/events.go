@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -58,7 +59,7 @@ func (h *deliveryHandlers) publishEvent(c echo.Context) error {
 	}
 	// The data as sent, not its canonical form, whose float64 numbers have already rounded an
 	// unsafe integer to another one.
-	if err := model.ValidateEventData(eventType, req.Data); err != nil {
+	if err := sources.ValidateEventData(eventType, req.Data); err != nil {
 		var de *model.DataError
 		if errors.As(err, &de) {
 			return validationFailed(de.Field, "%s %s", de.Field, de.Reason)
@@ -90,5 +91,5 @@ func (h *deliveryHandlers) publishEvent(c echo.Context) error {
 // eventTypes is GET <prefix>/event-types: the catalog of the event types a webhook of the variant
 // may subscribe to, each with a description and an example of its data that intake accepts.
 func (h *deliveryHandlers) eventTypes(c echo.Context) error {
-	return c.JSON(http.StatusOK, h.v.success(model.EventCatalog(h.v.model), "Event types retrieved"))
+	return c.JSON(http.StatusOK, h.v.success(sources.EventCatalog(h.v.model), "Event types retrieved"))
 }

@@ -9,101 +9,54 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-	"github.com/nyaruka/phonenumbers"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/wire"
 )
 
 // Fan intake: the website platform's backend reports leads, pre-saves and analytics for a
 // website; each emits its event (and counts toward analytics thresholds) in one transaction.
 
-type leadRequest struct {
-	CollectDataID string            `json:"collectDataId"`
-	Email         string            `json:"email"`
-	Phone         string            `json:"phone"`
-	Name          string            `json:"name"`
-	CustomFields  map[string]string `json:"customFields"`
-	Source        struct {
-		Referrer  string `json:"referrer"`
-		UserAgent string `json:"userAgent"`
-		IPAddress string `json:"ipAddress"`
-		Country   string `json:"country"`
-	} `json:"source"`
-}
-
-type presaveRequest struct {
-	Platform    string  `json:"platform"`
-	FanEmail    *string `json:"fanEmail"`
-	ReleaseDate string  `json:"releaseDate"`
-	ReleaseURL  string  `json:"releaseUrl"`
-	Boosts      struct {
-		FollowedArtist bool `json:"followedArtist"`
-		SavedCatalog   bool `json:"savedCatalog"`
-		EmailCollected bool `json:"emailCollected"`
-	} `json:"boosts"`
-}
-
 // lead is POST /websites/<id>/leads: emits lead.captured at once.
 func (h *websiteHandlers) lead(c echo.Context) error {
-	var req leadRequest
+	var req sources.Lead
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if req.CustomFields == nil {
-		req.CustomFields = map[string]string{}
+	if err := req.Normalize(); err != nil {
+		return dataFieldError(err)
 	}
-	phone, err := normalizePhone(req.Phone, req.Source.Country)
-	if err != nil {
-		return err
-	}
-	return h.fanEvent(c, "lead.captured", func(w *model.Website) any {
-		return struct {
-			WebsiteID     int64             `json:"websiteId"`
-			BrandID       int64             `json:"brandId"`
-			CollectDataID string            `json:"collectDataId"`
-			Email         string            `json:"email"`
-			Phone         string            `json:"phone"`
-			Name          string            `json:"name"`
-			CustomFields  map[string]string `json:"customFields"`
-			Source        any               `json:"source"`
-		}{w.ID, w.BrandID, req.CollectDataID, req.Email, phone, req.Name, req.CustomFields, req.Source}
+	return h.fanEvent(c, "lead.captured", func(w *sources.Website) any {
+		return sources.LeadCaptured{WebsiteID: w.ID, BrandID: w.BrandID, Lead: req}
 	})
 }
 
 // presave is POST /websites/<id>/presaves: emits presave.completed.
 func (h *websiteHandlers) presave(c echo.Context) error {
-	var req presaveRequest
+	var req sources.Presave
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	return h.fanEvent(c, "presave.completed", func(w *model.Website) any {
-		return struct {
-			WebsiteID   int64   `json:"websiteId"`
-			BrandID     int64   `json:"brandId"`
-			Platform    string  `json:"platform"`
-			FanEmail    *string `json:"fanEmail"`
-			ReleaseDate string  `json:"releaseDate"`
-			ReleaseURL  string  `json:"releaseUrl"`
-			Boosts      any     `json:"boosts"`
-		}{w.ID, w.BrandID, req.Platform, req.FanEmail, req.ReleaseDate, req.ReleaseURL, req.Boosts}
+	return h.fanEvent(c, "presave.completed", func(w *sources.Website) any {
+		return sources.PresaveCompleted{WebsiteID: w.ID, BrandID: w.BrandID, Presave: req}
 	})
 }
 
 // fanEvent validates the event data built from a website, then stores the event with a signup
 // counted (and any threshold that crossed) in one transaction.
-func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(*model.Website) any) error {
+func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(*sources.Website) any) error {
 	id, err := pathID(c, "website")
 	if err != nil {
 		return err
 	}
 	var first *model.PublishResult
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		w, err := model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
+		w, err := sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
 		}
-		if w.Status != model.WebsitePublished {
+		if w.Status != sources.WebsitePublished {
 			return conflict("the website is " + w.Status + "; fans reach published websites only")
 		}
 		raw, err := json.Marshal(build(w))
@@ -114,18 +67,13 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 		if err != nil {
 			return err
 		}
-		if err := model.ValidateEventData(eventType, raw); err != nil {
-			var de *model.DataError
-			if errors.As(err, &de) {
-				field := strings.TrimPrefix(de.Field, "data.")
-				return validationFailed(field, "%s %s", field, de.Reason)
-			}
-			return err
+		if err := sources.ValidateEventData(eventType, raw); err != nil {
+			return dataFieldError(err)
 		}
 		if first, err = cs.Emit(ctx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)}); err != nil {
 			return err
 		}
-		_, err = count(ctx, cs, w, model.MetricSignups, 1)
+		_, err = count(ctx, cs, w, sources.MetricSignups, 1)
 		return err
 	})
 	if err != nil {
@@ -150,7 +98,7 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	}
 	counted := []string{"pageViews", "uniqueVisitors", "totalClicks"}
 	switch {
-	case req.Metric == model.MetricSignups:
+	case req.Metric == sources.MetricSignups:
 		return validationFailed("metric", "signups are counted by webhookd from leads and pre-saves")
 	case !slices.Contains(counted, req.Metric):
 		return validationFailed("metric", "metric must be one of %s", strings.Join(counted, ", "))
@@ -159,7 +107,7 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	}
 	var value int64
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		w, err := model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
+		w, err := sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
 		if err != nil {
 			return err
 		}
@@ -173,8 +121,8 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 }
 
 // count adds to a counter and emits the threshold events it causes, in the change.
-func count(ctx context.Context, cs *model.ChangeSet, w *model.Website, metric string, n int64) (int64, error) {
-	value, evs, err := model.AddToCounter(ctx, cs.Tx, w, metric, n)
+func count(ctx context.Context, cs *model.ChangeSet, w *sources.Website, metric string, n int64) (int64, error) {
+	value, evs, err := sources.AddToCounter(ctx, cs.Tx, w, metric, n)
 	if err != nil {
 		return 0, err
 	}
@@ -186,14 +134,13 @@ func count(ctx context.Context, cs *model.ChangeSet, w *model.Website, metric st
 	return value, nil
 }
 
-// normalizePhone brings a phone number to E.164; a national number needs the fan's country.
-func normalizePhone(phone, country string) (string, error) {
-	if strings.TrimSpace(phone) == "" {
-		return "", validationFailed("phone", "phone is required")
+// dataFieldError answers a *model.DataError about a fan's event as a failed validation of the
+// request's field: the request is the event's data without the website's ids.
+func dataFieldError(err error) error {
+	var de *model.DataError
+	if errors.As(err, &de) {
+		field := strings.TrimPrefix(de.Field, "data.")
+		return validationFailed(field, "%s %s", field, de.Reason)
 	}
-	num, err := phonenumbers.Parse(phone, strings.ToUpper(country))
-	if err != nil || !phonenumbers.IsValidNumber(num) {
-		return "", validationFailed("phone", "phone is not a valid number (international +CC form, or national with source.country)")
-	}
-	return phonenumbers.Format(num, phonenumbers.E164), nil
+	return err
 }

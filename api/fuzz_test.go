@@ -10,6 +10,7 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/sources"
 )
 
 // fuzzRoute is one endpoint that decodes a request body; {campaign}, {site}, {webhookA} and
@@ -96,13 +97,13 @@ func FuzzRequestBodies(f *testing.F) {
 			f.Fatal(err)
 		}
 		now := model.Now()
-		camp := &model.Campaign{AccountID: acc.ID, Name: "fuzz", Platform: "meta", Status: model.CampaignActive, Budget: 1,
+		camp := &sources.Campaign{AccountID: acc.ID, Name: "fuzz", Platform: "meta", Status: sources.CampaignActive, Budget: 1,
 			StartDate: now, EndDate: now.Add(24 * time.Hour), CreatedAt: now, UpdatedAt: now}
-		if err := model.InsertCampaign(ctx, db, camp); err != nil {
+		if err := sources.InsertCampaign(ctx, db, camp); err != nil {
 			f.Fatal(err)
 		}
-		site := &model.Website{AccountID: acc.ID, BrandID: 1, Slug: "fuzz", Status: model.WebsitePublished, PublishedAt: &now, CreatedAt: now, UpdatedAt: now}
-		if err := model.InsertWebsite(ctx, db, site); err != nil {
+		site := &sources.Website{AccountID: acc.ID, BrandID: 1, Slug: "fuzz", Status: sources.WebsitePublished, PublishedAt: &now, CreatedAt: now, UpdatedAt: now}
+		if err := sources.InsertWebsite(ctx, db, site); err != nil {
 			f.Fatal(err)
 		}
 		var hooks [2]string

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 )
 
 // websiteHandlers serves variant B's websites, whose lifecycle emits website events (spec 3.3).
@@ -32,7 +33,7 @@ type websiteJSON struct {
 	UpdatedAt   isoTime  `json:"updatedAt"`
 }
 
-func (h *websiteHandlers) present(w *model.Website) websiteJSON {
+func (h *websiteHandlers) present(w *sources.Website) websiteJSON {
 	return websiteJSON{ID: w.ID, BrandID: w.BrandID, Slug: w.Slug, URL: w.URL(h.siteBaseURL), Status: w.Status,
 		ScheduledAt: optionalTime(w.ScheduledAt), PublishedAt: optionalTime(w.PublishedAt), ArchivedAt: optionalTime(w.ArchivedAt),
 		CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt)}
@@ -56,8 +57,8 @@ func (h *websiteHandlers) create(c echo.Context) error {
 		return validationFailed("slug", "slug is required: 1 to 64 lowercase letters, digits and inner hyphens")
 	}
 	now := model.Now()
-	w := &model.Website{AccountID: accountOf(c).ID, BrandID: int64(*req.BrandID), Slug: *req.Slug, Status: model.WebsiteDraft, CreatedAt: now, UpdatedAt: now}
-	if err := model.InsertWebsite(c.Request().Context(), h.db, w); err != nil {
+	w := &sources.Website{AccountID: accountOf(c).ID, BrandID: int64(*req.BrandID), Slug: *req.Slug, Status: sources.WebsiteDraft, CreatedAt: now, UpdatedAt: now}
+	if err := sources.InsertWebsite(c.Request().Context(), h.db, w); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, variantB.success(h.present(w), "Website created"))
@@ -68,7 +69,7 @@ func (h *websiteHandlers) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := model.GetWebsite(c.Request().Context(), h.db, accountOf(c).ID, id, false)
+	w, err := sources.GetWebsite(c.Request().Context(), h.db, accountOf(c).ID, id, false)
 	if err != nil {
 		return notFoundAs(err, "website")
 	}
@@ -80,11 +81,11 @@ func (h *websiteHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ws, err := model.ListWebsites(c.Request().Context(), h.db, accountOf(c).ID, after, limit+1)
+	ws, err := sources.ListWebsites(c.Request().Context(), h.db, accountOf(c).ID, after, limit+1)
 	if err != nil {
 		return err
 	}
-	ws = trimPage(c, ws, limit, func(w *model.Website) int64 { return w.ID })
+	ws = trimPage(c, ws, limit, func(w *sources.Website) int64 { return w.ID })
 	out := make([]websiteJSON, len(ws))
 	for i := range ws {
 		out[i] = h.present(&ws[i])
@@ -126,7 +127,7 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 		}
 		return c.JSON(http.StatusAccepted, variantB.success(h.present(w), "Website scheduled for publication"))
 	}
-	w, err := h.transition(c, id, func(w *model.Website) (*model.NewEvent, error) { return w.Publish(h.siteBaseURL, false) })
+	w, err := h.transition(c, id, func(w *sources.Website) (*model.NewEvent, error) { return w.Publish(h.siteBaseURL, false) })
 	if err != nil {
 		return err
 	}
@@ -140,21 +141,21 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 // The row is the truth and the timer follows it: a timer that fires for a time the row no longer
 // holds publishes nothing. When the timer cannot be started the schedule is put back as it was
 // (compare-and-set, so a later change is kept) and the client gets 503 with nothing changed.
-func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*model.Website, error) {
+func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*sources.Website, error) {
 	ctx := c.Request().Context()
-	var w *model.Website
+	var w *sources.Website
 	var prev *time.Time
 	var prevUpdatedAt time.Time
 	err := h.webhooks.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		var err error
-		if w, err = model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
+		if w, err = sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
 			return err
 		}
-		if w.Status != model.WebsiteDraft {
+		if w.Status != sources.WebsiteDraft {
 			return conflict("a " + w.Status + " website cannot be scheduled for publication")
 		}
 		prev, prevUpdatedAt, w.ScheduledAt = w.ScheduledAt, w.UpdatedAt, &at
-		return model.SaveWebsite(ctx, cs.Tx, w)
+		return sources.SaveWebsite(ctx, cs.Tx, w)
 	})
 	if err != nil {
 		return nil, notFoundAs(err, "website")
@@ -176,7 +177,7 @@ func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*mod
 			h.log.Warn("schedule publication", "website", w.ID, "request_id", requestID(c), "err", err)
 			// Undone without the request's cancellation: the client may be gone, and the row must
 			// not keep promising a publication that no timer will make.
-			restored, uerr := model.UnscheduleWebsite(context.WithoutCancel(ctx), h.db, w.ID, at, prev, prevUpdatedAt)
+			restored, uerr := sources.UnscheduleWebsite(context.WithoutCancel(ctx), h.db, w.ID, at, prev, prevUpdatedAt)
 			if uerr != nil {
 				h.log.Error("undo schedule after Temporal refused", "website", w.ID, "request_id", requestID(c), "err", uerr)
 			} else if !restored {
@@ -184,8 +185,8 @@ func (h *websiteHandlers) schedule(c echo.Context, id int64, at time.Time) (*mod
 			}
 			return nil, errUnavailable
 		}
-		cur, err := model.GetWebsite(ctx, h.db, accountOf(c).ID, id, false)
-		if err != nil || cur.Status != model.WebsiteDraft || cur.ScheduledAt == nil || cur.ScheduledAt.Equal(want) {
+		cur, err := sources.GetWebsite(ctx, h.db, accountOf(c).ID, id, false)
+		if err != nil || cur.Status != sources.WebsiteDraft || cur.ScheduledAt == nil || cur.ScheduledAt.Equal(want) {
 			// Current, or published, archived or deleted since: a leftover timer then finds the
 			// schedule gone and publishes nothing.
 			return w, nil
@@ -199,11 +200,11 @@ func (h *websiteHandlers) archive(c echo.Context) error {
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
-	return h.retire(c, model.WebsiteArchived, "Website archived")
+	return h.retire(c, sources.WebsiteArchived, "Website archived")
 }
 
 func (h *websiteHandlers) delete(c echo.Context) error {
-	return h.retire(c, model.WebsiteDeleted, "Website deleted")
+	return h.retire(c, sources.WebsiteDeleted, "Website deleted")
 }
 
 func (h *websiteHandlers) retire(c echo.Context, to, message string) error {
@@ -211,7 +212,7 @@ func (h *websiteHandlers) retire(c echo.Context, to, message string) error {
 	if err != nil {
 		return err
 	}
-	w, err := h.transition(c, id, func(w *model.Website) (*model.NewEvent, error) { return w.Archive(to) })
+	w, err := h.transition(c, id, func(w *sources.Website) (*model.NewEvent, error) { return w.Archive(to) })
 	if err != nil {
 		return err
 	}
@@ -220,24 +221,24 @@ func (h *websiteHandlers) retire(c echo.Context, to, message string) error {
 
 // transition applies a lifecycle move with its event in one change, then cancels a scheduled
 // publication if there was one.
-func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*model.Website) (*model.NewEvent, error)) (*model.Website, error) {
+func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*sources.Website) (*model.NewEvent, error)) (*sources.Website, error) {
 	ctx := c.Request().Context()
-	var w *model.Website
+	var w *sources.Website
 	hadSchedule := false
 	err := h.webhooks.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		var err error
-		if w, err = model.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
+		if w, err = sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
 			return err
 		}
 		hadSchedule = w.ScheduledAt != nil
 		ev, err := move(w)
-		if errors.Is(err, model.ErrInvalidTransition) {
+		if errors.Is(err, sources.ErrInvalidTransition) {
 			return conflict(err.Error())
 		}
 		if err != nil {
 			return err
 		}
-		if err := model.SaveWebsite(ctx, cs.Tx, w); err != nil {
+		if err := sources.SaveWebsite(ctx, cs.Tx, w); err != nil {
 			return err
 		}
 		if ev != nil {

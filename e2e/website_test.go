@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -130,8 +131,8 @@ func TestScheduledPublishSurvivesWorkerRestart(t *testing.T) {
 		desc, err := st.tc.DescribeWorkflowExecution(context.Background(), workflows.WebsitePublishWorkflowID(dropped), "")
 		return err == nil && desc.WorkflowExecutionInfo.Status == enums.WORKFLOW_EXECUTION_STATUS_CANCELED
 	})
-	var w model.Website
-	if err := st.db.NewSelect().Model(&w).Where("id = ?", dropped).Scan(context.Background()); err != nil || w.Status != model.WebsiteArchived {
+	var w sources.Website
+	if err := st.db.NewSelect().Model(&w).Where("id = ?", dropped).Scan(context.Background()); err != nil || w.Status != sources.WebsiteArchived {
 		t.Fatalf("dropped website = %+v, %v", w, err)
 	}
 	if n := len(deliveredData(t, st, "/scheduled")); n != 1 {

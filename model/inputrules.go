@@ -9,8 +9,17 @@ import (
 )
 
 // Rules every value a client sends must meet before webhookd stores or delivers it, the same on
-// SQLite and PostgreSQL. The API checks request fields with them and ValidateEventData checks event
-// data with them, so a resource and an event carrying the same value are refused alike.
+// SQLite and PostgreSQL. The API checks request fields with them and sources.ValidateEventData
+// checks event data with them, so a resource and an event carrying the same value are refused alike.
+
+// DataError says which field of a value a client sent is wrong, as a path like "data.source.referrer"
+// or a parameter's name such as "since".
+type DataError struct {
+	Field  string
+	Reason string
+}
+
+func (e *DataError) Error() string { return e.Field + ": " + e.Reason }
 
 // MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, 2^53-1. Deliveries are JSON read by
 // JavaScript receivers (and stored in canonical form, where every number is a float64): an integer
@@ -18,7 +27,7 @@ import (
 const MaxSafeInteger = 1<<53 - 1
 
 // UnsafeIntegerReason is the reason given for an integer beyond ±MaxSafeInteger, by the API and by
-// ValidateEventData alike.
+// sources.ValidateEventData alike.
 const UnsafeIntegerReason = "must be an integer within ±9007199254740991 (2^53-1), the integers JavaScript receivers read exactly"
 
 // SafeInteger reports whether n survives a JavaScript receiver unchanged: |n| <= 2^53-1.

@@ -1,7 +1,10 @@
-// Package model holds webhookd's persistent domain: accounts and their API keys, webhooks, events,
-// deliveries and delivery attempts, the SQL migrations that create them, and the rules that belong to
-// the data itself (variants, event types, statuses, secrets). Query functions
-// take bun.IDB so callers can compose them in one transaction.
+// Package model holds the delivery engine's persistent domain: accounts and their API keys,
+// webhooks, events, deliveries and delivery attempts, portal sessions, the SQL migrations of the
+// whole schema, and the rules that belong to that data (variants and the event types a webhook may
+// subscribe to, statuses, secrets, the input rules every value a client sends must meet). What
+// emits events (websites, campaigns, fans, analytics) and what each event's data looks like is
+// package sources, which emits through ChangeSet.Emit. Query functions take bun.IDB so callers can
+// compose them in one transaction.
 package model
 
 import (

@@ -1,6 +1,10 @@
 package model
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/webhookd/webhookd/wire"
+)
 
 // Variant is one of the two API surfaces that share the delivery engine.
 type Variant string
@@ -41,9 +45,8 @@ type VariantSpec struct {
 	LastStatus bool
 	// TypeField is the JSON name of an event's type, in its delivery body and in the API.
 	TypeField string
-	// Body is the layout of the delivery body, a wire.Layout ("A": BodyA; "B": BodyB, signed).
-	// model imports nothing of ours, so it names the layout by that plain string.
-	Body string
+	// Body is the layout of the delivery body (A: BodyA; B: BodyB, signed).
+	Body wire.Layout
 	// TestEvent: an EventTest event follows a webhook's registration and a manual retry of it, and
 	// is not an event type to subscribe to.
 	TestEvent bool
@@ -65,7 +68,7 @@ var variantSpecs = map[Variant]*VariantSpec{
 		HealsFrom:    []string{StatusPending, StatusFailed},
 		HealedStatus: StatusProcessing,
 		TypeField:    "eventType",
-		Body:         "A",
+		Body:         wire.LayoutA,
 		APIPrefix:    "/api/svc/v2",
 		AuthHeader:   "x-api-key",
 	},
@@ -81,7 +84,7 @@ var variantSpecs = map[Variant]*VariantSpec{
 		EnabledStatus:  StatusActive,
 		LastStatus:     true,
 		TypeField:      "event",
-		Body:           "B",
+		Body:           wire.LayoutB,
 		TestEvent:      true,
 		APIPrefix:      "/v2/svc/v2",
 		AuthHeader:     "Authorization",

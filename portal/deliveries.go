@@ -90,7 +90,7 @@ func (h *eventHandlers) delivery(c echo.Context) error {
 		"Title": fmt.Sprintf("Delivery %d", v.ID), "Delivery": v, "Endpoint": w, "Attempts": attempts, "Payload": body,
 		"MessageID": wire.MessageID(v.EventID, w.ID), "Live": slices.Contains(liveStates, v.State),
 		"Resendable": v.State != model.DeliveryCanceled, "Resent": c.QueryParam("resent") != "",
-		"VariantB": wire.Layout(w.Variant.Spec().Body) != wire.LayoutA,
+		"VariantB": w.Variant.Spec().Body != wire.LayoutA,
 	})
 }
 

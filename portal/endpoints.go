@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 )
 
@@ -109,7 +110,7 @@ func (h *endpointHandlers) renderList(c echo.Context, status int, formURL, formT
 		rows[i] = endpointRow{Webhook: &hooks[i], LastAttempt: last[hooks[i].ID], Rate: rates[hooks[i].ID]}
 	}
 	return h.render(c, status, "endpoints", map[string]any{
-		"Title": "Endpoints", "Endpoints": rows, "Catalog": model.EventCatalog(session.Variant),
+		"Title": "Endpoints", "Endpoints": rows, "Catalog": sources.EventCatalog(session.Variant),
 		"FormURL": formURL, "FormType": formType, "FormError": formError,
 	})
 }

@@ -202,7 +202,7 @@ func newPayload(body []byte) payload {
 // signed with w's current secret. The signature is sent to the receiver anyway and reveals nothing
 // of the secret, which the page never shows.
 func (h *eventHandlers) bodyFor(w *model.Webhook, ev *model.Event) (payload, error) {
-	layout := wire.Layout(w.Variant.Spec().Body)
+	layout := w.Variant.Spec().Body
 	var secret string
 	if layout != wire.LayoutA {
 		var err error
@@ -247,7 +247,7 @@ func (h *eventHandlers) event(c echo.Context) error {
 		live[hooks[i].ID] = &hooks[i]
 	}
 	rows := make([]eventDelivery, len(deliveries))
-	layout := wire.Layout(session.Variant.Spec().Body)
+	layout := session.Variant.Spec().Body
 	var payloads []payload
 	for i, d := range deliveries {
 		rows[i] = eventDelivery{Delivery: d}

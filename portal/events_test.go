@@ -203,7 +203,7 @@ func TestEventDetail(t *testing.T) {
 			t.Fatalf("the event's data is not shown as text:\n%s", body)
 		}
 		ev := res.Event
-		sent := wire.Body(wire.Layout(v.Spec().Body), ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secret)
+		sent := wire.Body(v.Spec().Body, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secret)
 		text := html.UnescapeString(body)
 		if !strings.Contains(text, "<pre class=\"raw\">"+string(sent)+"</pre>") {
 			t.Fatalf("the payload is not the body sent %s:\n%s", sent, body)

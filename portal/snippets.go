@@ -22,7 +22,7 @@ type Snippet struct {
 // body's signature field too. The header names and the field come from wire, where deliveries are
 // made, so the snippets cannot drift from what is sent; a test runs each of them on a signed body.
 func SignatureSnippets(v model.Variant) []Snippet {
-	bodySigned := wire.Layout(v.Spec().Body) == wire.LayoutB
+	bodySigned := v.Spec().Body == wire.LayoutB
 	r := strings.NewReplacer(
 		"{{ID}}", wire.HeaderID, "{{TS}}", wire.HeaderTimestamp, "{{SIG}}", wire.HeaderSignature,
 		"{{PREFIX}}", wire.SecretPrefix, "{{FIELD}}", wire.SignatureField,

@@ -36,7 +36,7 @@ const (
 // genuine and tampered.
 func snippetCases(t *testing.T, v model.Variant) []snippetCase {
 	t.Helper()
-	layout := wire.Layout(v.Spec().Body)
+	layout := v.Spec().Body
 	// Canonical, as intake stores event data: what JSON.stringify writes.
 	data, err := wire.CanonicalJSON([]byte(`{"email":"zoë@example.com","note":"<b>&\u2028","n":12.50,"big":1e21,"tags":["a",1]}`))
 	if err != nil {
@@ -247,7 +247,7 @@ func TestSignatureSnippetsVerify(t *testing.T) {
 func TestSignatureSnippetsName(t *testing.T) {
 	constantTime := map[string]string{"Node.js": "crypto.timingSafeEqual(", "Python": "hmac.compare_digest(", "Go": "hmac.Equal("}
 	for _, v := range model.Variants {
-		bodySigned := wire.Layout(v.Spec().Body) == wire.LayoutB
+		bodySigned := v.Spec().Body == wire.LayoutB
 		for _, s := range SignatureSnippets(v) {
 			for _, want := range []string{wire.HeaderID, wire.HeaderTimestamp, wire.HeaderSignature, wire.SecretPrefix, constantTime[s.Language], "5 * 60", "5*time.Minute"} {
 				if want == "5 * 60" && s.Language == "Go" || want == "5*time.Minute" && s.Language != "Go" {

@@ -59,8 +59,7 @@ func appendData(dst []byte, data json.RawMessage) []byte {
 }
 
 // Layout names the shape of a delivery body. Each variant's entry in the variant table
-// (model.VariantSpec.Body) names its layout; wire imports nothing of ours, so the name is a plain
-// string there and a Layout here.
+// (model.VariantSpec.Body) names its layout.
 type Layout string
 
 const (

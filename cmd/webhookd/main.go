@@ -22,6 +22,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -255,10 +256,10 @@ func thresholdCommand(ctx context.Context, cfg Config, args []string, stdout, st
 	}
 	defer db.Close()
 	if args[0] == "set" {
-		if *website < 1 || !slices.Contains(model.AnalyticsMetrics, *metric) || *value < 1 || !model.SafeInteger(*value) {
-			return fmt.Errorf("--website must be a website id, --metric one of %s, --value a positive integer of at most 2^53-1", strings.Join(model.AnalyticsMetrics, ", "))
+		if *website < 1 || !slices.Contains(sources.AnalyticsMetrics, *metric) || *value < 1 || !model.SafeInteger(*value) {
+			return fmt.Errorf("--website must be a website id, --metric one of %s, --value a positive integer of at most 2^53-1", strings.Join(sources.AnalyticsMetrics, ", "))
 		}
-		th, err := model.SetThreshold(ctx, db, *website, *metric, *value)
+		th, err := sources.SetThreshold(ctx, db, *website, *metric, *value)
 		if errors.Is(err, model.ErrNotFound) {
 			return fmt.Errorf("website %d not found", *website)
 		}
@@ -272,7 +273,7 @@ func thresholdCommand(ctx context.Context, cfg Config, args []string, stdout, st
 		fmt.Fprintf(stdout, "threshold set: website %d, %s reaching %d%s\n", *website, *metric, *value, note)
 		return nil
 	}
-	ths, err := model.ListThresholds(ctx, db, *website)
+	ths, err := sources.ListThresholds(ctx, db, *website)
 	if err != nil {
 		return err
 	}

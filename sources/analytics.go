@@ -1,4 +1,4 @@
-package model
+package sources
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
 )
 
 // MetricSignups is counted by webhookd itself: every lead and pre-save adds one.
@@ -28,7 +30,7 @@ type Threshold struct {
 // SetThreshold adds a threshold. One the counter has already reached is recorded as crossed: it
 // marks a crossing to come, and that one has passed.
 func SetThreshold(ctx context.Context, db bun.IDB, websiteID int64, metric string, value int64) (*Threshold, error) {
-	th := &Threshold{WebsiteID: websiteID, Metric: metric, Value: value, CreatedAt: Now()}
+	th := &Threshold{WebsiteID: websiteID, Metric: metric, Value: value, CreatedAt: model.Now()}
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := GetWebsite(ctx, tx, 0, websiteID, true); err != nil {
 			return err
@@ -67,7 +69,7 @@ func ListThresholds(ctx context.Context, db bun.IDB, websiteID int64) ([]Thresho
 // value with one analytics.threshold event per threshold this addition crossed. The counter row
 // stays locked until the transaction ends and each threshold is claimed with a compare-and-set, so
 // concurrent additions across a threshold emit its event exactly once.
-func AddToCounter(ctx context.Context, db bun.IDB, w *Website, metric string, n int64) (int64, []NewEvent, error) {
+func AddToCounter(ctx context.Context, db bun.IDB, w *Website, metric string, n int64) (int64, []model.NewEvent, error) {
 	var value int64
 	_, err := db.NewRaw(`INSERT INTO analytics_counters (website_id, metric, value) VALUES (?, ?, ?)
 		ON CONFLICT (website_id, metric) DO UPDATE SET value = analytics_counters.value + EXCLUDED.value
@@ -77,24 +79,17 @@ func AddToCounter(ctx context.Context, db bun.IDB, w *Website, metric string, n 
 	}
 	var crossed []int64
 	err = db.NewRaw(`UPDATE thresholds SET crossed_at = ? WHERE website_id = ? AND metric = ? AND crossed_at IS NULL AND value <= ?
-		RETURNING value`, Now(), w.ID, metric, value).Scan(ctx, &crossed)
+		RETURNING value`, model.Now(), w.ID, metric, value).Scan(ctx, &crossed)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, nil, fmt.Errorf("claim thresholds: %w", err)
 	}
-	events := make([]NewEvent, 0, len(crossed))
+	events := make([]model.NewEvent, 0, len(crossed))
 	for _, threshold := range crossed {
-		data, err := canonicalData(struct {
-			WebsiteID     int64  `json:"websiteId"`
-			BrandID       int64  `json:"brandId"`
-			Metric        string `json:"metric"`
-			Value         int64  `json:"value"`
-			Threshold     int64  `json:"threshold"`
-			ThresholdType string `json:"thresholdType"`
-		}{w.ID, w.BrandID, metric, value, threshold, "reached"})
+		data, err := canonicalData(thresholdData{w.ID, w.BrandID, metric, value, threshold, "reached"})
 		if err != nil {
 			return 0, nil, err
 		}
-		events = append(events, NewEvent{AccountID: w.AccountID, Variant: VariantB, EventType: "analytics.threshold", Data: data})
+		events = append(events, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: "analytics.threshold", Data: data})
 	}
 	return value, events, nil
 }

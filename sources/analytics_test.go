@@ -1,4 +1,4 @@
-package model_test
+package sources_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 )
 
 // TestThresholdFiresOnceUnderConcurrency: 1,000 concurrent increments across a threshold emit
@@ -18,12 +19,12 @@ func TestThresholdFiresOnceUnderConcurrency(t *testing.T) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "site@example.com", "")
 		now := model.Now()
-		w := &model.Website{AccountID: acc.ID, BrandID: 3, Slug: "s", Status: model.WebsitePublished, CreatedAt: now, UpdatedAt: now}
-		if err := model.InsertWebsite(ctx, db, w); err != nil {
+		w := &sources.Website{AccountID: acc.ID, BrandID: 3, Slug: "s", Status: sources.WebsitePublished, CreatedAt: now, UpdatedAt: now}
+		if err := sources.InsertWebsite(ctx, db, w); err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range []int64{500, 2000} {
-			if _, err := model.SetThreshold(ctx, db, w.ID, "pageViews", v); err != nil {
+			if _, err := sources.SetThreshold(ctx, db, w.ID, "pageViews", v); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -37,7 +38,7 @@ func TestThresholdFiresOnceUnderConcurrency(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-					_, evs, err := model.AddToCounter(ctx, tx, w, "pageViews", 1)
+					_, evs, err := sources.AddToCounter(ctx, tx, w, "pageViews", 1)
 					if err == nil {
 						mu.Lock()
 						events = append(events, evs...)
@@ -67,10 +68,10 @@ func TestThresholdFiresOnceUnderConcurrency(t *testing.T) {
 			t.Fatalf("counter = %d, %v; want %d", value, err, n)
 		}
 		// A threshold set below the current value has passed already and never fires.
-		if th, err := model.SetThreshold(ctx, db, w.ID, "pageViews", 800); err != nil || th.CrossedAt == nil {
+		if th, err := sources.SetThreshold(ctx, db, w.ID, "pageViews", 800); err != nil || th.CrossedAt == nil {
 			t.Fatalf("late threshold = %+v, %v", th, err)
 		}
-		if _, evs, err := model.AddToCounter(ctx, db, w, "pageViews", 1); err != nil || len(evs) != 0 {
+		if _, evs, err := sources.AddToCounter(ctx, db, w, "pageViews", 1); err != nil || len(evs) != 0 {
 			t.Fatalf("after the crossing: %d events, %v", len(evs), err)
 		}
 	})

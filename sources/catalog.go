@@ -1,8 +1,10 @@
-package model
+package sources
 
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/webhookd/webhookd/model"
 )
 
 // eventDescriptions says what each event type means; the event-type catalog serves it beside an
@@ -30,7 +32,7 @@ type EventTypeInfo struct {
 // EventCatalog lists the event types a webhook of variant v may subscribe to, each with its
 // description and an example of its data built from the same field table that validates events at
 // intake, so the example always passes that validation.
-func EventCatalog(v Variant) []EventTypeInfo {
+func EventCatalog(v model.Variant) []EventTypeInfo {
 	types := v.EventTypes()
 	out := make([]EventTypeInfo, len(types))
 	for i, t := range types {

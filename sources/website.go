@@ -1,4 +1,4 @@
-package model
+package sources
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
 )
 
 // Website lifecycle (spec 3.3).
@@ -57,12 +59,12 @@ func GetWebsite(ctx context.Context, db bun.IDB, accountID, id int64, lock bool)
 	if accountID != 0 {
 		q = q.Where("account_id = ?", accountID)
 	}
-	if lock && IsPostgres(db) {
+	if lock && model.IsPostgres(db) {
 		q = q.For("UPDATE")
 	}
 	if err := q.Scan(ctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, ErrNotFound
+			return nil, model.ErrNotFound
 		}
 		return nil, fmt.Errorf("load website: %w", err)
 	}
@@ -82,7 +84,7 @@ func ListWebsites(ctx context.Context, db bun.IDB, accountID, after, limit int64
 
 // SaveWebsite writes a website's lifecycle fields.
 func SaveWebsite(ctx context.Context, db bun.IDB, w *Website) error {
-	w.UpdatedAt = Now()
+	w.UpdatedAt = model.Now()
 	_, err := db.NewUpdate().Model(w).Column("status", "scheduled_at", "published_at", "archived_at", "updated_at").WherePK().Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("save website: %w", err)
@@ -108,28 +110,16 @@ func UnscheduleWebsite(ctx context.Context, db bun.IDB, id int64, at time.Time, 
 
 // PublishedData is the canonical data of website.published (spec 6.2).
 func (w *Website) PublishedData(siteURL string, scheduled bool) (string, error) {
-	return canonicalData(struct {
-		WebsiteID        int64  `json:"websiteId"`
-		BrandID          int64  `json:"brandId"`
-		Slug             string `json:"slug"`
-		URL              string `json:"url"`
-		PublishedAt      string `json:"publishedAt"`
-		ScheduledPublish bool   `json:"scheduledPublish"`
-	}{w.ID, w.BrandID, w.Slug, siteURL, w.PublishedAt.UTC().Format(TimeMillis), scheduled})
+	return canonicalData(websitePublished{w.ID, w.BrandID, w.Slug, siteURL, w.PublishedAt.UTC().Format(TimeMillis), scheduled})
 }
 
 // ArchivedData is the canonical data of website.archived (spec 6.2).
 func (w *Website) ArchivedData() (string, error) {
-	return canonicalData(struct {
-		WebsiteID  int64  `json:"websiteId"`
-		BrandID    int64  `json:"brandId"`
-		Slug       string `json:"slug"`
-		ArchivedAt string `json:"archivedAt"`
-	}{w.ID, w.BrandID, w.Slug, w.ArchivedAt.UTC().Format(TimeMillis)})
+	return canonicalData(websiteArchived{w.ID, w.BrandID, w.Slug, w.ArchivedAt.UTC().Format(TimeMillis)})
 }
 
-// canonicalData renders the data of an event model emits in the canonical form receivers verify
-// (wire.CanonicalJSON's). For these flat structs of strings, integers and floats, with no key an
+// canonicalData renders the data of an event this package emits in the canonical form receivers
+// verify (wire.CanonicalJSON's). For these flat structs of strings, integers and floats, with no key an
 // array index, that form is RFC 8785's without the key sort, which jsontext writes: JSON.stringify's
 // minimal escapes and ECMAScript's numbers (an integer past 2^53 rounded as JavaScript reads it,
 // -0 as 0). A test in this package holds the output to wire.CanonicalJSON's.
@@ -149,19 +139,19 @@ func (w *Website) URL(base string) string {
 }
 
 // Publish moves a draft to published now and returns the event to emit with it.
-func (w *Website) Publish(siteBase string, scheduled bool) (*NewEvent, error) {
+func (w *Website) Publish(siteBase string, scheduled bool) (*model.NewEvent, error) {
 	if w.Status != WebsiteDraft {
 		return nil, fmt.Errorf("%w: a %s website cannot be published", ErrInvalidTransition, w.Status)
 	}
-	now := Now()
+	now := model.Now()
 	w.Status, w.PublishedAt, w.ScheduledAt = WebsitePublished, &now, nil
 	data, err := w.PublishedData(w.URL(siteBase), scheduled)
-	return &NewEvent{AccountID: w.AccountID, Variant: VariantB, EventType: "website.published", Data: data}, err
+	return &model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: "website.published", Data: data}, err
 }
 
 // Archive moves a draft or published website to archived (or deleted) and returns the event to
 // emit with it. Deleting an archived website emits nothing more: it was announced when archived.
-func (w *Website) Archive(to string) (*NewEvent, error) {
+func (w *Website) Archive(to string) (*model.NewEvent, error) {
 	switch {
 	case to == WebsiteDeleted && w.Status == WebsiteArchived:
 		w.Status = WebsiteDeleted
@@ -169,8 +159,8 @@ func (w *Website) Archive(to string) (*NewEvent, error) {
 	case w.Status != WebsiteDraft && w.Status != WebsitePublished:
 		return nil, fmt.Errorf("%w: the website is already %s", ErrInvalidTransition, w.Status)
 	}
-	now := Now()
+	now := model.Now()
 	w.Status, w.ArchivedAt, w.ScheduledAt = to, &now, nil
 	data, err := w.ArchivedData()
-	return &NewEvent{AccountID: w.AccountID, Variant: VariantB, EventType: "website.archived", Data: data}, err
+	return &model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: "website.archived", Data: data}, err
 }

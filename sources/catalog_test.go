@@ -1,10 +1,11 @@
-package model_test
+package sources_test
 
 import (
 	"slices"
 	"testing"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 )
 
 // TestEventCatalogExamplesPassIntake: the catalog lists exactly the types each variant may
@@ -13,12 +14,12 @@ import (
 func TestEventCatalogExamplesPassIntake(t *testing.T) {
 	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
 		var types []string
-		for _, e := range model.EventCatalog(v) {
+		for _, e := range sources.EventCatalog(v) {
 			types = append(types, e.Type)
 			if e.Description == "" {
 				t.Errorf("%s has no description", e.Type)
 			}
-			if err := model.ValidateEventData(e.Type, e.Example); err != nil {
+			if err := sources.ValidateEventData(e.Type, e.Example); err != nil {
 				t.Errorf("the example of %s fails intake's validation: %v\n%s", e.Type, err, e.Example)
 			}
 		}

@@ -1,4 +1,4 @@
-package model
+package sources
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
 )
 
 // Campaign statuses. The spec leaves them to us (2.3): a campaign runs or is paused by its owner.
@@ -34,17 +36,6 @@ type Campaign struct {
 	EndDate   time.Time `bun:"end_date,notnull"`
 	CreatedAt time.Time `bun:"created_at,notnull"`
 	UpdatedAt time.Time `bun:"updated_at,notnull"`
-}
-
-// campaignData is CampaignData of spec 2.3, fields in the spec's order.
-type campaignData struct {
-	ID        int64   `json:"id"`
-	Name      string  `json:"name"`
-	Platform  string  `json:"platform"`
-	Status    string  `json:"status"`
-	StartDate string  `json:"startDate"`
-	EndDate   string  `json:"endDate"`
-	Budget    float64 `json:"budget"`
 }
 
 // EventData renders the campaign as the canonical CampaignData of its events.
@@ -77,7 +68,13 @@ func InsertCampaign(ctx context.Context, db bun.IDB, c *Campaign) error {
 // GetCampaign loads one campaign of an account, or ErrNotFound.
 func GetCampaign(ctx context.Context, db bun.IDB, accountID, id int64) (*Campaign, error) {
 	c := &Campaign{}
-	return scanOne(ctx, c, db.NewSelect().Model(c).Where("id = ?", id).Where("account_id = ?", accountID), "campaign")
+	if err := db.NewSelect().Model(c).Where("id = ?", id).Where("account_id = ?", accountID).Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, model.ErrNotFound
+		}
+		return nil, fmt.Errorf("load campaign: %w", err)
+	}
+	return c, nil
 }
 
 // ListCampaigns returns one page of an account's campaigns, ordered by id.
@@ -95,12 +92,12 @@ func ListCampaigns(ctx context.Context, db bun.IDB, accountID, after, limit int6
 func UpdateCampaign(ctx context.Context, db bun.IDB, accountID, id int64, ch CampaignChange) (c *Campaign, notable bool, err error) {
 	c = &Campaign{}
 	q := db.NewSelect().Model(c).Where("id = ?", id).Where("account_id = ?", accountID)
-	if IsPostgres(db) {
+	if model.IsPostgres(db) {
 		q = q.For("UPDATE") // concurrent PATCHes must each see the other's result
 	}
 	if err := q.Scan(ctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, ErrNotFound
+			return nil, false, model.ErrNotFound
 		}
 		return nil, false, fmt.Errorf("load campaign: %w", err)
 	}
@@ -126,7 +123,7 @@ func UpdateCampaign(ctx context.Context, db bun.IDB, accountID, id int64, ch Cam
 	if !changed {
 		return c, false, nil
 	}
-	c.UpdatedAt = Now()
+	c.UpdatedAt = model.Now()
 	if _, err := db.NewUpdate().Model(c).WherePK().Exec(ctx); err != nil {
 		return nil, false, fmt.Errorf("update campaign: %w", err)
 	}

@@ -1,15 +1,15 @@
-package model_test
+package sources_test
 
 import (
 	"math"
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/wire"
 )
 
-// TestEventDataIsCanonical: the data model writes for its own events is already in the canonical
+// TestEventDataIsCanonical: the data sources writes for its own events is already in the canonical
 // form receivers verify, the bytes wire.CanonicalJSON would give, for the values where
 // encoding/json and JavaScript part ways: HTML characters, U+2028, control characters, invalid
 // UTF-8, integers past 2^53, -0 and numbers JavaScript writes with an exponent.
@@ -30,17 +30,17 @@ func TestEventDataIsCanonical(t *testing.T) {
 	}
 	for i, text := range texts {
 		id := ids[i%len(ids)]
-		c := &model.Campaign{ID: id, Name: text, Platform: "meta", Status: "active", Budget: budgets[i%len(budgets)], StartDate: at, EndDate: at}
+		c := &sources.Campaign{ID: id, Name: text, Platform: "meta", Status: "active", Budget: budgets[i%len(budgets)], StartDate: at, EndDate: at}
 		data, err := c.EventData()
 		check("campaign data", data, err)
-		w := &model.Website{ID: id, BrandID: id, Slug: text, PublishedAt: &at, ArchivedAt: &at}
+		w := &sources.Website{ID: id, BrandID: id, Slug: text, PublishedAt: &at, ArchivedAt: &at}
 		data, err = w.PublishedData("https://example.com/"+text, i%2 == 0)
 		check("website.published data", data, err)
 		data, err = w.ArchivedData()
 		check("website.archived data", data, err)
 	}
 	for _, budget := range budgets {
-		data, err := (&model.Campaign{ID: 1, Budget: budget, StartDate: at, EndDate: at}).EventData()
+		data, err := (&sources.Campaign{ID: 1, Budget: budget, StartDate: at, EndDate: at}).EventData()
 		check("campaign data", data, err)
 	}
 }

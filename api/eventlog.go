@@ -79,25 +79,14 @@ func (h *deliveryHandlers) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := model.EventFilter{Limit: limit, After: after}
-	if s := c.QueryParam("eventType"); s != "" {
-		if s != model.EventTest && !h.v.model.Registrable(s) {
-			return validationFailed("eventType", "unknown eventType %q; one of %v or %s", s, h.v.model.EventTypes(), model.EventTest)
-		}
-		f.EventType = s
-	}
+	f := model.EventFilter{Limit: limit, After: after, EventType: c.QueryParam("eventType"), MaxBytes: MaxPageBytes}
 	if f.Since, err = timeParam(c, "since"); err != nil {
 		return err
 	}
 	if f.Until, err = timeParam(c, "until"); err != nil {
 		return err
 	}
-	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
-		return validationFailed("since", "since must be before until")
-	}
-	f.MaxBytes = MaxPageBytes
-	ctx := c.Request().Context()
-	page, err := model.EventLog(ctx, h.db, h.scope(c), f)
+	page, err := h.webhooks.EventLog(c.Request().Context(), h.scope(c), f)
 	if err != nil {
 		return err
 	}
@@ -114,14 +103,9 @@ func (h *deliveryHandlers) getEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	ev, err := model.GetEvent(ctx, h.db, h.scope(c), id)
+	ev, deliveries, err := h.webhooks.Event(c.Request().Context(), h.scope(c), id)
 	if err != nil {
 		return notFoundAs(err, "event")
-	}
-	deliveries, err := model.EventDeliveries(ctx, h.db, ev.ID)
-	if err != nil {
-		return err
 	}
 	states := map[string]int{}
 	out := eventDetailJSON{Deliveries: make([]eventDeliveryJSON, len(deliveries))}

@@ -50,7 +50,7 @@ func (h *eventHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, err
 	if err != nil {
 		return nil, 0, err
 	}
-	w, err := model.GetWebhook(ctx, h.db, sessionOf(c).Scope(), target.Webhook.ID)
+	w, err := h.webhooks.Get(ctx, sessionOf(c).Scope(), target.Webhook.ID)
 	if err != nil {
 		return nil, 0, err
 	}

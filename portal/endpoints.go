@@ -89,7 +89,7 @@ func (h *endpointHandlers) list(c echo.Context) error {
 func (h *endpointHandlers) renderList(c echo.Context, status int, formURL, formType, formError string) error {
 	ctx := c.Request().Context()
 	session := sessionOf(c)
-	hooks, err := model.ListWebhooks(ctx, h.db, session.Scope(), model.WebhookFilter{Limit: maxListed})
+	hooks, err := h.webhooks.List(ctx, session.Scope(), model.WebhookFilter{Limit: maxListed})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package portal
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -106,22 +107,13 @@ func (h *eventHandlers) list(c echo.Context) error {
 	data := map[string]any{"Title": "Event log", "Query": q, "Types": types}
 	f := model.EventFilter{NewestFirst: true, Limit: eventLogLimit, MaxBytes: eventLogMaxBytes}
 	var problems []string
-	if q.Type != "" {
-		// The REST log's rule: the variant's types and the test event.
-		if !webhooks.LoggedType(session.Variant, q.Type) {
-			problems = append(problems, "Pick an event type from the list.")
-		}
-		f.EventType = q.Type
-	}
+	f.EventType = q.Type
 	var err error
 	if f.Since, err = localTime("From", q.Since); err != nil {
 		problems = append(problems, err.Error()+".")
 	}
 	if f.Until, err = localTime("To", q.Until); err != nil {
 		problems = append(problems, err.Error()+".")
-	}
-	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
-		problems = append(problems, "“From” must be before “to”.")
 	}
 	if s := c.QueryParam("before"); s != "" {
 		id, err := strconv.ParseInt(s, 10, 64)
@@ -130,14 +122,23 @@ func (h *eventHandlers) list(c echo.Context) error {
 		}
 		f.Before = id
 	}
+	var page *model.EventPage
+	if len(problems) == 0 {
+		// The REST log's rules: the variant's types and the test event, a window in order.
+		page, err = h.webhooks.EventLog(c.Request().Context(), session.Scope(), f)
+		var invalid *webhooks.InvalidError
+		switch {
+		case errors.As(err, &invalid) && invalid.Field == "eventType":
+			problems = append(problems, "Pick an event type from the list.")
+		case errors.As(err, &invalid) && invalid.Field == "since":
+			problems = append(problems, "“From” must be before “to”.")
+		case err != nil:
+			return err
+		}
+	}
 	if len(problems) > 0 {
 		data["FormError"] = strings.Join(problems, " ")
 		return h.render(c, http.StatusBadRequest, "events", data)
-	}
-	ctx := c.Request().Context()
-	page, err := model.EventLog(ctx, h.db, session.Scope(), f)
-	if err != nil {
-		return err
 	}
 	states := page.States
 	rows := make([]eventRow, len(page.Events))
@@ -228,17 +229,13 @@ func (h *eventHandlers) event(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	session := sessionOf(c)
-	ev, err := model.GetEvent(ctx, h.db, session.Scope(), id)
-	if err != nil {
-		return err
-	}
-	deliveries, err := model.EventDeliveries(ctx, h.db, ev.ID)
+	ev, deliveries, err := h.webhooks.Event(ctx, session.Scope(), id)
 	if err != nil {
 		return err
 	}
 	// The session's live endpoints, in one query: a delivery's endpoint deleted since is not among
 	// them, and its delivery stays in the event's history without one.
-	hooks, err := model.ListWebhooks(ctx, h.db, session.Scope(), model.WebhookFilter{Limit: maxListed})
+	hooks, err := h.webhooks.List(ctx, session.Scope(), model.WebhookFilter{Limit: maxListed})
 	if err != nil {
 		return err
 	}

@@ -180,12 +180,6 @@ func checkEventType(v model.Variant, eventType string) error {
 	return nil
 }
 
-// LoggedType reports whether the event log of v may be filtered by eventType: the variant's types
-// and the test event.
-func LoggedType(v model.Variant, eventType string) bool {
-	return eventType == model.EventTest || v.Registrable(eventType)
-}
-
 // checkLimits refuses a webhook's limits out of range, naming the field.
 func checkLimits(l model.LimitsChange) error {
 	if err := within("rateLimit", l.RateLimit.To, MaxRateLimit); err != nil {

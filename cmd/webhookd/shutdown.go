@@ -16,11 +16,12 @@ const (
 	// flushMarks writes the dispatch marks the requests handed over, to the database.
 	flushMarks
 	stopDebug
+	// flushTraces exports the spans still queued once the worker and the API have stopped: every
+	// span of an attempt or a start has ended then. It runs before the client closes, so that a
+	// close that waits on Temporal neither delays the export past its deadline nor loses it.
+	flushTraces
 	// closeTemporal closes the client once nothing uses it: neither the API nor the worker.
 	closeTemporal
-	// flushTraces exports the spans still queued once the worker, the API and the client have
-	// stopped, so that the spans of the last attempts and starts are exported too.
-	flushTraces
 	// closeDB closes the database last: the worker, the marks and the requests write to it.
 	closeDB
 	stages

@@ -23,7 +23,7 @@ func TestShutdownRunsStagesInOrder(t *testing.T) {
 	down.at(stopWorker, step("worker"))
 	down.at(closeDB, step("db, added last"))
 	down.run()
-	want := []string{"cancel", "http", "worker", "marks", "debug", "temporal", "traces", "db, added last", "db"}
+	want := []string{"cancel", "http", "worker", "marks", "debug", "traces", "temporal", "db, added last", "db"}
 	if !slices.Equal(ran, want) {
 		t.Fatalf("ran %v, want %v", ran, want)
 	}
@@ -44,8 +44,9 @@ func TestShutdownOrder(t *testing.T) {
 		{stopHTTP, flushMarks, "requests hand marks over until they end"},
 		{stopHTTP, closeTemporal, "requests start workflows through the client"},
 		{stopWorker, closeTemporal, "the worker polls through the client"},
-		{closeTemporal, flushTraces, "the last attempts' and starts' spans end before the flush exports them"},
+		{stopHTTP, flushTraces, "the last starts' spans end before the flush exports them"},
 		{stopWorker, flushTraces, "the last attempts' spans end before the flush exports them"},
+		{flushTraces, closeTemporal, "the traces are flushed before the client closes"},
 		{flushMarks, closeDB, "the marks are written to the database"},
 		{stopWorker, closeDB, "attempts in flight record their outcome"},
 	} {

@@ -96,12 +96,11 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	counted := []string{"pageViews", "uniqueVisitors", "totalClicks"}
 	switch {
 	case req.Metric == sources.MetricSignups:
 		return validationFailed("metric", "signups are counted by webhookd from leads and pre-saves")
-	case !slices.Contains(counted, req.Metric):
-		return validationFailed("metric", "metric must be one of %s", strings.Join(counted, ", "))
+	case !slices.Contains(sources.CountedMetrics, req.Metric):
+		return validationFailed("metric", "metric must be one of %s", strings.Join(sources.CountedMetrics, ", "))
 	case req.Increment == nil || *req.Increment < 1 || *req.Increment > 1_000_000:
 		return validationFailed("increment", "increment must be an integer from 1 to 1000000")
 	}

@@ -70,13 +70,17 @@ type NewEvent struct {
 	OnlyWebhook int64
 }
 
+// TestEventData is the data of an EventTest event, the one shape of it: the data tags are the
+// intake rules that package sources reads from every event type's struct.
+type TestEventData struct {
+	Message   string `json:"message" data:"text"`
+	WebhookID int64  `json:"webhookId" data:"id"`
+}
+
 // WebhookTestEvent is the EventTest event a webhook receives after registration when its variant
 // sends one (VariantSpec.TestEvent; spec 6.3), and on request.
 func WebhookTestEvent(w *Webhook) NewEvent {
-	data, _ := json.Marshal(struct {
-		Message   string `json:"message"`
-		WebhookID int64  `json:"webhookId"`
-	}{"This is a test event from webhookd: your webhook is registered.", w.ID})
+	data, _ := json.Marshal(TestEventData{Message: "This is a test event from webhookd: your webhook is registered.", WebhookID: w.ID})
 	return NewEvent{AccountID: w.AccountID, Variant: w.Variant, EventType: EventTest, Data: string(data), OnlyWebhook: w.ID}
 }
 

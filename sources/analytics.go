@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -14,6 +15,10 @@ import (
 
 // MetricSignups is counted by webhookd itself: every lead and pre-save adds one.
 const MetricSignups = "signups"
+
+// CountedMetrics are the metrics a client counts through the analytics intake: every metric of
+// AnalyticsMetrics but signups, which webhookd counts from leads and pre-saves.
+var CountedMetrics = slices.DeleteFunc(slices.Clone(AnalyticsMetrics), func(m string) bool { return m == MetricSignups })
 
 // Threshold is an operator-set value of a website metric whose crossing emits analytics.threshold.
 type Threshold struct {

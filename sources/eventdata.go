@@ -141,13 +141,6 @@ type thresholdData struct {
 	ThresholdType string `json:"thresholdType" data:"text"`
 }
 
-// testData is the data of the engine's test event (model.WebhookTestEvent builds it; model cannot
-// import this package).
-type testData struct {
-	Message   string `json:"message" data:"text"`
-	WebhookID int64  `json:"webhookId" data:"id"`
-}
-
 // eventData is the shape of data for every event type, read from the structs above. Every listed
 // field is required (nullable ones may be null) and no other field is accepted, so receivers get
 // exactly the documented shape.
@@ -164,7 +157,7 @@ var eventData = func() map[string][]field {
 		"lead.captured":       shapeOf[LeadCaptured](),
 		"presave.completed":   shapeOf[PresaveCompleted](),
 		"analytics.threshold": shapeOf[thresholdData](),
-		model.EventTest:       shapeOf[testData](),
+		model.EventTest:       shapeOf[model.TestEventData](),
 	}
 }()
 

@@ -28,7 +28,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/uptrace/bun"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
@@ -59,7 +58,7 @@ var staticFiles embed.FS
 
 // Config carries the portal's dependencies.
 type Config struct {
-	DB *bun.DB
+	DB *model.DB
 	// Dispatcher starts and cancels delivery workflows; nil leaves starting to the sweeper.
 	Dispatcher *dispatch.Dispatcher
 	Secrets    *model.SecretBox
@@ -86,7 +85,7 @@ type Config struct {
 
 // Server serves the portal's pages.
 type Server struct {
-	db          *bun.DB
+	db          *model.DB
 	dispatcher  *dispatch.Dispatcher
 	publisher   *dispatch.Publisher
 	secrets     *model.SecretBox

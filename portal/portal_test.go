@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
@@ -48,12 +47,12 @@ func cspFor(ancestors string) string {
 }
 
 type env struct {
-	db  *bun.DB
+	db  *model.DB
 	srv *portal.Server
 	csp string // what every response's Content-Security-Policy must be
 }
 
-func newEnv(t testing.TB, db *bun.DB, opts ...func(*portal.Config)) *env {
+func newEnv(t testing.TB, db *model.DB, opts ...func(*portal.Config)) *env {
 	t.Helper()
 	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
 	if err != nil {

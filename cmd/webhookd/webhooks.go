@@ -87,7 +87,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	}
 	defer db.Close()
 	if args[0] == "list" {
-		return listWebhooks(ctx, db, *email, model.Variant(*variant), stdout)
+		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), stdout)
 	}
 	w, err := model.FindWebhook(ctx, db, id)
 	if errors.Is(err, model.ErrNotFound) {

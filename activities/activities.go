@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/uptrace/bun"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/webhookd/webhookd/activities/egress"
@@ -39,7 +38,7 @@ const (
 
 // Activities carries what the activities need. Build it once per worker process.
 type Activities struct {
-	DB      *bun.DB
+	DB      *model.DB
 	Secrets *model.SecretBox
 	// Egress is the one shared delivery client: keep-alive, no redirects, dial-time address
 	// checks, bounded replies and per-host limits. Its timeout bounds one delivery attempt.

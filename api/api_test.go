@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/api"
@@ -40,7 +39,7 @@ var offlineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, 
 }}
 
 type testEnv struct {
-	db  *bun.DB
+	db  *model.DB
 	srv *api.Server
 	oa  *openapitest.Validator
 }
@@ -53,7 +52,7 @@ type envConfig struct {
 
 type serverOption func(*envConfig)
 
-func newEnv(t testing.TB, db *bun.DB, opts ...serverOption) *testEnv {
+func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	t.Helper()
 	box, err := model.NewSecretBox(testKey)
 	if err != nil {
@@ -254,7 +253,7 @@ func forEach(t *testing.T, fn func(t *testing.T, e *testEnv, v variantCase)) {
 
 var accountSeq atomic.Int64
 
-func newKey(t testing.TB, db *bun.DB) string {
+func newKey(t testing.TB, db *model.DB) string {
 	t.Helper()
 	key, _, err := model.CreateAPIKey(context.Background(), db, fmt.Sprintf("owner%d-%s@example.com", accountSeq.Add(1), strings.ReplaceAll(t.Name(), "/", "-")), "test")
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
+	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
 
@@ -32,7 +32,7 @@ func TestBusyDatabaseIs503(t *testing.T) {
 
 // sqliteBusyError returns the error a writer gets from SQLite while another connection holds the write
 // lock, with busy_timeout 0 so that it comes at once.
-func sqliteBusyError(t *testing.T, db *bun.DB) error {
+func sqliteBusyError(t *testing.T, db *model.DB) error {
 	t.Helper()
 	ctx := context.Background()
 	var seq int
@@ -58,7 +58,7 @@ func sqliteBusyError(t *testing.T, db *bun.DB) error {
 }
 
 // checkMapped sends err through the server's error handler, wrapped the way a handler wraps it.
-func checkMapped(t *testing.T, db *bun.DB, err error, status int) {
+func checkMapped(t *testing.T, db *model.DB, err error, status int) {
 	t.Helper()
 	s := &Server{db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rec := httptest.NewRecorder()

@@ -17,7 +17,6 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/uptrace/bun"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
@@ -38,7 +37,7 @@ const (
 
 // Config carries the API's dependencies and limits.
 type Config struct {
-	DB       *bun.DB
+	DB       *model.DB
 	Temporal client.Client
 	// Dispatcher starts delivery workflows; nil leaves all starting to the worker's sweeper.
 	Dispatcher *dispatch.Dispatcher
@@ -67,7 +66,7 @@ type Config struct {
 
 // Server holds what the handlers need.
 type Server struct {
-	db         *bun.DB
+	db         *model.DB
 	temporal   client.Client
 	dispatcher *dispatch.Dispatcher
 	// webhooks holds the use cases; its Change and Publish commit a change with the events it
@@ -123,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		e.Use(metrics)
-		if err := cfg.Registry.Register(newWebhooksCollector(cfg.DB, cfg.Logger)); err != nil {
+		if err := cfg.Registry.Register(newWebhooksCollector(cfg.DB.DB, cfg.Logger)); err != nil {
 			return nil, fmt.Errorf("register webhooks gauge: %w", err)
 		}
 		if err := cfg.Registry.Register(dependencyCollector{s}); err != nil {

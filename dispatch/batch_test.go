@@ -21,7 +21,7 @@ func runBatch(t *testing.T, f *fixture, activity any, in any) (int, error) {
 	suite := &testsuite.WorkflowTestSuite{}
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestActivityEnvironment()
-	env.RegisterActivity(&dispatch.Activities{DB: f.db, Dispatcher: f.d})
+	env.RegisterActivity(&dispatch.Activities{DB: f.db.DB, Dispatcher: f.d})
 	v, err := env.ExecuteActivity(activity, in)
 	if err != nil {
 		return 0, err
@@ -38,7 +38,7 @@ func runBatch(t *testing.T, f *fixture, activity any, in any) (int, error) {
 // and leaves no claim of its own.
 func TestRetryExhaustedActivity(t *testing.T) {
 	f := newFixture(t)
-	a := &dispatch.Activities{DB: f.db, Dispatcher: f.d}
+	a := &dispatch.Activities{DB: f.db.DB, Dispatcher: f.d}
 	first := f.delivery(t, model.DeliveryExhausted, 5)
 	f.tc.run(workflows.DeliveryWorkflowID(first.EventID, first.WebhookID), nil) // still running: signaled
 	claimed := f.delivery(t, model.DeliveryExhausted, 5)
@@ -79,7 +79,7 @@ func TestRetryExhaustedActivity(t *testing.T) {
 // gets its state back, unclaimed, and the ones after it are untouched, for the activity's retry.
 func TestRecoverDeliveriesActivityStopsAtTemporalError(t *testing.T) {
 	f := newFixture(t)
-	a := &dispatch.Activities{DB: f.db, Dispatcher: f.d}
+	a := &dispatch.Activities{DB: f.db.DB, Dispatcher: f.d}
 	ok := f.delivery(t, model.DeliveryRetrying, 1)
 	f.tc.run(workflows.DeliveryWorkflowID(ok.EventID, ok.WebhookID), nil)
 	refused := f.delivery(t, model.DeliveryExhausted, 5)

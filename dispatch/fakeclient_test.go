@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/uptrace/bun"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
@@ -153,7 +152,7 @@ func (f *fakeTemporal) signalsTo(id string) []fakeSignal {
 // fixture is a migrated SQLite database with one account and its webhook, and a Dispatcher on a
 // fakeTemporal.
 type fixture struct {
-	db   *bun.DB
+	db   *model.DB
 	hook *model.Webhook
 	tc   *fakeTemporal
 	d    *dispatch.Dispatcher

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
@@ -330,7 +329,7 @@ func acceptedCount(body map[string]any) int {
 }
 
 // countStates counts a webhook's deliveries by state.
-func countStates(t *testing.T, db *bun.DB, webhookID int64) map[string]int {
+func countStates(t *testing.T, db *model.DB, webhookID int64) map[string]int {
 	t.Helper()
 	var rows []struct {
 		State string `bun:"state"`
@@ -349,7 +348,7 @@ func countStates(t *testing.T, db *bun.DB, webhookID int64) map[string]int {
 }
 
 // countClaims counts a webhook's deliveries that a retry has claimed and not released.
-func countClaims(t *testing.T, db *bun.DB, webhookID int64) int {
+func countClaims(t *testing.T, db *model.DB, webhookID int64) int {
 	t.Helper()
 	n, err := db.NewSelect().TableExpr("deliveries").Where("webhook_id = ?", webhookID).Where("claimed_at IS NOT NULL").Count(context.Background())
 	if err != nil {

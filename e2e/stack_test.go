@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/activities"
@@ -39,7 +38,7 @@ import (
 // stack is the whole service in one test: API and worker on a real Temporal dev server and a real
 // PostgreSQL, delivering to a real HTTPS receiver and alerting through a real SMTP server.
 type stack struct {
-	db       *bun.DB
+	db       *model.DB
 	dbURL    string
 	tc       client.Client
 	queue    string
@@ -155,7 +154,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 
 // openTestDB opens the test's database at dbURL, closed when the test ends, its ids started at a
 // base of their own (uniqueIDs).
-func openTestDB(t *testing.T, dbURL string) *bun.DB {
+func openTestDB(t *testing.T, dbURL string) *model.DB {
 	t.Helper()
 	db, err := model.Open(context.Background(), dbURL)
 	if err != nil {
@@ -171,7 +170,7 @@ var idBase atomic.Int64
 // uniqueIDs starts each test database's ids at a different base. Every test gets a fresh database
 // but shares one Temporal namespace, and workflow ids are made of event and webhook ids: without
 // this, two tests would both start delivery:1:1 and the second would be rejected as a duplicate.
-func uniqueIDs(t *testing.T, db *bun.DB) {
+func uniqueIDs(t *testing.T, db *model.DB) {
 	t.Helper()
 	base := (time.Now().UnixNano()/1e6%1e6)*1e6 + idBase.Add(1)*10_000
 	for _, table := range []string{"accounts", "webhooks", "events", "deliveries"} {
@@ -218,7 +217,7 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.Run(ctx, worker.Config{
-			Client: st.tc, TaskQueue: st.queue, DB: st.db, Activities: acts, Dispatcher: st.starter,
+			Client: st.tc, TaskQueue: st.queue, DB: st.db.DB, Activities: acts, Dispatcher: st.starter,
 			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50, MaxConcurrentRetries: 25, StopTimeout: o.stopTimeout,
 		})
 	}()

@@ -98,7 +98,8 @@ func Authenticate(ctx context.Context, db bun.IDB, plain string) (account *Accou
 		KeyHash string `bun:"key_hash"`
 		Account `bun:",extend"`
 	}
-	if err := queryPrepared(ctx, db, &rows, authenticateSQL, lookup); err != nil {
+	s := statementsOf(db)
+	if err := s.query(ctx, db, &rows, s.text.authenticate, lookup); err != nil {
 		return nil, 0, fmt.Errorf("load api key: %w", err)
 	}
 	if len(rows) == 0 {

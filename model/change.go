@@ -13,11 +13,16 @@ import (
 type ChangeSet struct {
 	Tx      bun.Tx
 	Results []*PublishResult
+	// stmts are the statements of Tx's database.
+	stmts *statements
 }
 
 // Emit stores an event and its deliveries in the change's transaction.
 func (cs *ChangeSet) Emit(ctx context.Context, ne NewEvent) (*PublishResult, error) {
-	res, err := InsertEvent(ctx, cs.Tx, ne)
+	if cs.stmts == nil {
+		cs.stmts = statementsOf(cs.Tx)
+	}
+	res, err := insertEvent(ctx, cs.Tx, cs.stmts, ne)
 	if err != nil {
 		return nil, err
 	}
@@ -25,11 +30,16 @@ func (cs *ChangeSet) Emit(ctx context.Context, ne NewEvent) (*PublishResult, err
 	return res, nil
 }
 
-// Change runs fn in one transaction on db and returns what it emitted once it committed.
+// Change runs fn in one transaction on db and returns what it emitted once it committed. The
+// statements its events take are prepared before the transaction begins (statements.prepare).
 func Change(ctx context.Context, db bun.IDB, fn func(ctx context.Context, cs *ChangeSet) error) (*ChangeSet, error) {
+	stmts := statementsOf(db)
+	if err := stmts.prepare(ctx, db); err != nil {
+		return nil, err
+	}
 	var cs *ChangeSet
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		cs = &ChangeSet{Tx: tx}
+		cs = &ChangeSet{Tx: tx, stmts: stmts}
 		return fn(ctx, cs)
 	})
 	if err != nil {

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 )
 
 // TestChangeRollsBackItsEvents: an event emitted inside a domain change's transaction disappears
 // with it when the transaction rolls back: no event, no delivery, nothing to dispatch.
 func TestChangeRollsBackItsEvents(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, err := model.CreateAPIKey(ctx, db, "rollback@example.com", "")
 		if err != nil {

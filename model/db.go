@@ -27,7 +27,8 @@ const (
 
 // Open connects to the database named by dsn: "sqlite:<path>" for the embedded development store, or
 // "postgres://..." (also "postgresql://...") for PostgreSQL through pgdriver. It does not migrate.
-func Open(ctx context.Context, dsn string) (*bun.DB, error) {
+// The caller closes the DB, which closes the statements prepared on it.
+func Open(ctx context.Context, dsn string) (*DB, error) {
 	var db *bun.DB
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
@@ -80,7 +81,7 @@ func Open(ctx context.Context, dsn string) (*bun.DB, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
-	return db, nil
+	return &DB{DB: db, stmts: newStatements(db)}, nil
 }
 
 // IsPostgres reports whether db talks to PostgreSQL.

@@ -36,7 +36,7 @@ func reload(t *testing.T, db bun.IDB, id int64) *model.Webhook {
 // TestInsertEventFansOut: one delivery per live webhook of that account and variant subscribed to
 // the type, and nothing for anyone else.
 func TestInsertEventFansOut(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "fan@example.com", "")
 		_, other, _ := model.CreateAPIKey(ctx, db, "other@example.com", "")
@@ -75,7 +75,7 @@ func TestInsertEventFansOut(t *testing.T) {
 // TestUndispatchedTakeTurns: the sweeper's batch takes accounts in turns, so an account whose one
 // delivery missed its start is not queued behind another account's backlog.
 func TestUndispatchedTakeTurns(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, noisy, _ := model.CreateAPIKey(ctx, db, "noisy@example.com", "")
 		_, quiet, _ := model.CreateAPIKey(ctx, db, "quiet@example.com", "")
@@ -112,7 +112,7 @@ func TestUndispatchedTakeTurns(t *testing.T) {
 }
 
 func TestIdempotencyKeys(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "idem@example.com", "")
 		newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
@@ -173,7 +173,7 @@ func deliveryFor(t *testing.T, db bun.IDB, accountID int64, w *model.Webhook) in
 // TestStatusRulesA follows spec 3.1: failure -> failed at once, success from pending or failed ->
 // processing, updatedAt moving with each status change only.
 func TestStatusRulesA(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "a@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
@@ -214,7 +214,7 @@ func TestStatusRulesA(t *testing.T) {
 // TestWebhookRowWrittenOnlyOnChange), each exhausted delivery
 // failureCount; exhaustion moves to failing and alerts once; a success heals and re-arms the alert.
 func TestStatusRulesB(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "b@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
@@ -264,7 +264,7 @@ func TestStatusRulesB(t *testing.T) {
 // even when the exhausting activity runs twice; a success resets it, and an exhaustion older than
 // that success does not count.
 func TestFailureCountCountsDeliveries(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "count@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
@@ -317,7 +317,7 @@ func TestFailureCountCountsDeliveries(t *testing.T) {
 // is written at once even within that window, judged on the row as it is, not on the caller's stale
 // copy; and a lag of StatusResolution is written.
 func TestWebhookRowWrittenOnlyOnChange(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "b@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
@@ -391,7 +391,7 @@ func TestDispatchMarksNoLingerBehindABacklog(t *testing.T) {
 // TestDispatchMarks: ids handed over from many requests at once are all marked by Wait, and the
 // sweeper then finds none of them; the event rows hold their matched count as inserted.
 func TestDispatchMarks(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "marks@example.com", "")
 		for range 2 {

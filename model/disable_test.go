@@ -50,7 +50,7 @@ func variantsOf(t *testing.T, fn func(t *testing.T, v model.Variant, eventType s
 // exhausted_count the exhaustions since then; a success clears both, and an exhaustion older than
 // the last success or reported twice counts once or not at all.
 func TestFailureRecord(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		variantsOf(t, func(t *testing.T, v model.Variant, eventType string) {
 			ctx := context.Background()
 			_, acc, _ := model.CreateAPIKey(ctx, db, fmt.Sprintf("record-%s@example.com", v), "")
@@ -109,7 +109,7 @@ func TestAutoDisableRule(t *testing.T) {
 		{"not below MinExhausted", model.DisableRule{After: time.Hour, MinExhausted: 5}, 100 * time.Hour, 4, 0},
 		{"never with a zero After", model.DisableRule{After: 0, MinExhausted: 1}, 1000 * time.Hour, 4, 0},
 	}
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		for i, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				variantsOf(t, func(t *testing.T, v model.Variant, eventType string) {
@@ -154,7 +154,7 @@ func TestAutoDisableRule(t *testing.T) {
 // and count every delivery; no failing alert goes out beside the disable e-mail.
 func TestAutoDisableOnceUnderConcurrency(t *testing.T) {
 	const n = 12
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		for _, min := range []int{1, n} {
 			t.Run(fmt.Sprintf("MinExhausted=%d", min), func(t *testing.T) {
 				ctx := context.Background()
@@ -216,7 +216,7 @@ func TestAutoDisableOnceUnderConcurrency(t *testing.T) {
 // TestDisableAndEnable: the owner's disable and enable, the manual retry's re-enable and a URL
 // update, in both variants.
 func TestDisableAndEnable(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		variantsOf(t, func(t *testing.T, v model.Variant, eventType string) {
 			ctx := context.Background()
 			_, acc, _ := model.CreateAPIKey(ctx, db, fmt.Sprintf("toggle-%s@example.com", v), "")
@@ -308,7 +308,7 @@ func TestDisableAndEnable(t *testing.T) {
 // TestDisabledWebhooksKeepTheirEvents: a disabled webhook still gets a delivery per event, held
 // for a manual retry, and the gauge counts it as disabled in both variants.
 func TestDisabledWebhooksKeepTheirEvents(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "kept@example.com", "")
 		for _, v := range []struct {

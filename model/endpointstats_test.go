@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -27,7 +25,7 @@ func hourCounts(buckets []model.HourBucket) []string {
 // retried (but not the last of a canceled delivery); empty hours are there; other webhooks,
 // attempts outside the window, other accounts and deleted webhooks are not.
 func TestEndpointHourly(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "chart@example.com", "")
 		_, other, _ := model.CreateAPIKey(ctx, db, "other-chart@example.com", "")

@@ -109,8 +109,13 @@ func HashRequest(parts ...string) string {
 // crash left behind. A disabled webhook gets its delivery too: the attempt holds it without posting,
 // so what arrived while it was disabled is kept for a manual retry.
 func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, error) {
-	// Prepared before the transaction begins, not inside it: see preparedOn.
-	if _, err := preparedOn(ctx, db, bunDB(db)); err != nil {
+	return insertEvent(ctx, db, statementsOf(db), ne)
+}
+
+// insertEvent is InsertEvent with the statements s of db's database.
+func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*PublishResult, error) {
+	// Prepared before the transaction begins, not inside it: see statements.prepare.
+	if err := s.prepare(ctx, db); err != nil {
 		return nil, err
 	}
 	var res *PublishResult
@@ -125,27 +130,26 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 		}
 		// The subscribers first, so that the event row is written once, with its matched count.
 		var hooks []Webhook
-		query, only := subscribersSQL, any(ne.EventType)
+		query, only := s.text.subscribers, any(ne.EventType)
 		if ne.OnlyWebhook != 0 {
-			query, only = onlyWebhookSQL, ne.OnlyWebhook
+			query, only = s.text.onlyWebhook, ne.OnlyWebhook
 		}
-		if err := queryPrepared(ctx, tx, &hooks, query, ne.AccountID, ne.Variant, only); err != nil {
+		if err := s.query(ctx, tx, &hooks, query, ne.AccountID, ne.Variant, only); err != nil {
 			return fmt.Errorf("find subscribers: %w", err)
 		}
 		ev := &Event{
 			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data,
 			OccurredAt: now, CreatedAt: now, Matched: len(hooks),
 		}
-		insert := insertEventSQL
+		insert := s.text.insertEvent
 		if ne.IdempotencyKey != "" {
 			ev.IdempotencyKey, ev.RequestHash = &ne.IdempotencyKey, &ne.RequestHash
 			// Two requests with one key can both find it new. On PostgreSQL the second insert
 			// waits for the first transaction and then, instead of failing on the unique index,
 			// inserts nothing; the winner's event is then read back below.
-			insert = insertIdempotentEventSQL
+			insert = s.text.insertIdempotentEvent
 		}
-		id, err := insertRow(ctx, tx, insert, ev.AccountID, ev.Variant, ev.EventType, ev.Data, ev.IdempotencyKey,
-			ev.RequestHash, ev.Matched, ev.OccurredAt, ev.CreatedAt)
+		id, err := s.insertRow(ctx, tx, insert, fieldValues(s.text.eventFields, ev)...)
 		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}
@@ -167,7 +171,7 @@ func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, 
 			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: w.ID, CreatedAt: now, UpdatedAt: now}
 			urls[w.ID] = w.URL
 		}
-		if err := insertDeliveries(ctx, tx, deliveries); err != nil {
+		if err := insertDeliveries(ctx, tx, s, deliveries); err != nil {
 			return fmt.Errorf("insert deliveries: %w", err)
 		}
 		res = &PublishResult{Event: ev, Deliveries: deliveries, urls: urls}

@@ -39,7 +39,7 @@ func eventIDs(events []model.Event) []int64 {
 // the [since, until) window on occurredAt (exact to the microsecond stored, also for bounds finer
 // than that) and after/limit narrow it.
 func TestListEvents(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "log@example.com", "")
 		_, other, _ := model.CreateAPIKey(ctx, db, "other-log@example.com", "")
@@ -101,7 +101,7 @@ func TestListEvents(t *testing.T) {
 // deliveries come in id order with their states, a deleted webhook's included, and one query counts
 // the states of a page of events.
 func TestGetEventAndDeliveries(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "get-event@example.com", "")
 		_, other, _ := model.CreateAPIKey(ctx, db, "get-event-other@example.com", "")
@@ -173,7 +173,7 @@ func TestGetEventAndDeliveries(t *testing.T) {
 // TestListEventsNewestFirst: newest first, pages walked with Before hold every event of the scope
 // exactly once, in descending id order, with the type filter still applied.
 func TestListEventsNewestFirst(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "newest@example.com", "")
 		scope := model.WebhookScope{AccountID: acc.ID, Variant: model.VariantB}

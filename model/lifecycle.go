@@ -103,10 +103,6 @@ func AllowedBy(by, from, to string) bool {
 }
 
 const (
-	// The columns left out (last_error, next_attempt_at, dispatched_at, claimed_at) are NULL in a
-	// new delivery, as bun wrote them.
-	insertDeliverySQL = `INSERT INTO "deliveries" ("event_id", "webhook_id", "state", "attempts", "created_at", "updated_at") ` +
-		`VALUES (?, ?, ?, ?, ?, ?)`
 	// attemptDeliverySQL records an attempt's outcome on its delivery (attemptState). A canceled
 	// delivery stays canceled: its webhook was deleted while the attempt ran.
 	attemptDeliverySQL = `UPDATE "deliveries" AS "delivery" SET state = ?, ` +
@@ -118,7 +114,7 @@ const (
 // insert, except several on PostgreSQL: one multi-row insert there saves round trips, where on
 // SQLite, in process, it would return its ids through RETURNING and so keep a statement journal
 // (insertRow).
-func insertDeliveries(ctx context.Context, tx bun.Tx, deliveries []Delivery) error {
+func insertDeliveries(ctx context.Context, tx bun.Tx, s *statements, deliveries []Delivery) error {
 	for i := range deliveries {
 		deliveries[i].State = DeliveryPending
 	}
@@ -128,7 +124,7 @@ func insertDeliveries(ctx context.Context, tx bun.Tx, deliveries []Delivery) err
 	}
 	for i := range deliveries {
 		d := &deliveries[i]
-		id, err := insertRow(ctx, tx, insertDeliverySQL, d.EventID, d.WebhookID, d.State, d.Attempts, d.CreatedAt, d.UpdatedAt)
+		id, err := s.insertRow(ctx, tx, s.text.insertDelivery, fieldValues(s.text.deliveryFields, d)...)
 		if err != nil {
 			return err
 		}

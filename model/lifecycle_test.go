@@ -16,7 +16,7 @@ import (
 // does not list under that writer; then it refuses a transition the table lists that no writer
 // made, so the table says exactly what the code does.
 func TestLifecycleTransitions(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		w := lifecycleWebhook(t, db)
 		seen := map[model.Transition]bool{}

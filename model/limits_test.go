@@ -39,7 +39,7 @@ func limitsOf(w *model.Webhook) [2]any {
 // state, only within the caller's scope and never on a deleted webhook. A URL update carries
 // limits beside the URL.
 func TestUpdateWebhookLimits(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "limits@example.com", "")
 		_, other, _ := model.CreateAPIKey(ctx, db, "limits-other@example.com", "")

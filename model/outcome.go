@@ -37,21 +37,13 @@ type DeliveryTarget struct {
 	Webhook Webhook
 }
 
-// deliveryTargetRow is one row of LoadDeliveryTarget's query: the webhook, the event's columns an
-// attempt reads, and one of the webhook's previous secrets (NULL when it has none).
+// deliveryTargetRow is one row of LoadDeliveryTarget's query: the webhook, its event, and one of
+// the webhook's previous secrets (NULL when it has none, read as zero).
 type deliveryTargetRow struct {
 	Webhook `bun:",extend"`
 
-	EvID         int64      `bun:"ev_id,scanonly"`
-	EvAccountID  int64      `bun:"ev_account_id,scanonly"`
-	EvVariant    Variant    `bun:"ev_variant,scanonly"`
-	EvType       string     `bun:"ev_type,scanonly"`
-	EvData       string     `bun:"ev_data,scanonly"`
-	EvOccurredAt time.Time  `bun:"ev_occurred_at,scanonly"`
-	EvCreatedAt  time.Time  `bun:"ev_created_at,scanonly"`
-	PrevID       *int64     `bun:"prev_id,scanonly"`
-	PrevSecret   *string    `bun:"prev_secret,scanonly"`
-	PrevExpires  *time.Time `bun:"prev_expires_at,scanonly"`
+	Ev   Event          `bun:"embed:ev_"`
+	Prev PreviousSecret `bun:"embed:prev_"`
 }
 
 // LoadDeliveryTarget loads a delivery's event and webhook, with the webhook's previous secrets
@@ -59,24 +51,19 @@ type deliveryTargetRow struct {
 // attempt. A deleted webhook is
 // returned with DeletedAt set, so the caller can end the delivery without posting.
 func LoadDeliveryTarget(ctx context.Context, db bun.IDB, deliveryID int64) (*DeliveryTarget, error) {
+	s := statementsOf(db)
 	var rows []deliveryTargetRow
-	if err := queryPrepared(ctx, db, &rows, deliveryTargetSQL, deliveryID); err != nil {
+	if err := s.query(ctx, db, &rows, s.text.deliveryTarget, deliveryID); err != nil {
 		return nil, fmt.Errorf("load delivery: %w", err)
 	}
 	if len(rows) == 0 {
 		return nil, ErrNotFound
 	}
-	r := rows[0]
-	t := &DeliveryTarget{
-		Webhook: r.Webhook,
-		Event: Event{ID: r.EvID, AccountID: r.EvAccountID, Variant: r.EvVariant, EventType: r.EvType, Data: r.EvData,
-			OccurredAt: r.EvOccurredAt, CreatedAt: r.EvCreatedAt},
-	}
+	t := &DeliveryTarget{Webhook: rows[0].Webhook, Event: rows[0].Ev}
 	t.Webhook.PreviousSecrets = []PreviousSecret{}
 	for _, r := range rows {
-		if r.PrevID != nil {
-			t.Webhook.PreviousSecrets = append(t.Webhook.PreviousSecrets,
-				PreviousSecret{ID: *r.PrevID, WebhookID: r.Webhook.ID, Secret: *r.PrevSecret, ExpiresAt: *r.PrevExpires})
+		if r.Prev.ID != 0 {
+			t.Webhook.PreviousSecrets = append(t.Webhook.PreviousSecrets, r.Prev)
 		}
 	}
 	return t, nil
@@ -94,22 +81,22 @@ type AttemptOutcome struct {
 // transaction. Status writes are compare-and-set on the attempt's start time: an older attempt that
 // finishes late never overwrites the outcome of a newer one.
 func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome) error {
-	// Prepared before the transaction begins, not inside it: see preparedOn.
-	if _, err := preparedOn(ctx, db, bunDB(db)); err != nil {
+	// Prepared before the transaction begins, not inside it: see statements.prepare.
+	s := statementsOf(db)
+	if err := s.prepare(ctx, db); err != nil {
 		return err
 	}
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// A retried activity may record the same attempt twice; the later outcome wins.
 		a := o.Attempt
-		if _, err := execPrepared(ctx, tx, upsertAttemptSQL, a.DeliveryID, a.Attempt, a.URL, a.StartedAt, a.StatusCode,
-			a.ErrorClass, a.Error, a.LatencyMS, a.ResponseBody, a.RequestHeaders); err != nil {
+		if _, err := s.exec(ctx, tx, s.text.upsertAttempt, fieldValues(s.text.attemptFields, &a)...); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}
-		if _, err := execPrepared(ctx, tx, attemptDeliverySQL, attemptState(o), a.Attempt, a.Attempt, a.Error, o.NextAttemptAt,
+		if _, err := s.exec(ctx, tx, attemptDeliverySQL, attemptState(o), a.Attempt, a.Attempt, a.Error, o.NextAttemptAt,
 			Now(), a.DeliveryID); err != nil {
 			return fmt.Errorf("update delivery: %w", err)
 		}
-		return recordWebhookOutcome(ctx, tx, w, o.Success, o.StartedAt)
+		return recordWebhookOutcome(ctx, tx, s, w, o.Success, o.StartedAt)
 	})
 }
 
@@ -124,9 +111,9 @@ const StatusResolution = time.Second
 // only when the outcome changes it (a status, a failure record, last_status) or the status time
 // lags the attempt by StatusResolution or more. The decision is made by the UPDATE's own WHERE
 // against the row as it is now, not by the copy loaded before the attempt, which may be stale.
-func recordWebhookOutcome(ctx context.Context, tx bun.Tx, w *Webhook, success bool, at time.Time) error {
+func recordWebhookOutcome(ctx context.Context, tx bun.Tx, s *statements, w *Webhook, success bool, at time.Time) error {
 	query, args := webhookOutcomeSQL(w.Variant.Spec(), success, w.ID, at, Now())
-	if _, err := execPrepared(ctx, tx, query, args...); err != nil {
+	if _, err := s.exec(ctx, tx, query, args...); err != nil {
 		return fmt.Errorf("update webhook status: %w", err)
 	}
 	return nil

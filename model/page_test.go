@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -18,7 +16,7 @@ func sized(n int) string { return `{"s":"` + strings.Repeat("é", (n-8)/2) + `"}
 // TestListEventsByteBudget: a page of events ends before the event that would take its data past
 // MaxBytes, holds an event larger than the budget alone, and says where the next page starts.
 func TestListEventsByteBudget(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "budget@example.com", "")
 		scope := model.WebhookScope{AccountID: acc.ID, Variant: model.VariantA}
@@ -72,7 +70,7 @@ func TestListEventsByteBudget(t *testing.T) {
 // delivery whose attempts' response bodies, request headers and errors would take it past MaxBytes,
 // holds a larger one alone, and says where the next page starts.
 func TestListDeliveriesByteBudget(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "budget-log@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")

@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 )
 
-func newPortalAccount(t *testing.T, db *bun.DB, email string) (*model.Account, string) {
+func newPortalAccount(t *testing.T, db *model.DB, email string) (*model.Account, string) {
 	t.Helper()
 	key, account, err := model.CreateAPIKey(t.Context(), db, email, "test")
 	if err != nil {
@@ -23,7 +21,7 @@ func newPortalAccount(t *testing.T, db *bun.DB, email string) (*model.Account, s
 }
 
 func TestPortalLinkExchange(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
 		account, _ := newPortalAccount(t, db, "owner@example.com")
 		token, link, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantB, ReadOnly: true})
@@ -75,7 +73,7 @@ func TestPortalLinkExchange(t *testing.T) {
 }
 
 func TestPortalLinkTTL(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
 		account, _ := newPortalAccount(t, db, "owner@example.com")
 		for _, ttl := range []time.Duration{-time.Second, model.MaxPortalLinkTTL + time.Second} {
@@ -116,7 +114,7 @@ func TestPortalLinkTTL(t *testing.T) {
 }
 
 func TestPortalExchangeRace(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
 		account, _ := newPortalAccount(t, db, "owner@example.com")
 		for range 5 {
@@ -156,7 +154,7 @@ func TestPortalExchangeRace(t *testing.T) {
 }
 
 func TestRevokePortalAccess(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
 		account, _ := newPortalAccount(t, db, "owner@example.com")
 		other, _ := newPortalAccount(t, db, "other@example.com")
@@ -212,7 +210,7 @@ func TestRevokePortalAccess(t *testing.T) {
 // it was being revoked (its request authenticated just before) is refused when opened, though
 // the revocation did not see it.
 func TestRevokeAPIKeyEndsItsPortalAccess(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
 		account, _ := newPortalAccount(t, db, "owner@example.com")
 		if _, _, err := model.CreateAPIKey(ctx, db, "owner@example.com", "kept"); err != nil {

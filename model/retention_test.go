@@ -13,7 +13,7 @@ import (
 // TestPurgeExpired: rows past retention go, in bounded batches, children first; younger rows, an
 // unfinished delivery however old, and a recently retried old delivery stay, each with its event.
 func TestPurgeExpired(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, err := model.CreateAPIKey(ctx, db, "retention@example.com", "")
 		if err != nil {

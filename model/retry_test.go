@@ -32,7 +32,7 @@ func stateOf(t *testing.T, db bun.IDB, deliveryID int64) string {
 // TestGetDelivery: one delivery of a webhook with its event and its attempts, each with the headers
 // it sent; another webhook's delivery is not found through this one.
 func TestGetDelivery(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "get@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
@@ -75,7 +75,7 @@ func TestGetDelivery(t *testing.T) {
 // claim is gone; a claim left standing is stale after its time; a restored one gives the delivery
 // its state back unless an attempt has moved it on meanwhile.
 func TestClaimReleaseRestore(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "claim@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
@@ -154,7 +154,7 @@ func TestClaimReleaseRestore(t *testing.T) {
 // TestExhaustedBatches: a webhook-wide retry counts the webhook's exhausted deliveries up to the
 // largest id, and reads them in batches after an id, never beyond that id.
 func TestExhaustedBatches(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "exhausted@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
@@ -196,7 +196,7 @@ func TestExhaustedBatches(t *testing.T) {
 // TestRecoverable: a recovery selects the webhook's deliveries created in [since, until) that did
 // not succeed (exhausted or retrying), up to its largest id, in batches.
 func TestRecoverable(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "recover@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")

@@ -20,7 +20,7 @@ func currentSecret(t *testing.T, db bun.IDB, id int64) string {
 // first rotated-out secret until the expiry its rotation promised, each secret with its own expiry;
 // at most MaxPreviousSecrets sign at once, and a rotation beyond that is refused, changing nothing.
 func TestRotationKeepsEveryPreviousSecret(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "rotate@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created") // secret "v1:x"
@@ -82,7 +82,7 @@ func TestRotationKeepsEveryPreviousSecret(t *testing.T) {
 // TestRotationPrunesExpiredSecrets: an expired previous secret neither counts against the bound nor
 // stays stored once the next rotation runs.
 func TestRotationPrunesExpiredSecrets(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "prune@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
@@ -110,7 +110,7 @@ func TestRotationPrunesExpiredSecrets(t *testing.T) {
 // TestMigrationMovesPreviousSecret: migration 0006 moves the one previous secret of the old columns
 // into webhook_previous_secrets, keeping its expiry, and clears the old columns.
 func TestMigrationMovesPreviousSecret(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "legacy@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
@@ -129,7 +129,7 @@ func TestMigrationMovesPreviousSecret(t *testing.T) {
 			Set("previous_secret_expires_at = ?", until).Where("id = ?", w.ID).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := model.Migrate(ctx, db); err != nil {
+		if err := model.Migrate(ctx, db.DB); err != nil {
 			t.Fatal(err)
 		}
 		prev, err := model.ListPreviousSecrets(ctx, db, w.ID)

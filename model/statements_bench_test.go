@@ -9,8 +9,9 @@ import (
 )
 
 // BenchmarkDeliveryStatements runs one delivery's statements per iteration on SQLite: its event
-// (InsertEvent, in a transaction as the API runs it), its attempt's target (LoadDeliveryTarget)
-// and its outcome (RecordAttempt): what statement parsing cost webhookd per delivery.
+// (ChangeSet.Emit, in a domain change's transaction as the API runs it), its attempt's target
+// (LoadDeliveryTarget) and its outcome (RecordAttempt): what statement parsing cost webhookd per
+// delivery.
 func BenchmarkDeliveryStatements(b *testing.B) {
 	db := dbtest.SQLite(b)
 	ctx := context.Background()
@@ -21,15 +22,11 @@ func BenchmarkDeliveryStatements(b *testing.B) {
 	newWebhook(b, db, acc.ID, model.VariantB, "lead.captured")
 	ne := model.NewEvent{AccountID: acc.ID, Variant: model.VariantB, EventType: "lead.captured", Data: `{"lead":1}`}
 	for b.Loop() {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := model.InsertEvent(ctx, tx, ne)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
+		var res *model.PublishResult
+		if _, err := model.Change(ctx, db, func(ctx context.Context, cs *model.ChangeSet) (err error) {
+			res, err = cs.Emit(ctx, ne)
+			return err
+		}); err != nil {
 			b.Fatal(err)
 		}
 		if len(res.Deliveries) != 1 {

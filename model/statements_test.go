@@ -18,7 +18,7 @@ import (
 // storedRow returns each column of one row of table as the database holds it, quoted by SQL so that
 // a text, a number and NULL differ (on SQLite a time is the text it was written as), leaving out the
 // columns named in skip.
-func storedRow(t *testing.T, db *bun.DB, table string, id int64, skip ...string) map[string]string {
+func storedRow(t *testing.T, db *model.DB, table string, id int64, skip ...string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	rows, err := db.DB.QueryContext(ctx, fmt.Sprintf("SELECT * FROM %s WHERE id = %d", table, id))
@@ -54,7 +54,7 @@ func storedRow(t *testing.T, db *bun.DB, table string, id int64, skip ...string)
 	return row
 }
 
-func sameRows(t *testing.T, db *bun.DB, table string, prepared, byBun int64, skip ...string) {
+func sameRows(t *testing.T, db *model.DB, table string, prepared, byBun int64, skip ...string) {
 	t.Helper()
 	got, want := storedRow(t, db, table, prepared, skip...), storedRow(t, db, table, byBun, skip...)
 	if !reflect.DeepEqual(got, want) {
@@ -77,7 +77,7 @@ func count(t *testing.T, q *bun.SelectQuery) int64 {
 // another zone is bound as bun formats it), NULL where a pointer is nil, and compare equal to
 // bun-formatted values; what they read is what bun reads.
 func TestPreparedStatementsStoreAsBun(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		key, acc, err := model.CreateAPIKey(ctx, db, "prepared@example.com", "")
 		if err != nil {
@@ -124,7 +124,6 @@ func TestPreparedStatementsStoreAsBun(t *testing.T) {
 		if err := db.NewSelect().Model(&wantEvent).Where("id = ?", res.Event.ID).Scan(ctx); err != nil {
 			t.Fatal(err)
 		}
-		wantEvent.IdempotencyKey, wantEvent.RequestHash, wantEvent.Matched = nil, nil, 0 // not loaded for an attempt
 		if !reflect.DeepEqual(target.Webhook, *wantHook) || !reflect.DeepEqual(target.Event, wantEvent) {
 			t.Errorf("LoadDeliveryTarget = %+v\nbun reads %+v, %+v", target, wantHook, wantEvent)
 		}
@@ -166,7 +165,7 @@ func TestPreparedStatementsStoreAsBun(t *testing.T) {
 
 // recordAndCompare records o, then writes the same attempt (as number o.Attempt+1) and the same
 // delivery progress (to delivery twin) with bun, and compares the rows.
-func recordAndCompare(t *testing.T, db *bun.DB, w *model.Webhook, o model.AttemptOutcome, twin int64) {
+func recordAndCompare(t *testing.T, db *model.DB, w *model.Webhook, o model.AttemptOutcome, twin int64) {
 	t.Helper()
 	ctx := context.Background()
 	if err := model.RecordAttempt(ctx, db, w, o); err != nil {
@@ -200,23 +199,32 @@ func recordAndCompare(t *testing.T, db *bun.DB, w *model.Webhook, o model.Attemp
 	sameRows(t, db, "deliveries", o.DeliveryID, twin, "id", "event_id")
 }
 
-// TestStatementsBeforePreparation: in a transaction begun before the hot statements were prepared,
-// InsertEvent and RecordAttempt run them formatted by bun, as before, and store the same rows.
+// TestStatementsBeforePreparation: in a transaction the caller began, which carries no statements,
+// InsertEvent and RecordAttempt run formatted by bun, and prepare nothing; they store the same rows
+// as the prepared statements do, in a domain change (model.Change) and on the DB.
 func TestStatementsBeforePreparation(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, err := model.CreateAPIKey(ctx, db, "unprepared@example.com", "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
-		publish := func() *model.PublishResult {
+		ne := model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: `{}`}
+		publish := func(inChange bool) *model.PublishResult {
 			var res *model.PublishResult
-			err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) (err error) {
-				res, err = model.InsertEvent(ctx, tx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA,
-					EventType: "campaign.created", Data: `{}`})
-				return err
-			})
+			var err error
+			if inChange {
+				_, err = model.Change(ctx, db, func(ctx context.Context, cs *model.ChangeSet) (err error) {
+					res, err = cs.Emit(ctx, ne)
+					return err
+				})
+			} else {
+				err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) (err error) {
+					res, err = model.InsertEvent(ctx, tx, ne)
+					return err
+				})
+			}
 			if err != nil || len(res.Deliveries) != 1 || res.Deliveries[0].WebhookID != w.ID {
 				t.Fatalf("InsertEvent = %+v, %v", res, err)
 			}
@@ -229,7 +237,7 @@ func TestStatementsBeforePreparation(t *testing.T) {
 			o.StatusCode, o.ErrorClass, o.Error = new(503), new("http_status"), new("receiver answered 503")
 			return o
 		}
-		unprepared := publish()
+		unprepared := publish(false)
 		if err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 			return model.RecordAttempt(ctx, tx, w, outcome(unprepared.Deliveries[0].ID))
 		}); err != nil {
@@ -244,10 +252,8 @@ func TestStatementsBeforePreparation(t *testing.T) {
 		if !model.HasPreparedStatements(db) {
 			t.Fatal("LoadDeliveryTarget did not prepare the hot statements")
 		}
-		prepared := publish()
-		if err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			return model.RecordAttempt(ctx, tx, w, outcome(prepared.Deliveries[0].ID))
-		}); err != nil {
+		prepared := publish(true)
+		if err := model.RecordAttempt(ctx, db, w, outcome(prepared.Deliveries[0].ID)); err != nil {
 			t.Fatal(err)
 		}
 		sameRows(t, db, "events", prepared.Event.ID, unprepared.Event.ID, "id", "occurred_at", "created_at")
@@ -263,7 +269,7 @@ func TestStatementsBeforePreparation(t *testing.T) {
 // TestPreparedStatementsRefuseNUL: a string with a NUL byte fails, as it did when bun formatted it,
 // rather than being stored cut (PostgreSQL's driver drops the byte) or whole (SQLite).
 func TestPreparedStatementsRefuseNUL(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, err := model.CreateAPIKey(ctx, db, "nul@example.com", "")
 		if err != nil {
@@ -278,6 +284,34 @@ func TestPreparedStatementsRefuseNUL(t *testing.T) {
 		o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.ResponseBody = d, 1, w.URL, model.Now(), new("a\x00b")
 		if err := model.RecordAttempt(ctx, db, w, o); err == nil {
 			t.Fatal("an attempt with a NUL byte in its response body was recorded")
+		}
+	})
+}
+
+// TestDeliveryTargetColumnsAreTheModels: LoadDeliveryTarget's statement returns exactly the columns
+// its row scans, and those are every column bun knows of a Webhook, and of an Event and a
+// PreviousSecret under their prefixes: a field added to one of the models is loaded for an
+// attempt, and a column the statement returns that the row lacks fails here, not in a delivery.
+func TestDeliveryTargetColumnsAreTheModels(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		selected, scanned, err := model.DeliveryTargetColumns(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, m := range []struct {
+			typ    reflect.Type
+			prefix string
+		}{{reflect.TypeFor[model.Webhook](), ""}, {reflect.TypeFor[model.Event](), "ev_"}, {reflect.TypeFor[model.PreviousSecret](), "prev_"}} {
+			for _, f := range db.Table(m.typ).Fields {
+				want = append(want, m.prefix+f.Name)
+			}
+		}
+		slices.Sort(selected)
+		slices.Sort(scanned)
+		slices.Sort(want)
+		if !slices.Equal(selected, want) || !slices.Equal(scanned, want) {
+			t.Errorf("the statement returns %v\nits row scans %v\nthe models' columns are %v", selected, scanned, want)
 		}
 	})
 }

@@ -10,22 +10,20 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-func forEachBackend(t *testing.T, fn func(t *testing.T, db *bun.DB)) {
+func forEachBackend(t *testing.T, fn func(t *testing.T, db *model.DB)) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) { fn(t, b.Open(t)) })
 	}
 }
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		errs := make(chan error, 4)
@@ -33,7 +31,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- model.Migrate(ctx, db)
+				errs <- model.Migrate(ctx, db.DB)
 			}()
 		}
 		wg.Wait()
@@ -55,7 +53,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 }
 
 func TestAPIKeys(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		k1, a1, err := model.CreateAPIKey(ctx, db, "owner@example.com", "first")
 		if err != nil {
@@ -97,7 +95,7 @@ func TestAPIKeys(t *testing.T) {
 // too; a revoked key fails Authenticate from the next call on while the account's other key still
 // works; revoking again keeps the first time; unknown ids and owners are ErrNotFound.
 func TestAPIKeyListAndRevoke(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		k1, acc, err := model.CreateAPIKey(ctx, db, "Keys@Example.com", "ci")
 		if err != nil {
@@ -149,7 +147,7 @@ func TestAPIKeyListAndRevoke(t *testing.T) {
 }
 
 func TestWebhookQueries(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, err := model.CreateAPIKey(ctx, db, "hooks@example.com", "")
 		if err != nil {
@@ -204,7 +202,7 @@ func TestWebhookQueries(t *testing.T) {
 
 // TestWebhookLimitUnderConcurrency: concurrent creates never exceed the limit.
 func TestWebhookLimitUnderConcurrency(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, err := model.CreateAPIKey(ctx, db, "limit@example.com", "")
 		if err != nil {

@@ -4,21 +4,19 @@ import (
 	"context"
 	"testing"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 )
 
 // TestLockSweepIsExclusive: on PostgreSQL one replica sweeps at a time and the next can once it is
 // done; SQLite, one process, always sweeps.
 func TestLockSweepIsExclusive(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
-		unlock, ok, err := model.LockSweep(ctx, db)
+		unlock, ok, err := model.LockSweep(ctx, db.DB)
 		if err != nil || !ok {
 			t.Fatalf("first sweep lock: ok %v, %v", ok, err)
 		}
-		_, second, err := model.LockSweep(ctx, db)
+		_, second, err := model.LockSweep(ctx, db.DB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +24,7 @@ func TestLockSweepIsExclusive(t *testing.T) {
 			t.Errorf("second sweep lock while the first is held: ok %v, want %v", second, want)
 		}
 		unlock()
-		again, ok, err := model.LockSweep(ctx, db)
+		again, ok, err := model.LockSweep(ctx, db.DB)
 		if err != nil || !ok {
 			t.Fatalf("sweep lock after unlock: ok %v, %v", ok, err)
 		}

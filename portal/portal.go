@@ -27,7 +27,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/uptrace/bun"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
@@ -53,7 +52,7 @@ var staticFiles embed.FS
 
 // Config carries the portal's dependencies.
 type Config struct {
-	DB *bun.DB
+	DB *model.DB
 	// Webhooks runs the use cases of webhooks and their deliveries, as it does for the API: the
 	// same rules, the same limits. Required.
 	Webhooks *webhooks.Service
@@ -76,7 +75,7 @@ type Config struct {
 
 // Server serves the portal's pages.
 type Server struct {
-	db       *bun.DB
+	db       *model.DB
 	webhooks *webhooks.Service
 	log      *slog.Logger
 	cookie   cookiePolicy

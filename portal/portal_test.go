@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
@@ -50,7 +49,7 @@ func cspFor(ancestors string) string {
 }
 
 type env struct {
-	db  *bun.DB
+	db  *model.DB
 	srv *portal.Server
 	csp string // what every response's Content-Security-Policy must be
 }
@@ -63,7 +62,7 @@ type envConfig struct {
 	MaxWebhooks int64
 }
 
-func newEnv(t testing.TB, db *bun.DB, opts ...func(*envConfig)) *env {
+func newEnv(t testing.TB, db *model.DB, opts ...func(*envConfig)) *env {
 	t.Helper()
 	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
 	if err != nil {

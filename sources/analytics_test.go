@@ -15,7 +15,7 @@ import (
 // TestThresholdFiresOnceUnderConcurrency: 1,000 concurrent increments across a threshold emit
 // exactly one analytics.threshold event, carrying the counter at the crossing.
 func TestThresholdFiresOnceUnderConcurrency(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *bun.DB) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "site@example.com", "")
 		now := model.Now()

@@ -14,8 +14,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
@@ -24,7 +22,7 @@ import (
 // Config carries the use cases' dependencies and limits. Its values come from cmd/webhookd's
 // Config, the only place that holds their defaults.
 type Config struct {
-	DB *bun.DB
+	DB *model.DB
 	// Dispatcher starts, signals and cancels delivery workflows. Nil leaves every start to the
 	// worker's sweeper, and the use cases that need Temporal (resend, retry, recover) answer
 	// ErrUnavailable.
@@ -46,7 +44,7 @@ type Config struct {
 // Service runs the use cases. Its methods take the caller's scope (an account and a variant) and
 // never reach outside it.
 type Service struct {
-	db          *bun.DB
+	db          *model.DB
 	dispatcher  *dispatch.Dispatcher
 	publisher   *dispatch.Publisher
 	secrets     *model.SecretBox

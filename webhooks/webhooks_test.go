@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/webhooks"
@@ -26,7 +24,7 @@ var offlineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, 
 	return nil, errors.New("no DNS in tests")
 }}
 
-func newService(t *testing.T, db *bun.DB, maxWebhooks int64) *webhooks.Service {
+func newService(t *testing.T, db *model.DB, maxWebhooks int64) *webhooks.Service {
 	t.Helper()
 	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
@@ -43,7 +41,7 @@ func newService(t *testing.T, db *bun.DB, maxWebhooks int64) *webhooks.Service {
 var accounts atomic.Int64
 
 // scopeOf is variant v of a new account.
-func scopeOf(t *testing.T, db *bun.DB, v model.Variant) model.WebhookScope {
+func scopeOf(t *testing.T, db *model.DB, v model.Variant) model.WebhookScope {
 	t.Helper()
 	_, account, err := model.CreateAPIKey(t.Context(), db, fmt.Sprintf("owner%d@example.com", accounts.Add(1)), "test")
 	if err != nil {

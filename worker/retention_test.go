@@ -100,7 +100,7 @@ func TestRetentionSchedule(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.Run(runCtx, worker.Config{
-			Client: tc, TaskQueue: queue, DB: db, Activities: &activities.Activities{DB: db, Log: logger},
+			Client: tc, TaskQueue: queue, DB: db.DB, Activities: &activities.Activities{DB: db, Log: logger},
 			Dispatcher: &dispatch.Dispatcher{Client: tc, TaskQueue: queue}, Logger: logger, SweepInterval: time.Second,
 			MaxConcurrentDeliveries: 4, MaxConcurrentRetries: 2, Retention: retention,
 		})

@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/uptrace/bun"
-
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/workflows"
@@ -144,12 +142,12 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 }
 
 // openDB connects and migrates: every command that touches the database first brings it up to date.
-func openDB(ctx context.Context, cfg Config) (*bun.DB, error) {
+func openDB(ctx context.Context, cfg Config) (*model.DB, error) {
 	db, err := model.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
-	if err := model.Migrate(ctx, db); err != nil {
+	if err := model.Migrate(ctx, db.DB); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
 	}

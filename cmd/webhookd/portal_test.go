@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uptrace/bun"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
@@ -321,7 +320,7 @@ func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
 }
 
 // testUseCases are the use cases of serve's defaults over db, without Temporal.
-func testUseCases(t *testing.T, db *bun.DB) *webhooks.Service {
+func testUseCases(t *testing.T, db *model.DB) *webhooks.Service {
 	t.Helper()
 	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
 	if err != nil {

@@ -106,7 +106,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 
 // serveParts are what the API and the worker share.
 type serveParts struct {
-	db         *bun.DB
+	db         *model.DB
 	secrets    *model.SecretBox
 	registry   *prometheus.Registry
 	tracer     trace.Tracer // nil: tracing off
@@ -136,12 +136,12 @@ func newServeParts(ctx context.Context, cfg Config, role string, logger *slog.Lo
 	if p.temporal, err = newTemporalClient(cfg, tr, p.registry, logger, down); err != nil {
 		return p, err
 	}
-	p.dispatcher, err = newServeDispatcher(cfg, role, p.temporal, p.db, p.registry, logger, down)
+	p.dispatcher, err = newServeDispatcher(cfg, role, p.temporal, p.db.DB, p.registry, logger, down)
 	return p, err
 }
 
 // openStores opens the secret box and the database, closed last.
-func openStores(ctx context.Context, cfg Config, down *shutdown) (*model.SecretBox, *bun.DB, error) {
+func openStores(ctx context.Context, cfg Config, down *shutdown) (*model.SecretBox, *model.DB, error) {
 	secrets, err := openSecrets(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -340,7 +340,7 @@ func startWorker(ctx context.Context, cfg Config, p serveParts, errc chan<- erro
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := worker.Run(ctx, workerConfig(cfg, p.temporal, p.db, acts, p.dispatcher, p.logger)); err != nil {
+		if err := worker.Run(ctx, workerConfig(cfg, p.temporal, p.db.DB, acts, p.dispatcher, p.logger)); err != nil {
 			errc <- err
 		}
 	}()
@@ -380,7 +380,7 @@ func workerConfig(cfg Config, tc client.Client, db *bun.DB, acts *activities.Act
 
 // newActivities builds the delivery worker's dependencies: the one shared delivery client, the
 // mailer and the delivery metrics. Both clients trust the same roots, read once.
-func newActivities(cfg Config, db *bun.DB, secrets *model.SecretBox, policy egress.AddressPolicy, reg prometheus.Registerer,
+func newActivities(cfg Config, db *model.DB, secrets *model.SecretBox, policy egress.AddressPolicy, reg prometheus.Registerer,
 	tracer trace.Tracer, logger *slog.Logger) (*activities.Activities, error) {
 	roots, err := egress.RootCAs(cfg.ExtraCAFile)
 	if err != nil {

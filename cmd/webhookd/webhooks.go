@@ -88,7 +88,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	}
 	defer db.Close()
 	if args[0] == "list" {
-		return listWebhooks(ctx, db, *email, model.Variant(*variant), stdout)
+		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), stdout)
 	}
 	w, err := model.FindWebhook(ctx, db, id)
 	if errors.Is(err, model.ErrNotFound) {
@@ -166,7 +166,7 @@ func recoveryFlags(since, until string) (webhooks.Recovery, error) {
 
 // operatorUseCases are the use cases the operator's commands run, on a Temporal client of their
 // own (closed by the function returned) and serve's dispatcher settings.
-func operatorUseCases(ctx context.Context, cfg Config, db *bun.DB, logger *slog.Logger) (*webhooks.Service, func(), error) {
+func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slog.Logger) (*webhooks.Service, func(), error) {
 	secrets, err := openSecrets(cfg)
 	if err != nil {
 		return nil, nil, err

@@ -40,25 +40,25 @@ const EnvDatabaseURL = "WEBHOOKD_TEST_DATABASE_URL"
 // Backend is one database the store and handler tests run against.
 type Backend struct {
 	Name string
-	Open func(t testing.TB) *bun.DB
+	Open func(t testing.TB) *model.DB
 }
 
 // SQLite returns a fresh migrated SQLite database in a file under t.TempDir(), closed at cleanup.
-func SQLite(t testing.TB) *bun.DB {
+func SQLite(t testing.TB) *model.DB {
 	t.Helper()
 	db, err := model.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "webhookd.db"))
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
 	closeAtCleanup(t, db)
-	if err := model.Migrate(t.Context(), db); err != nil {
+	if err := model.Migrate(t.Context(), db.DB); err != nil {
 		t.Fatalf("migrate sqlite: %v", err)
 	}
 	return db
 }
 
 // Postgres returns a fresh migrated PostgreSQL database of its own, closed and dropped at cleanup.
-func Postgres(t testing.TB) *bun.DB {
+func Postgres(t testing.TB) *model.DB {
 	t.Helper()
 	dsn := PostgresURL(t)
 	db, err := model.Open(t.Context(), dsn)
@@ -94,7 +94,7 @@ func PostgresURL(t testing.TB) string {
 // Outage makes the PostgreSQL database behind db unreachable, as if its server went away: new
 // connections are refused and existing sessions are terminated. It returns a function that restores
 // the database; restore also runs at cleanup, so a failing test does not leave the database shut.
-func Outage(t testing.TB, db *bun.DB) (restore func()) {
+func Outage(t testing.TB, db *model.DB) (restore func()) {
 	t.Helper()
 	if !model.IsPostgres(db) {
 		t.Fatal("dbtest.Outage needs a PostgreSQL database")
@@ -157,7 +157,7 @@ func Main(m *testing.M, cleanups ...func()) {
 	os.Exit(code)
 }
 
-func closeAtCleanup(t testing.TB, db *bun.DB) {
+func closeAtCleanup(t testing.TB, db *model.DB) {
 	t.Cleanup(func() {
 		if err := db.Close(); err != nil {
 			t.Errorf("close database: %v", err)
@@ -187,7 +187,7 @@ func postgresServer(t testing.TB) *pgServer {
 // pgServer is a PostgreSQL server with a migrated template database that test databases copy.
 type pgServer struct {
 	adminURL string
-	admin    *bun.DB
+	admin    *model.DB
 	// prefix names this process's databases. With a shared server several test processes create
 	// databases at once, so it holds the pid and a random token (pids repeat across runs, and a
 	// crashed run leaves its databases behind).
@@ -233,7 +233,7 @@ func (s *pgServer) prepare() error {
 	if err != nil {
 		return fmt.Errorf("open template database: %w", err)
 	}
-	err = model.Migrate(ctx, tmpl)
+	err = model.Migrate(ctx, tmpl.DB)
 	// CREATE DATABASE .. TEMPLATE fails while anyone is connected to the template, so no pool may
 	// stay open on it.
 	if cerr := tmpl.Close(); cerr != nil && err == nil {

@@ -12,7 +12,7 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // assertMigrated fails unless db holds the schema with no rows in it.
-func assertMigrated(t *testing.T, db *bun.DB) {
+func assertMigrated(t *testing.T, db *model.DB) {
 	t.Helper()
 	ctx := t.Context()
 	versions, err := db.NewSelect().Table("schema_migrations").Count(ctx)

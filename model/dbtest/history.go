@@ -13,7 +13,7 @@ import (
 // end, each with one delivery to w of three attempts five minutes apart: a third of the deliveries
 // delivered on the third attempt, a third exhausted, a third still retrying. It writes in bulk
 // (hundreds of rows per statement), for benchmarks that need a webhook with a long history.
-func History(ctx context.Context, db *bun.DB, w *model.Webhook, n int, span time.Duration, end time.Time) error {
+func History(ctx context.Context, db *model.DB, w *model.Webhook, n int, span time.Duration, end time.Time) error {
 	const chunk = 500
 	start := end.Add(-span)
 	class := "http_status"

@@ -4,17 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -23,7 +20,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
-	"github.com/webhookd/webhookd/webhooks"
+	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
@@ -32,19 +29,13 @@ func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
 // secret never reaches the database.
 var testKey = bytes.Repeat([]byte{7}, 32)
 
-// offlineResolver fails every lookup at once, the way an unresolvable name does, so tests never
-// wait on DNS and URLs with made-up names are accepted (the dial-time check is authoritative).
-var offlineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
-	return nil, errors.New("no DNS in tests")
-}}
-
 type testEnv struct {
 	db  *model.DB
 	srv *api.Server
 	oa  *openapitest.Validator
 }
 
-// envConfig is the API's Config with the use cases' limit, which tests set as options too.
+// envConfig is the API's Config with what tests give the use cases, which they set as options too.
 type envConfig struct {
 	api.Config
 	MaxWebhooks int64
@@ -72,13 +63,7 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cfg.Webhooks, err = webhooks.New(webhooks.Config{
-		DB: db, Dispatcher: cfg.Dispatcher, Secrets: box, Resolver: offlineResolver, Logger: cfg.Logger,
-		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: 3 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks})
 	srv, err := api.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)

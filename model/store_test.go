@@ -16,11 +16,8 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-func forEachBackend(t *testing.T, fn func(t *testing.T, db *model.DB)) {
-	for _, b := range dbtest.Backends() {
-		t.Run(b.Name, func(t *testing.T) { fn(t, b.Open(t)) })
-	}
-}
+// forEachBackend runs fn on every database backend of this run.
+var forEachBackend = dbtest.ForEach
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *model.DB) {

@@ -2,13 +2,11 @@ package portal_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"html"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -27,16 +25,10 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/portal"
-	"github.com/webhookd/webhookd/webhooks"
+	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
-
-// offlineResolver fails every lookup at once, so made-up host names pass registration (the
-// dial-time check is authoritative) and tests never wait on DNS, as in api's tests.
-var offlineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
-	return nil, errors.New("no DNS in tests")
-}}
 
 // frameAncestors lets a page of the portal's own site embed it (another port of 127.0.0.1), so the
 // session cookie is the Lax one; TestSessionCookieAcrossSites has the cross-site case.
@@ -75,13 +67,7 @@ func newEnv(t testing.TB, db *model.DB, opts ...func(*envConfig)) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cfg.Webhooks, err = webhooks.New(webhooks.Config{
-		DB: db, Dispatcher: cfg.Dispatcher, Secrets: box, Resolver: offlineResolver, Logger: cfg.Logger,
-		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: 3 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks})
 	srv, err := portal.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)

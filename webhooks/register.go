@@ -43,7 +43,11 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err := s.checkURL(ctx, r.URL); err != nil {
 		return nil, "", err
 	}
-	secret, sealed, err := s.secrets.NewSealedWebhookSecret()
+	box, err := s.box()
+	if err != nil {
+		return nil, "", err
+	}
+	secret, sealed, err := box.NewSealedWebhookSecret()
 	if err != nil {
 		return nil, "", err
 	}

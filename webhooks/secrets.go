@@ -9,7 +9,11 @@ import (
 
 // Secret is w's current signing secret in the clear (to sign a body as an attempt would).
 func (s *Service) Secret(w *model.Webhook) (string, error) {
-	return s.secrets.WebhookSecret(w)
+	box, err := s.box()
+	if err != nil {
+		return "", err
+	}
+	return box.WebhookSecret(w)
 }
 
 // Reveal reads webhook id of the scope and its current signing secret in the clear, for the one
@@ -19,7 +23,7 @@ func (s *Service) Reveal(ctx context.Context, scope model.WebhookScope, id int64
 	if err != nil {
 		return nil, "", err
 	}
-	plain, err := s.secrets.WebhookSecret(w)
+	plain, err := s.Secret(w)
 	if err != nil {
 		return nil, "", err
 	}
@@ -38,18 +42,21 @@ type Rotation struct {
 // beside it for SecretOverlap; beyond MaxPreviousSecrets such secrets the answer is a
 // *RotationLimitError.
 func (s *Service) RotateSecret(ctx context.Context, scope model.WebhookScope, id int64, own *string) (Rotation, error) {
+	box, err := s.box()
+	if err != nil {
+		return Rotation{}, err
+	}
 	var secret, sealed string
-	var err error
 	if own != nil {
 		if err := model.CheckWebhookSecret(*own); err != nil {
 			// The message says what is wrong, never the value: it is a secret.
 			return Rotation{}, invalid("secret", "secret %v", err)
 		}
 		secret = *own
-		if sealed, err = s.secrets.Seal(secret); err != nil {
+		if sealed, err = box.Seal(secret); err != nil {
 			return Rotation{}, err
 		}
-	} else if secret, sealed, err = s.secrets.NewSealedWebhookSecret(); err != nil {
+	} else if secret, sealed, err = box.NewSealedWebhookSecret(); err != nil {
 		return Rotation{}, err
 	}
 	until := model.Now().Add(SecretOverlap)

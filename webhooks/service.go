@@ -27,7 +27,9 @@ type Config struct {
 	// worker's sweeper, and the use cases that need Temporal (resend, retry, recover) answer
 	// ErrUnavailable.
 	Dispatcher *dispatch.Dispatcher
-	Secrets    *model.SecretBox
+	// Secrets seals and opens signing secrets. Nil for a caller that neither registers webhooks
+	// nor shows or rotates a secret (the operator's retry and recover): those use cases then fail.
+	Secrets *model.SecretBox
 	// Policy judges a receiver's URL at registration, resolving its host with Resolver (nil:
 	// net.DefaultResolver), as the delivery client judges it at dial time.
 	Policy   egress.AddressPolicy
@@ -58,8 +60,8 @@ type Service struct {
 // New checks cfg and builds the Service.
 func New(cfg Config) (*Service, error) {
 	switch {
-	case cfg.DB == nil || cfg.Secrets == nil:
-		return nil, errors.New("webhooks: DB and Secrets are required")
+	case cfg.DB == nil:
+		return nil, errors.New("webhooks: DB is required")
 	case cfg.MaxWebhooks <= 0:
 		// A zero would refuse every webhook.
 		return nil, fmt.Errorf("webhooks: MaxWebhooks %d: must be positive", cfg.MaxWebhooks)
@@ -88,6 +90,17 @@ func (s *Service) Change(ctx context.Context, fn func(ctx context.Context, cs *m
 // Publish stores one event on its own (the intake, a test event) and starts its deliveries.
 func (s *Service) Publish(ctx context.Context, ne model.NewEvent) (*model.PublishResult, error) {
 	return s.publisher.Publish(ctx, ne)
+}
+
+// errNoSecrets: a use case that seals or opens a secret, in a Service built without Secrets.
+var errNoSecrets = errors.New("webhooks: this Service has no secret box (Config.Secrets)")
+
+// box is the secret box, or errNoSecrets.
+func (s *Service) box() (*model.SecretBox, error) {
+	if s.secrets == nil {
+		return nil, errNoSecrets
+	}
+	return s.secrets, nil
 }
 
 // temporal runs call on the dispatcher within the request timeout. Without a dispatcher, or when

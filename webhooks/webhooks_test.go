@@ -2,12 +2,10 @@ package webhooks_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,13 +14,8 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/webhooks"
+	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
-
-// offlineResolver fails every lookup at once, so made-up host names pass registration (the
-// dial-time check is the one that decides) and no test waits on DNS.
-var offlineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
-	return nil, errors.New("no DNS in tests")
-}}
 
 func newService(t *testing.T, db *model.DB, maxWebhooks int64) *webhooks.Service {
 	t.Helper()
@@ -30,12 +23,7 @@ func newService(t *testing.T, db *model.DB, maxWebhooks int64) *webhooks.Service
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := webhooks.New(webhooks.Config{DB: db, Secrets: box, Resolver: offlineResolver,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxWebhooks: maxWebhooks, RequestTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return webhookstest.New(t, db, box, slog.New(slog.NewTextHandler(io.Discard, nil)), webhookstest.Config{MaxWebhooks: maxWebhooks})
 }
 
 var accounts atomic.Int64
@@ -64,7 +52,7 @@ func TestNewRefusesMissingLimits(t *testing.T) {
 	}{
 		{"MaxWebhooks", func(c *webhooks.Config) { c.MaxWebhooks = 0 }},
 		{"RequestTimeout", func(c *webhooks.Config) { c.RequestTimeout = 0 }},
-		{"Secrets", func(c *webhooks.Config) { c.Secrets = nil }},
+		{"DB", func(c *webhooks.Config) { c.DB = nil }},
 	} {
 		cfg := webhooks.Config{DB: db, Secrets: box, MaxWebhooks: 1, RequestTimeout: time.Second}
 		c.clear(&cfg)
@@ -195,5 +183,28 @@ func TestRotateSecret(t *testing.T) {
 	var limit *webhooks.RotationLimitError
 	if _, err := s.RotateSecret(t.Context(), scope, w.ID, nil); !errors.As(err, &limit) {
 		t.Fatalf("rotation %d: %v, want a RotationLimitError", webhooks.MaxPreviousSecrets+1, err)
+	}
+}
+
+// TestWithoutSecrets: the operator's Service has no secret box; what needs one fails, plainly, and
+// the rest (a list, a retry's check for Temporal) works.
+func TestWithoutSecrets(t *testing.T) {
+	db := dbtest.SQLite(t)
+	s, err := webhooks.New(webhooks.Config{DB: db, MaxWebhooks: 10, RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := scopeOf(t, db, model.VariantA)
+	if _, _, err := s.Create(t.Context(), scope, webhooks.Registration{URL: "https://a.example.com/", EventType: "campaign.created"}); err == nil || !strings.Contains(err.Error(), "secret box") {
+		t.Fatalf("Create without a secret box: %v", err)
+	}
+	if _, err := s.RotateSecret(t.Context(), scope, 1, nil); err == nil || !strings.Contains(err.Error(), "secret box") {
+		t.Fatalf("RotateSecret without a secret box: %v", err)
+	}
+	if hooks, err := s.List(t.Context(), scope, model.WebhookFilter{Limit: 10}); err != nil || len(hooks) != 0 {
+		t.Fatalf("List: %v, %v", hooks, err)
+	}
+	if _, err := s.Retry(t.Context(), &model.Webhook{ID: 1, Variant: model.VariantA}); !errors.Is(err, webhooks.ErrUnavailable) {
+		t.Fatalf("Retry without a dispatcher: %v", err)
 	}
 }

@@ -14,12 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
 	"github.com/webhookd/webhookd/webhooks"
+	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
 // TestPortalLinkCommand: the URL alone on the last line, scoped as asked; --revoke-all ends the
@@ -326,9 +326,5 @@ func testUseCases(t *testing.T, db *model.DB) *webhooks.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uses, err := webhooks.New(webhooks.Config{DB: db, Secrets: box, MaxWebhooks: 100, RequestTimeout: 3 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uses
+	return webhookstest.New(t, db, box, slog.New(slog.DiscardHandler), webhookstest.Config{MaxWebhooks: 100})
 }

@@ -165,12 +165,9 @@ func recoveryFlags(since, until string) (webhooks.Recovery, error) {
 }
 
 // operatorUseCases are the use cases the operator's commands run, on a Temporal client of their
-// own (closed by the function returned) and serve's dispatcher settings.
+// own (closed by the function returned) and serve's dispatcher settings. They seal and open no
+// secret, so WEBHOOKD_SECRET_KEY is not needed.
 func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slog.Logger) (*webhooks.Service, func(), error) {
-	secrets, err := openSecrets(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
 	topts := cfg.Temporal
 	topts.Logger = temporallog.NewStructuredLogger(logger.With("component", "temporal"))
 	tc, err := client.DialContext(ctx, topts)
@@ -179,7 +176,7 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 		return nil, nil, fmt.Errorf("Temporal at %s: %w", topts.HostPort, err)
 	}
 	uses, err := webhooks.New(webhooks.Config{
-		DB: db, Dispatcher: newDispatcher(cfg, tc, dispatchServing{}), Secrets: secrets, Logger: logger,
+		DB: db, Dispatcher: newDispatcher(cfg, tc, dispatchServing{}), Logger: logger,
 		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
 	})
 	if err != nil {

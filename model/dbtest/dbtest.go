@@ -43,6 +43,14 @@ type Backend struct {
 	Open func(t testing.TB) *model.DB
 }
 
+// ForEach runs fn, as a subtest named after the backend, on a fresh database of every backend of
+// this run (Backends).
+func ForEach(t *testing.T, fn func(t *testing.T, db *model.DB)) {
+	for _, b := range Backends() {
+		t.Run(b.Name, func(t *testing.T) { fn(t, b.Open(t)) })
+	}
+}
+
 // SQLite returns a fresh migrated SQLite database in a file under t.TempDir(), closed at cleanup.
 func SQLite(t testing.TB) *model.DB {
 	t.Helper()

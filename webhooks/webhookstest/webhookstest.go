@@ -1,0 +1,43 @@
+// Package webhookstest builds the use cases (package webhooks) for the tests of the surfaces that
+// call them: the API's, the portal's, the CLI's.
+package webhookstest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
+)
+
+// OfflineResolver fails every lookup at once, the way an unresolvable name does, so that tests
+// never wait on DNS and URLs with made-up names are accepted (the dial-time check is the one that
+// decides).
+var OfflineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+	return nil, errors.New("no DNS in tests")
+}}
+
+// Config is what a test chooses of the use cases: a dispatcher (nil: none) and the account's
+// webhook limit.
+type Config struct {
+	Dispatcher  *dispatch.Dispatcher
+	MaxWebhooks int64
+}
+
+// New is the Service over db and box, judging URLs offline, with serve's request timeout.
+func New(t testing.TB, db *model.DB, box *model.SecretBox, logger *slog.Logger, c Config) *webhooks.Service {
+	t.Helper()
+	s, err := webhooks.New(webhooks.Config{
+		DB: db, Dispatcher: c.Dispatcher, Secrets: box, Resolver: OfflineResolver, Logger: logger,
+		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 )
@@ -48,6 +49,9 @@ type Activities struct {
 	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
 	SiteBaseURL string
 	Metrics     *Metrics
+	// FilterSkips counts the webhooks whose payload filters refused a scheduled publication's
+	// event (dispatch.NewFilterSkipsMetric, shared with the API's publishes); nil counts nothing.
+	FilterSkips *prometheus.CounterVec
 	UserAgent   string
 	// Disable says when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
 	// WEBHOOKD_DISABLE_MIN_EXHAUSTED); the zero rule never does.

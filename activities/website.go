@@ -24,7 +24,7 @@ type PublishWebsiteInput struct {
 // (rescheduled, published by hand, archived): a stale timer never publishes, and the id is 0.
 func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) (int64, error) {
 	var res *model.PublishResult
-	_, err := model.Change(ctx, a.DB, func(ctx context.Context, cs *model.ChangeSet) error {
+	cs, err := model.Change(ctx, a.DB, func(ctx context.Context, cs *model.ChangeSet) error {
 		w, err := sources.GetWebsite(ctx, cs.Tx, 0, in.WebsiteID, true)
 		if errors.Is(err, model.ErrNotFound) {
 			return nil
@@ -48,6 +48,11 @@ func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebs
 	})
 	if err != nil {
 		return 0, fmt.Errorf("publish website %d: %w", in.WebsiteID, err)
+	}
+	if a.FilterSkips != nil {
+		for v, n := range model.Filtered(cs.Results) {
+			a.FilterSkips.WithLabelValues(string(v)).Add(float64(n))
+		}
 	}
 	if res == nil || len(res.Deliveries) == 0 {
 		return 0, nil

@@ -144,6 +144,22 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// nullableJSON is a field of any JSON value that tells absent from null (a webhook's filter): Set
+// when the field was present, Value nil when it was null.
+type nullableJSON struct {
+	Set   bool
+	Value json.RawMessage
+}
+
+func (n *nullableJSON) UnmarshalJSON(b []byte) error {
+	n.Set = true
+	n.Value = nil
+	if string(b) != "null" {
+		n.Value = append(json.RawMessage(nil), b...)
+	}
+	return nil
+}
+
 // nullableInt is an integer field that tells absent from null, for the fields a partial update may
 // clear: absent (Set false) keeps the stored value, null (Set, Value nil) clears it. Any other
 // value decodes as a jsonInt does, so a wrong type is the same 400 naming the field as elsewhere.

@@ -176,6 +176,8 @@ func useCaseError(err error) *apiError {
 	var limit *webhooks.LimitError
 	var rotation *webhooks.RotationLimitError
 	switch {
+	case errors.As(err, &invalid) && invalid.Malformed:
+		return invalidField(invalid.Field, invalid.Format, invalid.Args...)
 	case errors.As(err, &invalid):
 		return validationFailed(invalid.Field, invalid.Format, invalid.Args...)
 	case errors.As(err, &limit):

@@ -20,6 +20,7 @@ type eventJSON struct {
 	Data           json.RawMessage    `json:"data"`
 	OccurredAt     isoTime            `json:"occurredAt"`
 	Matched        int                `json:"matched"`
+	Filtered       int                `json:"filtered"`
 	DeliveryStates deliveryStatesJSON `json:"deliveryStates"`
 }
 
@@ -56,7 +57,7 @@ type eventDeliveryJSON struct {
 
 func (h *deliveryHandlers) presentEvent(ev *model.Event, states map[string]int) eventJSON {
 	out := eventJSON{
-		ID: ev.ID, Data: json.RawMessage(ev.Data), OccurredAt: isoTime(ev.OccurredAt), Matched: ev.Matched,
+		ID: ev.ID, Data: json.RawMessage(ev.Data), OccurredAt: isoTime(ev.OccurredAt), Matched: ev.Matched, Filtered: ev.Filtered,
 		DeliveryStates: deliveryStatesJSON{
 			Pending: states[model.DeliveryPending], Delivering: states[model.DeliveryDelivering],
 			Retrying: states[model.DeliveryRetrying], Delivered: states[model.DeliveryDelivered],

@@ -156,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 		h := &deliveryHandlers{Server: s, v: v}
 		g.GET("/webhooks", h.list, with()...)
 		g.POST("/webhooks", h.create, with(small)...)
+		g.POST("/webhooks/filter-test", h.filterTest, with(small)...)
 		g.GET("/webhooks/:id", h.get, with()...)
 		g.PUT("/webhooks/:id", h.update, with(small)...)
 		g.PATCH("/webhooks/:id", h.patch, with(small)...)

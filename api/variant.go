@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ var variantA = &variant{
 		return webhookA{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status, Disabled: w.Disabled(),
 			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt),
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Secret: secret,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Secret: secret,
 		}
 	},
 	success: func(data any, message string) any {
@@ -65,7 +66,7 @@ var variantB = &variant{
 		out := webhookB{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
 			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount,
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Secret: secret,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Secret: secret,
 		}
 		if w.LastTriggeredAt != nil {
 			t := isoTime(*w.LastTriggeredAt)
@@ -147,21 +148,32 @@ type webhookA struct {
 	UpdatedAt isoTime `json:"updatedAt"`
 	// RateLimit and MaxInFlight are the webhook's own limits, null for the worker's defaults. Like
 	// disabled they are additive: a client reading only the specification's fields ignores them.
-	RateLimit   *int   `json:"rateLimit"`
-	MaxInFlight *int   `json:"maxInFlight"`
-	Secret      string `json:"secret,omitempty"`
+	RateLimit   *int `json:"rateLimit"`
+	MaxInFlight *int `json:"maxInFlight"`
+	// Filter is the webhook's payload filter as stored (docs/filters.md), null for none.
+	Filter json.RawMessage `json:"filter"`
+	Secret string          `json:"secret,omitempty"`
 }
 
 type webhookB struct {
-	ID            int64    `json:"id"`
-	URL           string   `json:"url"`
-	EventType     string   `json:"eventType"`
-	Status        string   `json:"status"`
-	CreatedAt     isoTime  `json:"createdAt"`
-	LastTriggered *isoTime `json:"lastTriggered"`
-	LastStatus    *string  `json:"lastStatus"`
-	FailureCount  int      `json:"failureCount"`
-	RateLimit     *int     `json:"rateLimit"`
-	MaxInFlight   *int     `json:"maxInFlight"`
-	Secret        string   `json:"secret,omitempty"`
+	ID            int64           `json:"id"`
+	URL           string          `json:"url"`
+	EventType     string          `json:"eventType"`
+	Status        string          `json:"status"`
+	CreatedAt     isoTime         `json:"createdAt"`
+	LastTriggered *isoTime        `json:"lastTriggered"`
+	LastStatus    *string         `json:"lastStatus"`
+	FailureCount  int             `json:"failureCount"`
+	RateLimit     *int            `json:"rateLimit"`
+	MaxInFlight   *int            `json:"maxInFlight"`
+	Filter        json.RawMessage `json:"filter"`
+	Secret        string          `json:"secret,omitempty"`
+}
+
+// filterJSON is w's filter as a JSON value: the stored canonical text, or null.
+func filterJSON(w *model.Webhook) json.RawMessage {
+	if w.Filter == nil {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(*w.Filter)
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -26,34 +27,40 @@ func (h *deliveryHandlers) scope(c echo.Context) model.WebhookScope {
 	return model.WebhookScope{AccountID: accountOf(c).ID, Variant: h.v.model}
 }
 
+// settings are a webhook's own settings as a request sends them: a field left out keeps its value
+// (on create: the default), null clears it.
+func settings(rateLimit, maxInFlight nullableInt, filter nullableJSON) webhooks.Settings {
+	return webhooks.Settings{
+		RateLimit:   model.LimitChange{Set: rateLimit.Set, To: rateLimit.Value},
+		MaxInFlight: model.LimitChange{Set: maxInFlight.Set, To: maxInFlight.Value},
+		Filter:      webhooks.FilterEdit{Set: filter.Set, JSON: filter.Value},
+	}
+}
+
 type createWebhookRequest struct {
-	URL         string      `json:"url"`
-	EventType   string      `json:"eventType"`
-	RateLimit   nullableInt `json:"rateLimit"`
-	MaxInFlight nullableInt `json:"maxInFlight"`
+	URL         string       `json:"url"`
+	EventType   string       `json:"eventType"`
+	RateLimit   nullableInt  `json:"rateLimit"`
+	MaxInFlight nullableInt  `json:"maxInFlight"`
+	Filter      nullableJSON `json:"filter"`
 }
 
 type updateWebhookRequest struct {
-	URL         string      `json:"url"`
-	EventType   *string     `json:"eventType"`
-	RateLimit   nullableInt `json:"rateLimit"`
-	MaxInFlight nullableInt `json:"maxInFlight"`
+	URL         string       `json:"url"`
+	EventType   *string      `json:"eventType"`
+	RateLimit   nullableInt  `json:"rateLimit"`
+	MaxInFlight nullableInt  `json:"maxInFlight"`
+	Filter      nullableJSON `json:"filter"`
 }
 
-// patchWebhookRequest changes the limits only. url and eventType are read only to refuse them with
-// a pointer to PUT, whatever their value, rather than as unknown fields.
+// patchWebhookRequest changes the settings only (limits, filter). url and eventType are read only
+// to refuse them with a pointer to PUT, whatever their value, rather than as unknown fields.
 type patchWebhookRequest struct {
 	URL         json.RawMessage `json:"url"`
 	EventType   json.RawMessage `json:"eventType"`
 	RateLimit   nullableInt     `json:"rateLimit"`
 	MaxInFlight nullableInt     `json:"maxInFlight"`
-}
-
-func limitsChange(rateLimit, maxInFlight nullableInt) model.LimitsChange {
-	return model.LimitsChange{
-		RateLimit:   model.LimitChange{Set: rateLimit.Set, To: rateLimit.Value},
-		MaxInFlight: model.LimitChange{Set: maxInFlight.Set, To: maxInFlight.Value},
-	}
+	Filter      nullableJSON    `json:"filter"`
 }
 
 func (h *deliveryHandlers) create(c echo.Context) error {
@@ -62,7 +69,7 @@ func (h *deliveryHandlers) create(c echo.Context) error {
 		return err
 	}
 	w, secret, err := h.webhooks.Create(c.Request().Context(), h.scope(c), webhooks.Registration{
-		URL: req.URL, EventType: req.EventType, Limits: limitsChange(req.RateLimit, req.MaxInFlight)})
+		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter)})
 	if err != nil {
 		return err
 	}
@@ -110,14 +117,14 @@ func (h *deliveryHandlers) update(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, limitsChange(req.RateLimit, req.MaxInFlight))
+	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
 	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook updated"))
 }
 
-// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?}: the webhook's own limits and nothing
+// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?}: the webhook's own settings and nothing
 // else. Unlike PUT it leaves the status and the failure record alone, since the receiver is the same.
 func (h *deliveryHandlers) patch(c echo.Context) error {
 	id, err := webhookID(c)
@@ -134,7 +141,7 @@ func (h *deliveryHandlers) patch(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.SetLimits(c.Request().Context(), h.scope(c), id, limitsChange(req.RateLimit, req.MaxInFlight))
+	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
@@ -202,4 +209,31 @@ func (h *deliveryHandlers) load(c echo.Context) (*model.Webhook, error) {
 		return nil, notFoundAsWebhook(err)
 	}
 	return w, nil
+}
+
+type filterTestRequest struct {
+	Filter    json.RawMessage `json:"filter"`
+	EventType string          `json:"eventType"`
+	Limit     *jsonInt        `json:"limit"`
+}
+
+// filterTest is POST <collection>/filter-test {filter, eventType, limit?}: the filter tried, as
+// delivery would judge, against the account's most recent events of that type; nothing is saved.
+func (h *deliveryHandlers) filterTest(c echo.Context) error {
+	var req filterTestRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	limit := 0
+	if req.Limit != nil {
+		if limit = int(*req.Limit); limit == 0 {
+			limit = -1 // 0 is out of range, not the default
+		}
+	}
+	t, err := h.webhooks.TryFilter(c.Request().Context(), h.scope(c), req.Filter, req.EventType, limit)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"scanned": t.Scanned, "matched": t.Matched, "matchedIds": t.MatchedIDs}
+	return c.JSON(http.StatusOK, h.v.success(body, fmt.Sprintf("The filter matched %d of %d event(s)", t.Matched, t.Scanned)))
 }

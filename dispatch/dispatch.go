@@ -87,6 +87,33 @@ func NewStartsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) 
 	return c, nil
 }
 
+// NewFilterSkipsMetric registers webhookd_filter_skips_total with reg, a series at 0 per variant:
+// the webhooks an accepted event did not reach because their payload filters refused it.
+func NewFilterSkipsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webhookd_filter_skips_total",
+		Help: "Webhooks subscribed to an accepted event's type that got no delivery of it because their payload filter refused it, by variant.",
+	}, []string{"variant"})
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("register filter skips metric: %w", err)
+	}
+	for _, v := range model.Variants {
+		c.WithLabelValues(string(v))
+	}
+	return c, nil
+}
+
+// CountFilterSkips adds the webhooks that the filters of each newly accepted event in results
+// skipped to skips (nil: nothing is counted). A replayed event was counted when it was accepted.
+func CountFilterSkips(skips *prometheus.CounterVec, results []*model.PublishResult) {
+	if skips == nil {
+		return
+	}
+	for v, n := range model.Filtered(results) {
+		skips.WithLabelValues(string(v)).Add(float64(n))
+	}
+}
+
 // startConcurrency bounds the workflow starts one call has in flight. A fan-out to many webhooks,
 // or a sweep of the outbox, starts them this many at a time rather than one round trip after
 // another, and one call cannot flood the frontend.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
@@ -19,6 +20,8 @@ type Publisher struct {
 	Dispatcher *Dispatcher
 	Timeout    time.Duration
 	Log        *slog.Logger
+	// FilterSkips counts the webhooks whose filters refused the events published (nil: none).
+	FilterSkips *prometheus.CounterVec
 }
 
 // Change runs fn in one transaction, then starts the deliveries of every event it emitted.
@@ -27,6 +30,7 @@ func (p *Publisher) Change(ctx context.Context, fn func(ctx context.Context, cs 
 	if err != nil {
 		return err
 	}
+	CountFilterSkips(p.FilterSkips, cs.Results)
 	for _, res := range cs.Results {
 		p.Start(ctx, res)
 	}

@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -232,6 +234,35 @@ func TestPortalEndpointFlow(t *testing.T) {
 	b.do("open the recover page", chromedp.Navigate(endpointPage+"/recover"), chromedp.WaitVisible(chromedp.CSS("p.count")))
 	b.screenshot("portal-12-recover.png")
 
+	// 8c. The endpoint's payload filter: tried on the account's recent events of its type without
+	// saving, a malformed one refused with the fault's path, then saved.
+	b.do("open the endpoint's page", chromedp.Navigate(endpointPage), chromedp.WaitVisible(chromedp.CSS(`form.filter textarea`)))
+	eventType := b.eval("read the endpoint's event type", `document.querySelectorAll("dl.endpoint dd")[1].innerText`)
+	example := publishExamples(t, stack, eventType, 2)
+	filterText := `{"event":"` + eventType + `"}`
+	b.do("try a malformed filter",
+		chromedp.SendKeys(chromedp.CSS(`form.filter textarea`), `{"data":{"$bogus":1}}`),
+		chromedp.Click(chromedp.CSS(`form.filter button[value=test]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.filter-error`)))
+	if got := b.text("read the refusal", "p.filter-error"); !strings.Contains(got, "filter.data.$bogus") {
+		t.Fatalf("a malformed filter is answered %q, want the path of the fault", got)
+	}
+	b.do("try a filter on the recent events",
+		chromedp.SetValue(chromedp.CSS(`form.filter textarea`), filterText),
+		chromedp.Click(chromedp.CSS(`form.filter button[value=test]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.filter-trial`)))
+	if got := b.text("read the trial", "p.filter-trial"); !strings.Contains(got, fmt.Sprintf("passes %d of the %d", example, example)) {
+		t.Fatalf("the trial says %q, want the %d events published", got, example)
+	}
+	b.screenshot("portal-13-filter-tried.png")
+	b.do("save the filter",
+		chromedp.Click(chromedp.CSS(`form.filter button[value=save]`)),
+		chromedp.WaitVisible(chromedp.CSS(`code.filter-current`)))
+	if got := b.text("read the saved filter", "code.filter-current"); got != filterText {
+		t.Fatalf("the endpoint shows the filter %q, want %q", got, filterText)
+	}
+	b.screenshot("portal-14-filter-saved.png")
+
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.
 	b.do("open the integrator's page", chromedp.Navigate(allowed.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))
@@ -384,4 +415,50 @@ func TestPortalEmbeddedAcrossSites(t *testing.T) {
 	if title, err := chromedp.Run(ctx, chromedp.Evaluate[string]("document.title")); err != nil || title != "Endpoints · webhookd" {
 		t.Fatalf("the frame on %s shows %q (%v), want the endpoints page", productURL, title, err)
 	}
+}
+
+// publishExamples publishes n events of eventType (the catalog's example of its data) through
+// variant B's API with the dev stack's key, and returns n once the API accepted them all.
+func publishExamples(t *testing.T, stack devStack, eventType string, n int) int {
+	t.Helper()
+	call := func(method, path string, body any) map[string]any {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, err := json.Marshal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, stack.apiURL+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+stack.apiKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d %v %v", method, path, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	var example any
+	for _, it := range call("GET", "/v2/svc/v2/event-types", nil)["data"].([]any) {
+		if info := it.(map[string]any); info["type"] == eventType {
+			example = info["example"]
+		}
+	}
+	if example == nil {
+		t.Fatalf("no example of %s in the catalog", eventType)
+	}
+	for range n {
+		call("POST", "/v2/svc/v2/events", map[string]any{"event": eventType, "data": example})
+	}
+	return n
 }

@@ -47,3 +47,19 @@ func Change(ctx context.Context, db bun.IDB, fn func(ctx context.Context, cs *Ch
 	}
 	return cs, nil
 }
+
+// Filtered counts, by variant, the webhooks whose payload filters refused the newly accepted events
+// among results (a replayed event was counted when it was accepted).
+func Filtered(results []*PublishResult) map[Variant]int {
+	var n map[Variant]int
+	for _, res := range results {
+		if res.Replayed || res.Event.Filtered == 0 {
+			continue
+		}
+		if n == nil {
+			n = map[Variant]int{}
+		}
+		n[res.Event.Variant] += res.Event.Filtered
+	}
+	return n
+}

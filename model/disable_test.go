@@ -297,7 +297,7 @@ func TestDisableAndEnable(t *testing.T) {
 				t.Fatal(err)
 			}
 			failedDelivery(t, db, w, model.Now())
-			updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://new.example.com/", model.LimitsChange{})
+			updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://new.example.com/", model.SettingsChange{})
 			if err != nil || updated.Disabled() || updated.DisabledReason != nil || updated.FailingSince != nil || updated.Status != v.InitialStatus() {
 				t.Fatalf("URL update = %+v, %v", updated, err)
 			}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/webhookd/webhookd/filter"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // ErrIdempotencyConflict is returned when an Idempotency-Key is reused with a different request.
@@ -24,16 +26,19 @@ const IdempotencyWindow = 24 * time.Hour
 type Event struct {
 	bun.BaseModel `bun:"table:events"`
 
-	ID             int64     `bun:"id,pk,autoincrement"`
-	AccountID      int64     `bun:"account_id,notnull"`
-	Variant        Variant   `bun:"variant,notnull"`
-	EventType      string    `bun:"event_type,notnull"`
-	Data           string    `bun:"data,notnull"`
-	IdempotencyKey *string   `bun:"idempotency_key"`
-	RequestHash    *string   `bun:"request_hash"`
-	Matched        int       `bun:"matched,notnull"`
-	OccurredAt     time.Time `bun:"occurred_at,notnull"`
-	CreatedAt      time.Time `bun:"created_at,notnull"`
+	ID             int64   `bun:"id,pk,autoincrement"`
+	AccountID      int64   `bun:"account_id,notnull"`
+	Variant        Variant `bun:"variant,notnull"`
+	EventType      string  `bun:"event_type,notnull"`
+	Data           string  `bun:"data,notnull"`
+	IdempotencyKey *string `bun:"idempotency_key"`
+	RequestHash    *string `bun:"request_hash"`
+	Matched        int     `bun:"matched,notnull"`
+	// Filtered counts the webhooks subscribed to the event's type whose payload filters refused
+	// it when it was accepted: they got no delivery (Matched leaves them out).
+	Filtered   int       `bun:"filtered,notnull"`
+	OccurredAt time.Time `bun:"occurred_at,notnull"`
+	CreatedAt  time.Time `bun:"created_at,notnull"`
 }
 
 // Delivery is one event for one webhook: the unit a DeliveryWorkflow owns.
@@ -137,9 +142,14 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 		if err := s.query(ctx, tx, &hooks, query, ne.AccountID, ne.Variant, only); err != nil {
 			return fmt.Errorf("find subscribers: %w", err)
 		}
+		all := len(hooks)
+		if ne.OnlyWebhook == 0 {
+			// The test event is the receiver's check, not the filter's: it always reaches its webhook.
+			hooks = passFilters(ne, now, hooks)
+		}
 		ev := &Event{
 			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data,
-			OccurredAt: now, CreatedAt: now, Matched: len(hooks),
+			OccurredAt: now, CreatedAt: now, Matched: len(hooks), Filtered: all - len(hooks),
 		}
 		insert := s.text.insertEvent
 		if ne.IdempotencyKey != "" {
@@ -178,6 +188,35 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 		return nil
 	})
 	return res, err
+}
+
+// passFilters keeps the hooks whose payload filter passes the event's body as the receiver would
+// get it without its signature (docs/filters.md): the body is built and decoded once, and only
+// when a hook has a filter. A stored filter that no longer compiles passes: an event is never
+// lost to a filter webhookd itself cannot read (it was checked when it was saved).
+func passFilters(ne NewEvent, occurred time.Time, hooks []Webhook) []Webhook {
+	var body any
+	kept := hooks[:0]
+	for _, w := range hooks {
+		if w.Filter == nil {
+			kept = append(kept, w)
+			continue
+		}
+		f, err := filter.Cached(*w.Filter)
+		if err == nil && body == nil {
+			body, err = FilterBody(&Event{Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data, OccurredAt: occurred})
+		}
+		if err != nil || f.Match(body) {
+			kept = append(kept, w)
+		}
+	}
+	return kept
+}
+
+// FilterBody is ev's delivery body as a payload filter reads it (docs/filters.md): what a receiver
+// gets, without a signature, decoded with its numbers exact.
+func FilterBody(ev *Event) (any, error) {
+	return filter.DecodeBody(wire.LoggedBody(ev.Variant.Spec().Body, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt))
 }
 
 // findIdempotent returns the earlier answer for a reused key, ErrIdempotencyConflict for a reused

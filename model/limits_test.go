@@ -65,10 +65,10 @@ func TestUpdateWebhookLimits(t *testing.T) {
 		beforeStatusAt := statusAt(t, db, w.ID)
 
 		for _, s := range []model.WebhookScope{{AccountID: other.ID, Variant: model.VariantA}, {AccountID: acc.ID, Variant: model.VariantB}} {
-			if _, err := model.UpdateWebhookLimits(ctx, db, s, w.ID, model.LimitsChange{RateLimit: model.LimitChange{Set: true}}); !errors.Is(err, model.ErrNotFound) {
+			if _, err := model.UpdateWebhookLimits(ctx, db, s, w.ID, model.SettingsChange{RateLimit: model.LimitChange{Set: true}}); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v changes the limits: %v", s, err)
 			}
-			if _, err := model.UpdateWebhookLimits(ctx, db, s, w.ID, model.LimitsChange{}); !errors.Is(err, model.ErrNotFound) {
+			if _, err := model.UpdateWebhookLimits(ctx, db, s, w.ID, model.SettingsChange{}); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v reads the webhook through an empty change: %v", s, err)
 			}
 		}
@@ -76,19 +76,19 @@ func TestUpdateWebhookLimits(t *testing.T) {
 			t.Fatalf("limits after other scopes' changes = %v, want [5 -]", limitsOf(got))
 		}
 
-		same, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, model.LimitsChange{})
+		same, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, model.SettingsChange{})
 		if err != nil || limitsOf(same) != [2]any{5, "-"} || !same.UpdatedAt.Equal(before.UpdatedAt) {
 			t.Fatalf("empty change = %+v, %v; want the webhook unchanged", same, err)
 		}
 
 		time.Sleep(2 * time.Millisecond) // updated_at is kept to the millisecond
 		steps := []struct {
-			change model.LimitsChange
+			change model.SettingsChange
 			want   [2]any
 		}{
-			{model.LimitsChange{MaxInFlight: model.LimitChange{Set: true, To: intp(3)}}, [2]any{5, 3}},
-			{model.LimitsChange{RateLimit: model.LimitChange{Set: true}}, [2]any{"-", 3}},
-			{model.LimitsChange{RateLimit: model.LimitChange{Set: true, To: intp(10000)}, MaxInFlight: model.LimitChange{Set: true}}, [2]any{10000, "-"}},
+			{model.SettingsChange{MaxInFlight: model.LimitChange{Set: true, To: intp(3)}}, [2]any{5, 3}},
+			{model.SettingsChange{RateLimit: model.LimitChange{Set: true}}, [2]any{"-", 3}},
+			{model.SettingsChange{RateLimit: model.LimitChange{Set: true, To: intp(10000)}, MaxInFlight: model.LimitChange{Set: true}}, [2]any{10000, "-"}},
 		}
 		for _, st := range steps {
 			got, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, st.change)
@@ -107,7 +107,7 @@ func TestUpdateWebhookLimits(t *testing.T) {
 		}
 
 		// A URL update keeps unset limits and sets the others in the same statement.
-		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://limits2.example.com/", model.LimitsChange{MaxInFlight: model.LimitChange{Set: true, To: intp(2)}})
+		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://limits2.example.com/", model.SettingsChange{MaxInFlight: model.LimitChange{Set: true, To: intp(2)}})
 		if err != nil || limitsOf(updated) != [2]any{10000, 2} || updated.URL != "https://limits2.example.com/" || updated.Status != model.StatusPending {
 			t.Fatalf("URL update with a limit = %+v, %v", updated, err)
 		}
@@ -115,7 +115,7 @@ func TestUpdateWebhookLimits(t *testing.T) {
 		if err := model.DeleteWebhook(ctx, db, scope, w.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, model.LimitsChange{RateLimit: model.LimitChange{Set: true, To: intp(1)}}); !errors.Is(err, model.ErrNotFound) {
+		if _, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, model.SettingsChange{RateLimit: model.LimitChange{Set: true, To: intp(1)}}); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("deleted webhook's limits changed: %v", err)
 		}
 		if got := reload(t, db, w.ID); limitsOf(got) != [2]any{10000, 2} {

@@ -42,9 +42,12 @@ type Webhook struct {
 	ExhaustedCount int        `bun:"exhausted_count,notnull"`
 	// RateLimit caps deliveries per second to this webhook's URL, MaxInFlight its attempts in flight
 	// at once, in each worker process; nil leaves the worker's defaults (docs/operations.md).
-	RateLimit   *int       `bun:"rate_limit"`
-	MaxInFlight *int       `bun:"max_in_flight"`
-	DeletedAt   *time.Time `bun:"deleted_at,soft_delete,nullzero"`
+	RateLimit   *int `bun:"rate_limit"`
+	MaxInFlight *int `bun:"max_in_flight"`
+	// Filter is the webhook's payload filter as stored (canonical JSON, docs/filters.md), nil for
+	// none: an event its filter refuses gets no delivery to it.
+	Filter    *string    `bun:"filter"`
+	DeletedAt *time.Time `bun:"deleted_at,soft_delete,nullzero"`
 }
 
 // WebhookScope names the webhooks one caller may see: those of one account in one variant.
@@ -140,24 +143,38 @@ type LimitChange struct {
 	To  *int
 }
 
-// LimitsChange changes a webhook's per-endpoint limits (RateLimit, MaxInFlight); its zero value
-// changes nothing.
-type LimitsChange struct {
-	RateLimit   LimitChange
-	MaxInFlight LimitChange
+// FilterChange changes a webhook's payload filter: Set false keeps it, Set with a nil To removes
+// it. To is the filter's canonical JSON.
+type FilterChange struct {
+	Set bool
+	To  *string
 }
 
-// Empty reports whether c leaves both limits as they are.
-func (c LimitsChange) Empty() bool { return !c.RateLimit.Set && !c.MaxInFlight.Set }
+// SettingsChange changes a webhook's own settings, beside its URL: its per-endpoint limits
+// (RateLimit, MaxInFlight) and its payload filter. Its zero value changes nothing.
+type SettingsChange struct {
+	RateLimit   LimitChange
+	MaxInFlight LimitChange
+	Filter      FilterChange
+}
 
-// set adds c's columns to q. Each column is set on its own, so concurrent changes of the two
-// limits both land: neither writes back a value it read.
-func (c LimitsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
+// Empty reports whether c leaves every setting as it is.
+func (c SettingsChange) Empty() bool { return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set }
+
+// Limits reports whether c changes a limit.
+func (c SettingsChange) Limits() bool { return c.RateLimit.Set || c.MaxInFlight.Set }
+
+// set adds c's columns to q. Each column is set on its own, so concurrent changes of two settings
+// both land: neither writes back a value it read.
+func (c SettingsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 	if c.RateLimit.Set {
 		q = q.Set("rate_limit = ?", c.RateLimit.To)
 	}
 	if c.MaxInFlight.Set {
 		q = q.Set("max_in_flight = ?", c.MaxInFlight.To)
+	}
+	if c.Filter.Set {
+		q = q.Set("filter = ?", c.Filter.To)
 	}
 	return q
 }
@@ -165,7 +182,7 @@ func (c LimitsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 // UpdateWebhookURL sets a new receiver URL and resets the status to the variant's initial one. A
 // new URL is a new receiver, so a disabled webhook is enabled and its failure record starts afresh.
 // limits changes the per-endpoint limits in the same statement (PUT carries them beside the URL).
-func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, url string, limits LimitsChange) (*Webhook, error) {
+func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, url string, limits SettingsChange) (*Webhook, error) {
 	var w *Webhook
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		now := Now()
@@ -195,11 +212,11 @@ func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id in
 	return w, err
 }
 
-// UpdateWebhookLimits changes only the per-endpoint limits of a webhook within scope and returns it,
-// or ErrNotFound. URL, status, failure record and disabled state stay as they are: a limit says how
-// fast to deliver to the same receiver, it is not a new one. updated_at moves when c sets anything;
+// UpdateWebhookLimits changes only the settings of a webhook within scope (its limits, its filter)
+// and returns it, or ErrNotFound. URL, status, failure record and disabled state stay as they are:
+// a limit says how fast to deliver to the same receiver, a filter which events, it is not a new one. updated_at moves when c sets anything;
 // an empty c reads the webhook back unchanged.
-func UpdateWebhookLimits(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, c LimitsChange) (*Webhook, error) {
+func UpdateWebhookLimits(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, c SettingsChange) (*Webhook, error) {
 	if c.Empty() {
 		return GetWebhook(ctx, db, scope, id)
 	}

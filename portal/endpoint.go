@@ -2,11 +2,13 @@ package portal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -24,6 +26,7 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 	g.POST("/webhooks/:id/secret", h.revealSecret, write...)
 	g.POST("/webhooks/:id/rotate", h.rotateSecret, write...)
 	g.POST("/webhooks/:id/test", h.sendTest, write...)
+	g.POST("/webhooks/:id/filter", h.filter, write...)
 }
 
 // rateWindow is the window of the success rate on the endpoints and the endpoint page.
@@ -96,6 +99,11 @@ type detailView struct {
 	secret            string
 	previousExpires   *time.Time
 	notice, formError string
+	// filterText is the filter form's text: what the owner sent when it was tried or refused,
+	// else the stored filter. trial is a try's answer, filterError a refusal's.
+	filterText  *string
+	trial       *webhooks.Trial
+	filterError string
 }
 
 func (h *endpointHandlers) detail(c echo.Context) error {
@@ -124,7 +132,14 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	if err != nil {
 		return err
 	}
+	filterText := ""
+	if v.filterText != nil {
+		filterText = *v.filterText
+	} else if w.Filter != nil {
+		filterText = *w.Filter
+	}
 	return h.render(c, v.status, "endpoint", map[string]any{
+		"FilterText": filterText, "Trial": v.trial, "FilterError": v.filterError,
 		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": last[w.ID],
 		"Chart": ChartSVG(buckets, chartTitle), "Range": rangeName,
 		"Rate":     rateOf(buckets, now.Add(-rateWindow)),
@@ -181,4 +196,59 @@ func (h *endpointHandlers) sendTest(c echo.Context) error {
 		return err // not found when deleted meanwhile, as the API answers
 	}
 	return c.Redirect(http.StatusSeeOther, Prefix+"deliveries/"+strconv.FormatInt(res.Deliveries[0].ID, 10))
+}
+
+// filter is POST <collection>/<id>/filter: the form's filter tried on the endpoint's recent events
+// (do=test, as POST <collection>/filter-test: nothing is saved), or saved (do=save, as PATCH
+// {"filter"}; empty removes it). Either answer is the endpoint's page with the text as sent.
+func (h *endpointHandlers) filter(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	text := strings.TrimSpace(c.FormValue("filter"))
+	raw := json.RawMessage(text)
+	view := detailView{status: http.StatusOK, filterText: &text}
+	ctx, scope := c.Request().Context(), sessionOf(c).Scope()
+	switch c.FormValue("do") {
+	case "test":
+		if text == "" {
+			view.status, view.filterError = http.StatusUnprocessableEntity, "Write a filter to try."
+			break
+		}
+		trial, err := h.webhooks.TryFilter(ctx, scope, raw, w.EventType, 0)
+		if problem, ok := filterProblem(err); ok {
+			view.status, view.filterError = http.StatusUnprocessableEntity, problem
+		} else if err != nil {
+			return err
+		} else {
+			view.trial = &trial
+		}
+	case "save":
+		saved, err := h.webhooks.SetSettings(ctx, scope, w.ID, webhooks.Settings{Filter: webhooks.FilterEdit{Set: true, JSON: raw}})
+		if problem, ok := filterProblem(err); ok {
+			view.status, view.filterError = http.StatusUnprocessableEntity, problem
+			break
+		} else if err != nil {
+			return err
+		}
+		w, view.filterText = saved, nil
+		view.notice = "The filter was saved: it applies to the events accepted from now on."
+		if saved.Filter == nil {
+			view.notice = "The filter was removed: every event of the endpoint's type is delivered from now on."
+		}
+	default:
+		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Try the filter or save it with the form's buttons."}
+	}
+	return h.renderDetail(c, w, view)
+}
+
+// filterProblem words a refused filter for the person who wrote it: where the fault is and what it
+// is; ok is false for any other error.
+func filterProblem(err error) (string, bool) {
+	var invalid *webhooks.InvalidError
+	if !errors.As(err, &invalid) {
+		return "", false
+	}
+	return "The filter cannot be used: " + invalid.Error() + ".", true
 }

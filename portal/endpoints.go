@@ -183,7 +183,7 @@ func (h *endpointHandlers) updateURL(c echo.Context) error {
 		return err
 	}
 	rawURL := strings.TrimSpace(c.FormValue("url"))
-	_, err = h.webhooks.Update(c.Request().Context(), sessionOf(c).Scope(), w.ID, rawURL, model.LimitsChange{})
+	_, err = h.webhooks.Update(c.Request().Context(), sessionOf(c).Scope(), w.ID, rawURL, webhooks.Settings{})
 	if problem, ok := h.formProblem(err); ok {
 		return h.render(c, http.StatusUnprocessableEntity, "edit", map[string]any{"Title": "Edit endpoint", "Endpoint": w, "FormURL": rawURL, "FormError": problem})
 	}

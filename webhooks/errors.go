@@ -31,8 +31,9 @@ type InvalidError struct {
 	Field  string
 	Format string
 	Args   []any
-	// Missing: the field was absent or empty.
-	Missing bool
+	// Missing: the field was absent or empty. Malformed: the value is not of the field's syntax
+	// (the API answers 400 rather than 422).
+	Missing, Malformed bool
 }
 
 func (e *InvalidError) Error() string { return fmt.Sprintf(e.Format, e.Args...) }

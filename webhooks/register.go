@@ -22,12 +22,12 @@ const (
 // after its limits changed.
 const retimeTimeout = time.Minute
 
-// Registration is a webhook to create: its receiver, its event type and its own limits (nil: the
-// worker's defaults).
+// Registration is a webhook to create: its receiver, its event type and its own settings (limits
+// nil: the worker's defaults; no filter: every event of its type).
 type Registration struct {
 	URL       string
 	EventType string
-	Limits    model.LimitsChange
+	Settings  Settings
 }
 
 // Create registers a webhook with a new signing secret, returned in the clear this once. In a
@@ -37,7 +37,8 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err := checkEventType(scope.Variant, r.EventType); err != nil {
 		return nil, "", err
 	}
-	if err := checkLimits(r.Limits); err != nil {
+	settings, err := r.Settings.change()
+	if err != nil {
 		return nil, "", err
 	}
 	if err := s.checkURL(ctx, r.URL); err != nil {
@@ -55,7 +56,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	w := &model.Webhook{
 		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
-		RateLimit: r.Limits.RateLimit.To, MaxInFlight: r.Limits.MaxInFlight.To,
+		RateLimit: settings.RateLimit.To, MaxInFlight: settings.MaxInFlight.To, Filter: settings.Filter.To,
 	}
 	err = s.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		if err := model.CreateWebhook(ctx, cs.Tx, w, s.maxWebhooks); err != nil {
@@ -95,9 +96,10 @@ func (s *Service) List(ctx context.Context, scope model.WebhookScope, f model.We
 }
 
 // Update points webhook id at another URL (PUT): its status starts again as a new webhook's, and
-// the limits change as limits says. Another scope's id is ErrNotFound whatever the URL.
-func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64, url string, limits model.LimitsChange) (*model.Webhook, error) {
-	if err := checkLimits(limits); err != nil {
+// its settings change as settings says. Another scope's id is ErrNotFound whatever the URL.
+func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64, url string, settings Settings) (*model.Webhook, error) {
+	limits, err := settings.change()
+	if err != nil {
 		return nil, err
 	}
 	// Existence before the URL's resolution, so another account's id is not found whatever the body.
@@ -115,10 +117,12 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 	return w, nil
 }
 
-// SetLimits changes a webhook's own limits alone (PATCH): its status and failure record stay, as
-// the receiver is the same.
-func (s *Service) SetLimits(ctx context.Context, scope model.WebhookScope, id int64, limits model.LimitsChange) (*model.Webhook, error) {
-	if err := checkLimits(limits); err != nil {
+// SetSettings changes a webhook's own settings alone (PATCH): its limits, its filter. Its status
+// and failure record stay, as the receiver is the same. A filter applies to the events accepted
+// after it; nothing already accepted is judged again.
+func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id int64, settings Settings) (*model.Webhook, error) {
+	limits, err := settings.change()
+	if err != nil {
 		return nil, err
 	}
 	w, err := model.UpdateWebhookLimits(ctx, s.db, scope, id, limits)
@@ -133,8 +137,8 @@ func (s *Service) SetLimits(ctx context.Context, scope model.WebhookScope, id in
 // applies from the next attempt on, and an attempt held back under the old limits is one
 // (docs/api.md). It runs behind the answer: a webhook may have many deliveries under way, and a
 // signal it cannot send only leaves an attempt to come back at the turn it was given.
-func (s *Service) retime(ctx context.Context, webhookID int64, limits model.LimitsChange) {
-	if (!limits.RateLimit.Set && !limits.MaxInFlight.Set) || s.dispatcher == nil {
+func (s *Service) retime(ctx context.Context, webhookID int64, limits model.SettingsChange) {
+	if !limits.Limits() || s.dispatcher == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retimeTimeout)
@@ -185,7 +189,7 @@ func checkEventType(v model.Variant, eventType string) error {
 }
 
 // checkLimits refuses a webhook's limits out of range, naming the field.
-func checkLimits(l model.LimitsChange) error {
+func checkLimits(l model.SettingsChange) error {
 	if err := within("rateLimit", l.RateLimit.To, MaxRateLimit); err != nil {
 		return err
 	}

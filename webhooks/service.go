@@ -14,6 +14,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
@@ -37,6 +38,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// MaxWebhooks bounds an account's live webhooks in each variant (WEBHOOKD_MAX_WEBHOOKS).
 	MaxWebhooks int64
+	// FilterSkips counts the webhooks whose payload filters refused an accepted event
+	// (dispatch.NewFilterSkipsMetric); nil counts nothing.
+	FilterSkips *prometheus.CounterVec
 	// RequestTimeout bounds how long a request waits on Temporal after its commit (a start, a
 	// resend, a recovery): what is not started within it the worker's sweeper starts
 	// (WEBHOOKD_TEMPORAL_REQUEST_TIMEOUT).
@@ -74,7 +78,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
 		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout,
-		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger},
+		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger, FilterSkips: cfg.FilterSkips},
 	}, nil
 }
 

@@ -82,9 +82,9 @@ func TestCreateRefusals(t *testing.T) {
 		{"plain http", model.VariantB, webhooks.Registration{URL: "http://a.example.com/", EventType: "lead.captured"}, "url", false},
 		{"private address", model.VariantB, webhooks.Registration{URL: "https://10.0.0.5/", EventType: "lead.captured"}, "url", false},
 		{"rate limit 0", model.VariantA, webhooks.Registration{URL: "https://a.example.com/", EventType: "campaign.created",
-			Limits: model.LimitsChange{RateLimit: model.LimitChange{Set: true, To: &zero}}}, "rateLimit", false},
+			Settings: webhooks.Settings{RateLimit: model.LimitChange{Set: true, To: &zero}}}, "rateLimit", false},
 		{"max in flight over", model.VariantA, webhooks.Registration{URL: "https://a.example.com/", EventType: "campaign.created",
-			Limits: model.LimitsChange{MaxInFlight: model.LimitChange{Set: true, To: &big}}}, "maxInFlight", false},
+			Settings: webhooks.Settings{MaxInFlight: model.LimitChange{Set: true, To: &big}}}, "maxInFlight", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			scope := scopeOf(t, db, c.v)

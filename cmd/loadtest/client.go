@@ -87,6 +87,22 @@ func (c *apiClient) setRateLimit(ctx context.Context, id int64, perSecond int) e
 	return nil
 }
 
+// setFilter sets the webhook's payload filter (PATCH {"filter": f}) and checks that the API
+// answers with one.
+func (c *apiClient) setFilter(ctx context.Context, id int64, f any) error {
+	var out struct {
+		Filter json.RawMessage `json:"filter"`
+	}
+	path := fmt.Sprintf("/api/svc/v2/webhooks/%d", id)
+	if err := c.doPatiently(ctx, http.MethodPatch, path, map[string]any{"filter": f}, &out); err != nil {
+		return err
+	}
+	if len(out.Filter) == 0 || string(out.Filter) == "null" {
+		return fmt.Errorf("PATCH %s {\"filter\": ...}: the webhook has no filter", path)
+	}
+	return nil
+}
+
 func (c *apiClient) deleteWebhook(ctx context.Context, id int64) error {
 	return c.doPatiently(ctx, http.MethodDelete, fmt.Sprintf("/api/svc/v2/webhooks/%d", id), nil, nil)
 }

@@ -41,6 +41,9 @@
 //     and to the last receipt, and how many delivery workflows the request started and how many
 //     it left to the worker's sweeper (webhookd_delivery_starts_total on /metrics; "n/a" for a
 //     build without it).
+//   - fanout-filter: issue 29's comparison in one run: fanout as above, then again with half of the
+//     -hooks webhooks carrying a payload filter that refuses the event; it reports both 202s, the
+//     webhooks reached and the delivery workflows started.
 //   - burst: the throughput scenario with -events 2000 by default; it reports the intake rate, the
 //     time to the last delivery, deliveries/s, and the starts by request and by sweeper.
 //   - suite: issue 10's benchmark: tiers, openloop, fanout and burst in that order against the
@@ -291,6 +294,8 @@ func run(ctx context.Context) error {
 		return openloop(ctx, cfg, cert)
 	case "fanout":
 		return fanout(ctx, cfg, cert)
+	case "fanout-filter":
+		return fanoutFilter(ctx, cfg, cert)
 	case "burst":
 		return burst(ctx, cfg, cert)
 	case "ratelimit":

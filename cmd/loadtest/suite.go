@@ -54,7 +54,7 @@ func runSuite(ctx context.Context, cfg config, cert tls.Certificate, temporalOpt
 	r.missing += o.s.missing
 
 	fmt.Println("\n== suite 3/4: fanout")
-	f, err := measureFanOut(ctx, cfg, cert)
+	f, err := measureFanOut(ctx, cfg, cert, 0)
 	if err != nil {
 		return fmt.Errorf("fanout: %w", err)
 	}

@@ -106,14 +106,16 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 
 // serveParts are what the API and the worker share.
 type serveParts struct {
-	db         *model.DB
-	secrets    *model.SecretBox
-	registry   *prometheus.Registry
-	tracer     trace.Tracer // nil: tracing off
-	temporal   client.Client
-	dispatcher *dispatch.Dispatcher
-	policy     egress.AddressPolicy
-	logger     *slog.Logger
+	db       *model.DB
+	secrets  *model.SecretBox
+	registry *prometheus.Registry
+	// filterSkips counts the webhooks payload filters kept an event from, wherever it is accepted.
+	filterSkips *prometheus.CounterVec
+	tracer      trace.Tracer // nil: tracing off
+	temporal    client.Client
+	dispatcher  *dispatch.Dispatcher
+	policy      egress.AddressPolicy
+	logger      *slog.Logger
 }
 
 // newServeParts builds the shared parts, each ended at its stage of down.
@@ -124,6 +126,9 @@ func newServeParts(ctx context.Context, cfg Config, role string, logger *slog.Lo
 		return p, err
 	}
 	if p.registry, err = newRegistry(); err != nil {
+		return p, err
+	}
+	if p.filterSkips, err = dispatch.NewFilterSkipsMetric(p.registry); err != nil {
 		return p, err
 	}
 	tr, err := startTracing(ctx, cfg, logger, down)
@@ -257,6 +262,7 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 	uses, err := webhooks.New(webhooks.Config{
 		DB: p.db, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
 		Logger: p.logger.With("component", "webhooks"), MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
+		FilterSkips: p.filterSkips,
 	})
 	if err != nil {
 		return nil, err
@@ -333,7 +339,7 @@ func startWorker(ctx context.Context, cfg Config, p serveParts, errc chan<- erro
 	// Set before the first worker exists (the SDK's cache is per process). Deliveries waiting on
 	// retry timers would otherwise stay cached, 10,000 by default: hundreds of MB.
 	sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	acts, err := newActivities(cfg, p.db, p.secrets, p.policy, p.registry, p.tracer, p.logger)
+	acts, err := newActivities(cfg, p)
 	if err != nil {
 		return err
 	}
@@ -380,8 +386,8 @@ func workerConfig(cfg Config, tc client.Client, db *bun.DB, acts *activities.Act
 
 // newActivities builds the delivery worker's dependencies: the one shared delivery client, the
 // mailer and the delivery metrics. Both clients trust the same roots, read once.
-func newActivities(cfg Config, db *model.DB, secrets *model.SecretBox, policy egress.AddressPolicy, reg prometheus.Registerer,
-	tracer trace.Tracer, logger *slog.Logger) (*activities.Activities, error) {
+func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
+	db, secrets, policy, reg, tracer, logger := p.db, p.secrets, p.policy, p.registry, p.tracer, p.logger
 	roots, err := egress.RootCAs(cfg.ExtraCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("WEBHOOKD_EXTRA_CA_FILE: %w", err)
@@ -407,7 +413,7 @@ func newActivities(cfg Config, db *model.DB, secrets *model.SecretBox, policy eg
 	}
 	return &activities.Activities{
 		DB: db, Secrets: secrets, Egress: out, Mailer: mailer,
-		Metrics: metrics, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
+		Metrics: metrics, FilterSkips: p.filterSkips, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,
 		Disable:     model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},

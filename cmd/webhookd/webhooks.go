@@ -196,7 +196,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT")
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER")
 	for _, v := range model.Variants {
 		if only != "" && v != only {
 			continue
@@ -212,7 +212,11 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 				if w.Disabled() {
 					status += " (disabled)"
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL, limit(w.RateLimit), limit(w.MaxInFlight))
+				filter := "-"
+				if w.Filter != nil {
+					filter = *w.Filter
+				}
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL, limit(w.RateLimit), limit(w.MaxInFlight), filter)
 			}
 			if int64(len(hooks)) < f.Limit {
 				break

@@ -5,7 +5,7 @@
 # beside a `make run` (bench-stack.sh, shared with bench-isolation.sh). It prints the table at the
 # end and stops everything on exit.
 #
-#   deployments/dev/bench-e2e.sh [suite|tiers|openloop|fanout|burst|throughput] [loadtest flags, e.g. -events 500]
+#   deployments/dev/bench-e2e.sh [suite|tiers|openloop|fanout|fanout-filter|burst|throughput] [loadtest flags, e.g. -events 500]
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-e2e.sh     # measure another build
 #   WEBHOOKD_SWEEP_INTERVAL=1s deployments/dev/bench-e2e.sh         # WEBHOOKD_* reach webhookd
 #   BENCH_TRACING=0.01 deployments/dev/bench-e2e.sh tiers           # webhookd traces 1% of events (1: all)
@@ -22,8 +22,8 @@ if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
   shift
 fi
 case $scenario in
-  suite | tiers | openloop | fanout | burst | throughput) ;;
-  *) echo "usage: $0 [suite|tiers|openloop|fanout|burst|throughput] [loadtest flags]" >&2; exit 2 ;;
+  suite | tiers | openloop | fanout | fanout-filter | burst | throughput) ;;
+  *) echo "usage: $0 [suite|tiers|openloop|fanout|fanout-filter|burst|throughput] [loadtest flags]" >&2; exit 2 ;;
 esac
 
 # The fan-out registers -hooks webhooks (loadtest's default: 1000) on one account.

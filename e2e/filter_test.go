@@ -89,6 +89,10 @@ func TestPayloadFilters(t *testing.T) {
 			if got := received("/filter/picky/"+c.variant, picky); !slices.Equal(got, passing) {
 				t.Fatalf("the filtered webhook got %v, want exactly %v", got, passing)
 			}
+			refusedCount := len(events) - len(passing)
+			if got := st.counter(t, "webhookd_filter_skips_total", "variant", c.variant); got != float64(refusedCount) {
+				t.Errorf("webhookd_filter_skips_total{variant=%q} = %v, want %d", c.variant, got, refusedCount)
+			}
 			var matchedIDs []float64
 			for i, ev := range events {
 				n, err := st.db.NewSelect().Model((*model.Delivery)(nil)).Where("event_id = ? AND webhook_id = ?", ev, picky).Count(context.Background())

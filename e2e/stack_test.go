@@ -127,9 +127,13 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if !o.noWorker {
 		st.stopWorker = st.startWorker(t, box, policy, o.timeout, logger)
 	}
+	skips, err := dispatch.NewFilterSkipsMetric(st.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
 	uses, err := webhooks.New(webhooks.Config{
 		DB: st.db, Dispatcher: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
-		Logger: logger, MaxWebhooks: 100, RequestTimeout: 3 * time.Second,
+		Logger: logger, MaxWebhooks: 100, RequestTimeout: 3 * time.Second, FilterSkips: skips,
 	})
 	if err != nil {
 		t.Fatal(err)

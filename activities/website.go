@@ -23,27 +23,18 @@ type PublishWebsiteInput struct {
 // start its deliveries (0 when it has none). It does nothing when the schedule is no longer the website's
 // (rescheduled, published by hand, archived): a stale timer never publishes, and the id is 0.
 func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) (int64, error) {
-	var res *model.PublishResult
+	stale := errors.New("stale schedule")
 	cs, err := model.Change(ctx, a.DB, func(ctx context.Context, cs *model.ChangeSet) error {
-		w, err := sources.GetWebsite(ctx, cs.Tx, 0, in.WebsiteID, true)
-		if errors.Is(err, model.ErrNotFound) {
+		_, _, err := sources.MoveWebsite(ctx, cs, 0, in.WebsiteID, func(w *sources.Website) (*model.NewEvent, error) {
+			if w.Status != sources.WebsiteDraft || w.ScheduledAt == nil || !w.ScheduledAt.Equal(in.ScheduledAt) {
+				activity.GetLogger(ctx).Info("stale website schedule ignored", "website", w.ID, "status", w.Status)
+				return nil, stale
+			}
+			return w.Publish(a.SiteBaseURL, true)
+		})
+		if errors.Is(err, stale) || errors.Is(err, model.ErrNotFound) {
 			return nil
 		}
-		if err != nil {
-			return err
-		}
-		if w.Status != sources.WebsiteDraft || w.ScheduledAt == nil || !w.ScheduledAt.Equal(in.ScheduledAt) {
-			activity.GetLogger(ctx).Info("stale website schedule ignored", "website", w.ID, "status", w.Status)
-			return nil
-		}
-		ev, err := w.Publish(a.SiteBaseURL, true)
-		if err != nil {
-			return err
-		}
-		if err := sources.SaveWebsite(ctx, cs.Tx, w); err != nil {
-			return err
-		}
-		res, err = cs.Emit(ctx, *ev)
 		return err
 	})
 	if err != nil {
@@ -54,8 +45,9 @@ func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebs
 			a.FilterSkips.WithLabelValues(string(v)).Add(float64(n))
 		}
 	}
-	if res == nil || len(res.Deliveries) == 0 {
+	// The change emitted the website.published event, or nothing when the schedule was stale.
+	if len(cs.Results) == 0 || len(cs.Results[0].Deliveries) == 0 {
 		return 0, nil
 	}
-	return res.Event.ID, nil
+	return cs.Results[0].Event.ID, nil
 }

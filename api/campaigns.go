@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -81,10 +82,7 @@ func (h *campaignHandlers) create(c echo.Context) error {
 	camp := &sources.Campaign{AccountID: accountOf(c).ID, Name: *req.Name, Platform: *req.Platform, Status: sources.CampaignActive,
 		Budget: *req.Budget, StartDate: start, EndDate: end, CreatedAt: now, UpdatedAt: now}
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		if err := sources.InsertCampaign(ctx, cs.Tx, camp); err != nil {
-			return err
-		}
-		return emitCampaign(ctx, cs, "campaign.created", camp)
+		return sources.CreateCampaign(ctx, cs, camp)
 	})
 	if err != nil {
 		return err
@@ -117,19 +115,13 @@ func (h *campaignHandlers) patch(c echo.Context) error {
 	}
 	var camp *sources.Campaign
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		updated, notable, err := sources.UpdateCampaign(ctx, cs.Tx, accountOf(c).ID, id, ch)
-		if err != nil {
-			return err
-		}
-		camp = updated
-		if ch.EndDate != nil && !camp.EndDate.After(camp.StartDate) {
-			return validationFailed("endDate", "endDate must be after startDate")
-		}
-		if !notable {
-			return nil
-		}
-		return emitCampaign(ctx, cs, "campaign.updated", camp)
+		var err error
+		camp, err = sources.ChangeCampaign(ctx, cs, accountOf(c).ID, id, ch)
+		return err
 	})
+	if errors.Is(err, sources.ErrEndBeforeStart) {
+		return validationFailed("endDate", "endDate must be after startDate")
+	}
 	if err != nil {
 		return notFoundAs(err, "campaign")
 	}
@@ -163,16 +155,6 @@ func (h *campaignHandlers) list(c echo.Context) error {
 		out[i] = presentCampaign(&cs[i])
 	}
 	return c.JSON(http.StatusOK, variantA.success(out, "Campaigns retrieved"))
-}
-
-// emitCampaign emits a campaign event with the campaign's CampaignData.
-func emitCampaign(ctx context.Context, cs *model.ChangeSet, eventType string, camp *sources.Campaign) error {
-	data, err := camp.EventData()
-	if err != nil {
-		return err
-	}
-	_, err = cs.Emit(ctx, model.NewEvent{AccountID: camp.AccountID, Variant: model.VariantA, EventType: eventType, Data: data})
-	return err
 }
 
 func checkCampaignName(name *string, required bool) error {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
-	"github.com/webhookd/webhookd/wire"
 )
 
 // Fan intake: the website platform's backend reports leads, pre-saves and analytics for a
@@ -52,32 +50,16 @@ func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(
 	}
 	var first *model.PublishResult
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		w, err := sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
-		if err != nil {
-			return err
-		}
-		if w.Status != sources.WebsitePublished {
-			return conflict("the website is " + w.Status + "; fans reach published websites only")
-		}
-		raw, err := json.Marshal(build(w))
-		if err != nil {
-			return err
-		}
-		data, err := wire.CanonicalJSON(raw)
-		if err != nil {
-			return err
-		}
-		if err := sources.ValidateEventData(eventType, raw); err != nil {
-			return dataFieldError(err)
-		}
-		if first, err = cs.Emit(ctx, model.NewEvent{AccountID: w.AccountID, Variant: model.VariantB, EventType: eventType, Data: string(data)}); err != nil {
-			return err
-		}
-		_, err = count(ctx, cs, w, sources.MetricSignups, 1)
+		var err error
+		first, err = sources.FanEvent(ctx, cs, accountOf(c).ID, id, eventType, build)
 		return err
 	})
-	if err != nil {
-		return notFoundAs(err, "website")
+	var notPublished *sources.NotPublishedError
+	switch {
+	case errors.As(err, &notPublished):
+		return conflict(notPublished.Error())
+	case err != nil:
+		return notFoundAs(dataFieldError(err), "website")
 	}
 	// The same shape as POST <prefix>/events answers: one intake reply everywhere.
 	return c.JSON(http.StatusAccepted, variantB.success(map[string]any{"id": first.Event.ID, variantB.spec.TypeField: first.Event.EventType, "matched": first.Event.Matched}, "Event accepted"))
@@ -106,31 +88,14 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	}
 	var value int64
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		w, err := sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true)
-		if err != nil {
-			return err
-		}
-		value, err = count(ctx, cs, w, req.Metric, int64(*req.Increment))
+		var err error
+		value, err = sources.CountVisit(ctx, cs, accountOf(c).ID, id, req.Metric, int64(*req.Increment))
 		return err
 	})
 	if err != nil {
 		return notFoundAs(err, "website")
 	}
 	return c.JSON(http.StatusOK, variantB.success(map[string]any{"metric": req.Metric, "value": value}, "Counted"))
-}
-
-// count adds to a counter and emits the threshold events it causes, in the change.
-func count(ctx context.Context, cs *model.ChangeSet, w *sources.Website, metric string, n int64) (int64, error) {
-	value, evs, err := sources.AddToCounter(ctx, cs.Tx, w, metric, n)
-	if err != nil {
-		return 0, err
-	}
-	for _, ev := range evs {
-		if _, err := cs.Emit(ctx, ev); err != nil {
-			return 0, err
-		}
-	}
-	return value, nil
 }
 
 // dataFieldError answers a *model.DataError about a fan's event as a failed validation of the

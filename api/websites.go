@@ -227,25 +227,12 @@ func (h *websiteHandlers) transition(c echo.Context, id int64, move func(*source
 	hadSchedule := false
 	err := h.webhooks.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		var err error
-		if w, err = sources.GetWebsite(ctx, cs.Tx, accountOf(c).ID, id, true); err != nil {
-			return err
-		}
-		hadSchedule = w.ScheduledAt != nil
-		ev, err := move(w)
-		if errors.Is(err, sources.ErrInvalidTransition) {
-			return conflict(err.Error())
-		}
-		if err != nil {
-			return err
-		}
-		if err := sources.SaveWebsite(ctx, cs.Tx, w); err != nil {
-			return err
-		}
-		if ev != nil {
-			_, err = cs.Emit(ctx, *ev)
-		}
+		w, hadSchedule, err = sources.MoveWebsite(ctx, cs, accountOf(c).ID, id, move)
 		return err
 	})
+	if errors.Is(err, sources.ErrInvalidTransition) {
+		return nil, conflict(err.Error())
+	}
 	if err != nil {
 		return nil, notFoundAs(err, "website")
 	}

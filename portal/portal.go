@@ -86,19 +86,17 @@ type Server struct {
 
 // New builds the portal and its routes, all under Prefix.
 func New(cfg Config) (*Server, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Webhooks == nil {
-		return nil, errors.New("portal: Webhooks is required")
-	}
 	// The limits and the frame ancestors are the caller's to set (cmd/webhookd's Config has their
 	// defaults): a zero would refuse every link, an empty source list every frame.
-	if cfg.RateLimit <= 0 || cfg.RateBurst <= 0 {
+	switch {
+	case cfg.Webhooks == nil:
+		return nil, errors.New("portal: Webhooks is required")
+	case cfg.RateLimit <= 0 || cfg.RateBurst <= 0:
 		return nil, fmt.Errorf("portal: RateLimit %v, RateBurst %d: must be positive", cfg.RateLimit, cfg.RateBurst)
-	}
-	if cfg.FrameAncestors == "" || strings.ContainsAny(cfg.FrameAncestors, ";,\r\n") {
+	case cfg.FrameAncestors == "" || strings.ContainsAny(cfg.FrameAncestors, ";,\r\n"):
 		return nil, fmt.Errorf("portal frame ancestors %q: not one CSP directive's sources", cfg.FrameAncestors)
+	case cfg.Logger == nil:
+		cfg.Logger = slog.Default()
 	}
 	pages, err := parsePages()
 	if err != nil {

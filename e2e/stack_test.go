@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/activities"
@@ -107,6 +108,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		mb:       startMailbox(t),
 		registry: prometheus.NewRegistry(),
 	}
+	// Registered before the worker starts, so that it runs after the worker stopped.
+	t.Cleanup(func() { st.endWorkflows(t) })
 	box, err := model.NewSecretBox(testSecretKey)
 	if err != nil {
 		t.Fatal(err)
@@ -366,4 +369,44 @@ func (st *stack) waitQuiet(t *testing.T, eventID, webhookID int64, state string,
 		}
 		return !settled || (desc.PendingWorkflowTask == nil && st.delivery(t, eventID, webhookID).State == state)
 	})
+}
+
+// endWorkflows terminates the workflows this stack left running on the Temporal server that the
+// package's tests share (held backlogs, retry timers, exhausted deliveries waiting for a retry):
+// with its worker gone their timers and timeouts still keep the server busy, and the CPU
+// measurements of the tests after this one (TestSharedHostIsolationUnderCPUPressure counts the
+// server's CPU) would pay for them.
+func (st *stack) endWorkflows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	query := fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", st.queue)
+	ended := 0
+	defer func() {
+		if ended > 0 {
+			t.Logf("terminated the %d workflows the test left running", ended)
+		}
+	}()
+	for range 20 { // visibility lags a little behind the terminations: list again until none
+		resp, err := st.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 1000})
+		if err != nil {
+			t.Logf("end the stack's workflows: %v", err)
+			return
+		}
+		if len(resp.Executions) == 0 {
+			return
+		}
+		ended += len(resp.Executions)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for _, e := range resp.Executions {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				_ = st.tc.TerminateWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), "the test is over")
+			}()
+		}
+		wg.Wait()
+		time.Sleep(200 * time.Millisecond)
+	}
 }

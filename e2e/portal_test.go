@@ -421,35 +421,8 @@ func TestPortalEmbeddedAcrossSites(t *testing.T) {
 // variant B's API with the dev stack's key, and returns n once the API accepted them all.
 func publishExamples(t *testing.T, stack devStack, eventType string, n int) int {
 	t.Helper()
-	call := func(method, path string, body any) map[string]any {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, err := json.Marshal(body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rd = bytes.NewReader(b)
-		}
-		req, err := http.NewRequestWithContext(t.Context(), method, stack.apiURL+path, rd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+stack.apiKey)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d %v %v", method, path, resp.StatusCode, out, err)
-		}
-		return out
-	}
 	var example any
-	for _, it := range call("GET", "/v2/svc/v2/event-types", nil)["data"].([]any) {
+	for _, it := range devAPI(t, stack, stack.apiKey, "GET", "/v2/svc/v2/event-types", nil)["data"].([]any) {
 		if info := it.(map[string]any); info["type"] == eventType {
 			example = info["example"]
 		}
@@ -458,7 +431,37 @@ func publishExamples(t *testing.T, stack devStack, eventType string, n int) int 
 		t.Fatalf("no example of %s in the catalog", eventType)
 	}
 	for range n {
-		call("POST", "/v2/svc/v2/events", map[string]any{"event": eventType, "data": example})
+		devAPI(t, stack, stack.apiKey, "POST", "/v2/svc/v2/events", map[string]any{"event": eventType, "data": example})
 	}
 	return n
+}
+
+// devAPI calls variant B's API of the dev stack with key, and fails the test on anything but a
+// success.
+func devAPI(t *testing.T, stack devStack, key, method, path string, body any) map[string]any {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, stack.apiURL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %v %v", method, path, resp.StatusCode, out, err)
+	}
+	return out
 }

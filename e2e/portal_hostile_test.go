@@ -14,7 +14,7 @@ import (
 
 // TestPortalHostileInputs is what a curious or hostile person tries in the portal, in Chromium: a
 // link opened a second time, another account's endpoint by its id, a form posted without its CSRF
-// token, and markup in what they type. Each is refused or shown as text, and nothing they typed runs.
+// token, and markup in what they type and in an event's payload. Each is refused or shown as text, and nothing they typed runs.
 func TestPortalHostileInputs(t *testing.T) {
 	rc := startReceiver(t)
 	stack := startDevStack(t, webhookdBinary(t), []string{"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true", "WEBHOOKD_EXTRA_CA_FILE=" + rc.caFile})
@@ -42,6 +42,25 @@ func TestPortalHostileInputs(t *testing.T) {
 	if n := b.eval("count injected elements", `document.querySelectorAll("img[src=x], script:not([src])").length + ""`); n != "0" {
 		t.Fatalf("%s elements of the typed markup on the endpoints page", n)
 	}
+
+	// 2b. Markup in an event's payload (a fan's name): the event's page shows it as text.
+	var lead map[string]any
+	for _, it := range devAPI(t, stack, stack.apiKey, "GET", "/v2/svc/v2/event-types", nil)["data"].([]any) {
+		if info := it.(map[string]any); info["type"] == "lead.captured" {
+			lead = info["example"].(map[string]any)
+		}
+	}
+	lead["name"] = `</pre><script>alert(3)</script><img src=x onerror=alert(4)>`
+	ev := devAPI(t, stack, stack.apiKey, "POST", "/v2/svc/v2/events", map[string]any{"event": "lead.captured", "data": lead})
+	eventID := int64(ev["data"].(map[string]any)["id"].(float64))
+	b.do("open the event", chromedp.Navigate(fmt.Sprintf("%s/portal/events/%d", stack.apiURL, eventID)), chromedp.WaitVisible(chromedp.CSS("pre")))
+	if got := b.text("read the payload", "pre"); !strings.Contains(got, "<script>alert(3)</script>") {
+		t.Fatalf("the event's payload shows as %q, want the markup as text", got)
+	}
+	if n := b.eval("count injected elements", `document.querySelectorAll("img[src=x], script:not([src])").length + ""`); n != "0" {
+		t.Fatalf("%s elements of the payload's markup on the event's page", n)
+	}
+	b.screenshot("portal-hostile-payload.png")
 
 	// 3. Another account's endpoint, by its id: not found, as an id that does not exist.
 	other := createOtherAccountWebhook(t, stack, rc.url("/other"))

@@ -18,21 +18,23 @@ type PublishWebsiteInput struct {
 	ScheduledAt time.Time
 }
 
+// errStaleSchedule ends the change of a publication whose schedule is no longer the website's.
+var errStaleSchedule = errors.New("stale schedule")
+
 // PublishScheduledWebsite publishes a website whose scheduled time has come, with its
 // website.published event in the same change (model.Change), and returns the event's id for the workflow to
 // start its deliveries (0 when it has none). It does nothing when the schedule is no longer the website's
 // (rescheduled, published by hand, archived): a stale timer never publishes, and the id is 0.
 func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) (int64, error) {
-	stale := errors.New("stale schedule")
 	cs, err := model.Change(ctx, a.DB, func(ctx context.Context, cs *model.ChangeSet) error {
 		_, _, err := sources.MoveWebsite(ctx, cs, 0, in.WebsiteID, func(w *sources.Website) (*model.NewEvent, error) {
 			if w.Status != sources.WebsiteDraft || w.ScheduledAt == nil || !w.ScheduledAt.Equal(in.ScheduledAt) {
 				activity.GetLogger(ctx).Info("stale website schedule ignored", "website", w.ID, "status", w.Status)
-				return nil, stale
+				return nil, errStaleSchedule
 			}
 			return w.Publish(a.SiteBaseURL, true)
 		})
-		if errors.Is(err, stale) || errors.Is(err, model.ErrNotFound) {
+		if errors.Is(err, errStaleSchedule) || errors.Is(err, model.ErrNotFound) {
 			return nil
 		}
 		return err

@@ -82,9 +82,6 @@ func New(cfg Config) (*Service, error) {
 	}, nil
 }
 
-// MaxWebhooks is the most live webhooks an account may hold in a variant.
-func (s *Service) MaxWebhooks() int64 { return s.maxWebhooks }
-
 // Change commits a domain change with the events it emits (model.Change), then starts their
 // deliveries within the request timeout: the one way a surface publishes.
 func (s *Service) Change(ctx context.Context, fn func(ctx context.Context, cs *model.ChangeSet) error) error {

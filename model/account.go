@@ -145,7 +145,7 @@ func RevokeAPIKey(ctx context.Context, db bun.IDB, id int64) (key *APIKey, ended
 			return fmt.Errorf("revoke api key: %w", err)
 		}
 		key = &APIKey{}
-		if _, err := scanOne(ctx, key, tx.NewSelect().Model(key).Where("id = ?", id), "api key"); err != nil {
+		if _, err := ScanOne(ctx, key, tx.NewSelect().Model(key).Where("id = ?", id), "api key"); err != nil {
 			return err
 		}
 		ended, err = revokePortalLinks(ctx, tx, "api_key_id = ?", id)
@@ -160,13 +160,13 @@ func RevokeAPIKey(ctx context.Context, db bun.IDB, id int64) (key *APIKey, ended
 // AccountByEmail loads the account with that owner e-mail, or ErrNotFound.
 func AccountByEmail(ctx context.Context, db bun.IDB, ownerEmail string) (*Account, error) {
 	account := &Account{}
-	return scanOne(ctx, account, db.NewSelect().Model(account).Where("owner_email = ?", strings.ToLower(strings.TrimSpace(ownerEmail))), "account")
+	return ScanOne(ctx, account, db.NewSelect().Model(account).Where("owner_email = ?", strings.ToLower(strings.TrimSpace(ownerEmail))), "account")
 }
 
 // GetAccount loads an account by id.
 func GetAccount(ctx context.Context, db bun.IDB, id int64) (*Account, error) {
 	account := &Account{}
-	return scanOne(ctx, account, db.NewSelect().Model(account).Where("id = ?", id), "account")
+	return ScanOne(ctx, account, db.NewSelect().Model(account).Where("id = ?", id), "account")
 }
 
 // newToken is a credential webhookd hands out once (an API key, a portal link's token, a portal

@@ -101,9 +101,9 @@ func redactDSN(dsn string) string {
 	return u.String()
 }
 
-// scanOne runs q, a select of one row into dst, and returns dst; ErrNotFound when there is no such
+// ScanOne runs q, a select of one row into dst, and returns dst; ErrNotFound when there is no such
 // row (or it is another account's: the query's scope decides).
-func scanOne[T any](ctx context.Context, dst *T, q *bun.SelectQuery, what string) (*T, error) {
+func ScanOne[T any](ctx context.Context, dst *T, q *bun.SelectQuery, what string) (*T, error) {
 	err := q.Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound

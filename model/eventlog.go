@@ -109,7 +109,7 @@ func finerThanMicrosecond(t time.Time) bool { return !t.Truncate(time.Microsecon
 // GetEvent loads one event within scope, or ErrNotFound.
 func GetEvent(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Event, error) {
 	ev := &Event{}
-	return scanOne(ctx, ev, scope.apply(db.NewSelect().Model(ev)).Where("id = ?", id), "event")
+	return ScanOne(ctx, ev, scope.apply(db.NewSelect().Model(ev)).Where("id = ?", id), "event")
 }
 
 // EventDeliveries returns the deliveries of one event, in id order, those of webhooks deleted since

@@ -96,14 +96,14 @@ func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error
 // GetWebhook loads one live webhook within scope, or ErrNotFound.
 func GetWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Webhook, error) {
 	w := &Webhook{}
-	return scanOne(ctx, w, scope.apply(db.NewSelect().Model(w)).Where("id = ?", id), "webhook")
+	return ScanOne(ctx, w, scope.apply(db.NewSelect().Model(w)).Where("id = ?", id), "webhook")
 }
 
 // FindWebhook loads one live webhook by id, whatever its account: an operator's lookup, never a
 // client's (they go through GetWebhook and its scope). ErrNotFound when there is none.
 func FindWebhook(ctx context.Context, db bun.IDB, id int64) (*Webhook, error) {
 	w := &Webhook{}
-	return scanOne(ctx, w, db.NewSelect().Model(w).Where("id = ?", id), "webhook")
+	return ScanOne(ctx, w, db.NewSelect().Model(w).Where("id = ?", id), "webhook")
 }
 
 // WebhookRateLimit reads the rateLimit of the webhook with that id (0: none, or the webhook is

@@ -68,13 +68,7 @@ func InsertCampaign(ctx context.Context, db bun.IDB, c *Campaign) error {
 // GetCampaign loads one campaign of an account, or ErrNotFound.
 func GetCampaign(ctx context.Context, db bun.IDB, accountID, id int64) (*Campaign, error) {
 	c := &Campaign{}
-	if err := db.NewSelect().Model(c).Where("id = ?", id).Where("account_id = ?", accountID).Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, model.ErrNotFound
-		}
-		return nil, fmt.Errorf("load campaign: %w", err)
-	}
-	return c, nil
+	return model.ScanOne(ctx, c, db.NewSelect().Model(c).Where("id = ?", id).Where("account_id = ?", accountID), "campaign")
 }
 
 // ListCampaigns returns one page of an account's campaigns, ordered by id.

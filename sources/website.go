@@ -2,7 +2,6 @@ package sources
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,13 +61,7 @@ func GetWebsite(ctx context.Context, db bun.IDB, accountID, id int64, lock bool)
 	if lock && model.IsPostgres(db) {
 		q = q.For("UPDATE")
 	}
-	if err := q.Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, model.ErrNotFound
-		}
-		return nil, fmt.Errorf("load website: %w", err)
-	}
-	return w, nil
+	return model.ScanOne(ctx, w, q, "website")
 }
 
 // ListWebsites returns one page of an account's websites, ordered by id.

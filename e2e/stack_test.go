@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/activities/egress"
@@ -77,6 +78,9 @@ type stackOptions struct {
 	disable         model.DisableRule
 	// stopTimeout lets attempts in flight finish when the worker stops.
 	stopTimeout time.Duration
+	// interceptors go on the stack's Temporal client, and so on its workers: a test watches its
+	// activities through them.
+	interceptors []interceptor.ClientInterceptor
 }
 
 var testSecretKey = bytes.Repeat([]byte{9}, 32)
@@ -102,7 +106,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	st := &stack{
 		db:       openTestDB(t, dbURL),
 		dbURL:    dbURL,
-		tc:       temporaltest.Start(t).Client(t),
+		tc:       temporaltest.Start(t).Client(t, o.interceptors...),
 		queue:    "it-" + unsafeQueueChars.ReplaceAllString(t.Name(), "-") + fmt.Sprintf("-%d", time.Now().UnixNano()),
 		rc:       startReceiver(t),
 		mb:       startMailbox(t),

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -90,10 +91,13 @@ func Stop() {
 	}
 }
 
-// Client returns a client of the server's namespace, closed at cleanup.
-func (s *Server) Client(t testing.TB) client.Client {
+// Client returns a client of the server's namespace, closed at cleanup. Its interceptors that are
+// also worker interceptors apply to the workers made with it.
+func (s *Server) Client(t testing.TB, interceptors ...interceptor.ClientInterceptor) client.Client {
 	t.Helper()
-	c, err := client.DialContext(t.Context(), s.options(slog.LevelWarn, os.Stderr))
+	o := s.options(slog.LevelWarn, os.Stderr)
+	o.Interceptors = interceptors
+	c, err := client.DialContext(t.Context(), o)
 	if err != nil {
 		t.Fatalf("dial Temporal at %s: %v", s.Address, err)
 	}

@@ -53,9 +53,10 @@ type Activities struct {
 	// event (dispatch.NewFilterSkipsMetric, shared with the API's publishes); nil counts nothing.
 	FilterSkips *prometheus.CounterVec
 	UserAgent   string
-	// Disable says when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
-	// WEBHOOKD_DISABLE_MIN_EXHAUSTED); the zero rule never does.
-	Disable model.DisableRule
+	// Notices say when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
+	// WEBHOOKD_DISABLE_MIN_EXHAUSTED; the zero rule never does), when the owner is warned of it,
+	// the storm rule and the portal's address for links (docs/notifications.md).
+	Notices model.NoticeRules
 	// Tracer, when set, makes a client span of every POST to a receiver and sends its traceparent
 	// (tracing.go); nil (tracing off) makes no span and sends no traceparent.
 	Tracer trace.Tracer
@@ -117,6 +118,9 @@ type DeliverResult struct {
 	// AttemptedAt is when the attempt started; exhaustion compares it with the webhook's latest
 	// status change.
 	AttemptedAt time.Time
+	// Notices are the events (notices, docs/notifications.md) the attempt recorded: the
+	// webhook.recovered of a success that ended a failure. The workflow starts their deliveries.
+	Notices []int64
 }
 
 // outcomePhrases say what an attempt that got no HTTP answer ran into, in a few words.
@@ -160,22 +164,17 @@ type ExhaustedInput struct {
 	EventID       int64
 	LastError     string
 	LastAttemptAt time.Time
+	// LastErrorClass and LastStatusCode are the last attempt's, for the notices.
+	LastErrorClass string
+	LastStatusCode int
 }
 
 // ExhaustedResult says whether this exhaustion moved the webhook into failing or disabled it,
-// which is when the owner is e-mailed: once per move, not once per delivery. At most one is true.
+// which is when the owner is told: once per move, not once per delivery. At most one is true.
 type ExhaustedResult struct {
 	Alert bool
-	// Disabled: this exhaustion disabled the webhook (Activities.Disable).
+	// Disabled: this exhaustion disabled the webhook (Activities.Notices.Disable).
 	Disabled bool
-}
-
-// AlertInput names the delivery whose exhaustion the owner is told about.
-type AlertInput struct {
-	DeliveryID int64
-	WebhookID  int64
-	EventID    int64
-	LastError  string
-	// Disabled sends the e-mail that the webhook was disabled instead of the failing one.
-	Disabled bool
+	// Notices are the events (notices) the exhaustion recorded; the workflow starts their deliveries.
+	Notices []int64
 }

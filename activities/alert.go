@@ -7,53 +7,36 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/webhookd/webhookd/model"
 )
 
 // MarkExhausted moves the webhook into its variant's failing status once a delivery's schedule has
-// run out, disables it when a.Disable says it has failed long enough, and says which e-mail the
-// owner should get (only when this call made the move).
+// run out, disables it when a.Notices.Disable says it has failed long enough, and records the
+// notices of these moves (docs/notifications.md), whose deliveries the workflow starts.
 func (a *Activities) MarkExhausted(ctx context.Context, in ExhaustedInput) (ExhaustedResult, error) {
-	res, err := model.MarkExhausted(ctx, a.DB, in.DeliveryID, in.WebhookID, in.LastAttemptAt, a.Disable)
+	ex := model.Exhaustion{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastAttemptAt: in.LastAttemptAt}
+	if in.LastError != "" || in.LastErrorClass != "" {
+		ex.LastError = &model.NoticeError{Class: in.LastErrorClass, Message: in.LastError}
+		if in.LastStatusCode != 0 {
+			code := in.LastStatusCode
+			ex.LastError.StatusCode = &code
+		}
+	}
+	res, err := model.MarkExhausted(ctx, a.DB, ex, a.Notices)
 	if err != nil {
 		return ExhaustedResult{}, err
 	}
 	if a.Metrics != nil {
 		a.Metrics.Exhausted.Inc()
 	}
-	activity.GetLogger(ctx).Info("delivery exhausted", "delivery", in.DeliveryID, "webhook", in.WebhookID, "alert", res.Alert, "disabled", res.Disabled)
-	return ExhaustedResult{Alert: res.Alert, Disabled: res.Disabled}, nil
-}
-
-// SendAlert e-mails the webhook's owner that the webhook is failing, with what failed and how to
-// retry from the API and from the Temporal Web UI; or, with in.Disabled, that it was disabled and
-// how to enable it and replay what failed.
-func (a *Activities) SendAlert(ctx context.Context, in AlertInput) error {
-	target, err := model.LoadDeliveryTarget(ctx, a.DB, in.DeliveryID)
-	if err != nil {
-		return fmt.Errorf("load delivery %d: %w", in.DeliveryID, err)
+	out := ExhaustedResult{Alert: res.Alert, Disabled: res.Disabled}
+	for _, n := range res.Notices {
+		out.Notices = append(out.Notices, n.Event.ID)
 	}
-	account, err := model.GetAccount(ctx, a.DB, target.Webhook.AccountID)
-	if err != nil {
-		return fmt.Errorf("load account of webhook %d: %w", in.WebhookID, err)
-	}
-	m := alertMail(a.Links, account.OwnerEmail, &target.Webhook, target.Event.EventType, in.LastError)
-	if in.Disabled {
-		m = disabledMail(a.Links, account.OwnerEmail, &target.Webhook, target.Event.EventType, in.LastError)
-	}
-	if err := a.Mailer.Send(ctx, m); err != nil {
-		if strings.Contains(err.Error(), "recipient") {
-			return temporal.NewNonRetryableApplicationError("alert recipient refused", ErrTypeMail, err)
-		}
-		return err
-	}
-	if a.Metrics != nil {
-		a.Metrics.Alerts.Inc()
-	}
-	activity.GetLogger(ctx).Info("alert sent", "webhook", in.WebhookID, "to", account.OwnerEmail, "disabled", in.Disabled)
-	return nil
+	activity.GetLogger(ctx).Info("delivery exhausted", "delivery", in.DeliveryID, "webhook", in.WebhookID, "alert", res.Alert,
+		"disabled", res.Disabled, "notices", len(out.Notices))
+	return out, nil
 }
 
 // Links are the operator-facing addresses an alert points to.

@@ -31,9 +31,10 @@ func (m *mailbox) Send(_ context.Context, mail activities.Mail) error {
 	return nil
 }
 
-// TestExhaustionMails runs MarkExhausted and SendAlert as the delivery workflow does, against a
-// real database: the exhaustion that moves a webhook into failing sends the failing mail, the one
-// that disables it sends the disable mail with the failure record and the calls that undo it.
+// TestExhaustionMails runs MarkExhausted, then Deliver on the notice it records, as the delivery
+// workflows do, against a real database: the exhaustion that moves a webhook into failing sends the
+// failing mail to the owner's e-mail (a notification endpoint made on first use), the one that
+// disables it sends the disable mail with the failure record and the calls that undo it.
 func TestExhaustionMails(t *testing.T) {
 	links := activities.Links{APIBaseURL: "https://api.example.com/", TemporalUIURL: "https://temporal.example.com", TemporalNSpace: "default"}
 	cases := []struct {
@@ -62,7 +63,7 @@ func TestExhaustionMails(t *testing.T) {
 				t.Fatal(err)
 			}
 			mails := &mailbox{}
-			a := &activities.Activities{DB: db, Mailer: mails, Links: links, Disable: model.DisableRule{After: 120 * time.Hour, MinExhausted: 2}}
+			a := &activities.Activities{DB: db, Mailer: mails, Links: links, Notices: model.NoticeRules{Disable: model.DisableRule{After: 120 * time.Hour, MinExhausted: 2}}}
 			suite := &testsuite.WorkflowTestSuite{}
 			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 			env := suite.NewTestActivityEnvironment()
@@ -82,7 +83,7 @@ func TestExhaustionMails(t *testing.T) {
 				o := model.AttemptOutcome{}
 				msg := "the receiver answered 500"
 				o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.Error = d.ID, 1, w.URL, at, &msg
-				if err := model.RecordAttempt(ctx, db, w, o); err != nil {
+				if _, err := model.RecordAttempt(ctx, db, w, o); err != nil {
 					t.Fatal(err)
 				}
 
@@ -94,20 +95,38 @@ func TestExhaustionMails(t *testing.T) {
 				if err := val.Get(&exhausted); err != nil {
 					t.Fatal(err)
 				}
-				want := activities.ExhaustedResult{Alert: n == 1, Disabled: n == 2}
-				if exhausted != want {
-					t.Fatalf("exhaustion %d = %+v, want %+v", n, exhausted, want)
+				// The first is failing, past the warning's start (failing for six days of five, but
+				// one exhausted delivery of the two the rule asks): failing and the warning. The
+				// second disables.
+				if exhausted.Alert != (n == 1) || exhausted.Disabled != (n == 2) || len(exhausted.Notices) != 3-n {
+					t.Fatalf("exhaustion %d = %+v, want the alert and the warning first, the disable second", n, exhausted)
 				}
-				in := activities.AlertInput{DeliveryID: d.ID, WebhookID: w.ID, EventID: d.EventID, LastError: msg, Disabled: exhausted.Disabled}
-				if _, err := env.ExecuteActivity(a.SendAlert, in); err != nil {
-					t.Fatal(err)
+				for _, notice := range exhausted.Notices {
+					// The notice's one delivery, to the owner's e-mail, as its workflow makes it.
+					deliveries, err := model.EventDeliveries(ctx, db, notice)
+					if err != nil || len(deliveries) != 1 {
+						t.Fatalf("notice %d: deliveries %v, %v; want one, to the e-mail", notice, deliveries, err)
+					}
+					in := activities.DeliverInput{DeliveryID: deliveries[0].ID, EventID: notice, WebhookID: deliveries[0].WebhookID, Attempt: 1}
+					val, err = env.ExecuteActivity(a.Deliver, in)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var sent activities.DeliverResult
+					if err := val.Get(&sent); err != nil || !sent.Delivered {
+						t.Fatalf("notice e-mail: %+v, %v", sent, err)
+					}
 				}
 			}
-			if len(mails.sent) != 2 {
-				t.Fatalf("sent %d mails, want 2", len(mails.sent))
+			if len(mails.sent) != 3 {
+				t.Fatalf("sent %d mails, want 3", len(mails.sent))
 			}
 
-			failing, disabled := mails.sent[0], mails.sent[1]
+			failing, warning, disabled := mails.sent[0], mails.sent[1], mails.sent[2]
+			if want := fmt.Sprintf("webhook %d (https://r.example.com/hook, %s) will be disabled soon unless a delivery succeeds at %s",
+				w.ID, tc.eventType, since.Add(120*time.Hour).UTC().Format(time.RFC3339)); !strings.Contains(warning.Body, want) {
+				t.Errorf("warning mail lacks %q:\n%s", want, warning.Body)
+			}
 			if want := fmt.Sprintf("[webhookd] webhook %d is failing (%s)", w.ID, tc.eventType); failing.Subject != want {
 				t.Errorf("failing subject = %q, want %q", failing.Subject, want)
 			}

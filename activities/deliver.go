@@ -50,6 +50,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		}
 		return DeliverResult{WebhookDisabled: true, Error: reason}, nil
 	}
+	if w.Kind == model.KindNoticeEmail {
+		return a.deliverMail(ctx, in, target)
+	}
 	secrets, err := a.signingSecrets(w)
 	if err != nil {
 		// Opening a secret reads no database: it fails the same way every time until an operator
@@ -59,6 +62,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 	ev := &target.Event
 	body := wire.Body(w.Variant.Spec().Body, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
+	if w.IsChannel() {
+		body = noticeBody(w.Kind, ev)
+	}
 
 	info := activity.GetInfo(ctx)
 	turn, postErr := a.takeTurn(ctx, info, egress.Request{
@@ -127,9 +133,19 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 	a.endPost(ctx, postSpan, in, w.ID, ev.EventType, res)
 
-	o := model.AttemptOutcome{Success: res.Delivered}
+	return a.record(ctx, in, w, ev, res, latency, resp, sent, respBody)
+}
+
+// record writes attempt res of delivery in, which took latency, with what was sent and answered,
+// and counts it; a success that ended the webhook's failure gives the webhook.recovered notice
+// that the workflow starts (res.Notices).
+func (a *Activities) record(ctx context.Context, in DeliverInput, w *model.Webhook, ev *model.Event, res DeliverResult, latency time.Duration,
+	resp *egress.Response, sent string, respBody []byte) (DeliverResult, error) {
+	started := res.AttemptedAt
+	o := model.AttemptOutcome{Success: res.Delivered, Rules: a.Notices}
 	o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.LatencyMS = in.DeliveryID, in.Attempt, w.URL, started, latency.Milliseconds()
-	if status != 0 {
+	if res.StatusCode != 0 {
+		status := res.StatusCode
 		o.StatusCode = &status
 	}
 	if !res.Delivered {
@@ -141,19 +157,28 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			o.NextAttemptAt = &next
 		}
 	}
-	o.RequestHeaders = &sent
+	if sent != "" {
+		o.RequestHeaders = &sent
+	}
 	if len(respBody) > 0 {
 		kept := truncateUTF8(respBody, maxResponseKept)
 		o.ResponseBody = &kept
 	}
-	if err := model.RecordAttempt(ctx, a.DB, w, o); err != nil {
+	recovered, err := model.RecordAttempt(ctx, a.DB, w, o)
+	if err != nil {
 		return DeliverResult{}, err
+	}
+	if recovered != nil {
+		res.Notices = append(res.Notices, recovered.Event.ID)
 	}
 	if a.Metrics != nil {
 		a.Metrics.observeAttempt(w.Variant, ev.EventType, res, latency)
+		if w.IsChannel() {
+			a.Metrics.observeNotice(w.Kind, ev.EventType, res.Delivered)
+		}
 	}
 	activity.GetLogger(ctx).Info("delivery attempt", "delivery", in.DeliveryID, "webhook", w.ID, "attempt", in.Attempt,
-		"delivered", res.Delivered, "status", status, "error_class", res.ErrorClass, "latency_ms", latency.Milliseconds())
+		"delivered", res.Delivered, "status", res.StatusCode, "error_class", res.ErrorClass, "latency_ms", latency.Milliseconds())
 	return res, nil
 }
 

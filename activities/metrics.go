@@ -21,6 +21,24 @@ type Metrics struct {
 	// InternalFailures counts deliveries ended by an internal error no retry can fix, by its
 	// error type (ErrTypeDeliveryMissing, ErrTypeSecretUnreadable). Alert on any increase.
 	InternalFailures *prometheus.CounterVec
+	// Notices counts notice attempts to notification endpoints by type, channel and outcome.
+	Notices *prometheus.CounterVec
+}
+
+// noticeChannels name the kinds of notification endpoint on the metrics.
+var noticeChannels = map[string]string{model.KindNoticeEmail: "email", model.KindNoticeWebhook: "webhook", model.KindNoticeChat: "chat"}
+
+// observeNotice counts one attempt of a notice of type noticeType to a channel of kind kind, and
+// an e-mail sent as an alert.
+func (m *Metrics) observeNotice(kind, noticeType string, sent bool) {
+	outcome := "sent"
+	if !sent {
+		outcome = "failed"
+	}
+	m.Notices.WithLabelValues(noticeType, noticeChannels[kind], outcome).Inc()
+	if sent && kind == model.KindNoticeEmail {
+		m.Alerts.Inc()
+	}
 }
 
 // NewMetrics registers the delivery metrics with reg.
@@ -37,18 +55,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"variant", "outcome"}),
 		Alerts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "webhookd_alerts_total",
-			Help: "Failure alerts e-mailed to webhook owners.",
+			Help: "Notices e-mailed to webhook owners (docs/notifications.md): webhook.failing, the spec's alert, among them.",
 		}),
 		Exhausted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "webhookd_deliveries_exhausted_total",
 			Help: "Deliveries whose retry schedule ran out without a success (the webhook is marked failing).",
 		}),
+		Notices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhookd_notices_total",
+			Help: "Notice attempts to notification endpoints (docs/notifications.md) by notice type, channel (email, webhook, chat) and outcome (sent, failed).",
+		}, []string{"type", "channel", "outcome"}),
 		InternalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_delivery_internal_failures_total",
 			Help: "Deliveries ended by an internal error that no retry can fix (a missing delivery row, an unreadable secret), by error type.",
 		}, []string{"error_type"}),
 	}
-	for _, c := range []prometheus.Collector{m.Deliveries, m.AttemptDuration, m.Alerts, m.Exhausted, m.InternalFailures} {
+	for _, c := range []prometheus.Collector{m.Deliveries, m.AttemptDuration, m.Alerts, m.Exhausted, m.InternalFailures, m.Notices} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register delivery metrics: %w", err)
 		}

@@ -62,7 +62,7 @@ func TestDeliveryDetail(t *testing.T) {
 			if n == 2 {
 				o.RequestHeaders = &sent // attempt 1 is from before headers were kept
 			}
-			if err := model.RecordAttempt(context.Background(), e.db, w, o); err != nil {
+			if _, err := model.RecordAttempt(context.Background(), e.db, w, o); err != nil {
 				t.Fatal(err)
 			}
 		}

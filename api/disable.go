@@ -11,7 +11,7 @@ import (
 
 // disable is POST <collection>/<id>/disable: the webhook gets no further attempts until it is
 // enabled; its new events are kept for a manual retry. Disabling a disabled webhook keeps the
-// first disabled_at. No e-mail: the owner asked for it.
+// first disabled_at. The notice webhook.disabled says the API did it.
 func (h *deliveryHandlers) disable(c echo.Context) error {
 	return h.toggle(c, h.webhooks.Disable, "Webhook disabled")
 }
@@ -23,7 +23,7 @@ func (h *deliveryHandlers) enable(c echo.Context) error {
 	return h.toggle(c, h.webhooks.Enable, "Webhook enabled")
 }
 
-func (h *deliveryHandlers) toggle(c echo.Context, change func(context.Context, model.WebhookScope, int64) (*model.Webhook, error), message string) error {
+func (h *deliveryHandlers) toggle(c echo.Context, change func(context.Context, model.WebhookScope, int64, string) (*model.Webhook, error), message string) error {
 	id, err := webhookID(c)
 	if err != nil {
 		return err
@@ -31,7 +31,7 @@ func (h *deliveryHandlers) toggle(c echo.Context, change func(context.Context, m
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
-	w, err := change(c.Request().Context(), h.scope(c), id)
+	w, err := change(c.Request().Context(), h.scope(c), id, model.ActorAPI)
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}

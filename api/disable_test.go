@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,11 +50,28 @@ func TestDisableAndEnable(t *testing.T) {
 		id := created["id"]
 		one := fmt.Sprintf("%s/%s", v.collection, jsonNumber(id))
 		events := func() int64 {
-			n, err := e.db.NewSelect().Model((*model.Event)(nil)).Where("account_id = ?", loadWebhook(t, e, id).AccountID).Count(context.Background())
+			n, err := e.db.NewSelect().Model((*model.Event)(nil)).Where("account_id = ?", loadWebhook(t, e, id).AccountID).
+				Where("about_webhook_id IS NULL").Count(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
 			return n
+		}
+		// notices are the types of the notices about the webhook, oldest first, with who acted.
+		notices := func() []string {
+			var got []model.Event
+			if err := e.db.NewSelect().Model(&got).Where("about_webhook_id = ?", loadWebhook(t, e, id).ID).OrderExpr("id").Scan(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, n := range got {
+				var d model.NoticeData
+				if err := json.Unmarshal([]byte(n.Data), &d); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, n.EventType+" by "+d.By)
+			}
+			return out
 		}
 		eventsBefore := events()
 
@@ -105,6 +124,10 @@ func TestDisableAndEnable(t *testing.T) {
 		}
 		if n := events(); n != eventsBefore {
 			t.Fatalf("disable and enable published %d events; they publish none", n-eventsBefore)
+		}
+		// One notice per move, none for a request that moved nothing (disabled twice, enabled twice).
+		if got, want := notices(), []string{"webhook.disabled by api", "webhook.enabled by api"}; !slices.Equal(got, want) {
+			t.Fatalf("notices = %v, want %v", got, want)
 		}
 	})
 }

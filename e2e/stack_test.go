@@ -78,6 +78,9 @@ type stackOptions struct {
 	disable         model.DisableRule
 	// stopTimeout lets attempts in flight finish when the worker stops.
 	stopTimeout time.Duration
+	// warnBefore and quiet are the notices' rules beside disable (docs/notifications.md); zero:
+	// no warning, no quiet period.
+	warnBefore, quiet time.Duration
 	// interceptors go on the stack's Temporal client, and so on its workers: a test watches its
 	// activities through them.
 	interceptors []interceptor.ClientInterceptor
@@ -140,7 +143,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	uses, err := webhooks.New(webhooks.Config{
 		DB: st.db, Dispatcher: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
-		Logger: logger, MaxWebhooks: 100, RequestTimeout: 3 * time.Second, FilterSkips: skips,
+		Logger: logger, MaxWebhooks: 100, RequestTimeout: 3 * time.Second, FilterSkips: skips, Notices: o.noticeRules(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +222,7 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 	}
 	metrics := st.metrics
 	acts := &activities.Activities{
-		DB: st.db, Secrets: box, Egress: out, Mailer: mailer, Metrics: metrics, Disable: o.disable,
+		DB: st.db, Secrets: box, Egress: out, Mailer: mailer, Metrics: metrics, Notices: o.noticeRules(),
 		UserAgent: "webhookd/test", Log: logger,
 		Links:       activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
 		SiteBaseURL: "https://sites.example.com",
@@ -413,4 +416,9 @@ func (st *stack) endWorkflows(t *testing.T) {
 		wg.Wait()
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// noticeRules are the stack's rules of notices, the same for its worker and its use cases.
+func (o stackOptions) noticeRules() model.NoticeRules {
+	return model.NoticeRules{Disable: o.disable, WarnBefore: o.warnBefore, Quiet: o.quiet}
 }

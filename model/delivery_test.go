@@ -156,7 +156,8 @@ func attempt(t *testing.T, db bun.IDB, w *model.Webhook, deliveryID int64, n int
 		class, msg := "http_status", "receiver answered 500"
 		o.ErrorClass, o.Error = &class, &msg
 	}
-	if err := model.RecordAttempt(context.Background(), db, w, o); err != nil {
+	// As the activity does: the webhook as it is when the attempt starts.
+	if _, err := model.RecordAttempt(context.Background(), db, reload(t, db, w.ID), o); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -35,6 +35,8 @@ type ExhaustResult struct {
 	Alert bool
 	// Disabled: this call disabled the webhook.
 	Disabled bool
+	// Notices are the notices recorded with the moves, whose deliveries the caller starts.
+	Notices []*PublishResult
 }
 
 // setDisabled disables the webhooks q selects that are not disabled yet. Variant B's status says
@@ -50,7 +52,7 @@ func setDisabled(q *bun.UpdateQuery, now time.Time, reason string) *bun.UpdateQu
 // alert are cleared, so the next exhaustion alerts again and auto-disable counts from zero.
 // status_at moves, so an attempt that started while the webhook was disabled cannot set its status.
 func setEnabled(q *bun.UpdateQuery, now time.Time) *bun.UpdateQuery {
-	return setStatusByVariant(q.Set("disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, exhausted_count = 0, alerted_at = NULL"),
+	return setStatusByVariant(q.Set("disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, exhausted_count = 0, alerted_at = NULL, warned_at = NULL"),
 		func(s *VariantSpec) string { return s.EnabledStatus }).
 		Set("status_at = ?", now).
 		Set("updated_at = ?", now).
@@ -73,20 +75,23 @@ func setStatusByVariant(q *bun.UpdateQuery, statusOf func(*VariantSpec) string) 
 	return q.Set("status = "+expr+" ELSE status END", args...)
 }
 
-// DisableWebhook disables a webhook within scope on its owner's request and returns it. Disabling a
-// disabled webhook changes nothing, so the first disabled_at and reason stay.
-func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Webhook, error) {
+// DisableWebhook disables a webhook within scope on a person's request (by: ActorAPI, ActorPortal,
+// ActorOperator) and returns it, with the webhook.disabled notice recorded
+// in the same transaction (nil when no channel wants it). Disabling a disabled webhook changes
+// nothing and tells nobody, so the first disabled_at and reason stay.
+func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules) (*Webhook, *PublishResult, error) {
 	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
 		return setDisabled(q, Now(), DisabledManual)
-	})
+	}, rules, Notice{Type: NoticeDisabled, By: by})
 }
 
-// EnableWebhook enables a webhook within scope and returns it. Enabling an enabled webhook changes
-// nothing. Deliveries held while it was disabled stay exhausted until a manual retry.
-func EnableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Webhook, error) {
+// EnableWebhook enables a webhook within scope and returns it, with the webhook.enabled notice
+// recorded in the same transaction. Enabling an enabled webhook changes nothing. Deliveries held
+// while it was disabled stay exhausted until a manual retry.
+func EnableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules) (*Webhook, *PublishResult, error) {
 	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
 		return setEnabled(q, Now())
-	})
+	}, rules, Notice{Type: NoticeEnabled, By: by})
 }
 
 // ReenableWebhook enables a webhook the caller already found in its scope, as EnableWebhook does:
@@ -99,17 +104,29 @@ func ReenableWebhook(ctx context.Context, db bun.IDB, webhookID int64) error {
 }
 
 // changeWebhook applies change to one webhook within scope and reads it back, or ErrNotFound.
-func changeWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, change func(*bun.UpdateQuery) *bun.UpdateQuery) (*Webhook, error) {
+// When the change moved the webhook, it records notice n about it in the same transaction.
+func changeWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, change func(*bun.UpdateQuery) *bun.UpdateQuery,
+	rules NoticeRules, n Notice) (*Webhook, *PublishResult, error) {
 	var w *Webhook
+	var notice *PublishResult
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		q := tx.NewUpdate().Model((*Webhook)(nil)).
-			Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant)
-		if _, err := change(q).Exec(ctx); err != nil {
+		q := scope.changes(tx.NewUpdate().Model((*Webhook)(nil))).Where("id = ?", id)
+		res, err := change(q).Exec(ctx)
+		if err != nil {
 			return fmt.Errorf("change webhook: %w", err)
 		}
-		var err error
-		w, err = GetWebhook(ctx, tx, scope, id)
+		moved, err := affectedOne(res)
+		if err != nil {
+			return fmt.Errorf("change webhook: %w", err)
+		}
+		if w, err = GetWebhook(ctx, tx, scope, id); err != nil {
+			return err
+		}
+		if moved && n.Type != "" {
+			n.Webhook = w
+			notice, err = RecordNotice(ctx, tx, rules, n)
+		}
 		return err
 	})
-	return w, err
+	return w, notice, err
 }

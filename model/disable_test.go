@@ -16,7 +16,7 @@ import (
 
 // exhaust marks a delivery exhausted under a rule that never disables, and reports the alert.
 func exhaust(ctx context.Context, db bun.IDB, deliveryID, webhookID int64, at time.Time) (bool, error) {
-	res, err := model.MarkExhausted(ctx, db, deliveryID, webhookID, at, model.DisableRule{})
+	res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: deliveryID, WebhookID: webhookID, LastAttemptAt: at}, model.NoticeRules{Disable: model.DisableRule{}})
 	return res.Alert, err
 }
 
@@ -119,12 +119,12 @@ func TestAutoDisableRule(t *testing.T) {
 					start := model.Now().Add(-tc.failingFor)
 					for n := 1; n <= tc.exhaustions; n++ {
 						at := start.Add(time.Duration(n) * time.Millisecond)
-						res, err := model.MarkExhausted(ctx, db, failedDelivery(t, db, w, at), w.ID, at, tc.rule)
+						res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: failedDelivery(t, db, w, at), WebhookID: w.ID, LastAttemptAt: at}, model.NoticeRules{Disable: tc.rule})
 						if err != nil {
 							t.Fatal(err)
 						}
 						want := model.ExhaustResult{Alert: n == 1 && tc.wantDisabled != 1, Disabled: n == tc.wantDisabled}
-						if res != want {
+						if res.Alert != want.Alert || res.Disabled != want.Disabled {
 							t.Fatalf("exhaustion %d = %+v, want %+v", n, res, want)
 						}
 					}
@@ -175,7 +175,7 @@ func TestAutoDisableOnceUnderConcurrency(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						<-start
-						res, err := model.MarkExhausted(ctx, db, d, w.ID, at, rule)
+						res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: at}, model.NoticeRules{Disable: rule})
 						if err != nil {
 							errs <- err
 							return
@@ -226,10 +226,10 @@ func TestDisableAndEnable(t *testing.T) {
 			wantDisabledStatus := map[model.Variant]string{model.VariantA: model.StatusPending, model.VariantB: model.StatusDisabled}[v]
 
 			for _, s := range []model.WebhookScope{{AccountID: other.ID, Variant: v}, {AccountID: acc.ID, Variant: otherVariant(v)}} {
-				if _, err := model.DisableWebhook(ctx, db, s, w.ID); !errors.Is(err, model.ErrNotFound) {
+				if _, _, err := model.DisableWebhook(ctx, db, s, w.ID, model.ActorAPI, model.NoticeRules{}); !errors.Is(err, model.ErrNotFound) {
 					t.Fatalf("scope %+v disables the webhook: %v", s, err)
 				}
-				if _, err := model.EnableWebhook(ctx, db, s, w.ID); !errors.Is(err, model.ErrNotFound) {
+				if _, _, err := model.EnableWebhook(ctx, db, s, w.ID, model.ActorAPI, model.NoticeRules{}); !errors.Is(err, model.ErrNotFound) {
 					t.Fatalf("scope %+v enables the webhook: %v", s, err)
 				}
 			}
@@ -237,11 +237,11 @@ func TestDisableAndEnable(t *testing.T) {
 				t.Fatal("another scope disabled the webhook")
 			}
 
-			off, err := model.DisableWebhook(ctx, db, scope, w.ID)
+			off, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{})
 			if err != nil || !off.Disabled() || *off.DisabledReason != model.DisabledManual || off.Status != wantDisabledStatus || !off.UpdatedAt.After(w.UpdatedAt) {
 				t.Fatalf("disable = %+v, %v", off, err)
 			}
-			again, err := model.DisableWebhook(ctx, db, scope, w.ID)
+			again, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{})
 			if err != nil || !again.DisabledAt.Equal(*off.DisabledAt) || !again.UpdatedAt.Equal(off.UpdatedAt) {
 				t.Fatalf("disabling again moved disabled_at %v -> %v (%v)", off.DisabledAt, again.DisabledAt, err)
 			}
@@ -261,18 +261,18 @@ func TestDisableAndEnable(t *testing.T) {
 			if _, err := db.NewUpdate().Table("webhooks").Set("alerted_at = ?", model.Now()).Where("id = ?", w.ID).Exec(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := model.MarkExhausted(ctx, db, d, w.ID, model.Now(), model.DisableRule{}); err != nil {
+			if _, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: model.Now()}, model.NoticeRules{Disable: model.DisableRule{}}); err != nil {
 				t.Fatal(err)
 			}
 			before := reload(t, db, w.ID)
-			on, err := model.EnableWebhook(ctx, db, scope, w.ID)
+			on, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{})
 			if err != nil || on.Disabled() || on.DisabledReason != nil || on.FailingSince != nil || on.ExhaustedCount != 0 || alertedAt(t, db, w.ID).Valid {
 				t.Fatalf("enable = %+v (alerted %v), %v; before %+v", on, alertedAt(t, db, w.ID), err, before)
 			}
 			if wantStatus := map[model.Variant]string{model.VariantA: before.Status, model.VariantB: model.StatusActive}[v]; on.Status != wantStatus {
 				t.Fatalf("status after enable = %s, want %s", on.Status, wantStatus)
 			}
-			if again, err := model.EnableWebhook(ctx, db, scope, w.ID); err != nil || !again.UpdatedAt.Equal(on.UpdatedAt) {
+			if again, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil || !again.UpdatedAt.Equal(on.UpdatedAt) {
 				t.Fatalf("enabling again changed the webhook: %+v, %v", again, err)
 			}
 			// The next move into failing alerts again.
@@ -282,7 +282,7 @@ func TestDisableAndEnable(t *testing.T) {
 			}
 
 			// A manual retry re-enables in both variants, as enable does.
-			if _, err := model.DisableWebhook(ctx, db, scope, w.ID); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
 				t.Fatal(err)
 			}
 			if err := model.ReenableWebhook(ctx, db, w.ID); err != nil {
@@ -293,7 +293,7 @@ func TestDisableAndEnable(t *testing.T) {
 			}
 
 			// A new URL is a new receiver: enabled, with a clean record.
-			if _, err := model.DisableWebhook(ctx, db, scope, w.ID); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
 				t.Fatal(err)
 			}
 			failedDelivery(t, db, w, model.Now())
@@ -317,7 +317,7 @@ func TestDisabledWebhooksKeepTheirEvents(t *testing.T) {
 		}{{model.VariantA, "campaign.created"}, {model.VariantB, "lead.captured"}} {
 			w := newWebhook(t, db, acc.ID, v.v, v.eventType)
 			newWebhook(t, db, acc.ID, v.v, v.eventType)
-			if _, err := model.DisableWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: v.v}, w.ID); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: v.v}, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
 				t.Fatal(err)
 			}
 			res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: acc.ID, Variant: v.v, EventType: v.eventType, Data: `{}`})

@@ -36,9 +36,12 @@ type Event struct {
 	Matched        int     `bun:"matched,notnull"`
 	// Filtered counts the webhooks subscribed to the event's type whose payload filters refused
 	// it when it was accepted: they got no delivery (Matched leaves them out).
-	Filtered   int       `bun:"filtered,notnull"`
-	OccurredAt time.Time `bun:"occurred_at,notnull"`
-	CreatedAt  time.Time `bun:"created_at,notnull"`
+	Filtered int `bun:"filtered,notnull"`
+	// AboutWebhookID is set on a notice (docs/notifications.md): the webhook it is about. Notices
+	// go to notification endpoints only and never show in the event log.
+	AboutWebhookID *int64    `bun:"about_webhook_id"`
+	OccurredAt     time.Time `bun:"occurred_at,notnull"`
+	CreatedAt      time.Time `bun:"created_at,notnull"`
 }
 
 // Delivery is one event for one webhook: the unit a DeliveryWorkflow owns.
@@ -73,6 +76,9 @@ type NewEvent struct {
 	// OnlyWebhook, when set, delivers to that webhook alone (the test event after registration)
 	// instead of to every subscriber.
 	OnlyWebhook int64
+	// Notice, when set, makes the event a notice about that webhook, delivered to Channels alone.
+	Notice   int64
+	Channels []Webhook
 }
 
 // TestEventData is the data of an EventTest event, the one shape of it: the data tags are the
@@ -139,17 +145,22 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 		if ne.OnlyWebhook != 0 {
 			query, only = s.text.onlyWebhook, ne.OnlyWebhook
 		}
-		if err := s.query(ctx, tx, &hooks, query, ne.AccountID, ne.Variant, only); err != nil {
+		if ne.Notice != 0 {
+			hooks = ne.Channels
+		} else if err := s.query(ctx, tx, &hooks, query, ne.AccountID, ne.Variant, only); err != nil {
 			return fmt.Errorf("find subscribers: %w", err)
 		}
 		all := len(hooks)
-		if ne.OnlyWebhook == 0 {
+		if ne.OnlyWebhook == 0 && ne.Notice == 0 {
 			// The test event is the receiver's check, not the filter's: it always reaches its webhook.
 			hooks = passFilters(ne, now, hooks)
 		}
 		ev := &Event{
 			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data,
 			OccurredAt: now, CreatedAt: now, Matched: len(hooks), Filtered: all - len(hooks),
+		}
+		if ne.Notice != 0 {
+			ev.AboutWebhookID = &ne.Notice
 		}
 		insert := s.text.insertEvent
 		if ne.IdempotencyKey != "" {

@@ -58,7 +58,7 @@ func EventLog(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilter
 func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilter) (*EventPage, error) {
 	var rows []sizedRow
 	order := "id ASC"
-	q := scope.apply(db.NewSelect().Model((*Event)(nil))).ColumnExpr("id").ColumnExpr(dataSize("data") + " AS size")
+	q := scope.events(db.NewSelect().Model((*Event)(nil))).ColumnExpr("id").ColumnExpr(dataSize("data") + " AS size")
 	switch {
 	case !f.NewestFirst:
 		q = q.Where("id > ?", f.After)
@@ -109,7 +109,7 @@ func finerThanMicrosecond(t time.Time) bool { return !t.Truncate(time.Microsecon
 // GetEvent loads one event within scope, or ErrNotFound.
 func GetEvent(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Event, error) {
 	ev := &Event{}
-	return ScanOne(ctx, ev, scope.apply(db.NewSelect().Model(ev)).Where("id = ?", id), "event")
+	return ScanOne(ctx, ev, scope.events(db.NewSelect().Model(ev)).Where("id = ?", id), "event")
 }
 
 // EventDeliveries returns the deliveries of one event, in id order, those of webhooks deleted since
@@ -147,4 +147,10 @@ func CountDeliveryStates(ctx context.Context, db bun.IDB, eventIDs []int64) (map
 		out[r.EventID][r.State] = r.N
 	}
 	return out, nil
+}
+
+// events selects the scope's events, notices left out: they are the account's notices
+// (ListNotices), not events of its own.
+func (s WebhookScope) events(q *bun.SelectQuery) *bun.SelectQuery {
+	return s.apply(q).Where("about_webhook_id IS NULL")
 }

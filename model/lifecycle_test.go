@@ -50,11 +50,20 @@ func TestLifecycleTransitions(t *testing.T) {
 			by  string
 			run func(id int64) error
 		}{
-			{model.ByAttempt, func(id int64) error { return model.RecordAttempt(ctx, db, w, lifecycleOutcome(id, true, nil)) }},
-			{model.ByAttempt, func(id int64) error { return model.RecordAttempt(ctx, db, w, lifecycleOutcome(id, false, &next)) }},
-			{model.ByAttempt, func(id int64) error { return model.RecordAttempt(ctx, db, w, lifecycleOutcome(id, false, nil)) }},
+			{model.ByAttempt, func(id int64) error {
+				_, err := model.RecordAttempt(ctx, db, w, lifecycleOutcome(id, true, nil))
+				return err
+			}},
+			{model.ByAttempt, func(id int64) error {
+				_, err := model.RecordAttempt(ctx, db, w, lifecycleOutcome(id, false, &next))
+				return err
+			}},
+			{model.ByAttempt, func(id int64) error {
+				_, err := model.RecordAttempt(ctx, db, w, lifecycleOutcome(id, false, nil))
+				return err
+			}},
 			{model.ByExhaust, func(id int64) error {
-				_, err := model.MarkExhausted(ctx, db, id, w.ID, time.Now(), model.DisableRule{})
+				_, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: id, WebhookID: w.ID, LastAttemptAt: time.Now()}, model.NoticeRules{Disable: model.DisableRule{}})
 				return err
 			}},
 			{model.ByHold, func(id int64) error { return model.HoldDelivery(ctx, db, id, "the webhook is disabled") }},

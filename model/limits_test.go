@@ -58,7 +58,7 @@ func TestUpdateWebhookLimits(t *testing.T) {
 			Where("id = ?", w.ID).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := model.DisableWebhook(ctx, db, scope, w.ID); err != nil {
+		if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
 			t.Fatal(err)
 		}
 		before := reload(t, db, w.ID)

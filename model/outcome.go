@@ -75,18 +75,27 @@ type AttemptOutcome struct {
 	Success bool
 	// NextAttemptAt is when the schedule tries again after a failure; nil when it will not.
 	NextAttemptAt *time.Time
+	// Rules judge and word the notice a success may make (webhook.recovered).
+	Rules NoticeRules
 }
 
 // RecordAttempt writes an attempt, the delivery's progress and the webhook's status in one
 // transaction. Status writes are compare-and-set on the attempt's start time: an older attempt that
 // finishes late never overwrites the outcome of a newer one.
-func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome) error {
+//
+// A success of a webhook that was told failing (w, as loaded for the attempt, has AlertedAt) also
+// records webhook.recovered, once: the first such success clears alerted_at, compare-and-set, and
+// starts the storm rule's quiet period. It returns that notice (nil for none), whose deliveries the
+// caller starts. A webhook loaded before it was alerted and healed by this attempt keeps alerted_at
+// until its next success, which tells the recovery then; a healthy webhook's success costs nothing more.
+func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome) (*PublishResult, error) {
 	// Prepared before the transaction begins, not inside it: see statements.prepare.
 	s := statementsOf(db)
 	if err := s.prepare(ctx, db); err != nil {
-		return err
+		return nil, err
 	}
-	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	var recovered *PublishResult
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// A retried activity may record the same attempt twice; the later outcome wins.
 		a := o.Attempt
 		if _, err := s.exec(ctx, tx, s.text.upsertAttempt, fieldValues(s.text.attemptFields, &a)...); err != nil {
@@ -96,8 +105,40 @@ func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome
 			Now(), a.DeliveryID); err != nil {
 			return fmt.Errorf("update delivery: %w", err)
 		}
-		return recordWebhookOutcome(ctx, tx, s, w, o.Success, o.StartedAt)
+		if err := recordWebhookOutcome(ctx, tx, s, w, o.Success, o.StartedAt); err != nil {
+			return err
+		}
+		if !o.Success || w.AlertedAt == nil {
+			return nil
+		}
+		var err error
+		recovered, err = recordRecovery(ctx, tx, w.ID, o.Rules)
+		return err
 	})
+	return recovered, err
+}
+
+// recordRecovery ends webhook id's failure as its notices see it (alerted_at), once, and records
+// webhook.recovered; the storm rule's quiet period starts.
+func recordRecovery(ctx context.Context, tx bun.Tx, id int64, rules NoticeRules) (*PublishResult, error) {
+	var quiet *time.Time
+	if rules.Quiet > 0 {
+		until := Now().Add(rules.Quiet)
+		quiet = &until
+	}
+	res, err := tx.NewUpdate().Model((*Webhook)(nil)).Set("alerted_at = NULL").Set("quiet_until = ?", quiet).
+		Where("id = ?", id).Where("alerted_at IS NOT NULL").Exec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("record recovery: %w", err)
+	}
+	if moved, err := affectedOne(res); err != nil || !moved {
+		return nil, err
+	}
+	w := &Webhook{}
+	if err := tx.NewSelect().Model(w).WhereAllWithDeleted().Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("record recovery: %w", err)
+	}
+	return RecordNotice(ctx, tx, rules, Notice{Type: NoticeRecovered, Webhook: w})
 }
 
 // StatusResolution is how far behind an attempt a webhook's status time (status_at, with
@@ -150,8 +191,7 @@ func webhookOutcomeSQL(spec *VariantSpec, success bool, id int64, at, now time.T
 		set("last_success_at = ?", at)
 		set("updated_at = CASE WHEN status IN ("+healsFrom+") THEN ? ELSE updated_at END", healsArgs(now)...)
 		set("status = CASE WHEN status IN ("+healsFrom+") THEN ? ELSE status END", healsArgs(spec.HealedStatus)...)
-		set("alerted_at = NULL")
-		change("status IN ("+healsFrom+") OR alerted_at IS NOT NULL", healsArgs()...)
+		change("status IN ("+healsFrom+")", healsArgs()...)
 	} else if spec.FailedAttemptStatus != "" {
 		set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", spec.FailedAttemptStatus, now)
 		set("status = ?", spec.FailedAttemptStatus)
@@ -171,7 +211,7 @@ func webhookOutcomeSQL(spec *VariantSpec, success bool, id int64, at, now time.T
 	// The failure record that auto-disable reads (DisableRule), and failure_count. A success clears
 	// them but does not enable a disabled webhook: only its owner does (enable, a new URL, a manual retry).
 	if success {
-		set("failing_since = NULL, exhausted_count = 0, failure_count = 0")
+		set("failing_since = NULL, exhausted_count = 0, failure_count = 0, warned_at = NULL")
 		change("failing_since IS NOT NULL OR exhausted_count <> 0 OR failure_count <> 0")
 	} else {
 		set("failing_since = COALESCE(failing_since, ?)", at)
@@ -185,83 +225,80 @@ func webhookOutcomeSQL(spec *VariantSpec, success bool, id int64, at, now time.T
 	return query, append(args, changeArgs...)
 }
 
+// Exhaustion is a delivery whose schedule ran out: its webhook, its event, when its last attempt
+// started and how it failed.
+type Exhaustion struct {
+	DeliveryID, WebhookID, EventID int64
+	LastAttemptAt                  time.Time
+	LastError                      *NoticeError
+}
+
 // MarkExhausted records that a delivery's schedule ran out, moves its webhook into the variant's
-// failing status and, when rule says the webhook has failed long enough, disables it.
+// failing status and, when rules.Disable says it has failed long enough, disables it; with them,
+// in the same transaction, it records the notices these moves make (docs/notifications.md).
 //
-// Alert reports that this call made the move into failing: a webhook already failing (and
-// alerted) is not alerted again until a success clears it. Disabled reports that this call
-// disabled the webhook; then Alert is false, so the owner gets one e-mail, the disable one.
-// Both moves are compare-and-set on the webhook row, so concurrent exhaustions make each once.
-// lastAttemptAt guards against an older delivery failing a webhook that a newer success healed.
-func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64, lastAttemptAt time.Time, rule DisableRule) (ExhaustResult, error) {
+// Alert reports that this call made the move into failing and recorded webhook.failing: a webhook
+// already failing (and alerted) is not alerted again until a success clears it, and within the
+// storm rule's quiet period the move is counted instead (the next notice says how many).
+// Disabled reports that this call disabled the webhook; then Alert is false, so the owner hears
+// once, of the disable. Each move is compare-and-set on the webhook row, so concurrent exhaustions
+// make each once. lastAttemptAt guards against an older delivery failing a webhook that a newer
+// success healed.
+func MarkExhausted(ctx context.Context, db bun.IDB, ex Exhaustion, rules NoticeRules) (ExhaustResult, error) {
 	var res ExhaustResult
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// Only the call that exhausts the delivery counts it: a retried activity counts once.
-		counted, err := exhaustDelivery(ctx, tx, deliveryID)
+		counted, err := exhaustDelivery(ctx, tx, ex.DeliveryID)
 		if err != nil {
 			return err
 		}
-		w := &Webhook{}
-		if err := tx.NewSelect().Model(w).Where("id = ?", webhookID).Scan(ctx); err != nil {
+		before := &Webhook{}
+		if err := tx.NewSelect().Model(before).Where("id = ?", ex.WebhookID).Scan(ctx); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil // deleted meanwhile: nobody to alert
 			}
 			return fmt.Errorf("load webhook: %w", err)
 		}
-		failing := w.Variant.Spec().FailingStatus
 		now := Now()
-		healed := "(last_success_at IS NULL OR last_success_at <= ?)"
-		moved, err := tx.NewUpdate().Model((*Webhook)(nil)).
-			Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", failing, now).
-			Set("status = ?", failing).
-			Set("alerted_at = ?", now).
-			Where("id = ?", webhookID).
-			Where("alerted_at IS NULL").
-			Where("disabled_at IS NULL"). // variant B's status "disabled" follows from it
-			Where(healed, lastAttemptAt).
-			Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("mark webhook failing: %w", err)
+		if res.Alert, err = markFailing(ctx, tx, before, ex.LastAttemptAt, now); err != nil {
+			return err
 		}
-		if res.Alert, err = affectedOne(moved); err != nil {
-			return fmt.Errorf("mark webhook failing: %w", err)
-		}
-		if !counted {
-			return nil
-		}
-		// An exhaustion older than the last success is not part of the current failure. Its
-		// attempt normally set failing_since already; a missing start time counts from now.
-		// failure_count (failed deliveries since the last success) counts here, once per
-		// delivery like exhausted_count, and unlike it survives a new URL or an enable.
-		since := lastAttemptAt
-		if since.IsZero() {
-			since = now
-		}
-		if _, err := tx.NewUpdate().Model((*Webhook)(nil)).
-			Set("exhausted_count = exhausted_count + 1").
-			Set("failure_count = failure_count + 1").
-			Set("failing_since = COALESCE(failing_since, ?)", since).
-			Where("id = ?", webhookID).Where(healed, lastAttemptAt).
-			Exec(ctx); err != nil {
-			return fmt.Errorf("count exhausted delivery: %w", err)
-		}
-		if rule.After <= 0 {
-			return nil
-		}
-		disabled, err := setDisabled(tx.NewUpdate().Model((*Webhook)(nil)), now, DisabledAuto).
-			Where("id = ?", webhookID).
-			Where("failing_since <= ?", now.Add(-rule.After)).
-			Where("exhausted_count >= ?", rule.MinExhausted).
-			Where(healed, lastAttemptAt).
-			Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("disable webhook: %w", err)
-		}
-		if res.Disabled, err = affectedOne(disabled); err != nil {
-			return fmt.Errorf("disable webhook: %w", err)
+		var warned bool
+		if counted {
+			if res.Disabled, warned, err = countExhausted(ctx, tx, ex, rules, now); err != nil {
+				return err
+			}
 		}
 		if res.Disabled {
-			res.Alert = false // one e-mail per move: the disable one says it all
+			res.Alert = false // one notice per move: the disable says it all
+		}
+		w := &Webhook{}
+		if err := tx.NewSelect().Model(w).Where("id = ?", ex.WebhookID).Scan(ctx); err != nil {
+			return fmt.Errorf("load webhook: %w", err)
+		}
+		var notices []Notice
+		switch {
+		case res.Disabled:
+			notices = append(notices, Notice{Type: NoticeDisabled, By: ActorRule})
+		case res.Alert:
+			notices = append(notices, Notice{Type: NoticeFailing, Suppressed: before.SuppressedNotices})
+		}
+		if warned && !res.Disabled && w.FailingSince != nil {
+			at := w.FailingSince.Add(rules.Disable.After)
+			notices = append(notices, Notice{Type: NoticeDisabling, DisableAt: &at})
+		}
+		if counted {
+			notices = append(notices, Notice{Type: NoticeExhausted, DeliveryID: ex.DeliveryID, EventID: ex.EventID})
+		}
+		for _, n := range notices {
+			n.Webhook, n.LastError = w, ex.LastError
+			pr, err := RecordNotice(ctx, tx, rules, n)
+			if err != nil {
+				return err
+			}
+			if pr != nil {
+				res.Notices = append(res.Notices, pr)
+			}
 		}
 		return nil
 	})
@@ -269,6 +306,88 @@ func MarkExhausted(ctx context.Context, db bun.IDB, deliveryID, webhookID int64,
 		return ExhaustResult{}, err
 	}
 	return res, nil
+}
+
+// healed is the guard of an exhaustion's moves: no success since its last attempt started.
+const healed = "(last_success_at IS NULL OR last_success_at <= ?)"
+
+// markFailing moves webhook w into its variant's failing status, and reports whether the move is
+// to be told (webhook.failing): the first since the last success (or enable), outside the storm
+// rule's quiet period. Within it, the status moves all the same and the transition is counted.
+func markFailing(ctx context.Context, tx bun.Tx, w *Webhook, lastAttemptAt, now time.Time) (bool, error) {
+	failing := w.Variant.Spec().FailingStatus
+	move := func(q *bun.UpdateQuery) *bun.UpdateQuery {
+		return q.Model((*Webhook)(nil)).
+			Set("updated_at = CASE WHEN status <> ? THEN ? ELSE updated_at END", failing, now).
+			Set("status = ?", failing).
+			Where("id = ?", w.ID).
+			Where("alerted_at IS NULL").
+			Where("disabled_at IS NULL"). // variant B's status "disabled" follows from it
+			Where(healed, lastAttemptAt)
+	}
+	moved, err := move(tx.NewUpdate()).Set("alerted_at = ?", now).Set("suppressed_notices = 0").
+		Where("(quiet_until IS NULL OR quiet_until <= ?)", now).Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("mark webhook failing: %w", err)
+	}
+	alert, err := affectedOne(moved)
+	if err != nil || alert {
+		return alert, err
+	}
+	// Quiet: the first exhaustion since the last success is a transition, counted.
+	if _, err := move(tx.NewUpdate()).Set("suppressed_notices = suppressed_notices + CASE WHEN exhausted_count = 0 THEN 1 ELSE 0 END").
+		Exec(ctx); err != nil {
+		return false, fmt.Errorf("mark webhook failing: %w", err)
+	}
+	return false, nil
+}
+
+// countExhausted counts an exhausted delivery into its webhook's failure record, then disables the
+// webhook when rules.Disable says so, or else warns once when the disable is near.
+func countExhausted(ctx context.Context, tx bun.Tx, ex Exhaustion, rules NoticeRules, now time.Time) (disabled, warned bool, err error) {
+	// An exhaustion older than the last success is not part of the current failure. Its attempt
+	// normally set failing_since already; a missing start time counts from now. failure_count
+	// (failed deliveries since the last success) counts here, once per delivery like
+	// exhausted_count, and unlike it survives a new URL or an enable.
+	since := ex.LastAttemptAt
+	if since.IsZero() {
+		since = now
+	}
+	if _, err := tx.NewUpdate().Model((*Webhook)(nil)).
+		Set("exhausted_count = exhausted_count + 1").
+		Set("failure_count = failure_count + 1").
+		Set("failing_since = COALESCE(failing_since, ?)", since).
+		Where("id = ?", ex.WebhookID).Where(healed, ex.LastAttemptAt).
+		Exec(ctx); err != nil {
+		return false, false, fmt.Errorf("count exhausted delivery: %w", err)
+	}
+	rule := rules.Disable
+	if rule.After <= 0 {
+		return false, false, nil
+	}
+	q, err := setDisabled(tx.NewUpdate().Model((*Webhook)(nil)), now, DisabledAuto).
+		Where("id = ?", ex.WebhookID).
+		Where("failing_since <= ?", now.Add(-rule.After)).
+		Where("exhausted_count >= ?", rule.MinExhausted).
+		Where(healed, ex.LastAttemptAt).
+		Exec(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("disable webhook: %w", err)
+	}
+	if disabled, err = affectedOne(q); err != nil || disabled {
+		return disabled, false, err
+	}
+	q, err = tx.NewUpdate().Model((*Webhook)(nil)).Set("warned_at = ?", now).
+		Where("id = ?", ex.WebhookID).
+		Where("warned_at IS NULL").Where("disabled_at IS NULL").
+		Where("failing_since <= ?", now.Add(-(rule.After-min(rules.WarnBefore, rule.After/2)))).
+		Where(healed, ex.LastAttemptAt).
+		Exec(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("warn of a disable: %w", err)
+	}
+	warned, err = affectedOne(q)
+	return false, warned, err
 }
 
 func affectedOne(r sql.Result) (bool, error) {

@@ -42,7 +42,7 @@ func TestGetDelivery(t *testing.T) {
 		headers := `{"Webhook-Id":"msg_1_2"}`
 		o := model.AttemptOutcome{Success: true}
 		o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.RequestHeaders = id, 2, w.URL, model.Now(), &headers
-		if err := model.RecordAttempt(ctx, db, w, o); err != nil {
+		if _, err := model.RecordAttempt(ctx, db, w, o); err != nil {
 			t.Fatal(err)
 		}
 

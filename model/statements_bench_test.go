@@ -38,7 +38,7 @@ func BenchmarkDeliveryStatements(b *testing.B) {
 		}
 		o := model.AttemptOutcome{Success: true}
 		o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt = res.Deliveries[0].ID, 1, target.Webhook.URL, model.Now()
-		if err := model.RecordAttempt(ctx, db, &target.Webhook, o); err != nil {
+		if _, err := model.RecordAttempt(ctx, db, &target.Webhook, o); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -168,7 +168,7 @@ func TestPreparedStatementsStoreAsBun(t *testing.T) {
 func recordAndCompare(t *testing.T, db *model.DB, w *model.Webhook, o model.AttemptOutcome, twin int64) {
 	t.Helper()
 	ctx := context.Background()
-	if err := model.RecordAttempt(ctx, db, w, o); err != nil {
+	if _, err := model.RecordAttempt(ctx, db, w, o); err != nil {
 		t.Fatal(err)
 	}
 	var attemptID int64
@@ -239,7 +239,8 @@ func TestStatementsBeforePreparation(t *testing.T) {
 		}
 		unprepared := publish(false)
 		if err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			return model.RecordAttempt(ctx, tx, w, outcome(unprepared.Deliveries[0].ID))
+			_, err := model.RecordAttempt(ctx, tx, w, outcome(unprepared.Deliveries[0].ID))
+			return err
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +254,7 @@ func TestStatementsBeforePreparation(t *testing.T) {
 			t.Fatal("LoadDeliveryTarget did not prepare the hot statements")
 		}
 		prepared := publish(true)
-		if err := model.RecordAttempt(ctx, db, w, outcome(prepared.Deliveries[0].ID)); err != nil {
+		if _, err := model.RecordAttempt(ctx, db, w, outcome(prepared.Deliveries[0].ID)); err != nil {
 			t.Fatal(err)
 		}
 		sameRows(t, db, "events", prepared.Event.ID, unprepared.Event.ID, "id", "occurred_at", "created_at")
@@ -282,7 +283,7 @@ func TestPreparedStatementsRefuseNUL(t *testing.T) {
 		}
 		o := model.AttemptOutcome{}
 		o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.ResponseBody = d, 1, w.URL, model.Now(), new("a\x00b")
-		if err := model.RecordAttempt(ctx, db, w, o); err == nil {
+		if _, err := model.RecordAttempt(ctx, db, w, o); err == nil {
 			t.Fatal("an attempt with a NUL byte in its response body was recorded")
 		}
 	})

@@ -46,18 +46,52 @@ type Webhook struct {
 	MaxInFlight *int `bun:"max_in_flight"`
 	// Filter is the webhook's payload filter as stored (canonical JSON, docs/filters.md), nil for
 	// none: an event its filter refuses gets no delivery to it.
-	Filter    *string    `bun:"filter"`
-	DeletedAt *time.Time `bun:"deleted_at,soft_delete,nullzero"`
+	Filter *string `bun:"filter"`
+	// Kind is KindWebhook for a subscription to one event type, or the kind of a notification
+	// endpoint (KindNoticeWebhook, KindNoticeChat, KindNoticeEmail: docs/notifications.md), which
+	// receives the notices of NoticeTypes (nil: DefaultNoticeTypes) instead of events.
+	Kind        string  `bun:"kind,notnull"`
+	NoticeTypes *string `bun:"notice_types"`
+	// The state of the webhook's notices: AlertedAt while webhook.failing has been sent and no
+	// webhook.recovered yet, WarnedAt once webhook.disabling went in the current failure,
+	// QuietUntil the end of the storm rule's quiet period, SuppressedNotices the failing
+	// transitions it kept quiet, which the next notice summarises.
+	AlertedAt         *time.Time `bun:"alerted_at"`
+	WarnedAt          *time.Time `bun:"warned_at"`
+	QuietUntil        *time.Time `bun:"quiet_until"`
+	SuppressedNotices int        `bun:"suppressed_notices,notnull"`
+	DeletedAt         *time.Time `bun:"deleted_at,soft_delete,nullzero"`
 }
 
-// WebhookScope names the webhooks one caller may see: those of one account in one variant.
+// WebhookScope names the webhooks one caller may see: those of one account in one variant. With
+// Channels, it names the account's notification endpoints instead: the two never mix in a list,
+// a count or a lookup by id.
 type WebhookScope struct {
 	AccountID int64
 	Variant   Variant
+	Channels  bool
 }
 
+// apply selects the rows of the scope's account and variant, of any table that has both.
 func (s WebhookScope) apply(q *bun.SelectQuery) *bun.SelectQuery {
 	return q.Where("account_id = ?", s.AccountID).Where("variant = ?", s.Variant)
+}
+
+// hooks selects the scope's webhooks (or notification endpoints).
+func (s WebhookScope) hooks(q *bun.SelectQuery) *bun.SelectQuery {
+	return s.apply(q).Where(s.kindClause())
+}
+
+// changes narrows an update of webhooks to the scope's.
+func (s WebhookScope) changes(q *bun.UpdateQuery) *bun.UpdateQuery {
+	return q.Where("account_id = ?", s.AccountID).Where("variant = ?", s.Variant).Where(s.kindClause())
+}
+
+func (s WebhookScope) kindClause() string {
+	if s.Channels {
+		return "kind <> '" + KindWebhook + "'"
+	}
+	return "kind = '" + KindWebhook + "'"
 }
 
 // WebhookFilter selects a page of webhooks, ordered by id.
@@ -79,7 +113,11 @@ func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error
 				return fmt.Errorf("lock account: %w", err)
 			}
 		}
-		n, err := tx.NewSelect().Model((*Webhook)(nil)).Where("account_id = ?", w.AccountID).Where("variant = ?", w.Variant).Count(ctx)
+		if w.Kind == "" {
+			w.Kind = KindWebhook
+		}
+		scope := WebhookScope{AccountID: w.AccountID, Variant: w.Variant, Channels: w.Kind != KindWebhook}
+		n, err := scope.hooks(tx.NewSelect().Model((*Webhook)(nil))).Count(ctx)
 		if err != nil {
 			return fmt.Errorf("count webhooks: %w", err)
 		}
@@ -96,7 +134,7 @@ func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error
 // GetWebhook loads one live webhook within scope, or ErrNotFound.
 func GetWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*Webhook, error) {
 	w := &Webhook{}
-	return ScanOne(ctx, w, scope.apply(db.NewSelect().Model(w)).Where("id = ?", id), "webhook")
+	return ScanOne(ctx, w, scope.hooks(db.NewSelect().Model(w)).Where("id = ?", id), "webhook")
 }
 
 // FindWebhook loads one live webhook by id, whatever its account: an operator's lookup, never a
@@ -123,7 +161,7 @@ func WebhookRateLimit(ctx context.Context, db bun.IDB, id int64) (int, error) {
 // ListWebhooks returns one page of live webhooks within scope.
 func ListWebhooks(ctx context.Context, db bun.IDB, scope WebhookScope, f WebhookFilter) ([]Webhook, error) {
 	hooks := []Webhook{}
-	q := scope.apply(db.NewSelect().Model(&hooks)).Where("id > ?", f.After).OrderExpr("id ASC").Limit(f.Limit)
+	q := scope.hooks(db.NewSelect().Model(&hooks)).Where("id > ?", f.After).OrderExpr("id ASC").Limit(f.Limit)
 	if f.EventType != "" {
 		q = q.Where("event_type = ?", f.EventType)
 	}
@@ -195,9 +233,7 @@ func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id in
 			Set("alerted_at = NULL").
 			Set("disabled_at = NULL, disabled_reason = NULL, failing_since = NULL, exhausted_count = 0").
 			Set("updated_at = ?", now)
-		res, err := limits.set(q).
-			Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).
-			Exec(ctx)
+		res, err := scope.changes(limits.set(q)).Where("id = ?", id).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("update webhook: %w", err)
 		}
@@ -220,16 +256,17 @@ func UpdateWebhookLimits(ctx context.Context, db bun.IDB, scope WebhookScope, id
 	if c.Empty() {
 		return GetWebhook(ctx, db, scope, id)
 	}
-	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
+	w, _, err := changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
 		return c.set(q).Set("updated_at = ?", Now())
-	})
+	}, NoticeRules{}, Notice{})
+	return w, err
 }
 
 // DeleteWebhook soft-deletes a webhook within scope. Its deliveries keep their history; running
 // delivery workflows see it gone and stop.
 func DeleteWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) error {
 	res, err := db.NewDelete().Model((*Webhook)(nil)).
-		Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).
+		Where("id = ?", id).Where("account_id = ?", scope.AccountID).Where("variant = ?", scope.Variant).Where(scope.kindClause()).
 		Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("delete webhook: %w", err)
@@ -281,7 +318,7 @@ func (e *RotationLimitError) Error() string {
 func RotateWebhookSecret(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, sealedNew string, overlapUntil time.Time) error {
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		w := &Webhook{}
-		q := scope.apply(tx.NewSelect().Model(w)).Column("id", "secret").Where("id = ?", id)
+		q := scope.hooks(tx.NewSelect().Model(w)).Column("id", "secret").Where("id = ?", id)
 		if IsPostgres(tx) {
 			// Concurrent rotations must each move a different secret out and count each other;
 			// SQLite transactions here already hold the database write lock.
@@ -339,13 +376,14 @@ type StatusCount struct {
 	Count   int64   `bun:"count"`
 }
 
-// CountWebhooksByStatus counts live webhooks per variant and status, for the webhooks gauge. A
+// CountWebhooksByStatus counts live webhooks (notification endpoints left out) per variant and
+// status, for the webhooks gauge. A
 // disabled webhook counts as StatusDisabled in both variants, whatever variant A's status says.
 func CountWebhooksByStatus(ctx context.Context, db bun.IDB) ([]StatusCount, error) {
 	var counts []StatusCount
 	err := db.NewSelect().Model((*Webhook)(nil)).
 		ColumnExpr("variant, CASE WHEN disabled_at IS NULL THEN status ELSE ? END AS status, COUNT(*) AS count", StatusDisabled).
-		GroupExpr("1, 2").Scan(ctx, &counts)
+		Where("kind = ?", KindWebhook).GroupExpr("1, 2").Scan(ctx, &counts)
 	if err != nil {
 		return nil, fmt.Errorf("count webhooks: %w", err)
 	}

@@ -201,12 +201,12 @@ func (h *endpointHandlers) enable(c echo.Context) error {
 	return h.toggle(c, h.webhooks.Enable)
 }
 
-func (h *endpointHandlers) toggle(c echo.Context, change func(context.Context, model.WebhookScope, int64) (*model.Webhook, error)) error {
+func (h *endpointHandlers) toggle(c echo.Context, change func(context.Context, model.WebhookScope, int64, string) (*model.Webhook, error)) error {
 	id, ok := webhookID(c)
 	if !ok {
 		return errNotFound
 	}
-	if _, err := change(c.Request().Context(), sessionOf(c).Scope(), id); err != nil {
+	if _, err := change(c.Request().Context(), sessionOf(c).Scope(), id, model.ActorPortal); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, Prefix)

@@ -70,7 +70,7 @@ func (e *env) attempt(t *testing.T, w *model.Webhook, deliveryID int64, n, statu
 	if headers != "" {
 		o.RequestHeaders = &headers
 	}
-	if err := model.RecordAttempt(t.Context(), e.db, w, o); err != nil {
+	if _, err := model.RecordAttempt(t.Context(), e.db, w, o); err != nil {
 		t.Fatal(err)
 	}
 }

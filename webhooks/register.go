@@ -164,15 +164,28 @@ func (s *Service) Delete(ctx context.Context, scope model.WebhookScope, id int64
 }
 
 // Disable stops a webhook's attempts until it is enabled; its new events are kept for a manual
-// retry. Disabling a disabled webhook keeps the first disabled_at. No e-mail: the owner asked.
-func (s *Service) Disable(ctx context.Context, scope model.WebhookScope, id int64) (*model.Webhook, error) {
-	return model.DisableWebhook(ctx, s.db, scope, id)
+// retry. Disabling a disabled webhook keeps the first disabled_at and tells nobody. by says who
+// asked (model.ActorAPI, ActorPortal, ActorOperator), as the webhook.disabled notice does.
+func (s *Service) Disable(ctx context.Context, scope model.WebhookScope, id int64, by string) (*model.Webhook, error) {
+	w, notice, err := model.DisableWebhook(ctx, s.db, scope, id, by, s.notices)
+	s.startNotice(ctx, notice)
+	return w, err
 }
 
 // Enable gives a webhook a fresh start (variant B's status is active again, the next exhaustion
-// alerts again). Nothing is replayed and no test event is sent: Retry does that.
-func (s *Service) Enable(ctx context.Context, scope model.WebhookScope, id int64) (*model.Webhook, error) {
-	return model.EnableWebhook(ctx, s.db, scope, id)
+// alerts again) and sends webhook.enabled. Nothing is replayed and no test event is sent: Retry
+// does that.
+func (s *Service) Enable(ctx context.Context, scope model.WebhookScope, id int64, by string) (*model.Webhook, error) {
+	w, notice, err := model.EnableWebhook(ctx, s.db, scope, id, by, s.notices)
+	s.startNotice(ctx, notice)
+	return w, err
+}
+
+// startNotice starts the deliveries of a notice a change recorded, if any (docs/notifications.md).
+func (s *Service) startNotice(ctx context.Context, notice *model.PublishResult) {
+	if notice != nil {
+		s.publisher.Start(ctx, notice)
+	}
 }
 
 // checkEventType refuses an event type that a webhook of v may not subscribe to.

@@ -45,6 +45,9 @@ type Config struct {
 	// resend, a recovery): what is not started within it the worker's sweeper starts
 	// (WEBHOOKD_TEMPORAL_REQUEST_TIMEOUT).
 	RequestTimeout time.Duration
+	// Notices are the rules of the notices a use case records (a person's disable or enable),
+	// the worker's own (docs/notifications.md).
+	Notices model.NoticeRules
 }
 
 // Service runs the use cases. Its methods take the caller's scope (an account and a variant) and
@@ -59,6 +62,7 @@ type Service struct {
 	log         *slog.Logger
 	maxWebhooks int64
 	timeout     time.Duration
+	notices     model.NoticeRules
 }
 
 // New checks cfg and builds the Service.
@@ -77,7 +81,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
-		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout,
+		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, notices: cfg.Notices,
 		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger, FilterSkips: cfg.FilterSkips},
 	}, nil
 }

@@ -67,20 +67,48 @@ const (
 	LayoutA Layout = "A"
 	// LayoutB is BodyB: the type in "event", a second timestamp, the body's own signature last.
 	LayoutB Layout = "B"
+	// LayoutNotice is NoticeBody: an operational webhook's notice, in the shape Standard Webhooks
+	// and Svix's operational webhooks use, signed by the headers alone.
+	LayoutNotice Layout = "notice"
 )
+
+// NoticeBody is a notice's body {"type":..,"timestamp":"2006-01-02T15:04:05.000Z","data":..} (UTC,
+// milliseconds). data is canonical JSON already.
+func NoticeBody(noticeType string, data json.RawMessage, occurred time.Time) []byte {
+	b := make([]byte, 0, len(data)+len(noticeType)+64)
+	b = append(b, `{"type":`...)
+	b = appendJSString(b, noticeType)
+	b = append(b, `,"timestamp":`...)
+	b = appendJSString(b, occurred.UTC().Format("2006-01-02T15:04:05.000Z"))
+	b = append(b, `,"data":`...)
+	b = appendData(b, data)
+	return append(b, '}')
+}
+
+// ChatBody is the body a chat's incoming webhook takes (Slack's shape, which Mattermost, Teams'
+// Workflows and most others accept): {"text": text}.
+func ChatBody(text string) []byte {
+	return append(appendJSString(append(make([]byte, 0, len(text)+16), `{"text":`...), text), '}')
+}
 
 // Body is the delivery body of layout l. secret signs LayoutB's, and is not used by LayoutA's.
 func Body(l Layout, eventType string, data json.RawMessage, occurred time.Time, secret string) []byte {
-	if l == LayoutA {
+	switch l {
+	case LayoutA:
 		return BodyA(eventType, data, occurred)
+	case LayoutNotice:
+		return NoticeBody(eventType, data, occurred)
 	}
 	return BodyB(eventType, data, occurred, secret)
 }
 
 // LoggedBody is the body of layout l as the delivery log shows it: LayoutB's without its signature.
 func LoggedBody(l Layout, eventType string, data json.RawMessage, occurred time.Time) []byte {
-	if l == LayoutA {
+	switch l {
+	case LayoutA:
 		return BodyA(eventType, data, occurred)
+	case LayoutNotice:
+		return NoticeBody(eventType, data, occurred)
 	}
 	return UnsignedBodyB(eventType, data, occurred)
 }

@@ -181,15 +181,6 @@ func dbOptions() workflow.ActivityOptions {
 	}
 }
 
-// mailOptions are SendAlert's options: a refused recipient is not retried.
-func mailOptions() workflow.ActivityOptions {
-	return workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 10 * time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Minute,
-			MaximumAttempts: 20, NonRetryableErrorTypes: []string{activities.ErrTypeMail}},
-	}
-}
-
 // deliveryRun is one run of a DeliveryWorkflow: its input, the state its query shows, the retry
 // signals, and a context for each way an activity runs, built once.
 type deliveryRun struct {
@@ -207,7 +198,6 @@ type deliveryRun struct {
 	handBack workflow.Context // a first attempt the local activity handed back, on the workflow's queue
 	retried  workflow.Context // every later attempt, on the retry queue
 	db       workflow.Context
-	mail     workflow.Context
 }
 
 func newDeliveryRun(ctx workflow.Context, in DeliveryInput) *deliveryRun {
@@ -223,7 +213,6 @@ func newDeliveryRun(ctx workflow.Context, in DeliveryInput) *deliveryRun {
 		handBack:   workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, "")),
 		retried:    workflow.WithActivityOptions(ctx, deliverOptions(in.AttemptTimeout, in.RetryTaskQueue)),
 		db:         workflow.WithActivityOptions(ctx, dbOptions()),
-		mail:       workflow.WithActivityOptions(ctx, mailOptions()),
 	}
 }
 
@@ -294,6 +283,7 @@ func (r *deliveryRun) runSchedule() (activities.DeliverResult, error) {
 		if err != nil {
 			return last, r.endOnPermanentError(err)
 		}
+		r.startNotices(last.Notices)
 		r.st.LastError = last.Error
 		if last.Delivered || last.WebhookGone || last.WebhookDisabled || i == len(delays) {
 			// A disabled webhook: no more attempts until it is enabled and the delivery retried.
@@ -401,7 +391,7 @@ func (r *deliveryRun) wait(d time.Duration, last activities.DeliverResult) error
 }
 
 // exhaust ends a schedule that ran out, last being its last attempt's outcome: the webhook is
-// marked (failing, or disabled) and its owner alerted when the marking says so.
+// marked (failing, or disabled), and the notices the marking recorded are sent.
 func (r *deliveryRun) exhaust(last activities.DeliverResult) error {
 	var a *activities.Activities
 	// A disabled webhook's delivery was recorded as exhausted by the activity, and its owner
@@ -409,7 +399,7 @@ func (r *deliveryRun) exhaust(last activities.DeliverResult) error {
 	var res activities.ExhaustedResult
 	if !last.WebhookDisabled {
 		exhausted := activities.ExhaustedInput{DeliveryID: r.in.DeliveryID, WebhookID: r.in.WebhookID, EventID: r.in.EventID,
-			LastError: last.Error, LastAttemptAt: last.AttemptedAt}
+			LastError: last.Error, LastAttemptAt: last.AttemptedAt, LastErrorClass: last.ErrorClass, LastStatusCode: last.StatusCode}
 		summary := fmt.Sprintf("attempt %d: %s; no attempts left", r.st.Attempts, last.Outcome())
 		if err := workflow.ExecuteActivity(withSummary(r.db, summary), a.MarkExhausted, exhausted).Get(r.ctx, &res); err != nil {
 			return err
@@ -420,20 +410,21 @@ func (r *deliveryRun) exhaust(last activities.DeliverResult) error {
 	}
 	workflow.SetCurrentDetails(r.ctx, fmt.Sprintf("**exhausted** after %d attempt(s): %s. Send the `retry` signal to run the schedule again.",
 		r.st.Attempts, last.Outcome()))
-	if !res.Alert && !res.Disabled {
-		return nil
-	}
-	alert := activities.AlertInput{DeliveryID: r.in.DeliveryID, WebhookID: r.in.WebhookID, EventID: r.in.EventID, LastError: last.Error,
-		Disabled: res.Disabled}
-	summary := "e-mail the owner: webhook failing"
-	if res.Disabled {
-		summary = "e-mail the owner: webhook disabled"
-	}
-	if err := workflow.ExecuteActivity(withSummary(r.mail, summary), a.SendAlert, alert).Get(r.ctx, nil); err != nil {
-		// The webhook is already marked; a lost e-mail must not end the delivery.
-		workflow.GetLogger(r.ctx).Error("alert not sent", "webhook", r.in.WebhookID, "err", err)
-	}
+	r.startNotices(res.Notices)
 	return nil
+}
+
+// startNotices starts the deliveries of the notices an activity recorded (docs/notifications.md),
+// each its own event with its own delivery workflows. A start that fails is logged and left to the
+// worker's sweeper, which starts what was committed and not started: the notice is not lost, and
+// the delivery goes on.
+func (r *deliveryRun) startNotices(events []int64) {
+	for _, id := range events {
+		ctx := withSummary(r.db, fmt.Sprintf("send notice %d", id))
+		if err := workflow.ExecuteActivity(ctx, ActivityStartEventDeliveries, id).Get(r.ctx, nil); err != nil {
+			workflow.GetLogger(r.ctx).Warn("notice not started; the sweeper will", "notice", id, "err", err)
+		}
+	}
 }
 
 // awaitRetry waits for an operator's retry in the retry window, and reports whether one came.

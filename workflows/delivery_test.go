@@ -80,10 +80,11 @@ type harness struct {
 	// deliver decides each attempt's outcome; it sees the attempt number and the activity's own
 	// (Temporal) attempt. Default: every attempt fails.
 	deliver func(in activities.DeliverInput, activityAttempt int32) (activities.DeliverResult, error)
-	// alert and disable are what MarkExhausted answers; alertErr what SendAlert returns.
+	// alert and disable are what MarkExhausted answers (with the notice 77 when either is set);
+	// startErr what StartEventDeliveries returns.
 	alert    bool
 	disable  bool
-	alertErr error
+	startErr error
 	// webhookGone is what CancelIfWebhookGone answers when the retry window closes.
 	webhookGone bool
 
@@ -93,9 +94,9 @@ type harness struct {
 	mu        sync.Mutex // mock callbacks run outside the workflow goroutine
 	delivers  []deliverCall
 	exhausted []timedCall[activities.ExhaustedInput]
-	alerts    []timedCall[activities.AlertInput]
-	settled   []string // the states SettleClaim gave back
-	states    []string // DeliveryState search attribute values, in upsert order
+	notices   []timedCall[int64] // the notices whose deliveries the workflow started
+	settled   []string           // the states SettleClaim gave back
+	states    []string           // DeliveryState search attribute values, in upsert order
 }
 
 func newHarness(t *testing.T) *harness {
@@ -103,6 +104,9 @@ func newHarness(t *testing.T) *harness {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(testLogger(t))
 	h := &harness{t: t, env: suite.NewTestWorkflowEnvironment(), alert: true}
+	// dispatch's activity, which workflows call by name; registered before any mock.
+	h.env.RegisterActivityWithOptions(func(context.Context, int64) error { return nil },
+		activity.RegisterOptions{Name: workflows.ActivityStartEventDeliveries})
 	h.env.SetStartTime(start)
 	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
 		return failed(in.Attempt, h.env.Now()), nil
@@ -123,14 +127,18 @@ func newHarness(t *testing.T) *harness {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.exhausted = append(h.exhausted, timedCall[activities.ExhaustedInput]{h.since(), in})
-			return activities.ExhaustedResult{Alert: h.alert, Disabled: h.disable}, nil
+			res := activities.ExhaustedResult{Alert: h.alert, Disabled: h.disable}
+			if h.alert || h.disable {
+				res.Notices = []int64{77}
+			}
+			return res, nil
 		})
-	h.env.OnActivity(a.SendAlert, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.AlertInput) error {
+	h.env.OnActivity(workflows.ActivityStartEventDeliveries, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, id int64) error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			h.alerts = append(h.alerts, timedCall[activities.AlertInput]{h.since(), in})
-			return h.alertErr
+			h.notices = append(h.notices, timedCall[int64]{h.since(), id})
+			return h.startErr
 		})
 	h.env.OnActivity(a.SettleClaim, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.SettleInput) error {
@@ -310,8 +318,8 @@ func TestDeliveryWorkflowSuccessStopsSchedule(t *testing.T) {
 			if got, want := h.deliverOffsets(), scheduleOffsets[:k]; !slices.Equal(got, want) {
 				t.Errorf("attempt offsets = %v, want %v", got, want)
 			}
-			if len(h.exhausted) != 0 || len(h.alerts) != 0 {
-				t.Errorf("MarkExhausted called %d times, SendAlert %d times; want neither", len(h.exhausted), len(h.alerts))
+			if len(h.exhausted) != 0 || len(h.notices) != 0 {
+				t.Errorf("MarkExhausted called %d times, notices started %d times; want neither", len(h.exhausted), len(h.notices))
 			}
 			want := workflows.DeliveryState{State: model.DeliveryDelivered, Attempts: k}
 			if st.State != want.State || st.Attempts != want.Attempts || st.LastError != "" || st.NextAttemptAt != nil {
@@ -363,8 +371,8 @@ func TestDeliveryWorkflowFirstAttemptIsLocal(t *testing.T) {
 }
 
 // TestDeliveryWorkflowExhaustion: when the schedule runs out the webhook is marked exhausted once,
-// with the last attempt's error, and the owner is alerted only when MarkExhausted says this
-// exhaustion moved the webhook into failing.
+// with the last attempt's error, and the notices MarkExhausted recorded (when this exhaustion moved
+// the webhook into failing) are started, and none else.
 func TestDeliveryWorkflowExhaustion(t *testing.T) {
 	for _, alert := range []bool{true, false} {
 		t.Run(fmt.Sprintf("alert=%v", alert), func(t *testing.T) {
@@ -378,7 +386,7 @@ func TestDeliveryWorkflowExhaustion(t *testing.T) {
 			last := h.delivers[5]
 			lastErr := failed(6, time.Time{}).Error
 			wantEx := activities.ExhaustedInput{DeliveryID: 11, WebhookID: 33, EventID: 22,
-				LastError: lastErr, LastAttemptAt: start.Add(last.at)}
+				LastError: lastErr, LastAttemptAt: start.Add(last.at), LastErrorClass: activities.ClassHTTPStatus, LastStatusCode: 500}
 			if len(h.exhausted) != 1 {
 				t.Fatalf("MarkExhausted called %d times, want once", len(h.exhausted))
 			}
@@ -391,12 +399,11 @@ func TestDeliveryWorkflowExhaustion(t *testing.T) {
 				t.Errorf("MarkExhausted(%+v) at %v, want (%+v) at %v", got.in, got.at, wantEx, last.at)
 			}
 			if alert {
-				wantAlert := activities.AlertInput{DeliveryID: 11, WebhookID: 33, EventID: 22, LastError: lastErr}
-				if len(h.alerts) != 1 || h.alerts[0].in != wantAlert {
-					t.Errorf("SendAlert calls = %+v, want one with %+v", h.alerts, wantAlert)
+				if len(h.notices) != 1 || h.notices[0].in != 77 || h.notices[0].at != last.at {
+					t.Errorf("notices started = %+v, want notice 77 at %v", h.notices, last.at)
 				}
-			} else if len(h.alerts) != 0 {
-				t.Errorf("SendAlert called %d times after MarkExhausted said no alert", len(h.alerts))
+			} else if len(h.notices) != 0 {
+				t.Errorf("notices started %d times after MarkExhausted recorded none", len(h.notices))
 			}
 			if st.State != model.DeliveryExhausted || st.LastError != lastErr {
 				t.Errorf("result = %+v, want state %s, last error %q", st, model.DeliveryExhausted, lastErr)
@@ -405,11 +412,11 @@ func TestDeliveryWorkflowExhaustion(t *testing.T) {
 	}
 }
 
-// TestDeliveryWorkflowAlertFailureDoesNotEndDelivery: a rejected alert e-mail is logged; the
-// workflow still waits for a retry signal.
-func TestDeliveryWorkflowAlertFailureDoesNotEndDelivery(t *testing.T) {
+// TestDeliveryWorkflowNoticeStartFailureDoesNotEndDelivery: a notice whose deliveries did not start
+// is logged and left to the sweeper; the workflow still waits for a retry signal.
+func TestDeliveryWorkflowNoticeStartFailureDoesNotEndDelivery(t *testing.T) {
 	h := newHarness(t)
-	h.alertErr = temporal.NewNonRetryableApplicationError("alert recipient refused", activities.ErrTypeMail, nil)
+	h.startErr = temporal.NewNonRetryableApplicationError("temporal away", "Unavailable", nil)
 	h.signalRetryAt(8 * time.Hour)
 	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
 		if in.Attempt == 7 {
@@ -418,8 +425,8 @@ func TestDeliveryWorkflowAlertFailureDoesNotEndDelivery(t *testing.T) {
 		return failed(in.Attempt, h.env.Now()), nil
 	}
 	st := h.run(input("website.published"))
-	if len(h.alerts) != 1 {
-		t.Errorf("SendAlert called %d times, want once (a non-retryable mail error is not retried)", len(h.alerts))
+	if len(h.notices) != 1 {
+		t.Errorf("notice started %d times, want once (a non-retryable error is not retried)", len(h.notices))
 	}
 	if st.State != model.DeliveryDelivered || st.Attempts != 7 {
 		t.Errorf("result = %+v, want delivered on attempt 7 after the retry signal", st)
@@ -534,8 +541,8 @@ func TestDeliveryWorkflowWebhookGone(t *testing.T) {
 			if got, want := h.deliverOffsets(), scheduleOffsets[:goneOn]; !slices.Equal(got, want) {
 				t.Errorf("attempt offsets = %v, want %v", got, want)
 			}
-			if len(h.exhausted) != 0 || len(h.alerts) != 0 {
-				t.Errorf("MarkExhausted called %d times, SendAlert %d times; want neither", len(h.exhausted), len(h.alerts))
+			if len(h.exhausted) != 0 || len(h.notices) != 0 {
+				t.Errorf("MarkExhausted called %d times, notices started %d times; want neither", len(h.exhausted), len(h.notices))
 			}
 			if st.State != model.DeliveryCanceled || st.Attempts != goneOn {
 				t.Errorf("result = %+v, want %s after %d attempts", st, model.DeliveryCanceled, goneOn)
@@ -565,11 +572,30 @@ func TestDeliveryWorkflowTestEventNotRetried(t *testing.T) {
 	if len(h.exhausted) != 1 || h.exhausted[0].at != 0 || h.exhausted[0].in.LastError != failed(1, time.Time{}).Error {
 		t.Errorf("MarkExhausted calls = %+v, want one at 0 with attempt 1's error", h.exhausted)
 	}
-	if len(h.alerts) != 1 || h.alerts[0].at != 0 {
-		t.Errorf("SendAlert calls = %+v, want one at 0", h.alerts)
+	if len(h.notices) != 1 || h.notices[0].at != 0 {
+		t.Errorf("notices started = %+v, want one at 0", h.notices)
 	}
 	if st.State != model.DeliveryExhausted || st.Attempts != 1 {
 		t.Errorf("result = %+v, want exhausted after 1 attempt", st)
+	}
+}
+
+// TestDeliveryWorkflowStartsAttemptNotices: a notice an attempt recorded (the webhook.recovered of
+// a success that ended the webhook's failure) has its deliveries started right after the attempt.
+func TestDeliveryWorkflowStartsAttemptNotices(t *testing.T) {
+	h := newHarness(t)
+	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+		if in.Attempt == 2 {
+			return activities.DeliverResult{Delivered: true, StatusCode: 200, AttemptedAt: h.env.Now(), Notices: []int64{91}}, nil
+		}
+		return failed(in.Attempt, h.env.Now()), nil
+	}
+	st := h.run(input("website.published"))
+	if st.State != model.DeliveryDelivered || len(h.delivers) != 2 {
+		t.Fatalf("result = %+v after %d attempts, want delivered at the second", st, len(h.delivers))
+	}
+	if len(h.notices) != 1 || h.notices[0].in != 91 || h.notices[0].at != h.delivers[1].at {
+		t.Errorf("notices started = %+v, want notice 91 right after attempt 2 (at %v)", h.notices, h.delivers[1].at)
 	}
 }
 
@@ -685,8 +711,8 @@ func TestDeliveryWorkflowDeliverError(t *testing.T) {
 		if n := len(h.deliverOffsets()); n != 10 {
 			t.Errorf("Deliver ran %d times through the outage, want 10 (0s, 1s, 3s, ... 243s)", n)
 		}
-		if len(h.exhausted) != 0 || len(h.alerts) != 0 {
-			t.Errorf("MarkExhausted called %d times, SendAlert %d times; want neither", len(h.exhausted), len(h.alerts))
+		if len(h.exhausted) != 0 || len(h.notices) != 0 {
+			t.Errorf("MarkExhausted called %d times, notices started %d times; want neither", len(h.exhausted), len(h.notices))
 		}
 	})
 }

@@ -240,8 +240,8 @@ func TestDeliveryWorkflowWebhookDisabled(t *testing.T) {
 	if during.State != model.DeliveryExhausted || during.NextAttemptAt != nil || during.LastError != "the webhook is disabled" {
 		t.Errorf("state while disabled = %s, want exhausted with the disabled error and no next attempt", fmtState(during))
 	}
-	if len(h.exhausted) != 0 || len(h.alerts) != 0 {
-		t.Errorf("MarkExhausted called %d times, SendAlert %d times; want neither", len(h.exhausted), len(h.alerts))
+	if len(h.exhausted) != 0 || len(h.notices) != 0 {
+		t.Errorf("MarkExhausted called %d times, notices started %d times; want neither", len(h.exhausted), len(h.notices))
 	}
 	if st.State != model.DeliveryDelivered || st.Attempts != 3 {
 		t.Errorf("result = %+v, want delivered on attempt 3", st)
@@ -255,7 +255,7 @@ func TestDeliveryWorkflowDisableAlert(t *testing.T) {
 	h.alert, h.disable = false, true
 	h.run(input("website.published"))
 
-	if len(h.alerts) != 1 || !h.alerts[0].in.Disabled {
-		t.Errorf("SendAlert calls = %+v, want one with Disabled", h.alerts)
+	if len(h.notices) != 1 || h.notices[0].in != 77 {
+		t.Errorf("notices started = %+v, want the disable's notice 77", h.notices)
 	}
 }

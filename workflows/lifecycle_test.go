@@ -40,8 +40,8 @@ func TestDeliveryWorkflowPermanentError(t *testing.T) {
 			if want := []string{model.DeliveryExhausted}; !slices.Equal(h.states, want) {
 				t.Errorf("DeliveryState upserts = %v, want %v", h.states, want)
 			}
-			if len(h.exhausted) != 0 || len(h.alerts) != 0 {
-				t.Errorf("MarkExhausted %d, SendAlert %d: an internal error is the operator's, not the owner's", len(h.exhausted), len(h.alerts))
+			if len(h.exhausted) != 0 || len(h.notices) != 0 {
+				t.Errorf("MarkExhausted %d, notices started %d: an internal error is the operator's, not the owner's", len(h.exhausted), len(h.notices))
 			}
 		})
 	}

@@ -172,11 +172,12 @@ func TestRecordHistories(t *testing.T) {
 		}
 		return failed, nil
 	}
-	markExhausted := func(context.Context, activities.ExhaustedInput) (activities.ExhaustedResult, error) {
-		return activities.ExhaustedResult{Alert: true}, nil
+	// The exhaustion records a notice (numbered as its delivery, here) whose start tells the recorder.
+	markExhausted := func(_ context.Context, in activities.ExhaustedInput) (activities.ExhaustedResult, error) {
+		return activities.ExhaustedResult{Alert: true, Notices: []int64{in.DeliveryID}}, nil
 	}
-	sendAlert := func(_ context.Context, in activities.AlertInput) error {
-		alertSent <- in.DeliveryID
+	startNotice := func(_ context.Context, id int64) error {
+		alertSent <- id
 		return nil
 	}
 
@@ -185,7 +186,7 @@ func TestRecordHistories(t *testing.T) {
 	// The real activities are methods of *activities.Activities; Temporal names them by method name.
 	w.RegisterActivityWithOptions(deliver, activity.RegisterOptions{Name: "Deliver"})
 	w.RegisterActivityWithOptions(markExhausted, activity.RegisterOptions{Name: "MarkExhausted"})
-	w.RegisterActivityWithOptions(sendAlert, activity.RegisterOptions{Name: "SendAlert"})
+	w.RegisterActivityWithOptions(startNotice, activity.RegisterOptions{Name: workflows.ActivityStartEventDeliveries})
 	w.RegisterActivityWithOptions(func(context.Context, activities.SettleInput) error { return nil }, activity.RegisterOptions{Name: "SettleClaim"})
 	w.RegisterActivityWithOptions(func(context.Context, int64) error { return nil }, activity.RegisterOptions{Name: "CancelDelivery"})
 	w.RegisterActivityWithOptions(func(_ context.Context, id int64) (bool, error) { return id == windowEnded, nil },

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
+	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/tracing"
 )
 
@@ -95,6 +96,11 @@ type Config struct {
 	// never), once at least DisableMinExhausted of its deliveries were exhausted.
 	DisableAfter        time.Duration `env:"WEBHOOKD_DISABLE_AFTER" envDefault:"120h" check:"positiveOr0"`
 	DisableMinExhausted int           `env:"WEBHOOKD_DISABLE_MIN_EXHAUSTED" envDefault:"5" check:"positive"`
+	// NoticeWarnBefore is how long before the auto-disable rule would disable a webhook that its
+	// owner is warned (webhook.disabling; at most half of DisableAfter), NoticeQuiet the storm
+	// rule's quiet period after a failing/recovered pair (docs/notifications.md).
+	NoticeWarnBefore time.Duration `env:"WEBHOOKD_NOTICE_WARN_BEFORE" envDefault:"24h" check:"positiveOr0"`
+	NoticeQuiet      time.Duration `env:"WEBHOOKD_NOTICE_QUIET" envDefault:"15m" check:"positiveOr0"`
 	// Retention is how long events, deliveries and attempts are kept once finished (zero: forever).
 	Retention time.Duration `env:"WEBHOOKD_RETENTION" envDefault:"720h" check:"positiveOr0"`
 	LogLevel  slog.Level    `env:"WEBHOOKD_LOG_LEVEL" envDefault:"info"`
@@ -410,4 +416,13 @@ func (e envMap) Environ() []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// noticeRules are the rules of the health notices (docs/notifications.md), the same for the worker
+// and the use cases.
+func (cfg *Config) noticeRules() model.NoticeRules {
+	return model.NoticeRules{
+		Disable:    model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},
+		WarnBefore: cfg.NoticeWarnBefore, Quiet: cfg.NoticeQuiet, PublicURL: cfg.PublicURL,
+	}
 }

@@ -177,7 +177,7 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 	}
 	uses, err := webhooks.New(webhooks.Config{
 		DB: db, Dispatcher: newDispatcher(cfg, tc, dispatchServing{}), Logger: logger,
-		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
+		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules(),
 	})
 	if err != nil {
 		tc.Close()

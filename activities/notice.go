@@ -1,0 +1,123 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/wire"
+)
+
+// ClassMail is the error class of a notice e-mail the mail server did not take.
+const ClassMail = "mail"
+
+// noticeBody is the body a notification endpoint of kind kind receives for notice ev: an
+// operational webhook the notice itself (wire.NoticeBody), a chat one line for a person.
+func noticeBody(kind string, ev *model.Event) []byte {
+	if kind == model.KindNoticeChat {
+		return wire.ChatBody(noticeLine(ev))
+	}
+	return wire.NoticeBody(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
+}
+
+// noticeData decodes a notice's data; data that does not decode (it is ours, so never) gives a
+// notice that names its type only.
+func noticeData(ev *model.Event) model.NoticeData {
+	var d model.NoticeData
+	_ = json.Unmarshal([]byte(ev.Data), &d)
+	return d
+}
+
+// noticeLine says notice ev in one line, for a chat.
+func noticeLine(ev *model.Event) string {
+	d := noticeData(ev)
+	what := map[string]string{
+		model.NoticeFailing:   "is failing",
+		model.NoticeRecovered: "has recovered: deliveries succeed again",
+		model.NoticeDisabling: "will be disabled soon unless a delivery succeeds",
+		model.NoticeDisabled:  "was disabled",
+		model.NoticeEnabled:   "was enabled again",
+		model.NoticeExhausted: fmt.Sprintf("ran out of retries for delivery %d", d.DeliveryID),
+	}[ev.EventType]
+	var b strings.Builder
+	fmt.Fprintf(&b, "webhookd: webhook %d (%s, %s) %s", d.WebhookID, d.URL, d.EventType, what)
+	if d.By != "" {
+		fmt.Fprintf(&b, " (by %s)", d.By)
+	}
+	if d.DisableAt != nil {
+		fmt.Fprintf(&b, " at %s", d.DisableAt.UTC().Format(time.RFC3339))
+	}
+	if e := d.LastError; e != nil && ev.EventType != model.NoticeRecovered && ev.EventType != model.NoticeEnabled {
+		fmt.Fprintf(&b, "; last error: %s", e.Message)
+	}
+	if d.Suppressed > 0 {
+		fmt.Fprintf(&b, "; %d more failures kept quiet since the last notice", d.Suppressed)
+	}
+	if d.PortalURL != "" {
+		fmt.Fprintf(&b, " %s", d.PortalURL)
+	}
+	return b.String()
+}
+
+// noticeMail is the e-mail of notice ev to the owner at to: the alert and disable e-mails of old
+// for webhook.failing and webhook.disabled by the rule, a short note for the others.
+func noticeMail(l Links, to string, ev *model.Event) Mail {
+	d := noticeData(ev)
+	w := &model.Webhook{ID: d.WebhookID, URL: d.URL, Variant: d.Variant, EventType: d.EventType, FailingSince: d.FailingSince, ExhaustedCount: d.FailureCount}
+	lastError := ""
+	if d.LastError != nil {
+		lastError = d.LastError.Message
+	}
+	switch {
+	case d.Channel != "":
+		return channelMail(to, ev.EventType, d, lastError)
+	case ev.EventType == model.NoticeFailing:
+		m := alertMail(l, to, w, d.EventType, lastError)
+		if d.Suppressed > 0 {
+			m.Body += fmt.Sprintf("\nIt failed and recovered %d more times since the last notice; those were kept quiet.\n", d.Suppressed)
+		}
+		return m
+	case ev.EventType == model.NoticeDisabled && d.By == model.ActorRule:
+		return disabledMail(l, to, w, d.EventType, lastError)
+	}
+	line := noticeLine(ev)
+	return Mail{To: to, Subject: fmt.Sprintf("[webhookd] webhook %d: %s", d.WebhookID, ev.EventType), Body: line + "\n\n" + noticeDetails(d)}
+}
+
+// channelMail tells the owner that one of their notification endpoints fails: no other channel
+// hears of it, so that a channel never reports on itself.
+func channelMail(to, noticeType string, d model.NoticeData, lastError string) Mail {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your notification endpoint %d (%s, kind %s): %s.\n\n", d.WebhookID, d.URL, d.Channel, noticeType)
+	fmt.Fprintf(&b, "Last error:  %s\n\n", lastError)
+	b.WriteString("Notices meant for it are not delivered while it fails. Fix the receiver, or change the\n")
+	b.WriteString("endpoint at " + d.Variant.Spec().APIPrefix + "/notification-endpoints.\n")
+	return Mail{To: to, Subject: fmt.Sprintf("[webhookd] notification endpoint %d: %s", d.WebhookID, noticeType), Body: b.String()}
+}
+
+func noticeDetails(d model.NoticeData) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Webhook:       %d\nURL:           %s\nEvent type:    %s\nStatus:        %s\nFailures:      %d\nAt:            %s\n",
+		d.WebhookID, d.URL, d.EventType, d.Status, d.FailureCount, d.At.UTC().Format(time.RFC3339))
+	if d.PortalURL != "" {
+		fmt.Fprintf(&b, "Portal:        %s\n", d.PortalURL)
+	}
+	return b.String()
+}
+
+// deliverMail makes one attempt of a notice to the owner's e-mail (a notification endpoint of kind
+// KindNoticeEmail) and records it like any attempt: a mail server that does not take it fails the
+// attempt, and the schedule tries again.
+func (a *Activities) deliverMail(ctx context.Context, in DeliverInput, t *model.DeliveryTarget) (DeliverResult, error) {
+	w, ev := &t.Webhook, &t.Event
+	started := a.now()
+	res := DeliverResult{AttemptedAt: started, Delivered: true}
+	m := noticeMail(a.Links, strings.TrimPrefix(w.URL, "mailto:"), ev)
+	if err := a.Mailer.Send(ctx, m); err != nil {
+		res.Delivered, res.ErrorClass, res.Error = false, ClassMail, "the mail server did not take the notice: "+err.Error()
+	}
+	return a.record(ctx, in, w, ev, res, a.now().Sub(started), nil, "", nil)
+}

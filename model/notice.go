@@ -1,0 +1,226 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/webhookd/webhookd/wire"
+)
+
+// The notice types: what happened to a webhook's health (docs/notifications.md).
+const (
+	// NoticeFailing: the webhook moved to its variant's failing status (A failed, B failing).
+	NoticeFailing = "webhook.failing"
+	// NoticeRecovered: the first successful delivery after a webhook.failing.
+	NoticeRecovered = "webhook.recovered"
+	// NoticeDisabling: the webhook will be disabled by the auto-disable rule soon, unless it
+	// recovers; once per failure.
+	NoticeDisabling = "webhook.disabling"
+	// NoticeDisabled: the webhook was disabled, by the rule or by a person (DisabledBy says).
+	NoticeDisabled = "webhook.disabled"
+	// NoticeEnabled: a disabled webhook was enabled again.
+	NoticeEnabled = "webhook.enabled"
+	// NoticeExhausted: one delivery ran out of retries. A channel receives it only when it asks.
+	NoticeExhausted = "delivery.exhausted"
+)
+
+// NoticeTypes are every notice type, and DefaultNoticeTypes those a channel receives when it names
+// none: all but delivery.exhausted, which can be many.
+var (
+	NoticeTypes        = []string{NoticeFailing, NoticeRecovered, NoticeDisabling, NoticeDisabled, NoticeEnabled, NoticeExhausted}
+	DefaultNoticeTypes = []string{NoticeFailing, NoticeRecovered, NoticeDisabling, NoticeDisabled, NoticeEnabled}
+)
+
+// The kinds of webhooks rows: a webhook proper, and the three kinds of notification endpoint.
+const (
+	KindWebhook       = "webhook"
+	KindNoticeWebhook = "notice-webhook"
+	KindNoticeChat    = "notice-chat"
+	KindNoticeEmail   = "notice-email"
+)
+
+// Who made a change that a notice tells (NoticeData.By): the auto-disable rule, or a person through
+// the API, the portal or the operator's CLI.
+const (
+	ActorRule     = "rule"
+	ActorAPI      = "api"
+	ActorPortal   = "portal"
+	ActorOperator = "operator"
+)
+
+// NoticeRules are how the service judges and words notices.
+type NoticeRules struct {
+	// Disable is the auto-disable rule.
+	Disable DisableRule
+	// WarnBefore is how long before the rule would disable a webhook that webhook.disabling
+	// goes, at the first exhausted delivery within it; at most half of Disable.After.
+	WarnBefore time.Duration
+	// Quiet is the storm rule: after a webhook.failing and webhook.recovered pair, no
+	// webhook.failing for Quiet; transitions meanwhile are summarised by the next notice.
+	Quiet time.Duration
+	// PublicURL, when set, is where the portal is served: notices link to the webhook's page.
+	PublicURL string
+}
+
+// warnAt is when a webhook failing since since enters the warning before the rule disables it.
+func (r NoticeRules) warnAt(since time.Time) time.Time {
+	return since.Add(r.Disable.After - min(r.WarnBefore, r.Disable.After/2))
+}
+
+// NoticeError is the last failure a notice reports.
+type NoticeError struct {
+	Class      string `json:"class"`
+	StatusCode *int   `json:"statusCode"`
+	Message    string `json:"message"`
+}
+
+// NoticeData is a notice's data, as channels receive it.
+type NoticeData struct {
+	AccountID    int64        `json:"accountId"`
+	Variant      Variant      `json:"variant"`
+	WebhookID    int64        `json:"webhookId"`
+	URL          string       `json:"url"`
+	EventType    string       `json:"eventType"`
+	Status       string       `json:"status"`
+	At           time.Time    `json:"at"`
+	LastError    *NoticeError `json:"lastError"`
+	FailureCount int          `json:"failureCount"`
+	// FailingSince is the start of the oldest failed attempt since the last success.
+	FailingSince *time.Time `json:"failingSince"`
+	// Channel is set when the webhook is a notification endpoint: its kind.
+	Channel    string     `json:"channel,omitempty"`
+	PortalURL  string     `json:"portalUrl,omitempty"`
+	By         string     `json:"by,omitempty"`
+	DisableAt  *time.Time `json:"disableAt,omitempty"`
+	DeliveryID int64      `json:"deliveryId,omitempty"`
+	EventID    int64      `json:"eventId,omitempty"`
+	// Suppressed counts the failing transitions the storm rule kept quiet before this notice.
+	Suppressed int `json:"suppressed,omitempty"`
+}
+
+// Notice is one notice to record, by the transition that makes it.
+type Notice struct {
+	Type string
+	// Webhook is the webhook as the transition left it.
+	Webhook    *Webhook
+	LastError  *NoticeError
+	By         string
+	DisableAt  *time.Time
+	DeliveryID int64
+	EventID    int64
+	Suppressed int
+}
+
+// IsChannel reports whether the webhook is a notification endpoint.
+func (w *Webhook) IsChannel() bool { return w.Kind != "" && w.Kind != KindWebhook }
+
+// Wants reports whether the notification endpoint w receives notices of type t.
+func (w *Webhook) Wants(t string) bool {
+	if w.NoticeTypes == nil {
+		return slices.Contains(DefaultNoticeTypes, t)
+	}
+	return slices.Contains(strings.Split(*w.NoticeTypes, ","), t)
+}
+
+// RecordNotice stores n in db, which is the transition's transaction, as an event (a notice) to
+// the account's notification endpoints of the webhook's variant that want its type: the e-mail
+// (created on first use, on unless the owner deleted it), operational webhooks and chat. A notice
+// about a notification endpoint goes to the e-mail alone, and one about the e-mail nowhere: no
+// channel reports on itself. It returns nil when no endpoint wants the notice; otherwise its
+// deliveries start after the commit like any event's (or the sweeper starts them).
+func RecordNotice(ctx context.Context, db bun.IDB, rules NoticeRules, n Notice) (*PublishResult, error) {
+	w := n.Webhook
+	if w.Kind == KindNoticeEmail {
+		return nil, nil
+	}
+	if err := ensureEmailChannel(ctx, db, w.AccountID, w.Variant); err != nil {
+		return nil, err
+	}
+	var all []Webhook
+	err := db.NewSelect().Model(&all).Column("id", "url", "kind", "notice_types").
+		Where("account_id = ?", w.AccountID).Where("variant = ?", w.Variant).Where("kind <> ?", KindWebhook).
+		Where("disabled_at IS NULL").OrderExpr("id ASC").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("find notification endpoints: %w", err)
+	}
+	var to []Webhook
+	for _, c := range all {
+		if c.ID != w.ID && c.Wants(n.Type) && (!w.IsChannel() || c.Kind == KindNoticeEmail) {
+			to = append(to, c)
+		}
+	}
+	if len(to) == 0 {
+		return nil, nil
+	}
+	data, err := json.Marshal(noticeData(rules, n))
+	if err != nil {
+		return nil, fmt.Errorf("encode notice: %w", err)
+	}
+	canonical, err := wire.CanonicalJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("encode notice: %w", err)
+	}
+	return insertEvent(ctx, db, statementsOf(db), NewEvent{
+		AccountID: w.AccountID, Variant: w.Variant, EventType: n.Type, Data: string(canonical), Notice: w.ID, Channels: to,
+	})
+}
+
+func noticeData(rules NoticeRules, n Notice) NoticeData {
+	w := n.Webhook
+	d := NoticeData{
+		AccountID: w.AccountID, Variant: w.Variant, WebhookID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
+		At: Now().UTC(), LastError: n.LastError, FailureCount: w.FailureCount, FailingSince: w.FailingSince,
+		By: n.By, DisableAt: n.DisableAt, DeliveryID: n.DeliveryID, EventID: n.EventID, Suppressed: n.Suppressed,
+	}
+	if w.IsChannel() {
+		d.Channel = w.Kind
+	}
+	if rules.PublicURL != "" && !w.IsChannel() {
+		d.PortalURL = strings.TrimSuffix(rules.PublicURL, "/") + "/portal/webhooks/" + strconv.FormatInt(w.ID, 10)
+	}
+	return d
+}
+
+// ensureEmailChannel creates the account's e-mail notification endpoint of variant v, addressed to
+// its owner, unless there is one, or was: an owner who deleted it turned the e-mail off.
+func ensureEmailChannel(ctx context.Context, db bun.IDB, accountID int64, v Variant) error {
+	exists, err := db.NewSelect().Model((*Webhook)(nil)).WhereAllWithDeleted().
+		Where("account_id = ?", accountID).Where("variant = ?", v).Where("kind = ?", KindNoticeEmail).Exists(ctx)
+	if err != nil || exists {
+		return err
+	}
+	account, err := GetAccount(ctx, db, accountID)
+	if err != nil {
+		return err
+	}
+	now := Now()
+	c := &Webhook{AccountID: accountID, Variant: v, Kind: KindNoticeEmail, URL: "mailto:" + account.OwnerEmail,
+		Status: v.InitialStatus(), CreatedAt: now, UpdatedAt: now}
+	if _, err := db.NewInsert().Model(c).Exec(ctx); err != nil {
+		return fmt.Errorf("create e-mail notification endpoint: %w", err)
+	}
+	return nil
+}
+
+// EnsureEmailChannel is ensureEmailChannel for a list of an account's notification endpoints,
+// which shows the e-mail before its first notice.
+func EnsureEmailChannel(ctx context.Context, db bun.IDB, scope WebhookScope) error {
+	return ensureEmailChannel(ctx, db, scope.AccountID, scope.Variant)
+}
+
+// ListNotices returns the newest notices of an account in a variant, newest first, up to limit.
+func ListNotices(ctx context.Context, db bun.IDB, scope WebhookScope, limit int64) ([]Event, error) {
+	var out []Event
+	err := scope.apply(db.NewSelect().Model(&out)).Where("about_webhook_id IS NOT NULL").
+		OrderExpr("id DESC").Limit(limit).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list notices: %w", err)
+	}
+	return out, nil
+}

@@ -45,6 +45,10 @@ type Config struct {
 	// resend, a recovery): what is not started within it the worker's sweeper starts
 	// (WEBHOOKD_TEMPORAL_REQUEST_TIMEOUT).
 	RequestTimeout time.Duration
+	// Disable is the auto-disable rule the worker applies when a delivery is exhausted
+	// (WEBHOOKD_DISABLE_AFTER, WEBHOOKD_DISABLE_MIN_EXHAUSTED), read here to tell an owner when
+	// it would disable a failing webhook (Health). The zero rule never disables.
+	Disable model.DisableRule
 }
 
 // Service runs the use cases. Its methods take the caller's scope (an account and a variant) and
@@ -59,6 +63,7 @@ type Service struct {
 	log         *slog.Logger
 	maxWebhooks int64
 	timeout     time.Duration
+	disable     model.DisableRule
 }
 
 // New checks cfg and builds the Service.
@@ -77,7 +82,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
-		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout,
+		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, disable: cfg.Disable,
 		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger, FilterSkips: cfg.FilterSkips},
 	}, nil
 }

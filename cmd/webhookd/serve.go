@@ -262,7 +262,7 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 	uses, err := webhooks.New(webhooks.Config{
 		DB: p.db, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
 		Logger: p.logger.With("component", "webhooks"), MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
-		FilterSkips: p.filterSkips,
+		FilterSkips: p.filterSkips, Disable: disableRule(cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -416,7 +416,7 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 		Metrics: metrics, FilterSkips: p.filterSkips, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,
-		Disable:     model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},
+		Disable:     disableRule(cfg),
 		// An eighth of the first attempts' slots may wait briefly for a quick receiver's turn.
 		LocalWaits: max(1, cfg.MaxConcurrentDeliveries/8),
 	}, nil
@@ -449,4 +449,10 @@ func checkNamespace(ctx context.Context, tc client.Client, namespace string, log
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// disableRule is the auto-disable rule of cfg: the worker applies it when a delivery is exhausted,
+// the use cases read it to tell an owner when it would apply.
+func disableRule(cfg Config) model.DisableRule {
+	return model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted}
 }

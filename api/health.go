@@ -32,6 +32,7 @@ type hourJSON struct {
 	Failed    int     `json:"failed"`
 }
 
+// totalsJSON is the range's hours summed.
 type totalsJSON struct {
 	Delivered int `json:"delivered"`
 	Retried   int `json:"retried"`
@@ -39,6 +40,7 @@ type totalsJSON struct {
 	Attempts  int `json:"attempts"`
 }
 
+// latencyJSON is model.Latency, its percentiles in milliseconds.
 type latencyJSON struct {
 	Attempts int   `json:"attempts"`
 	P50MS    int64 `json:"p50Ms"`
@@ -68,6 +70,8 @@ func (h *deliveryHandlers) health(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.v.success(presentHealth(hl), "Webhook health retrieved"))
 }
 
+// presentHealth words a reading for the API: the totals and success rate summed from its hours,
+// null for what it has none of.
 func presentHealth(hl *webhooks.Health) healthJSON {
 	t := hl.Totals()
 	out := healthJSON{

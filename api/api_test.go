@@ -20,6 +20,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
@@ -33,12 +34,15 @@ type testEnv struct {
 	db  *model.DB
 	srv *api.Server
 	oa  *openapitest.Validator
+	// uses is the server's use cases, for a test that serves another surface (the portal) over them.
+	uses *webhooks.Service
 }
 
 // envConfig is the API's Config with what tests give the use cases, which they set as options too.
 type envConfig struct {
 	api.Config
 	MaxWebhooks int64
+	Disable     model.DisableRule
 }
 
 type serverOption func(*envConfig)
@@ -63,12 +67,12 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks})
+	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks, Disable: cfg.Disable})
 	srv, err := api.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testEnv{db: db, srv: srv, oa: openapitest.New(t)}
+	return &testEnv{db: db, srv: srv, oa: openapitest.New(t), uses: cfg.Webhooks}
 }
 
 // response is one recorded exchange, already checked against the OpenAPI document.

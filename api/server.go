@@ -161,6 +161,7 @@ func New(cfg Config) (*Server, error) {
 		g.PUT("/webhooks/:id", h.update, with(small)...)
 		g.PATCH("/webhooks/:id", h.patch, with(small)...)
 		g.DELETE("/webhooks/:id", h.delete, with()...)
+		g.GET("/webhooks/:id/health", h.health, with()...)
 		g.GET("/webhooks/:id/secret", h.secret, with()...)
 		g.POST("/webhooks/:id/secret/rotate", h.rotateSecret, with(small)...)
 		g.POST("/webhooks/:id/retry", h.retry, with(small)...)

@@ -25,6 +25,20 @@ type DisableRule struct {
 	MinExhausted int
 }
 
+// DisableAt is when the rule would disable w: FailingSince + After, once at least MinExhausted of
+// its deliveries were exhausted since it began failing. The rule is judged when a delivery is
+// exhausted (MarkExhausted), so the webhook is disabled at the first exhaustion from then on, and a
+// time already past means the next exhausted delivery disables it. Nil when the rule does not
+// apply: it is off (After zero), w is not failing, fewer than MinExhausted deliveries were
+// exhausted, or w is disabled already.
+func (r DisableRule) DisableAt(w *Webhook) *time.Time {
+	if r.After <= 0 || w.Disabled() || w.FailingSince == nil || w.ExhaustedCount < r.MinExhausted {
+		return nil
+	}
+	at := w.FailingSince.Add(r.After)
+	return &at
+}
+
 // Disabled reports whether the webhook is disabled: no attempt may be made for it.
 func (w *Webhook) Disabled() bool { return w.DisabledAt != nil }
 

@@ -2,6 +2,8 @@ package model
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,15 +91,12 @@ func EndpointHourly(ctx context.Context, db bun.IDB, accountID, webhookID int64,
 		Retried   int   `bun:"retried"`
 		Failed    int   `bun:"failed"`
 	}
-	err = db.NewSelect().TableExpr("deliveries AS d").Join("JOIN delivery_attempts AS a ON a.delivery_id = d.id").
+	err = windowAttempts(db, webhookID, first, until).
 		ColumnExpr(hour+" AS hour").
 		ColumnExpr("SUM(CASE WHEN a.error_class IS NULL THEN 1 ELSE 0 END) AS delivered").
 		ColumnExpr("SUM(CASE WHEN "+last+" THEN 1 ELSE 0 END) AS failed", DeliveryExhausted).
 		ColumnExpr("SUM(CASE WHEN a.error_class IS NOT NULL AND NOT ("+last+" OR "+last+") THEN 1 ELSE 0 END) AS retried",
 			DeliveryExhausted, DeliveryCanceled).
-		Where("d.webhook_id = ?", webhookID).
-		Where("d.updated_at >= ?", first).
-		Where("a.started_at >= ?", first).Where("a.started_at < ?", until).
 		GroupExpr("1").Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("count attempts per hour: %w", err)
@@ -112,4 +111,102 @@ func EndpointHourly(ctx context.Context, db bun.IDB, accountID, webhookID int64,
 		b.Delivered, b.Retried, b.Failed = r.Delivered, r.Retried, r.Failed
 	}
 	return buckets, nil
+}
+
+// windowAttempts selects the attempts of one webhook that started in [since, until), through the
+// indexes EndpointHourly walks: the webhook's deliveries updated since the window began (an attempt
+// sets its delivery's updated_at after it started), and their attempts.
+func windowAttempts(db bun.IDB, webhookID int64, since, until time.Time) *bun.SelectQuery {
+	return db.NewSelect().TableExpr("deliveries AS d").Join("JOIN delivery_attempts AS a ON a.delivery_id = d.id").
+		Where("d.webhook_id = ?", webhookID).
+		Where("d.updated_at >= ?", since).
+		Where("a.started_at >= ?", since).Where("a.started_at < ?", until)
+}
+
+// checkWindow refuses a window longer than EndpointHourly answers for, with the same *DataError.
+func checkWindow(since, until time.Time) error {
+	if until.Sub(since) > MaxHourBuckets*time.Hour {
+		return &DataError{Field: "since", Reason: fmt.Sprintf("the window must span at most %d hours", MaxHourBuckets)}
+	}
+	return nil
+}
+
+// Latency sums up how long a webhook's attempts took, in milliseconds, by nearest rank: P50 is
+// the smallest latency that at least half of the attempts did not exceed, P95 the same for 95 %.
+type Latency struct {
+	// Attempts is how many attempts the percentiles were taken over.
+	Attempts int
+	P50, P95 int64
+}
+
+// nearestRank is the 1-based rank of the p-th percentile (0 < p <= 100) among n ordered values:
+// ceil(p/100 * n), in integers so that 95 % of 20 is exactly the 19th.
+func nearestRank(p, n int) int {
+	return max(1, (p*n+99)/100)
+}
+
+// EndpointLatency takes the percentiles of the latencies of one webhook's attempts that started in
+// [since, until), every attempt counted whatever its outcome; nil when there were none. The window
+// is bounded as EndpointHourly's is (a *DataError naming since beyond MaxHourBuckets hours), and
+// the caller has checked that the webhook is the caller's.
+//
+// The percentiles are exact on both dialects without a percentile function: the attempts are
+// counted, then each percentile is the one row at its nearest rank (ORDER BY latency_ms LIMIT 1
+// OFFSET rank-1). At most three rows come back however many attempts the window holds; the
+// database orders the window's latencies, which cost grows with the attempts in the window as
+// EndpointHourly's count does (the window is at most 31 days).
+func EndpointLatency(ctx context.Context, db bun.IDB, webhookID int64, since, until time.Time) (*Latency, error) {
+	if err := checkWindow(since, until); err != nil {
+		return nil, err
+	}
+	var n int
+	if err := windowAttempts(db, webhookID, since, until).ColumnExpr("COUNT(*)").Scan(ctx, &n); err != nil {
+		return nil, fmt.Errorf("count attempts: %w", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	l := &Latency{Attempts: n}
+	for _, pick := range []struct {
+		p  int
+		to *int64
+	}{{50, &l.P50}, {95, &l.P95}} {
+		err := windowAttempts(db, webhookID, since, until).ColumnExpr("a.latency_ms").
+			OrderExpr("a.latency_ms").Limit(1).Offset(int64(nearestRank(pick.p, n)-1)).Scan(ctx, pick.to)
+		if err != nil {
+			return nil, fmt.Errorf("latency percentile %d: %w", pick.p, err)
+		}
+	}
+	return l, nil
+}
+
+// AttemptFailure is what a failed attempt recorded: when it started, its error class (the
+// delivery client's words: timeout, http_status, ...), the receiver's status code when it
+// answered, and the error's text.
+type AttemptFailure struct {
+	StartedAt  time.Time `bun:"started_at"`
+	ErrorClass string    `bun:"error_class"`
+	StatusCode *int      `bun:"status_code"`
+	Error      *string   `bun:"error"`
+}
+
+// LastFailedAttempt is the failure of one webhook's last failed attempt that started in
+// [since, until) (the latest start, then the highest id), or nil when none failed there. The
+// caller has checked that the webhook is the caller's.
+func LastFailedAttempt(ctx context.Context, db bun.IDB, webhookID int64, since, until time.Time) (*AttemptFailure, error) {
+	if err := checkWindow(since, until); err != nil {
+		return nil, err
+	}
+	var f AttemptFailure
+	err := windowAttempts(db, webhookID, since, until).
+		ColumnExpr("a.started_at, a.error_class, a.status_code, a.error").
+		Where("a.error_class IS NOT NULL").
+		OrderExpr("a.started_at DESC, a.id DESC").Limit(1).Scan(ctx, &f)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last failed attempt: %w", err)
+	}
+	return &f, nil
 }

@@ -170,3 +170,73 @@ func BenchmarkEndpointHourly(b *testing.B) {
 		})
 	}
 }
+
+// TestEndpointLatency: nearest-rank percentiles over every attempt of the webhook in the window,
+// whatever its outcome; nil without attempts; other webhooks and attempts outside the window do
+// not count, and a window beyond MaxHourBuckets hours is refused as EndpointHourly refuses it.
+func TestEndpointLatency(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "latency@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		sibling := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		t0 := model.Now().Truncate(time.Hour).Add(-5 * time.Hour)
+		record := func(w *model.Webhook, at time.Time, latency int64, ok bool) {
+			t.Helper()
+			o := model.AttemptOutcome{Success: ok}
+			o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt, o.LatencyMS = deliveryFor(t, db, acc.ID, w), 1, w.URL, at, latency
+			if !ok {
+				class := "timeout"
+				o.ErrorClass = &class
+			}
+			if _, err := model.RecordAttempt(ctx, db, w, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if l, err := model.EndpointLatency(ctx, db, w.ID, t0, t0.Add(time.Hour)); err != nil || l != nil {
+			t.Fatalf("no attempts: %v, %v", l, err)
+		}
+		// 1..20 ms, in no order, failures among them: p50 is the 10th, p95 the 19th.
+		for i, ms := range []int64{7, 20, 3, 15, 1, 12, 19, 9, 5, 14, 2, 18, 11, 4, 16, 8, 13, 6, 17, 10} {
+			record(w, t0.Add(time.Duration(i)*time.Minute), ms, i%3 != 0)
+		}
+		record(w, t0.Add(-time.Minute), 5000, true) // before the window
+		record(w, t0.Add(time.Hour), 5000, true)    // at its exclusive end
+		record(sibling, t0.Add(time.Minute), 900, true)
+		l, err := model.EndpointLatency(ctx, db, w.ID, t0, t0.Add(time.Hour))
+		if err != nil || l == nil || *l != (model.Latency{Attempts: 20, P50: 10, P95: 19}) {
+			t.Fatalf("latency = %+v, %v; want 20 attempts, p50 10, p95 19", l, err)
+		}
+		// One attempt is every percentile.
+		if l, err := model.EndpointLatency(ctx, db, sibling.ID, t0, t0.Add(time.Hour)); err != nil || *l != (model.Latency{Attempts: 1, P50: 900, P95: 900}) {
+			t.Fatalf("one attempt: %+v, %v", l, err)
+		}
+		var dataErr *model.DataError
+		if _, err := model.EndpointLatency(ctx, db, w.ID, t0, t0.Add((model.MaxHourBuckets+1)*time.Hour)); !errors.As(err, &dataErr) {
+			t.Fatalf("too long a window: %v", err)
+		}
+	})
+}
+
+// TestLastFailedAttempt: the latest failed attempt of the webhook in the window, with its class,
+// status code and text; nil when none failed there.
+func TestLastFailedAttempt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "lasterror@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
+		t0 := model.Now().Truncate(time.Hour).Add(-5 * time.Hour)
+		d := deliveryFor(t, db, acc.ID, w)
+		attempt(t, db, w, d, 1, false, t0.Add(time.Minute))
+		attempt(t, db, w, d, 2, false, t0.Add(2*time.Minute))
+		attempt(t, db, w, d, 3, true, t0.Add(3*time.Minute))
+		attempt(t, db, w, deliveryFor(t, db, acc.ID, w), 1, false, t0.Add(time.Hour)) // after the window
+		f, err := model.LastFailedAttempt(ctx, db, w.ID, t0, t0.Add(time.Hour))
+		if err != nil || f == nil || !f.StartedAt.Equal(t0.Add(2*time.Minute)) || f.ErrorClass != "http_status" || f.Error == nil || *f.Error != "receiver answered 500" {
+			t.Fatalf("last failed attempt = %+v, %v", f, err)
+		}
+		if f, err := model.LastFailedAttempt(ctx, db, w.ID, t0.Add(3*time.Minute), t0.Add(time.Hour)); err != nil || f != nil {
+			t.Fatalf("only a success in the window: %+v, %v", f, err)
+		}
+	})
+}

@@ -32,23 +32,15 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 // rateWindow is the window of the success rate on the endpoints and the endpoint page.
 const rateWindow = 24 * time.Hour
 
-// successRate is the share of an endpoint's attempts that were delivered, counted from the
-// chart's buckets (model.EndpointHourly), so the bar and the chart cannot disagree.
+// successRate is the share of an endpoint's attempts that were delivered, from the chart's counts
+// summed (webhooks.Tally), so the bar and the chart cannot disagree.
 type successRate struct {
 	Delivered, Total int
 }
 
-// rateOf sums the buckets whose hour starts at or after since.
-func rateOf(buckets []model.HourBucket, since time.Time) successRate {
-	var r successRate
-	for _, b := range buckets {
-		if b.Hour.Before(since.UTC().Truncate(time.Hour)) {
-			continue
-		}
-		r.Delivered += b.Delivered
-		r.Total += b.Total()
-	}
-	return r
+// rateOf is the success rate of t.
+func rateOf(t webhooks.Totals) successRate {
+	return successRate{Delivered: t.Delivered, Total: t.Attempts()}
 }
 
 // Percent is the rate rounded down to a whole percent; 0 without attempts (see None).
@@ -86,7 +78,7 @@ func successRates(ctx context.Context, db bun.IDB, accountID int64, ids []int64)
 		if err != nil {
 			return nil, err
 		}
-		rates[id] = rateOf(buckets, since)
+		rates[id] = rateOf(webhooks.Tally(buckets, since))
 	}
 	return rates, nil
 }
@@ -114,21 +106,17 @@ func (h *endpointHandlers) detail(c echo.Context) error {
 	return h.renderDetail(c, w, detailView{status: http.StatusOK, chartRange: c.QueryParam("range")})
 }
 
-// renderDetail renders the endpoint page: the webhook, its chart over 24 hours or 7 days
-// (range=7d), the last 24 hours' success rate, the signature snippets, and what a POST adds.
+// renderDetail renders the endpoint page: the webhook, its chart and latency over 24 hours or 7
+// days (range=7d), the last 24 hours' success rate, when auto-disable would disable it, the
+// signature snippets, and what a POST adds. The figures are webhooks.Service.Health's, which the
+// API's GET <collection>/<id>/health presents, so the page and the API cannot disagree.
 func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v detailView) error {
-	ctx := c.Request().Context()
 	session := sessionOf(c)
-	now := model.Now()
-	window, rangeName, chartTitle := rateWindow, "24h", "Deliveries per hour, last 24 hours"
-	if v.chartRange == "7d" {
-		window, rangeName, chartTitle = 7*24*time.Hour, "7d", "Deliveries per hour, last 7 days"
+	rangeName, chartTitle := webhooks.HealthDay, "Deliveries per hour, last 24 hours"
+	if v.chartRange == webhooks.HealthWeek {
+		rangeName, chartTitle = webhooks.HealthWeek, "Deliveries per hour, last 7 days"
 	}
-	buckets, err := model.EndpointHourly(ctx, h.db, session.AccountID, w.ID, now.Add(-window), now)
-	if err != nil {
-		return err
-	}
-	last, err := model.LastAttempts(ctx, h.db, []int64{w.ID})
+	health, err := h.webhooks.Health(c.Request().Context(), session.Scope(), w.ID, rangeName)
 	if err != nil {
 		return err
 	}
@@ -140,11 +128,13 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	}
 	return h.render(c, v.status, "endpoint", map[string]any{
 		"FilterText": filterText, "Trial": v.trial, "FilterError": v.filterError,
-		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": last[w.ID],
-		"Chart": ChartSVG(buckets, chartTitle), "Range": rangeName,
-		"Rate":     rateOf(buckets, now.Add(-rateWindow)),
-		"Snippets": SignatureSnippets(session.Variant),
-		"Secret":   v.secret, "PreviousExpires": v.previousExpires, "Notice": v.notice, "FormError": v.formError,
+		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": health.LastAttempt,
+		"Chart": ChartSVG(health.Hours, chartTitle), "Range": rangeName,
+		"Rate":      rateOf(health.TotalsSince(health.To.Add(-rateWindow))),
+		"Latency":   health.Latency,
+		"DisableAt": health.DisableAt,
+		"Snippets":  SignatureSnippets(session.Variant),
+		"Secret":    v.secret, "PreviousExpires": v.previousExpires, "Notice": v.notice, "FormError": v.formError,
 	})
 }
 

@@ -64,7 +64,7 @@ func (e *env) attempts(t *testing.T, w *model.Webhook, outcomes ...bool) {
 	}
 }
 
-// TestEndpointPage: the page shows the webhook, its limits, last delivery, chart (24 h and 7 d),
+// TestEndpointPage: the page shows the webhook, its limits, last delivery, chart (24 h and 7 d), latency,
 // the 24 h success rate (also on the list, with a link to the page) and the variant's signature
 // snippets, and no secret.
 func TestEndpointPage(t *testing.T) {
@@ -81,6 +81,7 @@ func TestEndpointPage(t *testing.T) {
 			"https://r.example.com/hook", w.EventType, "variant " + string(v), `status-` + v.InitialStatus() + `">` + v.InitialStatus() + "<",
 			"<svg", "Last 24 hours</strong>", `href="` + path + `?range=7d"`,
 			`<meter min="0" max="100" low="80" high="99" optimum="100" value="25"`, "25 % of 4",
+			`<dd id="latency">p50 5 ms, p95 5 ms over 4 attempts</dd>`,
 			"the service's default", `<pre><code>`, "Node.js", "Python", "<h3>Go</h3>", wire.HeaderSignature,
 			`action="` + path + `/test"`, `action="` + path + `/secret"`, `action="` + path + `/rotate"`,
 		} {
@@ -98,7 +99,7 @@ func TestEndpointPage(t *testing.T) {
 				t.Fatalf("the %s snippet shown is not the variant's:\n%s", sn.Language, got)
 			}
 		}
-		if shows(body, secret) || strings.Contains(body, "never") {
+		if shows(body, secret) || strings.Contains(body, "never") || strings.Contains(body, "would be disabled") {
 			t.Fatalf("the page shows the secret or no last delivery:\n%s", body)
 		}
 		rec = e.do(t, "GET", path+"?range=7d", cookie, nil)
@@ -112,7 +113,7 @@ func TestEndpointPage(t *testing.T) {
 		}
 		// An endpoint without attempts says so.
 		quiet, _ := e.secretWebhook(t, account.ID, v, "https://quiet.example.com/")
-		if body := e.do(t, "GET", fmt.Sprintf("/portal/webhooks/%d", quiet.ID), cookie, nil).Body.String(); !strings.Contains(body, "no attempts in 24 h") || strings.Contains(body, "<meter") {
+		if body := e.do(t, "GET", fmt.Sprintf("/portal/webhooks/%d", quiet.ID), cookie, nil).Body.String(); !strings.Contains(body, "no attempts in 24 h") || strings.Contains(body, "<meter") || !strings.Contains(body, `<dd id="latency">no attempts</dd>`) {
 			t.Fatalf("an endpoint without attempts:\n%s", body)
 		}
 	})

@@ -1,6 +1,6 @@
 // Package webhooks holds the use cases of an account's webhooks and of the deliveries made to them:
 // register, change, delete, reveal and rotate the secret, send a test, disable and enable, resend,
-// retry and recover, and publish what a change emits. The REST API, the portal and the operator's
+// retry and recover, read a webhook's health, and publish what a change emits. The REST API, the portal and the operator's
 // CLI bind their input, call a Service method, and present or render its answer: each rule is
 // written here once, and errors.go is the one vocabulary of refusals that every surface words in
 // its own way.
@@ -46,7 +46,8 @@ type Config struct {
 	// (WEBHOOKD_TEMPORAL_REQUEST_TIMEOUT).
 	RequestTimeout time.Duration
 	// Notices are the rules of the notices a use case records (a person's disable or enable),
-	// the worker's own (docs/notifications.md).
+	// the worker's own (docs/notifications.md); Health reads their auto-disable rule to tell an
+	// owner when it would disable a failing webhook.
 	Notices model.NoticeRules
 }
 

@@ -450,3 +450,5 @@ func checkNamespace(ctx context.Context, tc client.Client, namespace string, log
 		}
 	}
 }
+
+// disableRule is the auto-disable rule of cfg: the worker applies it when a delivery is exhausted,

@@ -22,11 +22,12 @@ var OfflineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, 
 	return nil, errors.New("no DNS in tests")
 }}
 
-// Config is what a test chooses of the use cases: a dispatcher (nil: none) and the account's
-// webhook limit.
+// Config is what a test chooses of the use cases: a dispatcher (nil: none), the account's
+// webhook limit and the auto-disable rule (zero: off).
 type Config struct {
 	Dispatcher  *dispatch.Dispatcher
 	MaxWebhooks int64
+	Disable     model.DisableRule
 }
 
 // New is the Service over db and box, judging URLs offline, with serve's request timeout.
@@ -34,7 +35,7 @@ func New(t testing.TB, db *model.DB, box *model.SecretBox, logger *slog.Logger, 
 	t.Helper()
 	s, err := webhooks.New(webhooks.Config{
 		DB: db, Dispatcher: c.Dispatcher, Secrets: box, Resolver: OfflineResolver, Logger: logger,
-		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second,
+		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: model.NoticeRules{Disable: c.Disable},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -150,7 +150,13 @@ func TestIdempotencyKeys(t *testing.T) {
 
 func attempt(t *testing.T, db bun.IDB, w *model.Webhook, deliveryID int64, n int, ok bool, at time.Time) {
 	t.Helper()
-	o := model.AttemptOutcome{Success: ok}
+	attemptWith(t, db, w, deliveryID, n, ok, at, model.NoticeRules{})
+}
+
+// attemptWith records an attempt as attempt does, under the notices' rules.
+func attemptWith(t *testing.T, db bun.IDB, w *model.Webhook, deliveryID int64, n int, ok bool, at time.Time, rules model.NoticeRules) {
+	t.Helper()
+	o := model.AttemptOutcome{Success: ok, Rules: rules}
 	o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt = deliveryID, n, w.URL, at
 	if !ok {
 		class, msg := "http_status", "receiver answered 500"

@@ -224,3 +224,53 @@ func ListNotices(ctx context.Context, db bun.IDB, scope WebhookScope, limit int6
 	}
 	return out, nil
 }
+
+// EndQuietPeriods ends the storm rule's quiet periods that are over, up to limit of them: a
+// webhook that moved into failing during its quiet period, and still fails, gets its
+// webhook.failing now, summarising the transitions kept quiet; the others just leave the period.
+// It returns the notices recorded, whose deliveries the caller starts (the sweeper, which calls
+// it). Each webhook is judged and changed in one transaction, compare-and-set, so replicas and
+// exhaustions that race it record one notice.
+func EndQuietPeriods(ctx context.Context, db bun.IDB, rules NoticeRules, limit int64) ([]*PublishResult, error) {
+	var ids []int64
+	err := db.NewSelect().Model((*Webhook)(nil)).Column("id").Where("quiet_until IS NOT NULL").Where("quiet_until <= ?", Now()).
+		OrderExpr("quiet_until").Limit(limit).Scan(ctx, &ids)
+	if err != nil {
+		return nil, fmt.Errorf("find quiet periods over: %w", err)
+	}
+	var out []*PublishResult
+	for _, id := range ids {
+		err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			before := &Webhook{}
+			if err := tx.NewSelect().Model(before).Where("id = ?", id).Scan(ctx); err != nil {
+				return fmt.Errorf("load webhook: %w", err)
+			}
+			now := Now()
+			res, err := tx.NewUpdate().Model((*Webhook)(nil)).Set("alerted_at = ?", now).Set("suppressed_notices = 0").Set("quiet_until = NULL").
+				Where("id = ?", id).Where("quiet_until <= ?", now).
+				Where("alerted_at IS NULL").Where("disabled_at IS NULL").Where("exhausted_count > 0").Exec(ctx)
+			if err != nil {
+				return fmt.Errorf("end quiet period: %w", err)
+			}
+			if alert, err := affectedOne(res); err != nil || !alert {
+				if err == nil {
+					_, err = tx.NewUpdate().Model((*Webhook)(nil)).Set("quiet_until = NULL").Where("id = ?", id).Where("quiet_until <= ?", now).Exec(ctx)
+				}
+				return err
+			}
+			w := &Webhook{}
+			if err := tx.NewSelect().Model(w).Where("id = ?", id).Scan(ctx); err != nil {
+				return fmt.Errorf("load webhook: %w", err)
+			}
+			pr, err := RecordNotice(ctx, tx, rules, Notice{Type: NoticeFailing, Webhook: w, Suppressed: before.SuppressedNotices})
+			if pr != nil {
+				out = append(out, pr)
+			}
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}

@@ -78,7 +78,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if n, repaired, err := Sweep(ctx, cfg.DB, cfg.Dispatcher, cfg.SweepInterval); err != nil {
+			if n, repaired, err := Sweep(ctx, cfg.DB, cfg.Dispatcher, cfg.SweepInterval, cfg.Activities.Notices); err != nil {
 				cfg.Logger.Warn("outbox sweep", "err", err, "started", n, "repaired", repaired)
 			} else if n > 0 || repaired > 0 {
 				cfg.Logger.Info("outbox sweep started deliveries left behind", "started", n, "repaired", repaired)
@@ -149,8 +149,9 @@ const claimGraceSweeps = 6
 // Sweep starts the workflows of deliveries older than minAge that were never started, then hands
 // to their workflows the deliveries that a manual retry claimed more than claimGraceSweeps sweep
 // intervals (minAge) ago and never handed over. It returns how many it started and how many it
-// handed over.
-func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.Duration) (started, repaired int, err error) {
+// handed over. Last, it ends the storm rule's quiet periods that are over
+// (model.EndQuietPeriods) and starts the notices that makes.
+func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.Duration, rules model.NoticeRules) (started, repaired int, err error) {
 	// One replica sweeps at a time; the others skip this round.
 	unlock, ok, err := model.LockSweep(ctx, db)
 	if err != nil || !ok {
@@ -171,5 +172,16 @@ func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.
 		started += len(refs)
 	}
 	repaired, err = s.RepairClaims(ctx, db, model.Now().Add(-claimGraceSweeps*minAge))
+	if err != nil {
+		return started, repaired, err
+	}
+	// The storm rule's quiet periods that are over: a webhook that failed meanwhile is told now.
+	notices, err := model.EndQuietPeriods(ctx, db, rules, 200)
+	for _, n := range notices {
+		if err := s.Start(ctx, db, n.Refs(), dispatch.StartedBySweeper); err != nil {
+			return started, repaired, err
+		}
+		started += len(n.Deliveries)
+	}
 	return started, repaired, err
 }

@@ -18,3 +18,5 @@ CREATE INDEX webhooks_channels ON webhooks (account_id, variant, kind);
 -- the portal lists an account's notices by it.
 ALTER TABLE events ADD COLUMN about_webhook_id BIGINT;
 CREATE INDEX events_notices ON events (account_id, about_webhook_id, id);
+-- The sweeper reads the quiet periods that have ended (EndQuietPeriods).
+CREATE INDEX webhooks_quiet ON webhooks (quiet_until) WHERE quiet_until IS NOT NULL;

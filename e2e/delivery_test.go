@@ -502,6 +502,17 @@ func TestURLChangeAndDeleteDuringRetries(t *testing.T) {
 // implementation of the receiver's check, over every request and returns its answers.
 func verifyWithNode(t *testing.T, reqs []map[string]string) []string {
 	t.Helper()
+	lines := make([]any, len(reqs))
+	for i, r := range reqs {
+		lines[i] = r
+	}
+	return runVerifier(t, lines)
+}
+
+// runVerifier runs wire/testdata/verify-signature.mjs over one request per line of reqs (see the
+// script for their shapes) and returns its answers, one each.
+func runVerifier(t *testing.T, reqs []any) []string {
+	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatalf("node (Node.js) is required to verify signatures as receivers do: %v", err)
 	}

@@ -3,6 +3,10 @@
 //
 //   {"body": "<delivered body>", "secret": "whsec_..."}
 //     -> "ok" or "mismatch <expected> <got>": the variant B signature check a receiver does.
+//   {"standard": {"id": "...", "timestamp": "...", "signature": "v1,... v1,..."}, "body": "...", "secret": "whsec_..."}
+//     -> "ok" or "mismatch": the Standard Webhooks header check (webhook-id, webhook-timestamp,
+//        webhook-signature), as its reference libraries make it: HMAC-SHA256 keyed with the
+//        secret's base64 bytes over "id.timestamp.body", any of the space-separated v1 signatures.
 //   {"canonical": "<JSON text>"}
 //     -> "canonical <JSON string of JSON.stringify(JSON.parse(text))>", the bytes a receiver
 //        re-serializes, quoted once more so that the answer stays on one line.
@@ -24,11 +28,27 @@ function verify(body, secret) {
   return `mismatch ${mac} ${sig}`;
 }
 
+function verifyStandard(std, body, secret) {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const want = Buffer.from(crypto.createHmac('sha256', key).update(`${std.id}.${std.timestamp}.${body}`).digest('base64'));
+  for (const part of String(std.signature).split(' ')) {
+    const [version, sig] = part.split(',');
+    const got = Buffer.from(sig || '');
+    if (version === 'v1' && got.length === want.length && crypto.timingSafeEqual(got, want)) {
+      return 'ok';
+    }
+  }
+  return 'mismatch';
+}
+
 function answer(line) {
   try {
     const req = JSON.parse(line);
     if (typeof req.canonical === 'string') {
       return 'canonical ' + JSON.stringify(JSON.stringify(JSON.parse(req.canonical)));
+    }
+    if (req.standard && typeof req.body === 'string' && typeof req.secret === 'string') {
+      return verifyStandard(req.standard, req.body, req.secret);
     }
     if (typeof req.body === 'string' && typeof req.secret === 'string') {
       return verify(req.body, req.secret);

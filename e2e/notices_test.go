@@ -1,0 +1,330 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/internal/temporaltest"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+)
+
+// noticeSecret signs the operational webhooks of these tests.
+const noticeSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// addChannel registers a notification endpoint of kind at url for the account of key, as the
+// notification-endpoints API stores one (sealed secret, types nil: the default).
+func addChannel(t *testing.T, db *model.DB, key string, v model.Variant, kind, url string) int64 {
+	t.Helper()
+	acc, _, err := model.Authenticate(context.Background(), db, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := model.NewSecretBox(testSecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := box.Seal(noticeSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := model.Now()
+	c := &model.Webhook{AccountID: acc.ID, Variant: v, Kind: kind, URL: url, Status: v.InitialStatus(), Secret: sealed,
+		CreatedAt: now, UpdatedAt: now}
+	if err := model.CreateWebhook(context.Background(), db, c, 10); err != nil {
+		t.Fatal(err)
+	}
+	return c.ID
+}
+
+// notice is one notice as an operational webhook received it.
+type notice struct {
+	Type      string           `json:"type"`
+	Timestamp string           `json:"timestamp"`
+	Data      model.NoticeData `json:"data"`
+	id        string
+	at        time.Time
+}
+
+// noticesAt decodes the notices path received, in order, those about webhook (0: all).
+func noticesAt(t *testing.T, rc *receiver, path string, webhook int64) []notice {
+	t.Helper()
+	var out []notice
+	for _, r := range rc.requests(path) {
+		var n notice
+		if err := json.Unmarshal(r.Body, &n); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, r.Body)
+		}
+		n.id, n.at = r.Header.Get("Webhook-Id"), r.At
+		if webhook == 0 || n.Data.WebhookID == webhook {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func noticeTypes(ns []notice) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, n.Type)
+	}
+	return out
+}
+
+// TestHealthNotices: a receiver fails until its webhook goes failing, then recovers. The owner's
+// e-mail, an operational webhook and a chat each get exactly one webhook.failing and one
+// webhook.recovered; the operational webhook's are signed as Standard Webhooks says (checked by an
+// independent implementation in Node.js) and carry the webhook, the account, the last error and
+// the failure count; the chat's are one line of text.
+func TestHealthNotices(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{200 * time.Millisecond}})
+	var failing atomic.Bool
+	failing.Store(true)
+	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
+		if path == "/flaky" && failing.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeWebhook, st.rc.url("/ops"))
+	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeChat, st.rc.url("/chat"))
+	hook, _ := st.createWebhook(t, "A", st.rc.url("/flaky"), "campaign.created")
+
+	st.publish(t, "A", "campaign.created", campaign)
+	eventually(t, 60*time.Second, "webhook.failing at every channel", func() bool {
+		return len(st.rc.requests("/ops")) == 1 && len(st.rc.requests("/chat")) == 1 && len(st.mb.messages()) == 1
+	})
+	failing.Store(false)
+	st.publish(t, "A", "campaign.created", campaign)
+	eventually(t, 60*time.Second, "webhook.recovered at every channel", func() bool {
+		return len(st.rc.requests("/ops")) == 2 && len(st.rc.requests("/chat")) == 2 && len(st.mb.messages()) == 2
+	})
+	// More successes, and time for anything sent twice to arrive: nothing more.
+	st.publish(t, "A", "campaign.created", campaign)
+	eventually(t, 30*time.Second, "third event delivered", func() bool { return len(st.rc.requests("/flaky")) == 4 })
+	time.Sleep(2 * time.Second) // a wait for a notice that must not come, not for async work to finish
+
+	ops := noticesAt(t, st.rc, "/ops", 0)
+	if got := noticeTypes(ops); !slices.Equal(got, []string{"webhook.failing", "webhook.recovered"}) {
+		t.Fatalf("operational webhook got %v, want one webhook.failing, one webhook.recovered", got)
+	}
+	acc, _, _ := model.Authenticate(context.Background(), st.db, st.key)
+	f := ops[0].Data
+	if f.WebhookID != hook || f.AccountID != acc.ID || f.Variant != model.VariantA || f.URL != st.rc.url("/flaky") ||
+		f.FailureCount != 1 || f.LastError == nil || f.LastError.Class != "http_status" || f.LastError.StatusCode == nil ||
+		*f.LastError.StatusCode != 500 || f.Status != model.StatusFailed {
+		t.Errorf("webhook.failing data = %+v", f)
+	}
+	if r := ops[1].Data; r.WebhookID != hook || r.Status != model.StatusProcessing || r.FailureCount != 0 {
+		t.Errorf("webhook.recovered data = %+v", r)
+	}
+	var checks []any
+	for _, r := range st.rc.requests("/ops") {
+		checks = append(checks, map[string]any{"body": string(r.Body), "secret": noticeSecret, "standard": map[string]string{
+			"id": r.Header.Get("Webhook-Id"), "timestamp": r.Header.Get("Webhook-Timestamp"), "signature": r.Header.Get("Webhook-Signature")}})
+	}
+	for i, answer := range runVerifier(t, checks) {
+		if answer != "ok" {
+			t.Errorf("notice %d: Standard Webhooks verification: %s", i, answer)
+		}
+	}
+	for i, r := range st.rc.requests("/chat") {
+		var chat map[string]string
+		if err := json.Unmarshal(r.Body, &chat); err != nil || len(chat) != 1 || !strings.Contains(chat["text"], fmt.Sprintf("webhook %d", hook)) {
+			t.Errorf("chat message %d = %s (%v), want {\"text\": one line naming webhook %d}", i, r.Body, err, hook)
+		}
+	}
+	mails := st.mb.messages()
+	if failingMail, recoveredMail := mails[0].text(t), mails[1].text(t); !strings.Contains(failingMail, fmt.Sprintf("webhook %d is failing", hook)) ||
+		!strings.Contains(recoveredMail, "webhook.recovered") {
+		t.Errorf("mails:\n%s\n---\n%s", failingMail, recoveredMail)
+	}
+}
+
+// TestOperationalEndpointDownIsToldByEmail: an operational webhook that is itself down fails its
+// notices through its schedule; its owner is told by e-mail, and no notice about it reaches any
+// other channel.
+func TestOperationalEndpointDownIsToldByEmail(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{200 * time.Millisecond}})
+	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
+		if path == "/flaky" || path == "/ops-down" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	down := addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeWebhook, st.rc.url("/ops-down"))
+	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeChat, st.rc.url("/chat"))
+	hook, _ := st.createWebhook(t, "A", st.rc.url("/flaky"), "campaign.created")
+	st.publish(t, "A", "campaign.created", campaign)
+	eventually(t, 60*time.Second, "the owner told of the webhook and of the operational endpoint", func() bool {
+		return len(st.mb.messages()) == 2
+	})
+	time.Sleep(2 * time.Second) // a wait for a notice that must not come
+	var subjects []string
+	for _, m := range st.mb.messages() {
+		subjects = append(subjects, strings.SplitN(m.text(t), "\n", 2)[0])
+	}
+	want := []string{
+		fmt.Sprintf("Subject: [webhookd] webhook %d is failing (campaign.created)", hook),
+		fmt.Sprintf("Subject: [webhookd] notification endpoint %d: webhook.failing", down),
+	}
+	if !slices.Equal(subjects, want) {
+		t.Fatalf("mails = %q, want %q", subjects, want)
+	}
+	chat := st.rc.requests("/chat")
+	if len(chat) != 1 || !strings.Contains(string(chat[0].Body), fmt.Sprintf("webhook %d", hook)) {
+		t.Fatalf("chat got %d messages, want the webhook's failing alone (none about the operational endpoint)", len(chat))
+	}
+	if n := len(st.rc.requests("/ops-down")); n != 2 {
+		t.Fatalf("the operational endpoint got %d attempts, want its schedule's 2", n)
+	}
+}
+
+// TestConcurrentFailuresGiveOneNotice: 50 deliveries of one webhook fail at once; its owner is told
+// once.
+func TestConcurrentFailuresGiveOneNotice(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{200 * time.Millisecond}})
+	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
+		if path == "/storm" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeWebhook, st.rc.url("/ops"))
+	hook, _ := st.createWebhook(t, "A", st.rc.url("/storm"), "campaign.created")
+	for range 50 {
+		st.publish(t, "A", "campaign.created", campaign)
+	}
+	eventually(t, 2*time.Minute, "all 50 deliveries exhausted", func() bool {
+		return countStates(t, st.db, hook)[model.DeliveryExhausted] == 50
+	})
+	eventually(t, 30*time.Second, "webhook.failing", func() bool { return len(st.rc.requests("/ops")) >= 1 })
+	time.Sleep(2 * time.Second) // a wait for a notice that must not come
+	if got := noticeTypes(noticesAt(t, st.rc, "/ops", hook)); !slices.Equal(got, []string{"webhook.failing"}) {
+		t.Fatalf("notices = %v, want one webhook.failing", got)
+	}
+	if n := len(st.mb.messages()); n != 1 {
+		t.Fatalf("%d e-mails, want one", n)
+	}
+}
+
+// TestDisablingWarnsFirst: with a short auto-disable rule, a failing webhook's owner is warned
+// (webhook.disabling, saying when) before it is disabled (webhook.disabled, by the rule), once each.
+func TestDisablingWarnsFirst(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{100 * time.Millisecond},
+		disable: model.DisableRule{After: 4 * time.Second, MinExhausted: 1}, warnBefore: 2 * time.Second})
+	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
+		if path == "/dying" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeWebhook, st.rc.url("/ops"))
+	hook, _ := st.createWebhook(t, "A", st.rc.url("/dying"), "campaign.created")
+	// One event a second: each is exhausted about 0.2 s later, and the rule is judged then.
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Contains(noticeTypes(noticesAt(t, st.rc, "/ops", hook)), "webhook.disabled") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not disabled within 30 s; notices %v", noticeTypes(noticesAt(t, st.rc, "/ops", hook)))
+		}
+		st.publish(t, "A", "campaign.created", campaign)
+		time.Sleep(time.Second) // the pace of the events, not a wait for async work
+	}
+	time.Sleep(2 * time.Second) // a wait for a notice that must not come
+	ns := noticesAt(t, st.rc, "/ops", hook)
+	if got := noticeTypes(ns); !slices.Equal(got, []string{"webhook.failing", "webhook.disabling", "webhook.disabled"}) {
+		t.Fatalf("notices = %v, want webhook.failing, webhook.disabling, webhook.disabled", got)
+	}
+	if w, d := ns[1].Data, ns[2].Data; w.DisableAt == nil || d.By != model.ActorRule {
+		t.Fatalf("warning %+v, disable %+v: want a disableAt, then by %q", w, d, model.ActorRule)
+	}
+}
+
+// TestNoticeSurvivesKill: webhookd is killed with SIGKILL as soon as the transitions of ten failing
+// webhooks are committed, before or while their notices are sent; started again, it sends every
+// webhook.failing, each once or twice under one webhook-id, none lost.
+func TestNoticeSurvivesKill(t *testing.T) {
+	bin := webhookdBinary(t)
+	dbURL := dbtest.PostgresURL(t)
+	tsrv := temporaltest.Start(t)
+	rc := startReceiver(t)
+	rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
+		if strings.HasPrefix(path, "/dead/") {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	db := openTestDB(t, dbURL)
+	apiAddr := freeAddr(t)
+	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "notice-kill", tsrv, rc,
+		"WEBHOOKD_RETRY_SCHEDULE=100ms", "WEBHOOKD_DELIVERY_TIMEOUT=1s", "WEBHOOKD_SWEEP_INTERVAL=250ms", "WEBHOOKD_LOG_LEVEL=warn",
+	), healthz: "http://" + apiAddr + "/healthz"}
+	p.start(t)
+	t.Cleanup(func() { p.kill(t) })
+	key, acc, err := model.CreateAPIKey(context.Background(), db, "notice-kill@example.com", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stack{apiURL: "http://" + apiAddr, db: db, rc: rc, key: key}
+	addChannel(t, db, key, model.VariantA, model.KindNoticeWebhook, rc.url("/ops"))
+	const hooks = 10
+	for i := range hooks {
+		st.createWebhook(t, "A", rc.url(fmt.Sprintf("/dead/%d", i)), "campaign.created")
+	}
+	st.publish(t, "A", "campaign.created", campaign)
+	notices := func() int {
+		n, err := db.NewSelect().Model((*model.Event)(nil)).Where("account_id = ?", acc.ID).Where("event_type = ?", model.NoticeFailing).Count(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(n)
+	}
+	eventually(t, time.Minute, "the first transition committed", func() bool { return notices() > 0 })
+	p.kill(t)
+	committed, received := notices(), len(rc.requests("/ops"))
+	t.Logf("killed with %d of %d webhook.failing committed and %d received", committed, hooks, received)
+	p.start(t)
+	eventually(t, 2*time.Minute, "every webhook.failing after the restart", func() bool {
+		ids := map[string]bool{}
+		for _, n := range noticesAt(t, rc, "/ops", 0) {
+			ids[n.id] = true
+		}
+		return len(ids) == hooks
+	})
+	time.Sleep(2 * time.Second) // a wait for a copy that must not come
+	byID := map[string]int{}
+	byWebhook := map[int64]map[string]bool{}
+	for _, n := range noticesAt(t, rc, "/ops", 0) {
+		if n.Type != model.NoticeFailing {
+			t.Fatalf("unexpected notice %s", n.Type)
+		}
+		byID[n.id]++
+		if byWebhook[n.Data.WebhookID] == nil {
+			byWebhook[n.Data.WebhookID] = map[string]bool{}
+		}
+		byWebhook[n.Data.WebhookID][n.id] = true
+	}
+	twice := 0
+	for id, n := range byID {
+		if n > 2 {
+			t.Errorf("notice %s arrived %d times", id, n)
+		}
+		if n == 2 {
+			twice++
+		}
+	}
+	for w, ids := range byWebhook {
+		if len(ids) != 1 {
+			t.Errorf("webhook %d: webhook.failing under %d ids, want one", w, len(ids))
+		}
+	}
+	t.Logf("after the kill: %d of %d webhook.failing arrived, %d of them twice under one id, 0 lost", len(byID), hooks, twice)
+	if len(byWebhook) != hooks {
+		t.Fatalf("notices about %d webhooks, want %d", len(byWebhook), hooks)
+	}
+}

@@ -239,6 +239,8 @@ func TestExhaustionAlertsOnceThenRecovers(t *testing.T) {
 		if w := st.webhook(t, id); w.Status != want {
 			t.Fatalf("%s status = %s, want %s", variant, w.Status, want)
 		}
+		// The alert is a notice, delivered to the owner's e-mail by its own workflow right after.
+		eventually(t, 30*time.Second, variant+" alert e-mail", func() bool { return len(st.mb.messages()) >= i+1 })
 		mails := st.mb.messages()
 		if len(mails) != i+1 {
 			t.Fatalf("after %s exhaustion: %d e-mails, want %d", variant, len(mails), i+1)
@@ -279,15 +281,24 @@ func TestExhaustionAlertsOnceThenRecovers(t *testing.T) {
 			return n == 0
 		})
 	}
-	if n := len(st.mb.messages()); n != 2 {
-		t.Fatalf("%d e-mails in total, want 2", n)
+	// Healed, each webhook's owner is told once that it recovered.
+	eventually(t, 30*time.Second, "recovery e-mails", func() bool { return len(st.mb.messages()) >= 4 })
+	mails := st.mb.messages()
+	if n := len(mails); n != 4 {
+		t.Fatalf("%d e-mails in total, want 4 (failing and recovered, each variant)", n)
+	}
+	for _, m := range mails[2:] {
+		if text := m.text(t); !strings.Contains(text, "webhook.recovered") {
+			t.Fatalf("e-mail after the retry is not a recovery:\n%s", text)
+		}
 	}
 }
 
 func (st *stack) webhookIDs(t *testing.T, variant string) []int64 {
 	t.Helper()
 	var ids []int64
-	if err := st.db.NewSelect().Model((*model.Webhook)(nil)).Column("id").Where("variant = ?", variant).OrderExpr("id").Scan(context.Background(), &ids); err != nil {
+	if err := st.db.NewSelect().Model((*model.Webhook)(nil)).Column("id").Where("variant = ?", variant).Where("kind = ?", model.KindWebhook).
+		OrderExpr("id").Scan(context.Background(), &ids); err != nil {
 		t.Fatal(err)
 	}
 	return ids

@@ -317,8 +317,15 @@ func TestDisableStopsPendingRetries(t *testing.T) {
 	if n := len(st.rc.requests("/failing")); n != 1 {
 		t.Errorf("the receiver got %d requests, want 1 (none after the disable)", n)
 	}
-	if n := countMail(t, st, "disabled"); n != 0 {
-		t.Errorf("%d e-mails about a disable the owner made, want none", n)
+	// The owner is told who disabled it (webhook.disabled, by the API), once.
+	eventually(t, 30*time.Second, "the webhook.disabled notice", func() bool { return countMail(t, st, "disabled") >= 1 })
+	if n := countMail(t, st, "webhook.disabled"); n != 1 {
+		t.Errorf("%d e-mails about a disable the owner made, want one webhook.disabled", n)
+	}
+	for _, m := range st.mb.messages() {
+		if text := m.text(t); strings.Contains(text, "webhook.disabled") && !strings.Contains(text, "(by api)") {
+			t.Errorf("the disable e-mail does not say the API did it:\n%s", text)
+		}
 	}
 }
 

@@ -59,7 +59,8 @@ type NoticeRules struct {
 	// Disable is the auto-disable rule.
 	Disable DisableRule
 	// WarnBefore is how long before the rule would disable a webhook that webhook.disabling
-	// goes, at the first exhausted delivery within it; at most half of Disable.After.
+	// goes, at the first exhausted delivery within it; at most half of Disable.After. Zero warns
+	// never.
 	WarnBefore time.Duration
 	// Quiet is the storm rule: after a webhook.failing and webhook.recovered pair, no
 	// webhook.failing for Quiet; transitions meanwhile are summarised by the next notice.
@@ -68,10 +69,6 @@ type NoticeRules struct {
 	PublicURL string
 }
 
-// warnAt is when a webhook failing since since enters the warning before the rule disables it.
-func (r NoticeRules) warnAt(since time.Time) time.Time {
-	return since.Add(r.Disable.After - min(r.WarnBefore, r.Disable.After/2))
-}
 
 // NoticeError is the last failure a notice reports.
 type NoticeError struct {

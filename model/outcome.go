@@ -374,7 +374,7 @@ func countExhausted(ctx context.Context, tx bun.Tx, ex Exhaustion, rules NoticeR
 	if err != nil {
 		return false, false, fmt.Errorf("disable webhook: %w", err)
 	}
-	if disabled, err = affectedOne(q); err != nil || disabled {
+	if disabled, err = affectedOne(q); err != nil || disabled || rules.WarnBefore <= 0 {
 		return disabled, false, err
 	}
 	q, err = tx.NewUpdate().Model((*Webhook)(nil)).Set("warned_at = ?", now).

@@ -328,3 +328,44 @@ func TestNoticeSurvivesKill(t *testing.T) {
 		t.Fatalf("notices about %d webhooks, want %d", len(byWebhook), hooks)
 	}
 }
+
+// TestNoticeLatency measures the time from a transition to its notice at an operational webhook
+// (the notice's data.at, recorded in the transition's transaction, to its receipt) over 120
+// transitions: 60 webhooks of variant B whose test events fail (webhook.failing at once, spec 3.2),
+// then an event that each delivers (webhook.recovered). It logs the figures; timing is no pass or
+// fail condition. Each transition gives exactly one notice.
+func TestNoticeLatency(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{time.Hour}})
+	var failing atomic.Bool
+	failing.Store(true)
+	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
+		if strings.HasPrefix(path, "/flap/") && failing.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	})
+	addChannel(t, st.db, st.key, model.VariantB, model.KindNoticeWebhook, st.rc.url("/ops"))
+	const hooks = 60
+	for i := range hooks {
+		st.createWebhook(t, "B", st.rc.url(fmt.Sprintf("/flap/%d", i)), "lead.captured")
+	}
+	eventually(t, 2*time.Minute, "60 webhook.failing", func() bool { return len(st.rc.requests("/ops")) >= hooks })
+	failing.Store(false)
+	st.publish(t, "B", "lead.captured", sampleData["lead.captured"])
+	eventually(t, 2*time.Minute, "60 webhook.recovered", func() bool { return len(st.rc.requests("/ops")) >= 2*hooks })
+	time.Sleep(2 * time.Second) // a wait for a notice that must not come
+
+	ns := noticesAt(t, st.rc, "/ops", 0)
+	count := map[string]int{}
+	var latencies []time.Duration
+	for _, n := range ns {
+		count[n.Type]++
+		latencies = append(latencies, n.at.Sub(n.Data.At))
+	}
+	if len(ns) != 2*hooks || count[model.NoticeFailing] != hooks || count[model.NoticeRecovered] != hooks {
+		t.Fatalf("notices = %v (%d in all), want %d webhook.failing and %d webhook.recovered", count, len(ns), hooks, hooks)
+	}
+	slices.Sort(latencies)
+	pick := func(q float64) time.Duration { return latencies[int(q*float64(len(latencies)-1))] }
+	t.Logf("transition to notice over %d transitions: p50 %v, p99 %v, max %v",
+		len(latencies), pick(0.50).Round(time.Millisecond), pick(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+}

@@ -89,8 +89,7 @@ func setStatusByVariant(q *bun.UpdateQuery, statusOf func(*VariantSpec) string) 
 	return q.Set("status = "+expr+" ELSE status END", args...)
 }
 
-// DisableWebhook disables a webhook within scope on a person's request (by: ActorAPI, ActorPortal,
-// ActorOperator) and returns it, with the webhook.disabled notice recorded
+// DisableWebhook disables a webhook within scope on a person's request (by: ActorAPI, ActorPortal) and returns it, with the webhook.disabled notice recorded
 // in the same transaction (nil when no channel wants it). Disabling a disabled webhook changes
 // nothing and tells nobody, so the first disabled_at and reason stay.
 func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules) (*Webhook, *PublishResult, error) {

@@ -46,12 +46,11 @@ const (
 )
 
 // Who made a change that a notice tells (NoticeData.By): the auto-disable rule, or a person through
-// the API, the portal or the operator's CLI.
+// the API or the portal.
 const (
-	ActorRule     = "rule"
-	ActorAPI      = "api"
-	ActorPortal   = "portal"
-	ActorOperator = "operator"
+	ActorRule   = "rule"
+	ActorAPI    = "api"
+	ActorPortal = "portal"
 )
 
 // NoticeRules are how the service judges and words notices.

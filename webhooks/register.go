@@ -165,7 +165,7 @@ func (s *Service) Delete(ctx context.Context, scope model.WebhookScope, id int64
 
 // Disable stops a webhook's attempts until it is enabled; its new events are kept for a manual
 // retry. Disabling a disabled webhook keeps the first disabled_at and tells nobody. by says who
-// asked (model.ActorAPI, ActorPortal, ActorOperator), as the webhook.disabled notice does.
+// asked (model.ActorAPI, model.ActorPortal), as the webhook.disabled notice does.
 func (s *Service) Disable(ctx context.Context, scope model.WebhookScope, id int64, by string) (*model.Webhook, error) {
 	w, notice, err := model.DisableWebhook(ctx, s.db, scope, id, by, s.notices)
 	s.startNotice(ctx, notice)

@@ -164,9 +164,11 @@ type ExhaustedInput struct {
 	EventID       int64
 	LastError     string
 	LastAttemptAt time.Time
-	// LastErrorClass and LastStatusCode are the last attempt's, for the notices.
+	// LastErrorClass and LastStatusCode are the last attempt's, and EventType the delivery's
+	// event type, for the notices.
 	LastErrorClass string
 	LastStatusCode int
+	EventType      string
 }
 
 // ExhaustedResult says whether this exhaustion moved the webhook into failing or disabled it,

@@ -17,7 +17,7 @@ import (
 func (a *Activities) MarkExhausted(ctx context.Context, in ExhaustedInput) (ExhaustedResult, error) {
 	ex := model.Exhaustion{DeliveryID: in.DeliveryID, WebhookID: in.WebhookID, EventID: in.EventID, LastAttemptAt: in.LastAttemptAt}
 	if in.LastError != "" || in.LastErrorClass != "" {
-		ex.LastError = &model.NoticeError{Class: in.LastErrorClass, Message: in.LastError}
+		ex.LastError = &model.NoticeError{Class: in.LastErrorClass, Message: in.LastError, EventType: in.EventType}
 		if in.LastStatusCode != 0 {
 			code := in.LastStatusCode
 			ex.LastError.StatusCode = &code

@@ -63,7 +63,7 @@ func TestExhaustionMails(t *testing.T) {
 				t.Fatal(err)
 			}
 			mails := &mailbox{}
-			a := &activities.Activities{DB: db, Mailer: mails, Links: links, Notices: model.NoticeRules{Disable: model.DisableRule{After: 120 * time.Hour, MinExhausted: 2}}}
+			a := &activities.Activities{DB: db, Mailer: mails, Links: links, Notices: model.NoticeRules{Disable: model.DisableRule{After: 120 * time.Hour, MinExhausted: 2}, WarnBefore: 48 * time.Hour}}
 			suite := &testsuite.WorkflowTestSuite{}
 			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 			env := suite.NewTestActivityEnvironment()

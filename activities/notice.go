@@ -67,21 +67,24 @@ func noticeLine(ev *model.Event) string {
 func noticeMail(l Links, to string, ev *model.Event) Mail {
 	d := noticeData(ev)
 	w := &model.Webhook{ID: d.WebhookID, URL: d.URL, Variant: d.Variant, EventType: d.EventType, FailingSince: d.FailingSince, ExhaustedCount: d.FailureCount}
-	lastError := ""
+	lastError, eventType := "", d.EventType
 	if d.LastError != nil {
 		lastError = d.LastError.Message
+		if d.LastError.EventType != "" {
+			eventType = d.LastError.EventType // the event that failed: webhook.test, say
+		}
 	}
 	switch {
 	case d.Channel != "":
 		return channelMail(to, ev.EventType, d, lastError)
 	case ev.EventType == model.NoticeFailing:
-		m := alertMail(l, to, w, d.EventType, lastError)
+		m := alertMail(l, to, w, eventType, lastError)
 		if d.Suppressed > 0 {
 			m.Body += fmt.Sprintf("\nIt failed and recovered %d more times since the last notice; those were kept quiet.\n", d.Suppressed)
 		}
 		return m
 	case ev.EventType == model.NoticeDisabled && d.By == model.ActorRule:
-		return disabledMail(l, to, w, d.EventType, lastError)
+		return disabledMail(l, to, w, eventType, lastError)
 	}
 	line := noticeLine(ev)
 	return Mail{To: to, Subject: fmt.Sprintf("[webhookd] webhook %d: %s", d.WebhookID, ev.EventType), Body: line + "\n\n" + noticeDetails(d)}

@@ -68,12 +68,13 @@ type NoticeRules struct {
 	PublicURL string
 }
 
-
 // NoticeError is the last failure a notice reports.
 type NoticeError struct {
 	Class      string `json:"class"`
 	StatusCode *int   `json:"statusCode"`
 	Message    string `json:"message"`
+	// EventType is the type of the event whose delivery failed: the webhook's, or webhook.test.
+	EventType string `json:"eventType,omitempty"`
 }
 
 // NoticeData is a notice's data, as channels receive it.

@@ -399,7 +399,8 @@ func (r *deliveryRun) exhaust(last activities.DeliverResult) error {
 	var res activities.ExhaustedResult
 	if !last.WebhookDisabled {
 		exhausted := activities.ExhaustedInput{DeliveryID: r.in.DeliveryID, WebhookID: r.in.WebhookID, EventID: r.in.EventID,
-			LastError: last.Error, LastAttemptAt: last.AttemptedAt, LastErrorClass: last.ErrorClass, LastStatusCode: last.StatusCode}
+			LastError: last.Error, LastAttemptAt: last.AttemptedAt, LastErrorClass: last.ErrorClass, LastStatusCode: last.StatusCode,
+			EventType: r.in.EventType}
 		summary := fmt.Sprintf("attempt %d: %s; no attempts left", r.st.Attempts, last.Outcome())
 		if err := workflow.ExecuteActivity(withSummary(r.db, summary), a.MarkExhausted, exhausted).Get(r.ctx, &res); err != nil {
 			return err

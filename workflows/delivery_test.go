@@ -386,7 +386,8 @@ func TestDeliveryWorkflowExhaustion(t *testing.T) {
 			last := h.delivers[5]
 			lastErr := failed(6, time.Time{}).Error
 			wantEx := activities.ExhaustedInput{DeliveryID: 11, WebhookID: 33, EventID: 22,
-				LastError: lastErr, LastAttemptAt: start.Add(last.at), LastErrorClass: activities.ClassHTTPStatus, LastStatusCode: 500}
+				LastError: lastErr, LastAttemptAt: start.Add(last.at), LastErrorClass: activities.ClassHTTPStatus, LastStatusCode: 500,
+				EventType: "website.published"}
 			if len(h.exhausted) != 1 {
 				t.Fatalf("MarkExhausted called %d times, want once", len(h.exhausted))
 			}

@@ -34,6 +34,9 @@ func noticeData(ev *model.Event) model.NoticeData {
 // noticeLine says notice ev in one line, for a chat.
 func noticeLine(ev *model.Event) string {
 	d := noticeData(ev)
+	if ev.EventType == model.NoticeTest {
+		return fmt.Sprintf("webhookd: notification endpoint %d: %s", d.WebhookID, d.Message)
+	}
 	what := map[string]string{
 		model.NoticeFailing:   "is failing",
 		model.NoticeRecovered: "has recovered: deliveries succeed again",
@@ -72,6 +75,8 @@ func noticeMail(l Links, to string, ev *model.Event) Mail {
 		lastError = d.LastError.Message
 	}
 	switch {
+	case ev.EventType == model.NoticeTest:
+		return Mail{To: to, Subject: "[webhookd] test notice", Body: noticeLine(ev) + "\n"}
 	case d.Channel != "":
 		return channelMail(to, ev.EventType, d, lastError)
 	case ev.EventType == model.NoticeFailing:

@@ -28,6 +28,9 @@ const (
 	NoticeEnabled = "webhook.enabled"
 	// NoticeExhausted: one delivery ran out of retries. A channel receives it only when it asks.
 	NoticeExhausted = "delivery.exhausted"
+	// NoticeTest: a sample notice the owner asked for, to one channel (TestNotice); no channel
+	// subscribes to it, so it is not among NoticeTypes.
+	NoticeTest = "notice.test"
 )
 
 // NoticeTypes are every notice type, and DefaultNoticeTypes those a channel receives when it names
@@ -102,6 +105,8 @@ type NoticeData struct {
 	EventID    int64      `json:"eventId,omitempty"`
 	// Suppressed counts the failing transitions the storm rule kept quiet before this notice.
 	Suppressed int `json:"suppressed,omitempty"`
+	// Message is a sentence for a person; a notice.test carries one, the other notices none.
+	Message string `json:"message,omitempty"`
 }
 
 // Notice is one notice to record, by the transition that makes it.
@@ -223,4 +228,34 @@ func ListNotices(ctx context.Context, db bun.IDB, scope WebhookScope, limit int6
 		return nil, fmt.Errorf("list notices: %w", err)
 	}
 	return out, nil
+}
+
+// TestNotice is the notice.test event to the notification endpoint c alone, about c itself: the
+// owner's check that notices reach it. Published (webhooks.Service.TestChannel), its one delivery
+// starts after the commit and is retried like any notice's.
+func TestNotice(c *Webhook) (NewEvent, error) {
+	d := NoticeData{
+		AccountID: c.AccountID, Variant: c.Variant, WebhookID: c.ID, URL: c.URL, Status: c.Status, At: Now().UTC(),
+		Channel: c.Kind, Message: "This is a test notice from webhookd: notices about this account's webhooks will arrive here.",
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return NewEvent{}, fmt.Errorf("encode test notice: %w", err)
+	}
+	canonical, err := wire.CanonicalJSON(data)
+	if err != nil {
+		return NewEvent{}, fmt.Errorf("encode test notice: %w", err)
+	}
+	return NewEvent{AccountID: c.AccountID, Variant: c.Variant, EventType: NoticeTest, Data: string(canonical), Notice: c.ID, Channels: []Webhook{*c}}, nil
+}
+
+// SetNoticeTypes sets the notice types a notification endpoint of scope wants (comma-separated;
+// nil: DefaultNoticeTypes) and reads it back, or ErrNotFound. Its URL, status and failure record
+// stay: the receiver is the same.
+func SetNoticeTypes(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, types *string) (*Webhook, error) {
+	scope.Channels = true
+	w, _, err := changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
+		return q.Set("notice_types = ?", types).Set("updated_at = ?", Now())
+	}, NoticeRules{}, Notice{})
+	return w, err
 }

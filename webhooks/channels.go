@@ -71,7 +71,8 @@ func channels(scope model.WebhookScope) model.WebhookScope {
 // CreateChannel adds a notification endpoint with a new signing secret, returned in the clear this
 // once: an operational webhook shows it to verify the notices it receives; a chat endpoint's
 // deliveries are signed too (every delivery is), though nobody needs to check them. The URL is
-// judged by the same address policy as a webhook's, and the account holds at most MaxChannels.
+// judged by the same address policy as a webhook's, and the account holds at most MaxChannels,
+// its e-mail included.
 func (s *Service) CreateChannel(ctx context.Context, scope model.WebhookScope, r ChannelRegistration) (*model.Webhook, string, error) {
 	kind, err := checkChannelKind(r.Kind)
 	if err != nil {
@@ -86,6 +87,11 @@ func (s *Service) CreateChannel(ctx context.Context, scope model.WebhookScope, r
 	}
 	secret, sealed, err := s.newSecret()
 	if err != nil {
+		return nil, "", err
+	}
+	// The e-mail counts toward the limit: made now if it never was, so it cannot later push the
+	// account past it.
+	if err := model.EnsureEmailChannel(ctx, s.db, channels(scope)); err != nil {
 		return nil, "", err
 	}
 	now := model.Now()

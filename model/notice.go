@@ -259,3 +259,45 @@ func SetNoticeTypes(ctx context.Context, db bun.IDB, scope WebhookScope, id int6
 	}, NoticeRules{}, Notice{})
 	return w, err
 }
+
+// DecodeNoticeData decodes a notice's data; data that does not decode (it is ours, so never) gives a
+// notice that names its type only.
+func DecodeNoticeData(ev *Event) NoticeData {
+	var d NoticeData
+	_ = json.Unmarshal([]byte(ev.Data), &d)
+	return d
+}
+
+// NoticeLine says notice ev in one line, for a chat and for the portal's list of notices.
+func NoticeLine(ev *Event) string {
+	d := DecodeNoticeData(ev)
+	if ev.EventType == NoticeTest {
+		return fmt.Sprintf("webhookd: notification endpoint %d: %s", d.WebhookID, d.Message)
+	}
+	what := map[string]string{
+		NoticeFailing:   "is failing",
+		NoticeRecovered: "has recovered: deliveries succeed again",
+		NoticeDisabling: "will be disabled soon unless a delivery succeeds",
+		NoticeDisabled:  "was disabled",
+		NoticeEnabled:   "was enabled again",
+		NoticeExhausted: fmt.Sprintf("ran out of retries for delivery %d", d.DeliveryID),
+	}[ev.EventType]
+	var b strings.Builder
+	fmt.Fprintf(&b, "webhookd: webhook %d (%s, %s) %s", d.WebhookID, d.URL, d.EventType, what)
+	if d.By != "" {
+		fmt.Fprintf(&b, " (by %s)", d.By)
+	}
+	if d.DisableAt != nil {
+		fmt.Fprintf(&b, " at %s", d.DisableAt.UTC().Format(time.RFC3339))
+	}
+	if e := d.LastError; e != nil && ev.EventType != NoticeRecovered && ev.EventType != NoticeEnabled {
+		fmt.Fprintf(&b, "; last error: %s", e.Message)
+	}
+	if d.Suppressed > 0 {
+		fmt.Fprintf(&b, "; %d more failures kept quiet since the last notice", d.Suppressed)
+	}
+	if d.PortalURL != "" {
+		fmt.Fprintf(&b, " %s", d.PortalURL)
+	}
+	return b.String()
+}

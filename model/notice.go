@@ -71,9 +71,10 @@ type NoticeRules struct {
 	PublicURL string
 }
 
-// warnAt is when a webhook failing since since enters the warning before the rule disables it.
-func (r NoticeRules) warnAt(since time.Time) time.Time {
-	return since.Add(r.Disable.After - min(r.WarnBefore, r.Disable.After/2))
+// warnLead is how long before the rule would disable a failing webhook that the warning goes:
+// WarnBefore, at most half of Disable.After.
+func (r NoticeRules) warnLead() time.Duration {
+	return min(r.WarnBefore, r.Disable.After/2)
 }
 
 // NoticeError is the last failure a notice reports.

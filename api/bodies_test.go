@@ -83,8 +83,8 @@ type route struct {
 	auth               func(*http.Request)
 }
 
-// variantRoutes lists every route of both variants, each with a webhook, delivery, campaign or
-// website of key's account in its path.
+// variantRoutes lists every route of both variants, each with a webhook, delivery, campaign,
+// website or notification endpoint of key's account in its path.
 func variantRoutes(t *testing.T, e *testEnv, key string) []route {
 	t.Helper()
 	ids := map[string]map[string]string{}

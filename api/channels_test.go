@@ -118,6 +118,12 @@ func TestChannels(t *testing.T) {
 			t.Fatalf("put url, reset types: %s", r.raw)
 		}
 		e.do(t, "PATCH", v.channels()+"/"+opsID, auth, `{"kind":"chat"}`).expectError(t, v, http.StatusUnprocessableEntity, "kind")
+		for _, bad := range []string{`{"types":"webhook.failing"}`, `{"types":[1]}`, `{"url":5}`} {
+			e.do(t, "PATCH", v.channels()+"/"+opsID, auth, bad).expectError(t, v, http.StatusBadRequest, strings.Split(bad, `"`)[1])
+		}
+		for _, bad := range []string{`{"types":[]}`, `{"types":["webhook.failing","webhook.failing"]}`, `{"url":"https://10.0.0.1/"}`} {
+			e.do(t, "PUT", v.channels()+"/"+opsID, auth, bad).expectError(t, v, http.StatusUnprocessableEntity, strings.Split(bad, `"`)[1])
+		}
 		e.do(t, "PATCH", v.channels()+"/"+jsonNumber(email["id"]), auth, `{"url":"https://x.example.com/"}`).expectError(t, v, http.StatusUnprocessableEntity, "url")
 		r = e.do(t, "PATCH", v.channels()+"/"+jsonNumber(email["id"]), auth, `{"types":["webhook.disabled"]}`)
 		r.expect(t, http.StatusOK, "")

@@ -18,54 +18,15 @@ const ClassMail = "mail"
 // operational webhook the notice itself (wire.NoticeBody), a chat one line for a person.
 func noticeBody(kind string, ev *model.Event) []byte {
 	if kind == model.KindNoticeChat {
-		return wire.ChatBody(noticeLine(ev))
+		return wire.ChatBody(model.NoticeLine(ev))
 	}
 	return wire.NoticeBody(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
-}
-
-// noticeData decodes a notice's data; data that does not decode (it is ours, so never) gives a
-// notice that names its type only.
-func noticeData(ev *model.Event) model.NoticeData {
-	var d model.NoticeData
-	_ = json.Unmarshal([]byte(ev.Data), &d)
-	return d
-}
-
-// noticeLine says notice ev in one line, for a chat.
-func noticeLine(ev *model.Event) string {
-	d := noticeData(ev)
-	what := map[string]string{
-		model.NoticeFailing:   "is failing",
-		model.NoticeRecovered: "has recovered: deliveries succeed again",
-		model.NoticeDisabling: "will be disabled soon unless a delivery succeeds",
-		model.NoticeDisabled:  "was disabled",
-		model.NoticeEnabled:   "was enabled again",
-		model.NoticeExhausted: fmt.Sprintf("ran out of retries for delivery %d", d.DeliveryID),
-	}[ev.EventType]
-	var b strings.Builder
-	fmt.Fprintf(&b, "webhookd: webhook %d (%s, %s) %s", d.WebhookID, d.URL, d.EventType, what)
-	if d.By != "" {
-		fmt.Fprintf(&b, " (by %s)", d.By)
-	}
-	if d.DisableAt != nil {
-		fmt.Fprintf(&b, " at %s", d.DisableAt.UTC().Format(time.RFC3339))
-	}
-	if e := d.LastError; e != nil && ev.EventType != model.NoticeRecovered && ev.EventType != model.NoticeEnabled {
-		fmt.Fprintf(&b, "; last error: %s", e.Message)
-	}
-	if d.Suppressed > 0 {
-		fmt.Fprintf(&b, "; %d more failures kept quiet since the last notice", d.Suppressed)
-	}
-	if d.PortalURL != "" {
-		fmt.Fprintf(&b, " %s", d.PortalURL)
-	}
-	return b.String()
 }
 
 // noticeMail is the e-mail of notice ev to the owner at to: the alert and disable e-mails of old
 // for webhook.failing and webhook.disabled by the rule, a short note for the others.
 func noticeMail(l Links, to string, ev *model.Event) Mail {
-	d := noticeData(ev)
+	d := model.DecodeNoticeData(ev)
 	w := &model.Webhook{ID: d.WebhookID, URL: d.URL, Variant: d.Variant, EventType: d.EventType, FailingSince: d.FailingSince, ExhaustedCount: d.FailureCount}
 	lastError, eventType := "", d.EventType
 	if d.LastError != nil {
@@ -75,6 +36,8 @@ func noticeMail(l Links, to string, ev *model.Event) Mail {
 		}
 	}
 	switch {
+	case ev.EventType == model.NoticeTest:
+		return Mail{To: to, Subject: "[webhookd] test notice", Body: model.NoticeLine(ev) + "\n"}
 	case d.Channel != "":
 		return channelMail(to, ev.EventType, d, lastError)
 	case ev.EventType == model.NoticeFailing:
@@ -86,7 +49,7 @@ func noticeMail(l Links, to string, ev *model.Event) Mail {
 	case ev.EventType == model.NoticeDisabled && d.By == model.ActorRule:
 		return disabledMail(l, to, w, eventType, lastError)
 	}
-	line := noticeLine(ev)
+	line := model.NoticeLine(ev)
 	return Mail{To: to, Subject: fmt.Sprintf("[webhookd] webhook %d: %s", d.WebhookID, ev.EventType), Body: line + "\n\n" + noticeDetails(d)}
 }
 

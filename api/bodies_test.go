@@ -38,6 +38,10 @@ var bodyRoutes = map[string]string{
 	"POST /api/svc/v2/campaigns":                                 `"name":"n"`,
 	"PATCH /api/svc/v2/campaigns/:id":                            `"budget":1`,
 	"POST /api/svc/v2/portal-sessions":                           `"ttl":60`,
+	"POST /api/svc/v2/notification-endpoints":                    `"kind":"chat"`,
+	"PUT /api/svc/v2/notification-endpoints/:id":                 `"types":null`,
+	"PATCH /api/svc/v2/notification-endpoints/:id":               `"types":null`,
+	"POST /api/svc/v2/notification-endpoints/:id/test":           "",
 	"POST /v2/svc/v2/webhooks":                                   `"url":"https://r.example.com/"`,
 	"PUT /v2/svc/v2/webhooks/:id":                                `"url":"https://r.example.com/"`,
 	"PATCH /v2/svc/v2/webhooks/:id":                              `"maxInFlight":2`,
@@ -57,6 +61,10 @@ var bodyRoutes = map[string]string{
 	"POST /v2/svc/v2/websites/:id/presaves":                      `"platform":"spotify"`,
 	"POST /v2/svc/v2/websites/:id/analytics":                     `"metric":"pageViews"`,
 	"POST /v2/svc/v2/portal-sessions":                            `"readOnly":true`,
+	"POST /v2/svc/v2/notification-endpoints":                     `"kind":"chat"`,
+	"PUT /v2/svc/v2/notification-endpoints/:id":                  `"types":null`,
+	"PATCH /v2/svc/v2/notification-endpoints/:id":                `"types":null`,
+	"POST /v2/svc/v2/notification-endpoints/:id/test":            "",
 }
 
 // withContentType presents auth and then replaces the JSON Content-Type e.do sets.
@@ -75,14 +83,18 @@ type route struct {
 	auth               func(*http.Request)
 }
 
-// variantRoutes lists every route of both variants, each with a webhook, delivery, campaign or
-// website of key's account in its path.
+// variantRoutes lists every route of both variants, each with a webhook, delivery, campaign,
+// website or notification endpoint of key's account in its path.
 func variantRoutes(t *testing.T, e *testEnv, key string) []route {
 	t.Helper()
 	ids := map[string]map[string]string{}
 	for _, v := range variants {
 		hook, d := hookWithDelivery(t, e, v, v.auth(key))
 		ids[v.name] = map[string]string{"webhooks": strings.TrimPrefix(hook, v.collection+"/"), "events": fmt.Sprint(d.EventID), "deliveryId": fmt.Sprint(d.ID)}
+	}
+	for _, v := range variants {
+		r := e.do(t, "POST", strings.TrimSuffix(v.collection, "/webhooks")+"/notification-endpoints", v.auth(key), `{"kind":"chat","url":"https://chat.example.com/hook"}`)
+		ids[v.name]["notification-endpoints"] = jsonNumber(r.data(t)["id"])
 	}
 	ids["A"]["campaigns"] = jsonNumber(e.do(t, "POST", "/api/svc/v2/campaigns", variants[0].auth(key), campaignBody).data(t)["id"])
 	ids["B"]["websites"] = jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", variants[1].auth(key), `{"brandId":3,"slug":"bodies"}`).data(t)["id"])

@@ -177,6 +177,15 @@ func New(cfg Config) (*Server, error) {
 		g.GET("/events/:id", h.getEvent, with()...)
 		g.GET("/event-types", h.eventTypes, with()...)
 		g.POST("/portal-sessions", h.createPortalSession, with(small)...)
+		nh := &channelHandlers{Server: s, v: v}
+		g.GET("/notification-endpoints", nh.list, with()...)
+		g.POST("/notification-endpoints", nh.create, with(small)...)
+		g.GET("/notification-endpoints/:id", nh.get, with()...)
+		g.PUT("/notification-endpoints/:id", nh.change, with(small)...)
+		g.PATCH("/notification-endpoints/:id", nh.change, with(small)...)
+		g.DELETE("/notification-endpoints/:id", nh.delete, with()...)
+		g.POST("/notification-endpoints/:id/test", nh.test, with(small)...)
+		g.GET("/notices", nh.notices, with()...)
 		if v == variantB {
 			wh := &websiteHandlers{Server: s}
 			g.GET("/websites", wh.list, with()...)

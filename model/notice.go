@@ -28,6 +28,9 @@ const (
 	NoticeEnabled = "webhook.enabled"
 	// NoticeExhausted: one delivery ran out of retries. A channel receives it only when it asks.
 	NoticeExhausted = "delivery.exhausted"
+	// NoticeTest: a sample notice the owner asked for, to one channel (TestNotice); no channel
+	// subscribes to it, so it is not among NoticeTypes.
+	NoticeTest = "notice.test"
 )
 
 // NoticeTypes are every notice type, and DefaultNoticeTypes those a channel receives when it names
@@ -68,6 +71,12 @@ type NoticeRules struct {
 	PublicURL string
 }
 
+// warnLead is how long before the rule would disable a failing webhook that the warning goes:
+// WarnBefore, at most half of Disable.After.
+func (r NoticeRules) warnLead() time.Duration {
+	return min(r.WarnBefore, r.Disable.After/2)
+}
+
 // NoticeError is the last failure a notice reports.
 type NoticeError struct {
 	Class      string `json:"class"`
@@ -99,6 +108,8 @@ type NoticeData struct {
 	EventID    int64      `json:"eventId,omitempty"`
 	// Suppressed counts the failing transitions the storm rule kept quiet before this notice.
 	Suppressed int `json:"suppressed,omitempty"`
+	// Message is a sentence for a person; a notice.test carries one, the other notices none.
+	Message string `json:"message,omitempty"`
 }
 
 // Notice is one notice to record, by the transition that makes it.
@@ -270,4 +281,76 @@ func EndQuietPeriods(ctx context.Context, db bun.IDB, rules NoticeRules, limit i
 		}
 	}
 	return out, nil
+}
+
+// TestNotice is the notice.test event to the notification endpoint c alone, about c itself: the
+// owner's check that notices reach it. Published (webhooks.Service.TestChannel), its one delivery
+// starts after the commit and is retried like any notice's.
+func TestNotice(c *Webhook) (NewEvent, error) {
+	d := NoticeData{
+		AccountID: c.AccountID, Variant: c.Variant, WebhookID: c.ID, URL: c.URL, Status: c.Status, At: Now().UTC(),
+		Channel: c.Kind, Message: "This is a test notice from webhookd: notices about this account's webhooks will arrive here.",
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return NewEvent{}, fmt.Errorf("encode test notice: %w", err)
+	}
+	canonical, err := wire.CanonicalJSON(data)
+	if err != nil {
+		return NewEvent{}, fmt.Errorf("encode test notice: %w", err)
+	}
+	return NewEvent{AccountID: c.AccountID, Variant: c.Variant, EventType: NoticeTest, Data: string(canonical), Notice: c.ID, Channels: []Webhook{*c}}, nil
+}
+
+// SetNoticeTypes sets the notice types a notification endpoint of scope wants (comma-separated;
+// nil: DefaultNoticeTypes) and reads it back, or ErrNotFound. Its URL, status and failure record
+// stay: the receiver is the same.
+func SetNoticeTypes(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, types *string) (*Webhook, error) {
+	scope.Channels = true
+	w, _, err := changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
+		return q.Set("notice_types = ?", types).Set("updated_at = ?", Now())
+	}, NoticeRules{}, Notice{})
+	return w, err
+}
+
+// DecodeNoticeData decodes a notice's data; data that does not decode (it is ours, so never) gives a
+// notice that names its type only.
+func DecodeNoticeData(ev *Event) NoticeData {
+	var d NoticeData
+	_ = json.Unmarshal([]byte(ev.Data), &d)
+	return d
+}
+
+// NoticeLine says notice ev in one line, for a chat and for the portal's list of notices.
+func NoticeLine(ev *Event) string {
+	d := DecodeNoticeData(ev)
+	if ev.EventType == NoticeTest {
+		return fmt.Sprintf("webhookd: notification endpoint %d: %s", d.WebhookID, d.Message)
+	}
+	what := map[string]string{
+		NoticeFailing:   "is failing",
+		NoticeRecovered: "has recovered: deliveries succeed again",
+		NoticeDisabling: "will be disabled soon unless a delivery succeeds",
+		NoticeDisabled:  "was disabled",
+		NoticeEnabled:   "was enabled again",
+		NoticeExhausted: fmt.Sprintf("ran out of retries for delivery %d", d.DeliveryID),
+	}[ev.EventType]
+	var b strings.Builder
+	fmt.Fprintf(&b, "webhookd: webhook %d (%s, %s) %s", d.WebhookID, d.URL, d.EventType, what)
+	if d.By != "" {
+		fmt.Fprintf(&b, " (by %s)", d.By)
+	}
+	if d.DisableAt != nil {
+		fmt.Fprintf(&b, " at %s", d.DisableAt.UTC().Format(time.RFC3339))
+	}
+	if e := d.LastError; e != nil && ev.EventType != NoticeRecovered && ev.EventType != NoticeEnabled {
+		fmt.Fprintf(&b, "; last error: %s", e.Message)
+	}
+	if d.Suppressed > 0 {
+		fmt.Fprintf(&b, "; %d more failures kept quiet since the last notice", d.Suppressed)
+	}
+	if d.PortalURL != "" {
+		fmt.Fprintf(&b, " %s", d.PortalURL)
+	}
+	return b.String()
 }

@@ -380,7 +380,7 @@ func countExhausted(ctx context.Context, tx bun.Tx, ex Exhaustion, rules NoticeR
 	q, err = tx.NewUpdate().Model((*Webhook)(nil)).Set("warned_at = ?", now).
 		Where("id = ?", ex.WebhookID).
 		Where("warned_at IS NULL").Where("disabled_at IS NULL").
-		Where("failing_since <= ?", now.Add(-(rule.After-min(rules.WarnBefore, rule.After/2)))).
+		Where("failing_since <= ?", now.Add(-(rule.After-rules.warnLead()))).
 		Where(healed, ex.LastAttemptAt).
 		Exec(ctx)
 	if err != nil {

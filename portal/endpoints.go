@@ -19,7 +19,7 @@ import (
 )
 
 // pageNames are the templates under templates/, each rendered inside layout.html.
-var pageNames = []string{"error", "endpoints", "edit", "delete", "created", "endpoint"}
+var pageNames = []string{"error", "endpoints", "edit", "delete", "created", "endpoint", "notifications", "channelcreated"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"time": formatTime}

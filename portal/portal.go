@@ -150,6 +150,7 @@ func New(cfg Config) (*Server, error) {
 	g.POST("/webhooks/:id/disable", h.disable, write...)
 	g.POST("/webhooks/:id/enable", h.enable, write...)
 	registerEndpointRoutes(g, s, read, write)
+	registerNotificationRoutes(g, s, read, write)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
 	g.POST("/logout", s.logout, small, s.session, singleParameters, s.checkCSRF)

@@ -56,10 +56,17 @@ func missing(field string) *InvalidError {
 	return &InvalidError{Field: field, Format: "%s is required", Args: []any{field}, Missing: true}
 }
 
-// LimitError refuses a webhook beyond the account's limit in its variant.
-type LimitError struct{ Max int64 }
+// LimitError refuses a webhook, or a notification endpoint (Channels), beyond the account's limit
+// in its variant.
+type LimitError struct {
+	Max      int64
+	Channels bool
+}
 
 func (e *LimitError) Error() string {
+	if e.Channels {
+		return fmt.Sprintf("this account already has %d notification endpoints; delete one first", e.Max)
+	}
 	return fmt.Sprintf("this account already has %d webhooks; delete one first", e.Max)
 }
 

@@ -44,11 +44,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err := s.checkURL(ctx, r.URL); err != nil {
 		return nil, "", err
 	}
-	box, err := s.box()
-	if err != nil {
-		return nil, "", err
-	}
-	secret, sealed, err := box.NewSealedWebhookSecret()
+	secret, sealed, err := s.newSecret()
 	if err != nil {
 		return nil, "", err
 	}
@@ -75,6 +71,16 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 		return nil, "", err
 	}
 	return w, secret, nil
+}
+
+// newSecret makes a signing secret for a new webhook or notification endpoint: the plain one, shown
+// once, and its sealed form, which is what is stored.
+func (s *Service) newSecret() (plain, sealed string, err error) {
+	box, err := s.box()
+	if err != nil {
+		return "", "", err
+	}
+	return box.NewSealedWebhookSecret()
 }
 
 // Get reads one live webhook of the scope.

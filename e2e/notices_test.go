@@ -19,32 +19,18 @@ import (
 	"github.com/webhookd/webhookd/model/dbtest"
 )
 
-// noticeSecret signs the operational webhooks of these tests.
-const noticeSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-// addChannel registers a notification endpoint of kind at url for the account of key, as the
-// notification-endpoints API stores one (sealed secret, types nil: the default).
-func addChannel(t *testing.T, db *model.DB, key string, v model.Variant, kind, url string) int64 {
+// addChannel registers a notification endpoint of kind ("webhook" or "chat") at url through the
+// API, for the account of st's key in variant, and returns its id and, for an operational webhook,
+// its secret.
+func addChannel(t *testing.T, st *stack, variant, kind, url string) (int64, string) {
 	t.Helper()
-	acc, _, err := model.Authenticate(context.Background(), db, key)
-	if err != nil {
-		t.Fatal(err)
+	status, body, _ := st.call(t, variant, "POST", collection(variant)+"/notification-endpoints", map[string]string{"url": url, "kind": kind})
+	if status != http.StatusCreated {
+		t.Fatalf("create notification endpoint: %d %v", status, body)
 	}
-	box, err := model.NewSecretBox(testSecretKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealed, err := box.Seal(noticeSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := model.Now()
-	c := &model.Webhook{AccountID: acc.ID, Variant: v, Kind: kind, URL: url, Status: v.InitialStatus(), Secret: sealed,
-		CreatedAt: now, UpdatedAt: now}
-	if err := model.CreateWebhook(context.Background(), db, c, 10); err != nil {
-		t.Fatal(err)
-	}
-	return c.ID
+	d := body["data"].(map[string]any)
+	secret, _ := d["secret"].(string)
+	return int64(d["id"].(float64)), secret
 }
 
 // notice is one notice as an operational webhook received it.
@@ -95,8 +81,8 @@ func TestHealthNotices(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeWebhook, st.rc.url("/ops"))
-	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeChat, st.rc.url("/chat"))
+	_, secret := addChannel(t, st, "A", "webhook", st.rc.url("/ops"))
+	addChannel(t, st, "A", "chat", st.rc.url("/chat"))
 	hook, _ := st.createWebhook(t, "A", st.rc.url("/flaky"), "campaign.created")
 
 	st.publish(t, "A", "campaign.created", campaign)
@@ -129,7 +115,7 @@ func TestHealthNotices(t *testing.T) {
 	}
 	var checks []any
 	for _, r := range st.rc.requests("/ops") {
-		checks = append(checks, map[string]any{"body": string(r.Body), "secret": noticeSecret, "standard": map[string]string{
+		checks = append(checks, map[string]any{"body": string(r.Body), "secret": secret, "standard": map[string]string{
 			"id": r.Header.Get("Webhook-Id"), "timestamp": r.Header.Get("Webhook-Timestamp"), "signature": r.Header.Get("Webhook-Signature")}})
 	}
 	for i, answer := range runVerifier(t, checks) {
@@ -160,8 +146,8 @@ func TestOperationalEndpointDownIsToldByEmail(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
-	down := addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeWebhook, st.rc.url("/ops-down"))
-	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeChat, st.rc.url("/chat"))
+	down, _ := addChannel(t, st, "A", "webhook", st.rc.url("/ops-down"))
+	addChannel(t, st, "A", "chat", st.rc.url("/chat"))
 	hook, _ := st.createWebhook(t, "A", st.rc.url("/flaky"), "campaign.created")
 	st.publish(t, "A", "campaign.created", campaign)
 	eventually(t, 60*time.Second, "the owner told of the webhook and of the operational endpoint", func() bool {
@@ -197,7 +183,7 @@ func TestConcurrentFailuresGiveOneNotice(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeWebhook, st.rc.url("/ops"))
+	addChannel(t, st, "A", "webhook", st.rc.url("/ops"))
 	hook, _ := st.createWebhook(t, "A", st.rc.url("/storm"), "campaign.created")
 	for range 50 {
 		st.publish(t, "A", "campaign.created", campaign)
@@ -225,7 +211,7 @@ func TestDisablingWarnsFirst(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	addChannel(t, st.db, st.key, model.VariantA, model.KindNoticeWebhook, st.rc.url("/ops"))
+	addChannel(t, st, "A", "webhook", st.rc.url("/ops"))
 	hook, _ := st.createWebhook(t, "A", st.rc.url("/dying"), "campaign.created")
 	// One event a second: each is exhausted about 0.2 s later, and the rule is judged then.
 	deadline := time.Now().Add(30 * time.Second)
@@ -271,7 +257,7 @@ func TestNoticeSurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &stack{apiURL: "http://" + apiAddr, db: db, rc: rc, key: key}
-	addChannel(t, db, key, model.VariantA, model.KindNoticeWebhook, rc.url("/ops"))
+	addChannel(t, st, "A", "webhook", rc.url("/ops"))
 	const hooks = 10
 	for i := range hooks {
 		st.createWebhook(t, "A", rc.url(fmt.Sprintf("/dead/%d", i)), "campaign.created")
@@ -343,7 +329,7 @@ func TestNoticeLatency(t *testing.T) {
 			w.WriteHeader(http.StatusBadGateway)
 		}
 	})
-	addChannel(t, st.db, st.key, model.VariantB, model.KindNoticeWebhook, st.rc.url("/ops"))
+	addChannel(t, st, "B", "webhook", st.rc.url("/ops"))
 	const hooks = 60
 	for i := range hooks {
 		st.createWebhook(t, "B", st.rc.url(fmt.Sprintf("/flap/%d", i)), "lead.captured")
@@ -360,6 +346,9 @@ func TestNoticeLatency(t *testing.T) {
 	for _, n := range ns {
 		count[n.Type]++
 		latencies = append(latencies, n.at.Sub(n.Data.At))
+		if d := n.at.Sub(n.Data.At); d > 5*time.Second {
+			t.Logf("slow: %s about webhook %d (%s): %v", n.Type, n.Data.WebhookID, n.id, d)
+		}
 	}
 	if len(ns) != 2*hooks || count[model.NoticeFailing] != hooks || count[model.NoticeRecovered] != hooks {
 		t.Fatalf("notices = %v (%d in all), want %d webhook.failing and %d webhook.recovered", count, len(ns), hooks, hooks)

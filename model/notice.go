@@ -210,7 +210,10 @@ func ensureEmailChannel(ctx context.Context, db bun.IDB, accountID int64, v Vari
 	now := Now()
 	c := &Webhook{AccountID: accountID, Variant: v, Kind: KindNoticeEmail, URL: "mailto:" + account.OwnerEmail,
 		Status: v.InitialStatus(), CreatedAt: now, UpdatedAt: now}
-	if _, err := db.NewInsert().Model(c).Exec(ctx); err != nil {
+	// Two transitions of the account's webhooks at once may both find none: the unique index
+	// (webhooks_email_channel) keeps one, and the other inserts nothing (PostgreSQL waits for the
+	// first transaction; SQLite's writers take turns).
+	if _, err := db.NewInsert().Model(c).On("CONFLICT (account_id, variant) WHERE kind = 'notice-email' DO NOTHING").Exec(ctx); err != nil {
 		return fmt.Errorf("create e-mail notification endpoint: %w", err)
 	}
 	return nil

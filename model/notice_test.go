@@ -247,3 +247,46 @@ func TestDisablingWarning(t *testing.T) {
 		}
 	})
 }
+
+// TestOneEmailChannelUnderConcurrentFirstNotices: the first notices of ten webhooks of one account,
+// recorded at once, make one e-mail channel, and each notice goes to it.
+func TestOneEmailChannelUnderConcurrentFirstNotices(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "first-notices@example.com", "")
+		at := model.Now().Add(-time.Minute)
+		type exhaustion struct{ webhook, delivery int64 }
+		var all []exhaustion
+		for range 10 {
+			w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+			all = append(all, exhaustion{w.ID, failedDelivery(t, db, w, at)})
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, len(all))
+		start := make(chan struct{})
+		for _, e := range all {
+			wg.Go(func() {
+				<-start
+				_, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: e.delivery, WebhookID: e.webhook, LastAttemptAt: at}, model.NoticeRules{})
+				errs <- err
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := db.NewSelect().Model((*model.Webhook)(nil)).Where("account_id = ?", acc.ID).Where("kind = ?", model.KindNoticeEmail).Count(ctx)
+		if err != nil || n != 1 {
+			t.Fatalf("%d e-mail channels (%v), want one", n, err)
+		}
+		for _, e := range all {
+			if got := noticesAbout(t, db, e.webhook); !slices.Equal(got, []string{"webhook.failing to [notice-email]"}) {
+				t.Errorf("webhook %d: notices %v", e.webhook, got)
+			}
+		}
+	})
+}

@@ -20,3 +20,6 @@ ALTER TABLE events ADD COLUMN about_webhook_id BIGINT;
 CREATE INDEX events_notices ON events (account_id, about_webhook_id, id);
 -- The sweeper reads the quiet periods that have ended (EndQuietPeriods).
 CREATE INDEX webhooks_quiet ON webhooks (quiet_until) WHERE quiet_until IS NOT NULL;
+-- An account has one e-mail channel per variant, ever (deleting it turns the e-mail off): the
+-- notices of two webhooks made at once must not create two.
+CREATE UNIQUE INDEX webhooks_email_channel ON webhooks (account_id, variant) WHERE kind = 'notice-email';

@@ -60,6 +60,13 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{}, a.failPermanently(ctx, in, ErrTypeSecretUnreadable,
 			"the webhook's signing secret cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
 	}
+	var custom map[string]string
+	if w.Headers != nil {
+		if custom, err = a.Secrets.WebhookHeaders(w); err != nil {
+			return DeliverResult{}, a.failPermanently(ctx, in, ErrTypeSecretUnreadable,
+				"the webhook's headers cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
+		}
+	}
 	ev := &target.Event
 	body := wire.Body(w.Variant.Spec().Body, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
 	if w.IsChannel() {
@@ -107,8 +114,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if postErr == nil {
 		postCtx, postSpan = a.startPost(ctx, in, w, ev.EventType, header)
 	}
-	sent := sentHeaders(header)
+	sent := sentHeaders(header, custom)
 	header.Set(wire.HeaderSignature, signature)
+	addCustomHeaders(header, custom)
 	var resp *egress.Response
 	if postErr == nil {
 		resp, postErr = turn.Post(postCtx, header, body)
@@ -270,12 +278,30 @@ func (a *Activities) signingSecrets(w *model.Webhook) ([]string, error) {
 	return secrets, nil
 }
 
+// addCustomHeaders adds a webhook's own headers (issue 31) after webhookd's, skipping any name
+// webhookd owns: they are refused when saved, and cannot override webhookd's headers even if one
+// were stored.
+func addCustomHeaders(h http.Header, custom map[string]string) {
+	for name, value := range custom {
+		if !wire.ReservedHeader(name) {
+			h.Set(name, value)
+		}
+	}
+}
+
 // sentHeaders is the attempt log's record of what an attempt sent: its headers as a JSON object,
-// before the signature is added, so the log never holds a value derived from the secret.
-func sentHeaders(h http.Header) string {
-	flat := make(map[string]string, len(h))
+// before the signature is added, so the log never holds a value derived from the secret. The
+// webhook's own headers are recorded by name, their values redacted (wire.Redacted): they may be
+// credentials.
+func sentHeaders(h http.Header, custom map[string]string) string {
+	flat := make(map[string]string, len(h)+len(custom))
 	for k, v := range h {
 		flat[k] = strings.Join(v, ", ")
+	}
+	for name, value := range custom {
+		if !wire.ReservedHeader(name) {
+			flat[http.CanonicalHeaderKey(name)] = wire.Redacted(value)
+		}
 	}
 	b, _ := json.Marshal(flat) // a map of strings always marshals
 	return string(b)

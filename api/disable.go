@@ -35,5 +35,5 @@ func (h *deliveryHandlers) toggle(c echo.Context, change func(context.Context, m
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
-	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), message))
+	return h.show(c, http.StatusOK, w, "", message)
 }

@@ -19,8 +19,9 @@ type variant struct {
 	spec  *model.VariantSpec
 	// prefix is spec.APIPrefix, where the variant's routes live.
 	prefix string
-	// present renders a webhook; secret is included only when not empty (create).
-	present func(w *model.Webhook, secret string) any
+	// present renders a webhook; secret is included only when not empty (create); headers are its
+	// custom headers with their values redacted (webhooks.Service.RedactedHeaders), nil for none.
+	present func(w *model.Webhook, secret string, headers map[string]string) any
 	// success renders a successful envelope. data may be nil (delete).
 	success   func(data any, message string) any
 	errorBody func(*apiError) any
@@ -32,11 +33,11 @@ var variantA = &variant{
 	model:  model.VariantA,
 	spec:   model.VariantA.Spec(),
 	prefix: model.VariantA.Spec().APIPrefix,
-	present: func(w *model.Webhook, secret string) any {
+	present: func(w *model.Webhook, secret string, headers map[string]string) any {
 		return webhookA{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status, Disabled: w.Disabled(),
 			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt),
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Secret: secret,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: headers, Secret: secret,
 		}
 	},
 	success: func(data any, message string) any {
@@ -62,11 +63,11 @@ var variantB = &variant{
 	model:  model.VariantB,
 	spec:   model.VariantB.Spec(),
 	prefix: model.VariantB.Spec().APIPrefix,
-	present: func(w *model.Webhook, secret string) any {
+	present: func(w *model.Webhook, secret string, headers map[string]string) any {
 		out := webhookB{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
 			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount,
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Secret: secret,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: headers, Secret: secret,
 		}
 		if w.LastTriggeredAt != nil {
 			t := isoTime(*w.LastTriggeredAt)
@@ -152,22 +153,25 @@ type webhookA struct {
 	MaxInFlight *int `json:"maxInFlight"`
 	// Filter is the webhook's payload filter as stored (docs/filters.md), null for none.
 	Filter json.RawMessage `json:"filter"`
-	Secret string          `json:"secret,omitempty"`
+	// Headers are the webhook's custom headers, each value redacted (docs/api.md), null for none.
+	Headers map[string]string `json:"headers"`
+	Secret  string            `json:"secret,omitempty"`
 }
 
 type webhookB struct {
-	ID            int64           `json:"id"`
-	URL           string          `json:"url"`
-	EventType     string          `json:"eventType"`
-	Status        string          `json:"status"`
-	CreatedAt     isoTime         `json:"createdAt"`
-	LastTriggered *isoTime        `json:"lastTriggered"`
-	LastStatus    *string         `json:"lastStatus"`
-	FailureCount  int             `json:"failureCount"`
-	RateLimit     *int            `json:"rateLimit"`
-	MaxInFlight   *int            `json:"maxInFlight"`
-	Filter        json.RawMessage `json:"filter"`
-	Secret        string          `json:"secret,omitempty"`
+	ID            int64             `json:"id"`
+	URL           string            `json:"url"`
+	EventType     string            `json:"eventType"`
+	Status        string            `json:"status"`
+	CreatedAt     isoTime           `json:"createdAt"`
+	LastTriggered *isoTime          `json:"lastTriggered"`
+	LastStatus    *string           `json:"lastStatus"`
+	FailureCount  int               `json:"failureCount"`
+	RateLimit     *int              `json:"rateLimit"`
+	MaxInFlight   *int              `json:"maxInFlight"`
+	Filter        json.RawMessage   `json:"filter"`
+	Headers       map[string]string `json:"headers"`
+	Secret        string            `json:"secret,omitempty"`
 }
 
 // filterJSON is w's filter as a JSON value: the stored canonical text, or null.

@@ -29,11 +29,12 @@ func (h *deliveryHandlers) scope(c echo.Context) model.WebhookScope {
 
 // settings are a webhook's own settings as a request sends them: a field left out keeps its value
 // (on create: the default), null clears it.
-func settings(rateLimit, maxInFlight nullableInt, filter nullableJSON) webhooks.Settings {
+func settings(rateLimit, maxInFlight nullableInt, filter, headers nullableJSON) webhooks.Settings {
 	return webhooks.Settings{
 		RateLimit:   model.LimitChange{Set: rateLimit.Set, To: rateLimit.Value},
 		MaxInFlight: model.LimitChange{Set: maxInFlight.Set, To: maxInFlight.Value},
 		Filter:      webhooks.FilterEdit{Set: filter.Set, JSON: filter.Value},
+		Headers:     webhooks.HeadersEdit{Set: headers.Set, JSON: headers.Value},
 	}
 }
 
@@ -43,6 +44,7 @@ type createWebhookRequest struct {
 	RateLimit   nullableInt  `json:"rateLimit"`
 	MaxInFlight nullableInt  `json:"maxInFlight"`
 	Filter      nullableJSON `json:"filter"`
+	Headers     nullableJSON `json:"headers"`
 }
 
 type updateWebhookRequest struct {
@@ -51,9 +53,10 @@ type updateWebhookRequest struct {
 	RateLimit   nullableInt  `json:"rateLimit"`
 	MaxInFlight nullableInt  `json:"maxInFlight"`
 	Filter      nullableJSON `json:"filter"`
+	Headers     nullableJSON `json:"headers"`
 }
 
-// patchWebhookRequest changes the settings only (limits, filter). url and eventType are read only
+// patchWebhookRequest changes the settings only (limits, filter, headers). url and eventType are read only
 // to refuse them with a pointer to PUT, whatever their value, rather than as unknown fields.
 type patchWebhookRequest struct {
 	URL         json.RawMessage `json:"url"`
@@ -61,6 +64,7 @@ type patchWebhookRequest struct {
 	RateLimit   nullableInt     `json:"rateLimit"`
 	MaxInFlight nullableInt     `json:"maxInFlight"`
 	Filter      nullableJSON    `json:"filter"`
+	Headers     nullableJSON    `json:"headers"`
 }
 
 func (h *deliveryHandlers) create(c echo.Context) error {
@@ -69,11 +73,20 @@ func (h *deliveryHandlers) create(c echo.Context) error {
 		return err
 	}
 	w, secret, err := h.webhooks.Create(c.Request().Context(), h.scope(c), webhooks.Registration{
-		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter)})
+		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers)})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, h.v.success(h.v.present(w, secret), "Webhook created"))
+	return h.show(c, http.StatusCreated, w, secret, "Webhook created")
+}
+
+// show answers with webhook w as the variant presents it, its custom headers redacted.
+func (h *deliveryHandlers) show(c echo.Context, status int, w *model.Webhook, secret, message string) error {
+	headers, err := h.webhooks.RedactedHeaders(w)
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, h.v.success(h.v.present(w, secret, headers), message))
 }
 
 func (h *deliveryHandlers) list(c echo.Context) error {
@@ -92,7 +105,11 @@ func (h *deliveryHandlers) list(c echo.Context) error {
 	hooks = trimPage(c, hooks, f.Limit, func(w *model.Webhook) int64 { return w.ID })
 	data := make([]any, len(hooks))
 	for i := range hooks {
-		data[i] = h.v.present(&hooks[i], "")
+		headers, err := h.webhooks.RedactedHeaders(&hooks[i])
+		if err != nil {
+			return err
+		}
+		data[i] = h.v.present(&hooks[i], "", headers)
 	}
 	return c.JSON(http.StatusOK, h.v.success(data, "Webhooks retrieved"))
 }
@@ -102,7 +119,7 @@ func (h *deliveryHandlers) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook retrieved"))
+	return h.show(c, http.StatusOK, w, "", "Webhook retrieved")
 }
 
 func (h *deliveryHandlers) update(c echo.Context) error {
@@ -117,14 +134,14 @@ func (h *deliveryHandlers) update(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter))
+	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
-	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook updated"))
+	return h.show(c, http.StatusOK, w, "", "Webhook updated")
 }
 
-// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?}: the webhook's own settings and nothing
+// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, headers?}: the webhook's own settings and nothing
 // else. Unlike PUT it leaves the status and the failure record alone, since the receiver is the same.
 func (h *deliveryHandlers) patch(c echo.Context) error {
 	id, err := webhookID(c)
@@ -141,11 +158,11 @@ func (h *deliveryHandlers) patch(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter))
+	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
-	return c.JSON(http.StatusOK, h.v.success(h.v.present(w, ""), "Webhook updated"))
+	return h.show(c, http.StatusOK, w, "", "Webhook updated")
 }
 
 func (h *deliveryHandlers) delete(c echo.Context) error {

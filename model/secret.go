@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -56,6 +57,24 @@ func (b *SecretBox) WebhookSecret(w *Webhook) (string, error) {
 		return "", fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
 	}
 	return plain, nil
+}
+
+// WebhookHeaders opens the webhook's custom headers (names and their plain values), nil for none.
+// Only a delivery attempt needs the values; every other reader shows them redacted.
+func (b *SecretBox) WebhookHeaders(w *Webhook) (map[string]string, error) {
+	if w.Headers == nil {
+		return nil, nil
+	}
+	plain, err := b.Open(*w.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("open headers of webhook %d: %w", w.ID, err)
+	}
+	var headers map[string]string
+	if err := json.Unmarshal([]byte(plain), &headers); err != nil {
+		// The error of encoding/json could quote the plain text: leave it out.
+		return nil, fmt.Errorf("open headers of webhook %d: not a JSON object of strings", w.ID)
+	}
+	return headers, nil
 }
 
 // Open decrypts a value made by Seal.

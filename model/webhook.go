@@ -47,6 +47,9 @@ type Webhook struct {
 	// Filter is the webhook's payload filter as stored (canonical JSON, docs/filters.md), nil for
 	// none: an event its filter refuses gets no delivery to it.
 	Filter *string `bun:"filter"`
+	// Headers holds SecretBox ciphertext of the webhook's custom headers (a JSON object of names
+	// and values, SecretBox.WebhookHeaders), nil for none; never the plain values.
+	Headers *string `bun:"headers"`
 	// Kind is KindWebhook for a subscription to one event type, or the kind of a notification
 	// endpoint (KindNoticeWebhook, KindNoticeChat, KindNoticeEmail: docs/notifications.md), which
 	// receives the notices of NoticeTypes (nil: DefaultNoticeTypes) instead of events.
@@ -188,16 +191,27 @@ type FilterChange struct {
 	To  *string
 }
 
+// HeadersChange changes a webhook's custom headers: Set false keeps them, Set with a nil To removes
+// them. To is their SecretBox ciphertext, never the plain object.
+type HeadersChange struct {
+	Set bool
+	To  *string
+}
+
 // SettingsChange changes a webhook's own settings, beside its URL: its per-endpoint limits
-// (RateLimit, MaxInFlight) and its payload filter. Its zero value changes nothing.
+// (RateLimit, MaxInFlight), its payload filter and its custom headers. Its zero value changes
+// nothing.
 type SettingsChange struct {
 	RateLimit   LimitChange
 	MaxInFlight LimitChange
 	Filter      FilterChange
+	Headers     HeadersChange
 }
 
 // Empty reports whether c leaves every setting as it is.
-func (c SettingsChange) Empty() bool { return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set }
+func (c SettingsChange) Empty() bool {
+	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Headers.Set
+}
 
 // Limits reports whether c changes a limit.
 func (c SettingsChange) Limits() bool { return c.RateLimit.Set || c.MaxInFlight.Set }
@@ -213,6 +227,9 @@ func (c SettingsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 	}
 	if c.Filter.Set {
 		q = q.Set("filter = ?", c.Filter.To)
+	}
+	if c.Headers.Set {
+		q = q.Set("headers = ?", c.Headers.To)
 	}
 	return q
 }

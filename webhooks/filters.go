@@ -17,10 +17,11 @@ type FilterEdit struct {
 }
 
 // Settings are a webhook's own settings as a request gives them: its limits (nil: the worker's
-// defaults) and its payload filter.
+// defaults), its payload filter and its custom headers.
 type Settings struct {
 	RateLimit, MaxInFlight model.LimitChange
 	Filter                 FilterEdit
+	Headers                HeadersEdit
 }
 
 // change checks s and turns it into the model's change: the limits in range, the filter compiled

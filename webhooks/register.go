@@ -37,7 +37,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err := checkEventType(scope.Variant, r.EventType); err != nil {
 		return nil, "", err
 	}
-	settings, err := r.Settings.change()
+	settings, err := s.change(r.Settings)
 	if err != nil {
 		return nil, "", err
 	}
@@ -53,6 +53,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 		RateLimit: settings.RateLimit.To, MaxInFlight: settings.MaxInFlight.To, Filter: settings.Filter.To,
+		Headers: settings.Headers.To,
 	}
 	err = s.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		if err := model.CreateWebhook(ctx, cs.Tx, w, s.maxWebhooks); err != nil {
@@ -104,7 +105,7 @@ func (s *Service) List(ctx context.Context, scope model.WebhookScope, f model.We
 // Update points webhook id at another URL (PUT): its status starts again as a new webhook's, and
 // its settings change as settings says. Another scope's id is ErrNotFound whatever the URL.
 func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64, url string, settings Settings) (*model.Webhook, error) {
-	limits, err := settings.change()
+	limits, err := s.change(settings)
 	if err != nil {
 		return nil, err
 	}
@@ -123,11 +124,11 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 	return w, nil
 }
 
-// SetSettings changes a webhook's own settings alone (PATCH): its limits, its filter. Its status
+// SetSettings changes a webhook's own settings alone (PATCH): its limits, its filter, its headers. Its status
 // and failure record stay, as the receiver is the same. A filter applies to the events accepted
 // after it; nothing already accepted is judged again.
 func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id int64, settings Settings) (*model.Webhook, error) {
-	limits, err := settings.change()
+	limits, err := s.change(settings)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +138,16 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 	}
 	s.retime(ctx, id, limits)
 	return w, nil
+}
+
+// change checks settings and turns them into the model's change, the custom headers sealed.
+func (s *Service) change(settings Settings) (model.SettingsChange, error) {
+	c, err := settings.change()
+	if err != nil {
+		return c, err
+	}
+	c.Headers, err = s.sealHeaders(settings.Headers)
+	return c, err
 }
 
 // retime re-times the webhook's held attempts under limits that a request changed: a change

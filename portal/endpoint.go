@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +29,7 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 	g.POST("/webhooks/:id/rotate", h.rotateSecret, write...)
 	g.POST("/webhooks/:id/test", h.sendTest, write...)
 	g.POST("/webhooks/:id/filter", h.filter, write...)
+	g.POST("/webhooks/:id/headers", h.headers, write...)
 }
 
 // rateWindow is the window of the success rate on the endpoints and the endpoint page.
@@ -96,6 +99,8 @@ type detailView struct {
 	filterText  *string
 	trial       *webhooks.Trial
 	filterError string
+	// headersError is a refusal of the headers form; headersNotice what a save did.
+	headersError, headersNotice string
 }
 
 func (h *endpointHandlers) detail(c echo.Context) error {
@@ -120,6 +125,10 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	if err != nil {
 		return err
 	}
+	headers, err := h.webhooks.RedactedHeaders(w)
+	if err != nil {
+		return err
+	}
 	filterText := ""
 	if v.filterText != nil {
 		filterText = *v.filterText
@@ -128,6 +137,7 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	}
 	return h.render(c, v.status, "endpoint", map[string]any{
 		"FilterText": filterText, "Trial": v.trial, "FilterError": v.filterError,
+		"Headers": sortedHeaders(headers), "HeadersError": v.headersError, "HeadersNotice": v.headersNotice,
 		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": health.LastAttempt,
 		"Chart": ChartSVG(health.Hours, chartTitle), "Range": rangeName,
 		"Rate":      rateOf(health.TotalsSince(health.To.Add(-rateWindow))),
@@ -241,4 +251,79 @@ func filterProblem(err error) (string, bool) {
 		return "", false
 	}
 	return "The filter cannot be used: " + invalid.Error() + ".", true
+}
+
+// shownHeader is one custom header as the endpoint page lists it: its name and its redacted value.
+type shownHeader struct{ Name, Redacted string }
+
+func sortedHeaders(headers map[string]string) []shownHeader {
+	shown := make([]shownHeader, 0, len(headers))
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		shown = append(shown, shownHeader{Name: name, Redacted: headers[name]})
+	}
+	return shown
+}
+
+// headers is POST <collection>/<id>/headers: the form's "Name: value" lines replace all the
+// endpoint's custom headers (do=save, as PATCH {"headers": {...}}; no lines remove them), or
+// do=remove removes them (as PATCH {"headers": null}). The answer never shows a value: neither the
+// stored ones nor the ones just sent, which a refusal asks to enter again.
+func (h *endpointHandlers) headers(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	var edit webhooks.HeadersEdit
+	switch c.FormValue("do") {
+	case "save":
+		raw, problem := headerLines(c.FormValue("headers"))
+		if problem != "" {
+			return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity, headersError: problem})
+		}
+		edit = webhooks.HeadersEdit{Set: true, JSON: raw}
+	case "remove":
+		edit = webhooks.HeadersEdit{Set: true}
+	default:
+		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Save or remove the headers with the form's buttons."}
+	}
+	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, webhooks.Settings{Headers: edit})
+	var invalid *webhooks.InvalidError
+	if errors.As(err, &invalid) {
+		return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity,
+			headersError: "The headers cannot be used: " + invalid.Error() + ". Nothing was saved; enter them again."})
+	}
+	if err != nil {
+		return err
+	}
+	notice := "The headers were saved: every attempt from now on sends them."
+	if saved.Headers == nil {
+		notice = "The headers were removed: attempts from now on send only webhookd's own."
+	}
+	return h.renderDetail(c, saved, detailView{status: http.StatusOK, headersNotice: notice})
+}
+
+// headerLines reads the headers form's text, one "Name: value" per line (blank lines skipped), as
+// the JSON object the API takes; problem says what is wrong with it, naming the line, never a
+// value.
+func headerLines(text string) (json.RawMessage, string) {
+	headers := map[string]string{}
+	for i, line := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(line, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return nil, fmt.Sprintf("Line %d is not a header: write one \"Name: value\" per line. Nothing was saved; enter the headers again.", i+1)
+		}
+		if _, twice := headers[name]; twice {
+			return nil, fmt.Sprintf("Line %d names %s again. Nothing was saved; enter the headers again.", i+1, name)
+		}
+		headers[name] = strings.TrimSpace(value)
+	}
+	raw, err := json.Marshal(headers)
+	if err != nil {
+		return nil, "The headers cannot be read."
+	}
+	return raw, ""
 }

@@ -7,7 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -88,7 +93,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	}
 	defer db.Close()
 	if args[0] == "list" {
-		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), stdout)
+		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), cfg.headerNames, stdout)
 	}
 	w, err := model.FindWebhook(ctx, db, id)
 	if errors.Is(err, model.ErrNotFound) {
@@ -186,9 +191,10 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 	return uses, tc.Close, nil
 }
 
-// listWebhooks prints the live webhooks of an account, of one variant or both. The limits come
-// after the URL, so scripts that cut the first five columns read what they always read.
-func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, stdout io.Writer) error {
+// listWebhooks prints the live webhooks of an account, of one variant or both. The limits, the
+// filter and the names of the custom headers come after the URL, so scripts that cut the first
+// five columns read what they always read. headers names a webhook's custom headers.
+func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, headers func(*model.Webhook) string, stdout io.Writer) error {
 	account, err := model.AccountByEmail(ctx, db, email)
 	if errors.Is(err, model.ErrNotFound) {
 		return fmt.Errorf("no account with owner e-mail %s", email)
@@ -196,7 +202,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER")
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS")
 	for _, v := range model.Variants {
 		if only != "" && v != only {
 			continue
@@ -216,7 +222,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 				if w.Filter != nil {
 					filter = *w.Filter
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL, limit(w.RateLimit), limit(w.MaxInFlight), filter)
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL, limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w))
 			}
 			if int64(len(hooks)) < f.Limit {
 				break
@@ -225,6 +231,30 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 		}
 	}
 	return nil
+}
+
+// headerNames shows the names of a webhook's custom headers, never their values: "-" for none, and
+// "sealed" when the server key that opens them is not at hand (WEBHOOKD_SECRET_KEY unset, or in
+// development no key file yet: the list does not make one).
+func (c Config) headerNames(w *model.Webhook) string {
+	if w.Headers == nil {
+		return "-"
+	}
+	key := c.SecretKey
+	if key == nil && strings.HasPrefix(c.DatabaseURL, "sqlite:") {
+		if _, err := os.Stat(filepath.Join(c.DataDir, "secret.key")); err == nil {
+			key, _ = c.secretKey() // unreadable: shown sealed
+		}
+	}
+	box, err := model.NewSecretBox(key)
+	if err != nil {
+		return "sealed"
+	}
+	headers, err := box.WebhookHeaders(w)
+	if err != nil {
+		return "sealed"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(headers)), ",")
 }
 
 // limit shows a webhook's own limit, or "-" when the worker's default applies.

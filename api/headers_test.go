@@ -67,6 +67,13 @@ func TestWebhookHeaders(t *testing.T) {
 		if got := e.do(t, "PATCH", one, auth, `{"headers":null}`).data(t)["headers"]; got != nil {
 			t.Fatalf("PATCH headers null: headers %v", got)
 		}
+		// The limits are inclusive: 20 headers, a value of 1024 bytes.
+		twenty := make([]string, 20)
+		for i := range twenty {
+			twenty[i] = fmt.Sprintf(`"X-H%d":"v"`, i)
+		}
+		e.do(t, "PATCH", one, auth, `{"headers":{`+strings.Join(twenty, ",")+`}}`).expect(t, http.StatusOK, "")
+		e.do(t, "PATCH", one, auth, `{"headers":{"X-Long":"`+strings.Repeat("v", 1024)+`"}}`).expect(t, http.StatusOK, "")
 		shows("PATCH before the refusals", e.do(t, "PATCH", one, auth, `{"headers":{"X-Kept":"kept-value-1234"}}`), `{"X-Kept":"••••1234"}`)
 		sealed := *loadWebhook(t, e, id).Headers
 

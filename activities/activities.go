@@ -44,6 +44,9 @@ type Activities struct {
 	// Egress is the one shared delivery client: keep-alive, no redirects, dial-time address
 	// checks, bounded replies and per-host limits. Its timeout bounds one delivery attempt.
 	Egress *egress.Client
+	// Tokens caches the OAuth2 tokens of webhooks' receiver authentication (auth.go); nil fails
+	// every attempt of an oauth2 webhook with ClassAuthFailed.
+	Tokens *Tokens
 	Mailer Mailer
 	Links  Links
 	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
@@ -133,6 +136,7 @@ var outcomePhrases = map[string]string{
 	ClassNetwork:          "network error",
 	ClassCircuitOpen:      "paused after repeated failures",
 	ClassResponseTooLarge: "response too large",
+	ClassAuthFailed:       "token endpoint failed, not sent",
 }
 
 // Outcome says in a few words what the attempt got, for the Web UI's summaries: "500 from

@@ -67,7 +67,22 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 				"the webhook's headers cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
 		}
 	}
+	auth, err := a.Secrets.WebhookAuth(w)
+	if err != nil {
+		return DeliverResult{}, a.failPermanently(ctx, in, ErrTypeSecretUnreadable,
+			"the webhook's authentication cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
+	}
 	ev := &target.Event
+	var authz authorization
+	if auth != nil {
+		// Before the turn: a token endpoint that fails costs the receiver nothing, and the
+		// attempt fails as the webhook's own, through the failed-attempt path.
+		fetched := a.now()
+		if authz, err = a.authorize(ctx, w, auth); err != nil {
+			res := DeliverResult{AttemptedAt: fetched, ErrorClass: ClassAuthFailed, Error: tokenFailure(err)}
+			return a.record(ctx, in, w, ev, res, a.now().Sub(fetched), nil, "", nil)
+		}
+	}
 	body := wire.Body(w.Variant.Spec().Body, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secrets[0])
 	if w.IsChannel() {
 		body = noticeBody(w.Kind, ev)
@@ -114,9 +129,12 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if postErr == nil {
 		postCtx, postSpan = a.startPost(ctx, in, w, ev.EventType, header)
 	}
-	sent := sentHeaders(header, custom)
+	sent := sentHeaders(header, custom, authz.shown)
 	header.Set(wire.HeaderSignature, signature)
 	addCustomHeaders(header, custom)
+	if authz.header != "" {
+		header.Set("Authorization", authz.header)
+	}
 	var resp *egress.Response
 	if postErr == nil {
 		resp, postErr = turn.Post(postCtx, header, body)
@@ -140,6 +158,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		res.Delivered = true
 	}
 	a.endPost(ctx, postSpan, in, w.ID, ev.EventType, res)
+	if status == http.StatusUnauthorized && authz.token != "" {
+		a.Tokens.Invalidate(w.ID, auth, authz.token)
+	}
 
 	return a.record(ctx, in, w, ev, res, latency, resp, sent, respBody)
 }
@@ -292,9 +313,9 @@ func addCustomHeaders(h http.Header, custom map[string]string) {
 // sentHeaders is the attempt log's record of what an attempt sent: its headers as a JSON object,
 // before the signature is added, so the log never holds a value derived from the secret. The
 // webhook's own headers are recorded by name, their values redacted (wire.Redacted): they may be
-// credentials.
-func sentHeaders(h http.Header, custom map[string]string) string {
-	flat := make(map[string]string, len(h)+len(custom))
+// credentials. authShown is the Authorization header as recorded ("Basic ••••••••"), "" for none.
+func sentHeaders(h http.Header, custom map[string]string, authShown string) string {
+	flat := make(map[string]string, len(h)+len(custom)+1)
 	for k, v := range h {
 		flat[k] = strings.Join(v, ", ")
 	}
@@ -302,6 +323,9 @@ func sentHeaders(h http.Header, custom map[string]string) string {
 		if !wire.ReservedHeader(name) {
 			flat[http.CanonicalHeaderKey(name)] = wire.Redacted(value)
 		}
+	}
+	if authShown != "" {
+		flat["Authorization"] = authShown
 	}
 	b, _ := json.Marshal(flat) // a map of strings always marshals
 	return string(b)

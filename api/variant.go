@@ -19,9 +19,9 @@ type variant struct {
 	spec  *model.VariantSpec
 	// prefix is spec.APIPrefix, where the variant's routes live.
 	prefix string
-	// present renders a webhook; secret is included only when not empty (create); headers are its
-	// custom headers with their values redacted (webhooks.Service.RedactedHeaders), nil for none.
-	present func(w *model.Webhook, secret string, headers map[string]string) any
+	// present renders a webhook; secret is included only when not empty (create); r holds its
+	// custom headers and its authentication, redacted.
+	present func(w *model.Webhook, secret string, r redacted) any
 	// success renders a successful envelope. data may be nil (delete).
 	success   func(data any, message string) any
 	errorBody func(*apiError) any
@@ -33,11 +33,12 @@ var variantA = &variant{
 	model:  model.VariantA,
 	spec:   model.VariantA.Spec(),
 	prefix: model.VariantA.Spec().APIPrefix,
-	present: func(w *model.Webhook, secret string, headers map[string]string) any {
+	present: func(w *model.Webhook, secret string, r redacted) any {
 		return webhookA{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status, Disabled: w.Disabled(),
 			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt),
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: headers, Secret: secret,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth,
+			Secret: secret,
 		}
 	},
 	success: func(data any, message string) any {
@@ -63,11 +64,12 @@ var variantB = &variant{
 	model:  model.VariantB,
 	spec:   model.VariantB.Spec(),
 	prefix: model.VariantB.Spec().APIPrefix,
-	present: func(w *model.Webhook, secret string, headers map[string]string) any {
+	present: func(w *model.Webhook, secret string, r redacted) any {
 		out := webhookB{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
 			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount,
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: headers, Secret: secret,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth,
+			Secret: secret,
 		}
 		if w.LastTriggeredAt != nil {
 			t := isoTime(*w.LastTriggeredAt)
@@ -155,7 +157,51 @@ type webhookA struct {
 	Filter json.RawMessage `json:"filter"`
 	// Headers are the webhook's custom headers, each value redacted (docs/api.md), null for none.
 	Headers map[string]string `json:"headers"`
-	Secret  string            `json:"secret,omitempty"`
+	// Auth is the webhook's authentication to its receiver, its password or client secret
+	// redacted (docs/api.md), null for none.
+	Auth   any    `json:"auth"`
+	Secret string `json:"secret,omitempty"`
+}
+
+// redacted is what a representation shows of a webhook's sealed settings: its custom headers
+// (webhooks.Service.RedactedHeaders) and its authentication (webhooks.Service.RedactedAuth), nil
+// for none.
+type redacted struct {
+	Headers map[string]string
+	// Auth is a basicAuth, an oauth2Auth or nil (authView).
+	Auth any
+}
+
+// basicAuth and oauth2Auth show a webhook's authentication, its secret redacted
+// (webhooks.AuthMask); every field is present, null when not set.
+type basicAuth struct {
+	Type     string `json:"type"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+type oauth2Auth struct {
+	Type         string   `json:"type"`
+	TokenURL     string   `json:"tokenUrl"`
+	ClientID     string   `json:"clientId"`
+	ClientSecret string   `json:"clientSecret"`
+	Scopes       []string `json:"scopes"`
+	Audience     *string  `json:"audience"`
+}
+
+// authView is how the API shows a redacted authentication (webhooks.Service.RedactedAuth).
+func authView(a *model.ReceiverAuth) any {
+	switch {
+	case a == nil:
+		return nil
+	case a.Type == model.AuthBasic:
+		return basicAuth{Type: a.Type, Username: a.Username, Password: a.Password}
+	}
+	out := oauth2Auth{Type: a.Type, TokenURL: a.TokenURL, ClientID: a.ClientID, ClientSecret: a.ClientSecret, Scopes: a.Scopes}
+	if a.Audience != "" {
+		out.Audience = &a.Audience
+	}
+	return out
 }
 
 type webhookB struct {
@@ -171,6 +217,7 @@ type webhookB struct {
 	MaxInFlight   *int              `json:"maxInFlight"`
 	Filter        json.RawMessage   `json:"filter"`
 	Headers       map[string]string `json:"headers"`
+	Auth          any               `json:"auth"`
 	Secret        string            `json:"secret,omitempty"`
 }
 

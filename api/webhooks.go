@@ -29,12 +29,13 @@ func (h *deliveryHandlers) scope(c echo.Context) model.WebhookScope {
 
 // settings are a webhook's own settings as a request sends them: a field left out keeps its value
 // (on create: the default), null clears it.
-func settings(rateLimit, maxInFlight nullableInt, filter, headers nullableJSON) webhooks.Settings {
+func settings(rateLimit, maxInFlight nullableInt, filter, headers, auth nullableJSON) webhooks.Settings {
 	return webhooks.Settings{
 		RateLimit:   model.LimitChange{Set: rateLimit.Set, To: rateLimit.Value},
 		MaxInFlight: model.LimitChange{Set: maxInFlight.Set, To: maxInFlight.Value},
 		Filter:      webhooks.FilterEdit{Set: filter.Set, JSON: filter.Value},
 		Headers:     webhooks.HeadersEdit{Set: headers.Set, JSON: headers.Value},
+		Auth:        webhooks.AuthEdit{Set: auth.Set, JSON: auth.Value},
 	}
 }
 
@@ -45,6 +46,7 @@ type createWebhookRequest struct {
 	MaxInFlight nullableInt  `json:"maxInFlight"`
 	Filter      nullableJSON `json:"filter"`
 	Headers     nullableJSON `json:"headers"`
+	Auth        nullableJSON `json:"auth"`
 }
 
 type updateWebhookRequest struct {
@@ -54,9 +56,10 @@ type updateWebhookRequest struct {
 	MaxInFlight nullableInt  `json:"maxInFlight"`
 	Filter      nullableJSON `json:"filter"`
 	Headers     nullableJSON `json:"headers"`
+	Auth        nullableJSON `json:"auth"`
 }
 
-// patchWebhookRequest changes the settings only (limits, filter, headers). url and eventType are read only
+// patchWebhookRequest changes the settings only (limits, filter, headers, auth). url and eventType are read only
 // to refuse them with a pointer to PUT, whatever their value, rather than as unknown fields.
 type patchWebhookRequest struct {
 	URL         json.RawMessage `json:"url"`
@@ -65,6 +68,7 @@ type patchWebhookRequest struct {
 	MaxInFlight nullableInt     `json:"maxInFlight"`
 	Filter      nullableJSON    `json:"filter"`
 	Headers     nullableJSON    `json:"headers"`
+	Auth        nullableJSON    `json:"auth"`
 }
 
 func (h *deliveryHandlers) create(c echo.Context) error {
@@ -73,20 +77,34 @@ func (h *deliveryHandlers) create(c echo.Context) error {
 		return err
 	}
 	w, secret, err := h.webhooks.Create(c.Request().Context(), h.scope(c), webhooks.Registration{
-		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers)})
+		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth)})
 	if err != nil {
 		return err
 	}
 	return h.show(c, http.StatusCreated, w, secret, "Webhook created")
 }
 
-// show answers with webhook w as the variant presents it, its custom headers redacted.
+// show answers with webhook w as the variant presents it, its custom headers and authentication
+// redacted.
 func (h *deliveryHandlers) show(c echo.Context, status int, w *model.Webhook, secret, message string) error {
-	headers, err := h.webhooks.RedactedHeaders(w)
+	r, err := h.redact(w)
 	if err != nil {
 		return err
 	}
-	return c.JSON(status, h.v.success(h.v.present(w, secret, headers), message))
+	return c.JSON(status, h.v.success(h.v.present(w, secret, r), message))
+}
+
+// redact opens what a representation of w shows of its sealed settings, redacted.
+func (h *deliveryHandlers) redact(w *model.Webhook) (redacted, error) {
+	headers, err := h.webhooks.RedactedHeaders(w)
+	if err != nil {
+		return redacted{}, err
+	}
+	auth, err := h.webhooks.RedactedAuth(w)
+	if err != nil {
+		return redacted{}, err
+	}
+	return redacted{Headers: headers, Auth: authView(auth)}, nil
 }
 
 func (h *deliveryHandlers) list(c echo.Context) error {
@@ -105,11 +123,11 @@ func (h *deliveryHandlers) list(c echo.Context) error {
 	hooks = trimPage(c, hooks, f.Limit, func(w *model.Webhook) int64 { return w.ID })
 	data := make([]any, len(hooks))
 	for i := range hooks {
-		headers, err := h.webhooks.RedactedHeaders(&hooks[i])
+		r, err := h.redact(&hooks[i])
 		if err != nil {
 			return err
 		}
-		data[i] = h.v.present(&hooks[i], "", headers)
+		data[i] = h.v.present(&hooks[i], "", r)
 	}
 	return c.JSON(http.StatusOK, h.v.success(data, "Webhooks retrieved"))
 }
@@ -134,14 +152,14 @@ func (h *deliveryHandlers) update(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers))
+	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
 	return h.show(c, http.StatusOK, w, "", "Webhook updated")
 }
 
-// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, headers?}: the webhook's own settings and nothing
+// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, headers?, auth?}: the webhook's own settings and nothing
 // else. Unlike PUT it leaves the status and the failure record alone, since the receiver is the same.
 func (h *deliveryHandlers) patch(c echo.Context) error {
 	id, err := webhookID(c)
@@ -158,7 +176,7 @@ func (h *deliveryHandlers) patch(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers))
+	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}

@@ -77,6 +77,44 @@ func (b *SecretBox) WebhookHeaders(w *Webhook) (map[string]string, error) {
 	return headers, nil
 }
 
+// The kinds of a webhook's authentication to its receiver (ReceiverAuth.Type).
+const (
+	AuthBasic  = "basic"
+	AuthOAuth2 = "oauth2"
+)
+
+// ReceiverAuth is a webhook's authentication to its receiver as sealed (issue 31, part 2): Basic
+// (Username, Password) or an OAuth2 client-credentials grant (TokenURL, ClientID, ClientSecret,
+// Scopes, Audience).
+type ReceiverAuth struct {
+	Type         string   `json:"type"`
+	Username     string   `json:"username,omitempty"`
+	Password     string   `json:"password,omitempty"`
+	TokenURL     string   `json:"tokenUrl,omitempty"`
+	ClientID     string   `json:"clientId,omitempty"`
+	ClientSecret string   `json:"clientSecret,omitempty"`
+	Scopes       []string `json:"scopes,omitempty"`
+	Audience     string   `json:"audience,omitempty"`
+}
+
+// WebhookAuth opens the webhook's authentication to its receiver, nil for none. Only a delivery
+// attempt needs the secrets; every other reader shows them redacted.
+func (b *SecretBox) WebhookAuth(w *Webhook) (*ReceiverAuth, error) {
+	if w.Auth == nil {
+		return nil, nil
+	}
+	plain, err := b.Open(*w.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("open auth of webhook %d: %w", w.ID, err)
+	}
+	var auth ReceiverAuth
+	if err := json.Unmarshal([]byte(plain), &auth); err != nil {
+		// The error of encoding/json could quote the plain text: leave it out.
+		return nil, fmt.Errorf("open auth of webhook %d: not a JSON object", w.ID)
+	}
+	return &auth, nil
+}
+
 // Open decrypts a value made by Seal.
 func (b *SecretBox) Open(sealed string) (string, error) {
 	raw, ok := strings.CutPrefix(sealed, sealedPrefix)

@@ -50,6 +50,9 @@ type Webhook struct {
 	// Headers holds SecretBox ciphertext of the webhook's custom headers (a JSON object of names
 	// and values, SecretBox.WebhookHeaders), nil for none; never the plain values.
 	Headers *string `bun:"headers"`
+	// Auth holds SecretBox ciphertext of the webhook's authentication to its receiver (a JSON
+	// ReceiverAuth, SecretBox.WebhookAuth), nil for none; never the plain password or secret.
+	Auth *string `bun:"auth"`
 	// Kind is KindWebhook for a subscription to one event type, or the kind of a notification
 	// endpoint (KindNoticeWebhook, KindNoticeChat, KindNoticeEmail: docs/notifications.md), which
 	// receives the notices of NoticeTypes (nil: DefaultNoticeTypes) instead of events.
@@ -198,6 +201,13 @@ type HeadersChange struct {
 	To  *string
 }
 
+// AuthChange changes a webhook's authentication to its receiver: Set false keeps it, Set with a
+// nil To removes it. To is its SecretBox ciphertext, never the plain object.
+type AuthChange struct {
+	Set bool
+	To  *string
+}
+
 // SettingsChange changes a webhook's own settings, beside its URL: its per-endpoint limits
 // (RateLimit, MaxInFlight), its payload filter and its custom headers. Its zero value changes
 // nothing.
@@ -206,11 +216,12 @@ type SettingsChange struct {
 	MaxInFlight LimitChange
 	Filter      FilterChange
 	Headers     HeadersChange
+	Auth        AuthChange
 }
 
 // Empty reports whether c leaves every setting as it is.
 func (c SettingsChange) Empty() bool {
-	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Headers.Set
+	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Headers.Set && !c.Auth.Set
 }
 
 // Limits reports whether c changes a limit.
@@ -230,6 +241,9 @@ func (c SettingsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 	}
 	if c.Headers.Set {
 		q = q.Set("headers = ?", c.Headers.To)
+	}
+	if c.Auth.Set {
+		q = q.Set("auth = ?", c.Auth.To)
 	}
 	return q
 }

@@ -76,30 +76,30 @@ func checkHeaders(raw json.RawMessage) (map[string]string, error) {
 }
 
 // sealHeaders turns the headers of a request into the model's change: checked, then sealed as one
-// JSON object (model.SecretBox.WebhookHeaders opens it).
-func (s *Service) sealHeaders(e HeadersEdit) (model.HeadersChange, error) {
+// JSON object (model.SecretBox.WebhookHeaders opens it); headers are the plain ones, nil for none.
+func (s *Service) sealHeaders(e HeadersEdit) (change model.HeadersChange, headers map[string]string, err error) {
 	if !e.Set {
-		return model.HeadersChange{}, nil
+		return model.HeadersChange{}, nil, nil
 	}
-	headers, err := checkHeaders(e.JSON)
+	headers, err = checkHeaders(e.JSON)
 	if err != nil || headers == nil {
-		return model.HeadersChange{Set: true}, err
+		return model.HeadersChange{Set: true}, nil, err
 	}
 	box, err := s.box()
 	if err != nil {
-		return model.HeadersChange{}, err
+		return model.HeadersChange{}, nil, err
 	}
 	var plain bytes.Buffer
 	enc := json.NewEncoder(&plain)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(headers); err != nil {
-		return model.HeadersChange{}, err
+		return model.HeadersChange{}, nil, err
 	}
 	sealed, err := box.Seal(strings.TrimSpace(plain.String()))
 	if err != nil {
-		return model.HeadersChange{}, err
+		return model.HeadersChange{}, nil, err
 	}
-	return model.HeadersChange{Set: true, To: &sealed}, nil
+	return model.HeadersChange{Set: true, To: &sealed}, headers, nil
 }
 
 // RedactedHeaders is what every representation of w shows of its custom headers: each name with

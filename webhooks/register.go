@@ -37,7 +37,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err := checkEventType(scope.Variant, r.EventType); err != nil {
 		return nil, "", err
 	}
-	settings, err := s.change(r.Settings)
+	settings, err := s.change(ctx, scope, 0, r.Settings)
 	if err != nil {
 		return nil, "", err
 	}
@@ -53,7 +53,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 		RateLimit: settings.RateLimit.To, MaxInFlight: settings.MaxInFlight.To, Filter: settings.Filter.To,
-		Headers: settings.Headers.To,
+		Headers: settings.Headers.To, Auth: settings.Auth.To,
 	}
 	err = s.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		if err := model.CreateWebhook(ctx, cs.Tx, w, s.maxWebhooks); err != nil {
@@ -105,7 +105,7 @@ func (s *Service) List(ctx context.Context, scope model.WebhookScope, f model.We
 // Update points webhook id at another URL (PUT): its status starts again as a new webhook's, and
 // its settings change as settings says. Another scope's id is ErrNotFound whatever the URL.
 func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64, url string, settings Settings) (*model.Webhook, error) {
-	limits, err := s.change(settings)
+	limits, err := s.change(ctx, scope, id, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 // and failure record stay, as the receiver is the same. A filter applies to the events accepted
 // after it; nothing already accepted is judged again.
 func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id int64, settings Settings) (*model.Webhook, error) {
-	limits, err := s.change(settings)
+	limits, err := s.change(ctx, scope, id, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +140,29 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 	return w, nil
 }
 
-// change checks settings and turns them into the model's change, the custom headers sealed.
-func (s *Service) change(settings Settings) (model.SettingsChange, error) {
+// change checks settings and turns them into the model's change, the custom headers and the
+// authentication sealed. id is the webhook changed, 0 on create: a custom Authorization header is
+// refused beside an authentication, whether the request or the stored webhook holds either.
+func (s *Service) change(ctx context.Context, scope model.WebhookScope, id int64, settings Settings) (model.SettingsChange, error) {
 	c, err := settings.change()
 	if err != nil {
 		return c, err
 	}
-	c.Headers, err = s.sealHeaders(settings.Headers)
-	return c, err
+	var headers map[string]string
+	if c.Headers, headers, err = s.sealHeaders(settings.Headers); err != nil {
+		return c, err
+	}
+	if c.Auth, err = s.sealAuth(ctx, settings.Auth); err != nil {
+		return c, err
+	}
+	var stored *model.Webhook
+	if id != 0 && c.Headers.Set != c.Auth.Set {
+		// One of the two is kept as stored: the pair is judged as it will be.
+		if stored, err = model.GetWebhook(ctx, s.db, scope, id); err != nil {
+			return c, err
+		}
+	}
+	return c, s.checkAuthorization(c, headers, stored)
 }
 
 // retime re-times the webhook's held attempts under limits that a request changed: a change

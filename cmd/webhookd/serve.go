@@ -400,6 +400,11 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Token requests of webhooks' OAuth2 authentication obey the receivers' address rules.
+	tokenClient, err := egress.NewTokenClient(policy, roots)
+	if err != nil {
+		return nil, err
+	}
 	mailer, err := activities.NewMailer(cfg.SMTPURL, cfg.MailFrom, filepath.Join(cfg.DataDir, "mail"), roots)
 	if err != nil {
 		return nil, err
@@ -412,7 +417,7 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 		return nil, err
 	}
 	return &activities.Activities{
-		DB: db, Secrets: secrets, Egress: out, Mailer: mailer,
+		DB: db, Secrets: secrets, Egress: out, Tokens: activities.NewTokens(tokenClient), Mailer: mailer,
 		Metrics: metrics, FilterSkips: p.filterSkips, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,

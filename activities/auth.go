@@ -1,0 +1,209 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/model"
+)
+
+// ClassAuthFailed is the error class of an attempt whose webhook's token endpoint failed (issue
+// 31, part 2): nothing was sent to the receiver. It counts as a failure of that webhook alone.
+const ClassAuthFailed = "auth_failed"
+
+// tokenMargin is how long before its expiry a token is fetched anew, so that it does not expire
+// on its way to the receiver; a token that lives less than twice as long is renewed halfway.
+const tokenMargin = 10 * time.Second
+
+// Tokens holds the OAuth2 access tokens of webhooks' receiver authentication in one worker
+// process. A token is fetched once (the client-credentials grant, golang.org/x/oauth2) and shared
+// by every attempt of its webhook until shortly before it expires; the attempts that need it while
+// it is fetched wait for that one fetch. Tokens are keyed by webhook and a hash of the
+// authentication's settings, so a changed setting fetches anew. A receiver's 401 drops the token
+// it refused (Invalidate): the next attempt fetches another; the attempt that got the 401 is not
+// posted again, as one attempt is one POST within its turn at the receiver (docs/api.md).
+type Tokens struct {
+	client *http.Client
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	entries map[tokenKey]*tokenEntry
+}
+
+type tokenKey struct {
+	webhook int64
+	config  [sha256.Size]byte
+}
+
+// tokenEntry is one webhook's token; mu is held while it is fetched.
+type tokenEntry struct {
+	mu    sync.Mutex
+	token string
+	// renewAt is when the token is fetched anew; zero: the endpoint gave no expiry, and the
+	// token lasts until a receiver refuses it.
+	renewAt time.Time
+}
+
+// NewTokens builds the token cache of a worker process; client makes the token requests
+// (egress.NewTokenClient: the address policy at dial time, no redirects, bounded).
+func NewTokens(client *http.Client) *Tokens {
+	return &Tokens{client: client, entries: map[tokenKey]*tokenEntry{}}
+}
+
+func (t *Tokens) now() time.Time {
+	if t.Now != nil {
+		return t.Now()
+	}
+	return time.Now()
+}
+
+func keyOf(webhookID int64, auth *model.ReceiverAuth) tokenKey {
+	b, _ := json.Marshal(auth) // a struct of strings always marshals
+	return tokenKey{webhook: webhookID, config: sha256.Sum256(b)}
+}
+
+// entry is the cache entry of key, made on first use; a webhook's entries under another
+// configuration are dropped then, as no attempt uses them again.
+func (t *Tokens) entry(key tokenKey) *tokenEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.entries[key]; ok {
+		return e
+	}
+	for k := range t.entries {
+		if k.webhook == key.webhook {
+			delete(t.entries, k)
+		}
+	}
+	e := &tokenEntry{}
+	t.entries[key] = e
+	return e
+}
+
+// Token is a valid access token of webhook webhookID's OAuth2 authentication: the cached one, or
+// one fetched now.
+func (t *Tokens) Token(ctx context.Context, webhookID int64, auth *model.ReceiverAuth) (string, error) {
+	e := t.entry(keyOf(webhookID, auth))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := t.now()
+	if e.token != "" && (e.renewAt.IsZero() || now.Before(e.renewAt)) {
+		return e.token, nil
+	}
+	cfg := clientcredentials.Config{
+		ClientID: auth.ClientID, ClientSecret: auth.ClientSecret, TokenURL: auth.TokenURL, Scopes: auth.Scopes,
+		// client_secret_basic, which RFC 6749 2.3.1 makes every token endpoint support; the
+		// library's detection would send a failing endpoint a second request.
+		AuthStyle: oauth2.AuthStyleInHeader,
+	}
+	if auth.Audience != "" {
+		cfg.EndpointParams = url.Values{"audience": {auth.Audience}}
+	}
+	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
+	if err != nil {
+		return "", err
+	}
+	if !strings.EqualFold(tok.Type(), "Bearer") {
+		return "", fmt.Errorf("the token endpoint issued a token of type %q; only Bearer tokens are sent", clipCode(tok.TokenType))
+	}
+	e.token, e.renewAt = tok.AccessToken, time.Time{}
+	if !tok.Expiry.IsZero() {
+		// The library reads expires_in against its own clock; the lifetime is what counts.
+		life := time.Until(tok.Expiry)
+		e.renewAt = now.Add(life - min(tokenMargin, life/2))
+	}
+	return e.token, nil
+}
+
+// Invalidate drops token, which a receiver refused, from webhook webhookID's cache entry, unless
+// the entry already holds another one.
+func (t *Tokens) Invalidate(webhookID int64, auth *model.ReceiverAuth, token string) {
+	e := t.entry(keyOf(webhookID, auth))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.token == token {
+		e.token = ""
+	}
+}
+
+// authorization is the Authorization header an attempt sends to the receiver for auth, and what
+// the attempt log records of it; token is the OAuth2 access token sent, "" for Basic.
+type authorization struct {
+	header, shown, token string
+}
+
+// authorize makes the Authorization header of webhook w's attempt: Basic from the stored
+// credentials, Bearer from the webhook's cached or newly fetched token.
+func (a *Activities) authorize(ctx context.Context, w *model.Webhook, auth *model.ReceiverAuth) (authorization, error) {
+	switch auth.Type {
+	case model.AuthBasic:
+		creds := base64.StdEncoding.EncodeToString([]byte(auth.Username + ":" + auth.Password))
+		return authorization{header: "Basic " + creds, shown: "Basic " + redactedCredential}, nil
+	case model.AuthOAuth2:
+		if a.Tokens == nil {
+			return authorization{}, errors.New("this worker has no token client")
+		}
+		token, err := a.Tokens.Token(ctx, w.ID, auth)
+		if err != nil {
+			return authorization{}, err
+		}
+		return authorization{header: "Bearer " + token, shown: "Bearer " + redactedCredential, token: token}, nil
+	}
+	return authorization{}, fmt.Errorf("unknown authentication type %q", clipCode(auth.Type))
+}
+
+// redactedCredential stands for the credentials of an Authorization header in the attempt log.
+const redactedCredential = "••••••••"
+
+// tokenFailure says why a token could not be had, in words that quote neither the client secret
+// nor the token endpoint's answer (which may echo it): its status and OAuth error code, or how the
+// exchange failed.
+func tokenFailure(err error) string {
+	const tail = "; nothing was sent to the receiver"
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && re.Response != nil {
+		msg := fmt.Sprintf("the token endpoint answered %d", re.Response.StatusCode)
+		if code := clipCode(re.ErrorCode); code != "" {
+			msg += " (" + code + ")"
+		}
+		return msg + tail
+	}
+	if errors.Is(err, egress.ErrTokenRedirect) {
+		return egress.ErrTokenRedirect.Error() + tail
+	}
+	class, msg := egress.Classify(err)
+	if class == egress.ClassBlocked {
+		return "the token endpoint's address is not public, or its URL is not https; webhookd does not connect to it" + tail
+	}
+	return "the token request failed: " + strings.ReplaceAll(msg, "the receiver", "the token endpoint") + tail
+}
+
+// clipCode keeps an OAuth error code or token type as a short word of letters, digits and _ - .,
+// since it comes from a server the customer chose.
+func clipCode(code string) string {
+	const most = 40
+	out := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.' {
+			return r
+		}
+		return -1
+	}, code)
+	if len(out) > most {
+		out = out[:most]
+	}
+	return out
+}

@@ -93,7 +93,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	}
 	defer db.Close()
 	if args[0] == "list" {
-		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), cfg.headerNames, stdout)
+		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), cfg.headerNames, cfg.authType, stdout)
 	}
 	w, err := model.FindWebhook(ctx, db, id)
 	if errors.Is(err, model.ErrNotFound) {
@@ -192,9 +192,10 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 }
 
 // listWebhooks prints the live webhooks of an account, of one variant or both. The limits, the
-// filter and the names of the custom headers come after the URL, so scripts that cut the first
-// five columns read what they always read. headers names a webhook's custom headers.
-func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, headers func(*model.Webhook) string, stdout io.Writer) error {
+// filter, the names of the custom headers and the authentication's type come after the URL, so
+// scripts that cut the first five columns read what they always read. headers names a webhook's
+// custom headers, auth the type of its authentication to the receiver.
+func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, headers, auth func(*model.Webhook) string, stdout io.Writer) error {
 	account, err := model.AccountByEmail(ctx, db, email)
 	if errors.Is(err, model.ErrNotFound) {
 		return fmt.Errorf("no account with owner e-mail %s", email)
@@ -202,7 +203,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS")
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH")
 	for _, v := range model.Variants {
 		if only != "" && v != only {
 			continue
@@ -222,7 +223,8 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 				if w.Filter != nil {
 					filter = *w.Filter
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL, limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w))
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL,
+					limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w), auth(&w))
 			}
 			if int64(len(hooks)) < f.Limit {
 				break
@@ -240,13 +242,7 @@ func (c Config) headerNames(w *model.Webhook) string {
 	if w.Headers == nil {
 		return "-"
 	}
-	key := c.SecretKey
-	if key == nil && strings.HasPrefix(c.DatabaseURL, "sqlite:") {
-		if _, err := os.Stat(filepath.Join(c.DataDir, "secret.key")); err == nil {
-			key, _ = c.secretKey() // unreadable: shown sealed
-		}
-	}
-	box, err := model.NewSecretBox(key)
+	box, err := c.listBox()
 	if err != nil {
 		return "sealed"
 	}
@@ -255,6 +251,34 @@ func (c Config) headerNames(w *model.Webhook) string {
 		return "sealed"
 	}
 	return strings.Join(slices.Sorted(maps.Keys(headers)), ",")
+}
+
+// authType shows the type of a webhook's authentication to its receiver (basic, oauth2), never
+// its settings: "-" for none, "sealed" when the server key is not at hand (headerNames).
+func (c Config) authType(w *model.Webhook) string {
+	if w.Auth == nil {
+		return "-"
+	}
+	box, err := c.listBox()
+	if err != nil {
+		return "sealed"
+	}
+	auth, err := box.WebhookAuth(w)
+	if err != nil {
+		return "sealed"
+	}
+	return auth.Type
+}
+
+// listBox is the SecretBox of the server key, for the list's sealed columns; it makes no key.
+func (c Config) listBox() (*model.SecretBox, error) {
+	key := c.SecretKey
+	if key == nil && strings.HasPrefix(c.DatabaseURL, "sqlite:") {
+		if _, err := os.Stat(filepath.Join(c.DataDir, "secret.key")); err == nil {
+			key, _ = c.secretKey() // unreadable: shown sealed
+		}
+	}
+	return model.NewSecretBox(key)
 }
 
 // limit shows a webhook's own limit, or "-" when the worker's default applies.

@@ -30,6 +30,7 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 	g.POST("/webhooks/:id/test", h.sendTest, write...)
 	g.POST("/webhooks/:id/filter", h.filter, write...)
 	g.POST("/webhooks/:id/headers", h.headers, write...)
+	g.POST("/webhooks/:id/auth", h.auth, write...)
 }
 
 // rateWindow is the window of the success rate on the endpoints and the endpoint page.
@@ -101,6 +102,8 @@ type detailView struct {
 	filterError string
 	// headersError is a refusal of the headers form; headersNotice what a save did.
 	headersError, headersNotice string
+	// authError is a refusal of the authentication form; authNotice what a save did.
+	authError, authNotice string
 }
 
 func (h *endpointHandlers) detail(c echo.Context) error {
@@ -129,6 +132,10 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	if err != nil {
 		return err
 	}
+	auth, err := h.webhooks.RedactedAuth(w)
+	if err != nil {
+		return err
+	}
 	filterText := ""
 	if v.filterText != nil {
 		filterText = *v.filterText
@@ -138,6 +145,7 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	return h.render(c, v.status, "endpoint", map[string]any{
 		"FilterText": filterText, "Trial": v.trial, "FilterError": v.filterError,
 		"Headers": sortedHeaders(headers), "HeadersError": v.headersError, "HeadersNotice": v.headersNotice,
+		"Auth": auth, "AuthError": v.authError, "AuthNotice": v.authNotice,
 		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": health.LastAttempt,
 		"Chart": ChartSVG(health.Hours, chartTitle), "Range": rangeName,
 		"Rate":      rateOf(health.TotalsSince(health.To.Add(-rateWindow))),
@@ -326,4 +334,54 @@ func headerLines(text string) (json.RawMessage, string) {
 		return nil, "The headers cannot be read."
 	}
 	return raw, ""
+}
+
+// auth is POST <collection>/<id>/auth: the endpoint's authentication to its receiver. do=basic
+// sets Basic from username and password, do=oauth2 the client-credentials grant from tokenUrl,
+// clientId, clientSecret, scopes (separated by spaces) and audience, each replacing the one stored
+// (as PATCH {"auth": {...}}); do=remove removes it (as PATCH {"auth": null}). The answer never
+// shows a secret: neither the stored one nor the one just sent, which a refusal asks to enter
+// again.
+func (h *endpointHandlers) auth(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	var fields map[string]any
+	switch do := c.FormValue("do"); do {
+	case model.AuthBasic:
+		fields = map[string]any{"type": do, "username": c.FormValue("username"), "password": c.FormValue("password")}
+	case model.AuthOAuth2:
+		fields = map[string]any{"type": do, "tokenUrl": strings.TrimSpace(c.FormValue("tokenUrl")),
+			"clientId": c.FormValue("clientId"), "clientSecret": c.FormValue("clientSecret")}
+		if scopes := strings.Fields(c.FormValue("scopes")); len(scopes) > 0 {
+			fields["scopes"] = scopes
+		}
+		if audience := strings.TrimSpace(c.FormValue("audience")); audience != "" {
+			fields["audience"] = audience
+		}
+	case "remove":
+	default:
+		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Save or remove the authentication with the form's buttons."}
+	}
+	edit := webhooks.AuthEdit{Set: true}
+	if fields != nil {
+		if edit.JSON, err = json.Marshal(fields); err != nil {
+			return err
+		}
+	}
+	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, webhooks.Settings{Auth: edit})
+	var invalid *webhooks.InvalidError
+	if errors.As(err, &invalid) {
+		return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity,
+			authError: "The authentication cannot be used: " + invalid.Error() + ". Nothing was saved; enter it again."})
+	}
+	if err != nil {
+		return err
+	}
+	notice := "The authentication was saved: every attempt from now on sends it."
+	if saved.Auth == nil {
+		notice = "The authentication was removed: attempts from now on send no Authorization header."
+	}
+	return h.renderDetail(c, saved, detailView{status: http.StatusOK, authNotice: notice})
 }

@@ -49,13 +49,18 @@ type tokenKey struct {
 	config  [sha256.Size]byte
 }
 
-// tokenEntry is one webhook's token; mu is held while it is fetched.
+// tokenEntry is one webhook's token. sem, of one place, is held while the token is read or
+// fetched; an attempt waits for it no longer than its own context allows.
 type tokenEntry struct {
-	mu    sync.Mutex
+	sem   chan struct{}
 	token string
 	// renewAt is when the token is fetched anew; zero: the endpoint gave no expiry, and the
 	// token lasts until a receiver refuses it.
 	renewAt time.Time
+	// failed is the error of the last fetch, at failedAt: the attempts that waited for that fetch
+	// fail with it rather than each asking a failing endpoint again.
+	failed   error
+	failedAt time.Time
 }
 
 // NewTokens builds the token cache of a worker process; client makes the token requests
@@ -89,7 +94,7 @@ func (t *Tokens) entry(key tokenKey) *tokenEntry {
 			delete(t.entries, k)
 		}
 	}
-	e := &tokenEntry{}
+	e := &tokenEntry{sem: make(chan struct{}, 1)}
 	t.entries[key] = e
 	return e
 }
@@ -98,11 +103,19 @@ func (t *Tokens) entry(key tokenKey) *tokenEntry {
 // one fetched now.
 func (t *Tokens) Token(ctx context.Context, webhookID int64, auth *model.ReceiverAuth) (string, error) {
 	e := t.entry(keyOf(webhookID, auth))
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	asked := time.Now()
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-e.sem }()
 	now := t.now()
 	if e.token != "" && (e.renewAt.IsZero() || now.Before(e.renewAt)) {
 		return e.token, nil
+	}
+	if e.failed != nil && e.failedAt.After(asked) {
+		return "", e.failed
 	}
 	cfg := clientcredentials.Config{
 		ClientID: auth.ClientID, ClientSecret: auth.ClientSecret, TokenURL: auth.TokenURL, Scopes: auth.Scopes,
@@ -114,13 +127,14 @@ func (t *Tokens) Token(ctx context.Context, webhookID int64, auth *model.Receive
 		cfg.EndpointParams = url.Values{"audience": {auth.Audience}}
 	}
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
+	if err == nil && !strings.EqualFold(tok.Type(), "Bearer") {
+		err = fmt.Errorf("the token endpoint issued a token of type %q; only Bearer tokens are sent", clipCode(tok.TokenType))
+	}
 	if err != nil {
+		e.failed, e.failedAt = err, time.Now()
 		return "", err
 	}
-	if !strings.EqualFold(tok.Type(), "Bearer") {
-		return "", fmt.Errorf("the token endpoint issued a token of type %q; only Bearer tokens are sent", clipCode(tok.TokenType))
-	}
-	e.token, e.renewAt = tok.AccessToken, time.Time{}
+	e.token, e.renewAt, e.failed = tok.AccessToken, time.Time{}, nil
 	if !tok.Expiry.IsZero() {
 		// The library reads expires_in against its own clock; the lifetime is what counts.
 		life := time.Until(tok.Expiry)
@@ -133,8 +147,8 @@ func (t *Tokens) Token(ctx context.Context, webhookID int64, auth *model.Receive
 // the entry already holds another one.
 func (t *Tokens) Invalidate(webhookID int64, auth *model.ReceiverAuth, token string) {
 	e := t.entry(keyOf(webhookID, auth))
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.sem <- struct{}{}
+	defer func() { <-e.sem }()
 	if e.token == token {
 		e.token = ""
 	}
@@ -148,7 +162,8 @@ type authorization struct {
 
 // authorize makes the Authorization header of webhook w's attempt: Basic from the stored
 // credentials, Bearer from the webhook's cached or newly fetched token.
-func (a *Activities) authorize(ctx context.Context, w *model.Webhook, auth *model.ReceiverAuth) (authorization, error) {
+// timeout bounds the fetch (the attempt's timeout; zero: the token client's own).
+func (a *Activities) authorize(ctx context.Context, w *model.Webhook, auth *model.ReceiverAuth, timeout time.Duration) (authorization, error) {
 	switch auth.Type {
 	case model.AuthBasic:
 		creds := base64.StdEncoding.EncodeToString([]byte(auth.Username + ":" + auth.Password))
@@ -156,6 +171,13 @@ func (a *Activities) authorize(ctx context.Context, w *model.Webhook, auth *mode
 	case model.AuthOAuth2:
 		if a.Tokens == nil {
 			return authorization{}, errors.New("this worker has no token client")
+		}
+		// Within the attempt's own timeout: the activity's budget (AttemptBudget) leaves room
+		// for the fetch and then the exchange.
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
 		}
 		token, err := a.Tokens.Token(ctx, w.ID, auth)
 		if err != nil {

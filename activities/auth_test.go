@@ -353,6 +353,38 @@ func TestDeliverOAuth2(t *testing.T) {
 		}
 	})
 
+	t.Run("a hanging token endpoint holds no attempt past its timeout", func(t *testing.T) {
+		release := make(chan struct{})
+		var asked atomic.Int64
+		idp := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			asked.Add(1)
+			<-release
+		}))
+		t.Cleanup(idp.Close)
+		t.Cleanup(func() { close(release) })
+		receiver := newAuthReceiver(t, bearerOf("tok-1"))
+		f := newAuthFixture(t, receiver.Server, fmt.Sprintf(oauthConfig, idp.URL), idp)
+		var auth model.ReceiverAuth
+		if err := json.Unmarshal(fmt.Appendf(nil, oauthConfig, idp.URL), &auth); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				if _, err := f.a.Tokens.Token(ctx, f.hook.ID, &auth); err == nil {
+					t.Error("a token from a hanging endpoint")
+				}
+			})
+		}
+		wg.Wait()
+		if took := time.Since(start); took > 3*time.Second || asked.Load() != 1 {
+			t.Fatalf("10 attempts took %v and asked %d times; want each bounded by its own timeout, one request", took, asked.Load())
+		}
+	})
+
 	t.Run("token endpoint refuses", func(t *testing.T) {
 		idp := newTokenServer(t)
 		receiver := newAuthReceiver(t, bearerOf("tok-1"))

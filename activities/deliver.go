@@ -78,7 +78,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// Before the turn: a token endpoint that fails costs the receiver nothing, and the
 		// attempt fails as the webhook's own, through the failed-attempt path.
 		fetched := a.now()
-		if authz, err = a.authorize(ctx, w, auth); err != nil {
+		if authz, err = a.authorize(ctx, w, auth, in.AttemptTimeout); err != nil {
 			res := DeliverResult{AttemptedAt: fetched, ErrorClass: ClassAuthFailed, Error: tokenFailure(err)}
 			return a.record(ctx, in, w, ev, res, a.now().Sub(fetched), nil, "", nil)
 		}

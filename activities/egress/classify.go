@@ -24,6 +24,12 @@ const (
 	ClassNetwork          = "network"
 	ClassCircuitOpen      = "circuit_open"
 	ClassResponseTooLarge = "response_too_large"
+	// ClassProxy: the egress proxy failed (not reachable, its TLS, a broken or unanswered
+	// CONNECT, or a refusal such as 407 for wrong credentials); the receiver was not reached.
+	ClassProxy = "proxy"
+	// ClassProxyUpstream: the egress proxy answered CONNECT with 502, 503 or 504, its word that
+	// it could not reach the receiver.
+	ClassProxyUpstream = "proxy_upstream"
 )
 
 // HoldReason names what held an exchange back. An exchange held back was not made: it is a wait,
@@ -92,7 +98,12 @@ func Classify(err error) (class, message string) {
 	var recordErr tls.RecordHeaderError
 	var netErr net.Error
 	var circuitErr *CircuitOpenError
+	var proxyErr *ProxyError
 	switch {
+	case errors.As(err, &proxyErr) && proxyErr.upstream():
+		return ClassProxyUpstream, "the egress proxy could not reach the receiver: it answered CONNECT with " + proxyErr.Status
+	case errors.As(err, &proxyErr):
+		return ClassProxy, "the egress proxy failed, not the receiver: " + proxyErr.Error()
 	case errors.Is(err, ErrBlockedAddress):
 		return ClassBlocked, "the receiver's address is not public; webhookd does not connect to it"
 	case errors.As(err, &circuitErr):

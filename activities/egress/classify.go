@@ -100,10 +100,12 @@ func Classify(err error) (class, message string) {
 	var circuitErr *CircuitOpenError
 	var proxyErr *ProxyError
 	switch {
+	// The owner reads these: they name neither the proxy's address nor its answer's body, which
+	// are the operator's (ProxyError's own text, for the operator's log, names the address).
 	case errors.As(err, &proxyErr) && proxyErr.upstream():
-		return ClassProxyUpstream, "the egress proxy could not reach the receiver: it answered CONNECT with " + proxyErr.Status
+		return ClassProxyUpstream, "webhookd's egress proxy could not reach the receiver (" + proxyErr.Status + ")"
 	case errors.As(err, &proxyErr):
-		return ClassProxy, "the egress proxy failed, not the receiver: " + proxyErr.Error()
+		return ClassProxy, "webhookd's egress proxy failed, not the receiver: " + proxyErr.reason()
 	case errors.Is(err, ErrBlockedAddress):
 		return ClassBlocked, "the receiver's address is not public; webhookd does not connect to it"
 	case errors.As(err, &circuitErr):

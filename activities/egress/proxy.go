@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -38,6 +38,27 @@ func (e *ProxyError) Error() string {
 }
 
 func (e *ProxyError) Unwrap() error { return e.Err }
+
+// reason says what went wrong in a few words that name no address.
+func (e *ProxyError) reason() string {
+	var netErr net.Error
+	var dnsErr *net.DNSError
+	var recordErr tls.RecordHeaderError
+	var certErr *tls.CertificateVerificationError
+	switch {
+	case e.StatusCode != 0:
+		return "it answered CONNECT with " + e.Status
+	case errors.Is(e.Err, context.DeadlineExceeded), errors.As(e.Err, &netErr) && netErr.Timeout():
+		return "it did not open the tunnel in time"
+	case errors.As(e.Err, &dnsErr):
+		return "its name does not resolve"
+	case errors.Is(e.Err, syscall.ECONNREFUSED):
+		return "it refused the connection"
+	case errors.As(e.Err, &recordErr), errors.As(e.Err, &certErr):
+		return "the TLS handshake with it failed"
+	}
+	return "the connection to it failed"
+}
 
 // upstream says whether the proxy answered that it could not reach the receiver (502, 503, 504)
 // rather than that it refused us.
@@ -139,7 +160,7 @@ func (d *proxyDialer) DialContext(ctx context.Context, network, addr string) (ne
 	if refused == nil {
 		refused = &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
-	return nil, &net.OpError{Op: "dial", Net: network, Addr: tcpAddr(ips), Err: refused}
+	return nil, &net.OpError{Op: "dial", Net: network, Err: refused}
 }
 
 // connect opens a tunnel to target (a checked ip:port) through the proxy.
@@ -245,13 +266,6 @@ func contextErr(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	return err
-}
-
-func tcpAddr(ips []netip.Addr) net.Addr {
-	if len(ips) == 0 {
-		return nil
-	}
-	return &net.TCPAddr{IP: ips[0].AsSlice()}
 }
 
 // bufferedConn reads first what was read past the proxy's answer.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -25,8 +26,9 @@ import (
 // Proxy-Authorization, and opens tunnels to loopback targets only (anything else gets 502, so no
 // test reaches the internet).
 type connectProxy struct {
-	ln   net.Listener
-	auth string // the Proxy-Authorization it requires; "" for none
+	ln     net.Listener
+	scheme string
+	auth   string // the Proxy-Authorization it requires; "" for none
 	// answer, when set, is the status it answers every CONNECT with, without dialing.
 	answer int
 
@@ -42,11 +44,20 @@ type connectProxy struct {
 
 func newConnectProxy(t *testing.T, user, pass string) *connectProxy {
 	t.Helper()
+	return newConnectProxyTLS(t, user, pass, nil)
+}
+
+// newConnectProxyTLS is a connectProxy that speaks TLS with config (nil: none).
+func newConnectProxyTLS(t *testing.T, user, pass string, config *tls.Config) *connectProxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &connectProxy{ln: ln, outbound: map[string]bool{}}
+	p := &connectProxy{ln: ln, outbound: map[string]bool{}, scheme: "http"}
+	if config != nil {
+		p.ln, p.scheme = tls.NewListener(ln, config), "https"
+	}
 	if user != "" {
 		p.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
 	}
@@ -66,7 +77,7 @@ func newConnectProxy(t *testing.T, user, pass string) *connectProxy {
 
 // url is the proxy's URL with userinfo (nil: none).
 func (p *connectProxy) url(userinfo *url.Userinfo) *url.URL {
-	return &url.URL{Scheme: "http", Host: p.ln.Addr().String(), User: userinfo}
+	return &url.URL{Scheme: p.scheme, Host: p.ln.Addr().String(), User: userinfo}
 }
 
 func (p *connectProxy) seen() (accepted int, targets []string) {
@@ -225,6 +236,28 @@ func TestProxyDelivers(t *testing.T) {
 	}
 }
 
+// TestProxyOverTLS: an https:// proxy is spoken to over verified TLS, and the receiver's TLS runs
+// inside it.
+func TestProxyOverTLS(t *testing.T) {
+	srv, requests := newH2Server(t, http.StatusOK)
+	config := srv.TLS.Clone() // httptest's certificate, valid for 127.0.0.1
+	config.NextProtos = nil
+	proxy := newConnectProxyTLS(t, "webhookd", "hunter2", config)
+	c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Proxy: proxy.url(url.UserPassword("webhookd", "hunter2"))})
+	if _, err := c.Post(context.Background(), srv.URL, testHeader, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, targets := proxy.seen(); len(targets) != 1 || len(requests()) != 1 || !proxy.isOutbound(requests()[0].remote) {
+		t.Fatalf("CONNECTs %q, requests %+v: want one of each, through the proxy", targets, requests())
+	}
+	// Without the proxy's root, its TLS fails, and that is the proxy's failure.
+	c = newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: x509.NewCertPool(), Proxy: proxy.url(nil)})
+	_, err := c.Post(context.Background(), srv.URL, testHeader, nil)
+	if class, msg := Classify(err); class != ClassProxy || !strings.Contains(msg, "TLS") {
+		t.Fatalf("untrusted proxy: %v (class %q, %q), want class %q naming TLS", err, class, msg, ClassProxy)
+	}
+}
+
 // TestProxyVerifiesReceiverTLS: the tunnel changes nothing about the receiver's certificate: one
 // that does not name the receiver fails as the receiver's TLS, after a CONNECT.
 func TestProxyVerifiesReceiverTLS(t *testing.T) {
@@ -364,6 +397,10 @@ func TestProxyFailuresAreNamed(t *testing.T) {
 				if strings.Contains(s, "hunter2") || strings.Contains(s, b64[:12]) {
 					t.Fatalf("an error names the proxy's credentials: %s", s)
 				}
+			}
+			// The owner's message does not name the operator's proxy.
+			if strings.Contains(msg, c.proxy.Hostname()+":"+c.proxy.Port()) {
+				t.Fatalf("the owner's message names the proxy: %s", msg)
 			}
 			isProxy := class == ClassProxy || class == ClassProxyUpstream
 			if o := judge(context.Background(), nil, err); isProxy && o != neutral {

@@ -8,8 +8,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"sync/atomic"
@@ -136,7 +138,9 @@ func newProxyDialer(u *url.URL, policy AddressPolicy, resolver *net.Resolver, ro
 
 // DialContext is the transport's DialContext: addr is the receiver's host:port from the URL.
 // Addresses are tried in the resolver's order as net.Dialer tries them: one the policy refuses is
-// skipped (its refusal is returned if none is left), the first allowed one is asked of the proxy.
+// skipped (its refusal is returned if none is left), an allowed one is asked of the proxy, and the
+// next is tried only when the proxy answered that it could not reach this one (as a refused
+// connection moves net.Dialer on); any other failure of the proxy ends the dial.
 func (d *proxyDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -146,7 +150,7 @@ func (d *proxyDialer) DialContext(ctx context.Context, network, addr string) (ne
 	if err != nil {
 		return nil, err
 	}
-	var refused error
+	var refused, unreachable error
 	for _, ip := range ips {
 		target := net.JoinHostPort(ip.Unmap().String(), port)
 		if err := d.policy.DialControl(network, target, nil); err != nil {
@@ -155,7 +159,15 @@ func (d *proxyDialer) DialContext(ctx context.Context, network, addr string) (ne
 			}
 			continue
 		}
-		return d.connect(ctx, target)
+		conn, err := d.connect(ctx, target)
+		var pe *ProxyError
+		if err == nil || !errors.As(err, &pe) || !pe.upstream() || ctx.Err() != nil {
+			return conn, err
+		}
+		unreachable = err
+	}
+	if unreachable != nil {
+		return nil, unreachable
 	}
 	if refused == nil {
 		refused = &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -166,6 +178,10 @@ func (d *proxyDialer) DialContext(ctx context.Context, network, addr string) (ne
 // connect opens a tunnel to target (a checked ip:port) through the proxy.
 func (d *proxyDialer) connect(ctx context.Context, target string) (_ net.Conn, err error) {
 	fail := func(err error) error { return &ProxyError{Proxy: d.name, Err: err} }
+	checked, err := netip.ParseAddrPort(target) // DialControl parsed it already
+	if err != nil {
+		return nil, err
+	}
 	ts, _ := ctx.Value(tunnelStateKey{}).(*tunnelState)
 	if ts != nil {
 		ts.Store(tunnelOpening)
@@ -221,11 +237,12 @@ func (d *proxyDialer) connect(ctx context.Context, target string) (_ net.Conn, e
 		return nil, fail(ctx.Err())
 	}
 	ok = true
+	tc := &tunnelConn{Conn: conn, r: conn, remote: net.TCPAddrFromAddrPort(checked)}
 	if br.Buffered() > 0 {
 		// The receiver spoke first (a server greeting): what the reader holds is its.
-		return &bufferedConn{Conn: conn, r: br}, nil
+		tc.r = br
 	}
-	return conn, nil
+	return tc, nil
 }
 
 // tunnelState is how far the proxy got with an exchange's tunnel. The transport answers a request
@@ -268,13 +285,36 @@ func contextErr(ctx context.Context, err error) error {
 	return err
 }
 
-// bufferedConn reads first what was read past the proxy's answer.
-type bufferedConn struct {
+// tunnelConn is a tunnel to the receiver. It reads first what was read past the proxy's answer,
+// names the receiver's checked address as its remote end, and its errors name that address instead
+// of the proxy's: the webhook's owner reads the receiver's failures (Classify), and the proxy's
+// address is the operator's.
+type tunnelConn struct {
 	net.Conn
-	r *bufio.Reader
+	r      io.Reader
+	remote net.Addr
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *tunnelConn) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	return n, c.hide(err)
+}
+
+func (c *tunnelConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	return n, c.hide(err)
+}
+
+func (c *tunnelConn) RemoteAddr() net.Addr { return c.remote }
+
+func (c *tunnelConn) hide(err error) error {
+	if op, ok := err.(*net.OpError); ok {
+		hidden := *op
+		hidden.Source, hidden.Addr = nil, c.remote
+		return &hidden
+	}
+	return err
+}
 
 // RedactURL returns u as a string with its password replaced, for logs and errors.
 func RedactURL(u *url.URL) string {

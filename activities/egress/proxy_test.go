@@ -236,6 +236,24 @@ func TestProxyDelivers(t *testing.T) {
 	}
 }
 
+// TestProxyNextAddress: when the proxy cannot reach one of the receiver's addresses, the next is
+// asked for, as a direct dial moves on from a refused one.
+func TestProxyNextAddress(t *testing.T) {
+	srv, requests := newH2Server(t, http.StatusOK)
+	// Nothing listens on 127.0.0.2 at the receiver's port: the proxy answers 502 for it.
+	resolver := startTestDNS(t, map[string][]string{"example.com": {"127.0.0.2", "127.0.0.1"}})
+	proxy := newConnectProxy(t, "", "")
+	c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Resolver: resolver, Proxy: proxy.url(nil)})
+	p := port(t, srv.URL)
+	if _, err := c.Post(context.Background(), "https://example.com:"+p+"/hook", testHeader, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, targets := proxy.seen()
+	if len(requests()) != 1 || len(targets) == 0 || targets[len(targets)-1] != "127.0.0.1:"+p {
+		t.Fatalf("CONNECTs %q, %d requests: want the last CONNECT to 127.0.0.1:%s and one request", targets, len(requests()), p)
+	}
+}
+
 // TestProxyOverTLS: an https:// proxy is spoken to over verified TLS, and the receiver's TLS runs
 // inside it.
 func TestProxyOverTLS(t *testing.T) {

@@ -204,7 +204,8 @@ func (d *proxyDialer) connect(ctx context.Context, target string) (_ net.Conn, e
 		}
 	}()
 	// The handshake and the CONNECT exchange end with the caller's context.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	raw := conn
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if d.tls != nil {
 		tc := tls.Client(conn, d.tls)

@@ -33,6 +33,8 @@ const (
 	ClassNetwork          = egress.ClassNetwork
 	ClassCircuitOpen      = egress.ClassCircuitOpen
 	ClassResponseTooLarge = egress.ClassResponseTooLarge
+	ClassProxy            = egress.ClassProxy
+	ClassProxyUpstream    = egress.ClassProxyUpstream
 	ClassRedirect         = "redirect"
 	ClassHTTPStatus       = "http_status"
 )
@@ -137,6 +139,8 @@ var outcomePhrases = map[string]string{
 	ClassCircuitOpen:      "paused after repeated failures",
 	ClassResponseTooLarge: "response too large",
 	ClassAuthFailed:       "token endpoint failed, not sent",
+	ClassProxy:            "egress proxy failed",
+	ClassProxyUpstream:    "egress proxy could not reach the receiver",
 }
 
 // Outcome says in a few words what the attempt got, for the Web UI's summaries: "500 from

@@ -150,6 +150,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	switch {
 	case postErr != nil:
 		res.ErrorClass, res.Error = egress.Classify(postErr)
+		// The owner's message leaves the proxy out; the operator's log names it.
+		var proxyErr *egress.ProxyError
+		if errors.As(postErr, &proxyErr) {
+			activity.GetLogger(ctx).Warn("egress proxy failed", "delivery", in.DeliveryID, "error_class", res.ErrorClass, "err", proxyErr.Error())
+		}
 	case status >= 300 && status < 400:
 		res.ErrorClass, res.Error = ClassRedirect, fmt.Sprintf("receiver answered %d (redirects are not followed)", status)
 	case status < 200 || status >= 300:

@@ -114,9 +114,12 @@ type receiver struct {
 	// respond decides the reply to the n-th request (from 1) on path.
 	respond func(n int, path string, w http.ResponseWriter)
 	conns   int
+	// remotes are the remote addresses of its connections, in the order they came.
+	remotes []string
 }
 
 type receivedRequest struct {
+	Remote string
 	Path   string
 	Header http.Header
 	Body   []byte
@@ -129,7 +132,7 @@ func startReceiver(t *testing.T) *receiver {
 	rc.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
-		rc.reqs = append(rc.reqs, receivedRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
+		rc.reqs = append(rc.reqs, receivedRequest{Remote: r.RemoteAddr, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
 		n := 0
 		for _, q := range rc.reqs {
 			if q.Path == r.URL.Path {
@@ -140,10 +143,11 @@ func startReceiver(t *testing.T) *receiver {
 		rc.mu.Unlock()
 		respond(n, r.URL.Path, w)
 	}))
-	rc.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+	rc.srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			rc.mu.Lock()
 			rc.conns++
+			rc.remotes = append(rc.remotes, c.RemoteAddr().String())
 			rc.mu.Unlock()
 		}
 	}
@@ -183,6 +187,13 @@ func (rc *receiver) connections() int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.conns
+}
+
+// connectionsFrom returns the remote addresses of the connections it accepted.
+func (rc *receiver) connectionsFrom() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.remotes...)
 }
 
 // eventually polls cond until it holds or the deadline passes.

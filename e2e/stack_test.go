@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"regexp"
 	"sync"
@@ -84,6 +85,8 @@ type stackOptions struct {
 	// interceptors go on the stack's Temporal client, and so on its workers: a test watches its
 	// activities through them.
 	interceptors []interceptor.ClientInterceptor
+	// proxy, when set, is the egress CONNECT proxy every delivery goes through.
+	proxy *url.URL
 }
 
 var testSecretKey = bytes.Repeat([]byte{9}, 32)
@@ -207,7 +210,7 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 		reg, st.egressMetrics = st.registry, true
 	}
 	out, err := egress.New(egress.Options{Policy: policy, RootCAs: roots, Timeout: timeout, Registerer: reg,
-		HostConcurrency: o.hostConcurrency, BreakerFailures: o.breakerFailures, BreakerCooldown: o.breakerCooldown})
+		HostConcurrency: o.hostConcurrency, BreakerFailures: o.breakerFailures, BreakerCooldown: o.breakerCooldown, Proxy: o.proxy})
 	if err != nil {
 		t.Fatal(err)
 	}

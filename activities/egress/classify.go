@@ -24,6 +24,12 @@ const (
 	ClassNetwork          = "network"
 	ClassCircuitOpen      = "circuit_open"
 	ClassResponseTooLarge = "response_too_large"
+	// ClassProxy: the egress proxy failed (not reachable, its TLS, a broken or unanswered
+	// CONNECT, or a refusal such as 407 for wrong credentials); the receiver was not reached.
+	ClassProxy = "proxy"
+	// ClassProxyUpstream: the egress proxy answered CONNECT with 502, 503 or 504, its word that
+	// it could not reach the receiver.
+	ClassProxyUpstream = "proxy_upstream"
 )
 
 // HoldReason names what held an exchange back. An exchange held back was not made: it is a wait,
@@ -92,7 +98,14 @@ func Classify(err error) (class, message string) {
 	var recordErr tls.RecordHeaderError
 	var netErr net.Error
 	var circuitErr *CircuitOpenError
+	var proxyErr *ProxyError
 	switch {
+	// The owner reads these: they name neither the proxy's address nor its answer's body, which
+	// are the operator's (ProxyError's own text, for the operator's log, names the address).
+	case errors.As(err, &proxyErr) && proxyErr.upstream():
+		return ClassProxyUpstream, "webhookd's egress proxy could not reach the receiver (" + proxyErr.Status + ")"
+	case errors.As(err, &proxyErr):
+		return ClassProxy, "webhookd's egress proxy failed, not the receiver: " + proxyErr.reason()
 	case errors.Is(err, ErrBlockedAddress):
 		return ClassBlocked, "the receiver's address is not public; webhookd does not connect to it"
 	case errors.As(err, &circuitErr):

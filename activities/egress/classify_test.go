@@ -13,6 +13,12 @@ import (
 	"testing"
 )
 
+// blameOpening is blame for an exchange whose tunnel was still opening.
+func (ts *tunnelState) blameOpening(proxy string, err error) error {
+	ts.Store(tunnelOpening)
+	return ts.blame(proxy, err)
+}
+
 func TestClassify(t *testing.T) {
 	post := func(err error) error { return &url.Error{Op: "Post", URL: "https://example.com/hook", Err: err} }
 	dial := func(err error) error { return post(&net.OpError{Op: "dial", Net: "tcp", Err: err}) }
@@ -33,6 +39,13 @@ func TestClassify(t *testing.T) {
 		{"refused", dial(os.NewSyscallError("connect", syscall.ECONNREFUSED)), ClassRefused},
 		{"unknown authority", post(x509.UnknownAuthorityError{}), ClassTLS},
 		{"reset", post(os.NewSyscallError("read", syscall.ECONNRESET)), ClassNetwork},
+		// The proxy's failures are its own, whatever they wrap: a refused dial or a timeout is the
+		// proxy's, not the receiver's.
+		{"proxy refused", dial(&ProxyError{Proxy: "http://proxy:3128", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), ClassProxy},
+		{"proxy timeout", (&tunnelState{}).blameOpening("http://proxy:3128", post(context.DeadlineExceeded)), ClassProxy},
+		{"proxy 407", dial(&ProxyError{Proxy: "http://proxy:3128", StatusCode: 407, Status: "407 Proxy Authentication Required"}), ClassProxy},
+		{"proxy 502", dial(&ProxyError{Proxy: "http://proxy:3128", StatusCode: 502, Status: "502 Bad Gateway"}), ClassProxyUpstream},
+		{"proxy 504", dial(&ProxyError{Proxy: "http://proxy:3128", StatusCode: 504, Status: "504 Gateway Timeout"}), ClassProxyUpstream},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

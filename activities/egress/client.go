@@ -50,6 +50,15 @@ const (
 // Options configures a Client. Zero values take the defaults above; Timeout is required.
 type Options struct {
 	Policy AddressPolicy
+	// Resolver resolves receivers' names, whose every address Policy checks; nil is
+	// net.DefaultResolver.
+	Resolver *net.Resolver
+	// Proxy, when set, is an http:// or https:// CONNECT proxy that every exchange goes through,
+	// with optional user:password@ sent as Proxy-Authorization Basic. The address rules stay
+	// ours: the receiver's name is resolved and checked here and the proxy is asked for a tunnel
+	// to the checked IP (see proxyDialer). The proxy's own address is the operator's and Policy
+	// does not judge it.
+	Proxy *url.URL
 	// RootCAs verifies receivers' certificates; nil means the system pool. Build it with RootCAs.
 	RootCAs *x509.CertPool
 	// Timeout bounds one exchange: dial, TLS, request, response headers and body.
@@ -78,7 +87,9 @@ type Options struct {
 // Client is the one outbound HTTP client of a worker process. Build it with New and share it: its
 // per-host limits only hold if every delivery goes through the same Client.
 type Client struct {
-	http    *http.Client
+	http *http.Client
+	// proxy names the egress proxy (scheme and host, no credentials); "" without one.
+	proxy   string
 	timeout time.Duration
 	hosts   *hosts
 }
@@ -90,10 +101,11 @@ type Response struct {
 	Body       []byte
 }
 
-// New builds a Client. Its transport keeps connections alive, never uses a proxy (a proxy would
-// dial for us and bypass the address check), refuses blocked addresses at dial time after DNS
-// resolution (so a name that rebinds to 127.0.0.1 after registration still gets nothing), never
-// follows redirects, and always verifies TLS.
+// New builds a Client. Its transport keeps connections alive, never uses net/http's proxy support
+// (it would send the proxy the receiver's name, and the proxy would resolve and dial it past the
+// address check), refuses blocked addresses at dial time after DNS resolution (so a name that
+// rebinds to 127.0.0.1 after registration still gets nothing), never follows redirects, and always
+// verifies TLS. With Options.Proxy its dialer tunnels through the proxy to checked addresses only.
 func New(o Options) (*Client, error) {
 	if o.Timeout <= 0 {
 		return nil, errors.New("egress: Timeout must be positive")
@@ -114,10 +126,25 @@ func New(o Options) (*Client, error) {
 	if err := m.registerEndpoints(o.Registerer, hs); err != nil {
 		return nil, err
 	}
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: o.Policy.DialControl}
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: o.Policy.DialControl, Resolver: o.Resolver}
+	dial := dialer.DialContext
+	var proxyName string
+	if o.Proxy != nil {
+		resolver := o.Resolver
+		if resolver == nil {
+			resolver = net.DefaultResolver
+		}
+		pd, err := newProxyDialer(o.Proxy, o.Policy, resolver, roots)
+		if err != nil {
+			return nil, err
+		}
+		// Only the dial changes: the transport still speaks TLS to the receiver itself, through
+		// the tunnel, with its name in SNI, and HTTP/2 when the receiver offers it.
+		dial, proxyName = pd.DialContext, pd.name
+	}
 	transport := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            dialer.DialContext,
+		DialContext:            dial,
 		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           512,
@@ -135,6 +162,7 @@ func New(o Options) (*Client, error) {
 				return http.ErrUseLastResponse
 			},
 		},
+		proxy:   proxyName,
 		timeout: o.Timeout,
 		hosts:   hs,
 	}, nil
@@ -305,6 +333,10 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 func (c *Client) exchange(ctx context.Context, timeout time.Duration, rawURL string, header http.Header, body []byte) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var tunnel tunnelState
+	if c.proxy != "" {
+		ctx = context.WithValue(ctx, tunnelStateKey{}, &tunnel)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -314,7 +346,7 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, rawURL str
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, tunnel.blame(c.proxy, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseRead))

@@ -136,8 +136,9 @@ type ticket struct {
 type outcome int
 
 const (
-	// neutral says nothing: our policy blocked it, the caller gave up, or the reply broke a limit
-	// of ours.
+	// neutral says nothing: our policy blocked it, the caller gave up, the reply broke a limit of
+	// ours, or our egress proxy failed (even when it says it could not reach the receiver: its
+	// word cannot tell its own outbound trouble from the receiver's).
 	neutral outcome = iota
 	// answered is an HTTP answer that says the endpoint works: any status but 5xx and 429.
 	answered
@@ -775,6 +776,8 @@ func judge(ctx context.Context, resp *Response, err error) outcome {
 		return hostFailed
 	case ClassNetwork:
 		return endpointFailed
+	case ClassProxy, ClassProxyUpstream:
+		return neutral // our proxy's failure, not the receiver's
 	}
 	return neutral
 }

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
+	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/tracing"
 )
@@ -66,8 +67,11 @@ type Config struct {
 	RetryWindow     time.Duration   `env:"WEBHOOKD_RETRY_WINDOW" envDefault:"168h" check:"positive"`
 	DeliveryTimeout time.Duration   `env:"WEBHOOKD_DELIVERY_TIMEOUT" envDefault:"5s" check:"positive"`
 	ExtraCAFile     string          `env:"WEBHOOKD_EXTRA_CA_FILE"`
-	SMTPURL         string          `env:"WEBHOOKD_SMTP_URL" check:"smtpURL"`
-	MailFrom        string          `env:"WEBHOOKD_MAIL_FROM" envDefault:"webhookd <webhookd@localhost>" check:"mailAddress"`
+	// EgressProxy, when set, is the CONNECT proxy every delivery goes through
+	// (docs/operations.md, "Egress proxy"); it may hold a password, and never prints one.
+	EgressProxy redactedURL `env:"WEBHOOKD_EGRESS_PROXY" check:"proxyURL"`
+	SMTPURL     string      `env:"WEBHOOKD_SMTP_URL" check:"smtpURL"`
+	MailFrom    string      `env:"WEBHOOKD_MAIL_FROM" envDefault:"webhookd <webhookd@localhost>" check:"mailAddress"`
 	// PublicURL defaults to http:// and HTTPAddr.
 	PublicURL     string        `env:"WEBHOOKD_PUBLIC_URL" check:"absoluteURL"`
 	TemporalUIURL string        `env:"WEBHOOKD_TEMPORAL_UI_URL" envDefault:"http://127.0.0.1:8233" check:"absoluteURL"`
@@ -110,6 +114,32 @@ type Config struct {
 	// Content-Security-Policy frame-ancestors, the pages that may embed it in an iframe.
 	Portal               bool   `env:"WEBHOOKD_PORTAL" envDefault:"true"`
 	PortalFrameAncestors string `env:"WEBHOOKD_PORTAL_FRAME_ANCESTORS" envDefault:"'self'" check:"cspSources"`
+}
+
+// redactedURL is a URL that may hold a password: printed (%v, %+v of the Config, a log line), it
+// shows "xxxxx" in its place.
+type redactedURL string
+
+func (u redactedURL) String() string {
+	parsed, err := url.Parse(string(u))
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return parsed.Redacted()
+}
+
+func (u redactedURL) GoString() string { return fmt.Sprintf("%q", u.String()) }
+
+// URL parses it; nil when it is empty.
+func (u redactedURL) URL() (*url.URL, error) {
+	if u == "" {
+		return nil, nil
+	}
+	parsed, err := url.Parse(string(u))
+	if err != nil {
+		return nil, errors.New("not a URL") // the parser's message quotes the password
+	}
+	return parsed, egress.CheckProxyURL(parsed)
 }
 
 // testVariables are read by the test suite, not by the service; allowed so a test shell can run
@@ -273,7 +303,7 @@ type rule struct {
 
 // ruleFor is the rule of field f, holding the parsed value v: its type's, refined by its check tag,
 // one of positive (above zero), positiveOr0 (zero turns it off), fraction (0 to 1), hostport,
-// absoluteURL, smtpURL, mailAddress, databaseURL, cspSources, or a|b (one of these words).
+// absoluteURL, smtpURL, proxyURL, mailAddress, databaseURL, cspSources, or a|b (one of these words).
 func ruleFor(f reflect.StructField, v reflect.Value) rule {
 	switch c := f.Tag.Get("check"); c {
 	case "positive":
@@ -298,6 +328,9 @@ func ruleFor(f reflect.StructField, v reflect.Value) rule {
 	case "smtpURL":
 		u, err := url.Parse(v.String())
 		return rule{ok: err == nil && u.Scheme == "smtp" && u.Hostname() != "", want: "a URL such as smtp://user:pass@host:587", secret: true}
+	case "proxyURL":
+		_, err := redactedURL(v.String()).URL()
+		return rule{ok: err == nil, want: "an http:// or https:// proxy URL such as http://user:pass@proxy:3128", secret: true}
 	case "mailAddress":
 		_, err := mail.ParseAddress(v.String())
 		return rule{ok: err == nil, want: "an e-mail address"}

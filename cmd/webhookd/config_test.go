@@ -225,6 +225,10 @@ func TestConfigRefusalsSayWhatIsWanted(t *testing.T) {
 		{"WEBHOOKD_SMTP_URL=http://u:hunter2@mail", "WEBHOOKD_SMTP_URL: must be a URL such as smtp://user:pass@host:587"},
 		{"WEBHOOKD_SECRET_KEY=aHVudGVyMg==", "WEBHOOKD_SECRET_KEY: must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)"},
 		{"WEBHOOKD_SECRET_KEY=hunter2", "WEBHOOKD_SECRET_KEY: must be the base64 encoding of exactly 32 bytes (openssl rand -base64 32)"},
+		{"WEBHOOKD_EGRESS_PROXY=socks5://u:hunter2@proxy:1080", "WEBHOOKD_EGRESS_PROXY: must be an http:// or https:// proxy URL such as http://user:pass@proxy:3128"},
+		{"WEBHOOKD_EGRESS_PROXY=u:hunter2@proxy:3128", "WEBHOOKD_EGRESS_PROXY: must be an http:// or https:// proxy URL such as http://user:pass@proxy:3128"},
+		{"WEBHOOKD_EGRESS_PROXY=http://u:hunter2@proxy:3128/path", "WEBHOOKD_EGRESS_PROXY: must be an http:// or https:// proxy URL such as http://user:pass@proxy:3128"},
+		{"WEBHOOKD_EGRESS_PROXY=http://u:hunter2@:3128", "WEBHOOKD_EGRESS_PROXY: must be an http:// or https:// proxy URL such as http://user:pass@proxy:3128"},
 	} {
 		_, err := loadConfig([]string{c.kv})
 		if err == nil || err.Error() != c.want {
@@ -243,6 +247,32 @@ func TestConfigRefusalsSayWhatIsWanted(t *testing.T) {
 	cfg, err := loadConfig([]string{"WEBHOOKD_MAX_WEBHOOKS=", "WEBHOOKD_RATE_BURST=", "WEBHOOKD_LOG_FORMAT="})
 	if err != nil || cfg.MaxWebhooks != 100 || cfg.RateBurst != 40 || cfg.LogFormat != "text" {
 		t.Fatalf("empty values: %+v, %v", cfg, err)
+	}
+}
+
+// TestConfigEgressProxy: the proxy URL is read with its credentials, and printed without them.
+func TestConfigEgressProxy(t *testing.T) {
+	cfg, err := loadConfig([]string{"WEBHOOKD_EGRESS_PROXY=https://webhookd:hunter2@proxy.example.com:3128"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := cfg.EgressProxy.URL()
+	if err != nil || u.Host != "proxy.example.com:3128" || u.User.Username() != "webhookd" {
+		t.Fatalf("proxy = %v, %v", u, err)
+	}
+	if pass, _ := u.User.Password(); pass != "hunter2" {
+		t.Fatalf("password = %q", pass)
+	}
+	for _, printed := range []string{fmt.Sprint(cfg.EgressProxy), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg)} {
+		if strings.Contains(printed, "hunter2") {
+			t.Errorf("the printed config holds the proxy's password: %s", printed)
+		}
+	}
+	if got := cfg.EgressProxy.String(); got != "https://webhookd:xxxxx@proxy.example.com:3128" {
+		t.Errorf("String() = %q", got)
+	}
+	if cfg, err := loadConfig(nil); err != nil || cfg.EgressProxy != "" {
+		t.Fatalf("unset: %q, %v", cfg.EgressProxy, err)
 	}
 }
 

@@ -392,8 +392,15 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 	if err != nil {
 		return nil, fmt.Errorf("WEBHOOKD_EXTRA_CA_FILE: %w", err)
 	}
+	proxy, err := cfg.EgressProxy.URL()
+	if err != nil {
+		return nil, fmt.Errorf("WEBHOOKD_EGRESS_PROXY: %w", err)
+	}
+	if proxy != nil {
+		logger.Info("deliveries go through the egress proxy", "proxy", cfg.EgressProxy.String())
+	}
 	out, err := egress.New(egress.Options{
-		Policy: policy, RootCAs: roots, Timeout: cfg.DeliveryTimeout,
+		Policy: policy, RootCAs: roots, Timeout: cfg.DeliveryTimeout, Proxy: proxy,
 		HostConcurrency: cfg.HostConcurrency, EndpointConcurrency: cfg.EndpointConcurrency,
 		BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown, Registerer: reg, Logger: logger.With("component", "egress"),
 	})

@@ -1,0 +1,179 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// connectProxy is a CONNECT proxy on loopback that requires credentials and records every CONNECT
+// target and the local address of every connection it opens to a target.
+type connectProxy struct {
+	ln       net.Listener
+	auth     string
+	mu       sync.Mutex
+	targets  []string
+	outbound []string
+	conns    []net.Conn
+	wg       sync.WaitGroup
+}
+
+func startConnectProxy(t *testing.T, user, pass string) *connectProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &connectProxy{ln: ln, auth: "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.track(c)
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.tunnel(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *connectProxy) track(c net.Conn) {
+	p.mu.Lock()
+	p.conns = append(p.conns, c)
+	p.mu.Unlock()
+}
+
+func (p *connectProxy) tunnel(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return
+	}
+	if req.Method != http.MethodConnect || req.Header.Get("Proxy-Authorization") != p.auth {
+		_, _ = io.WriteString(c, "HTTP/1.1 407 Proxy Authentication Required\r\n\r\n")
+		return
+	}
+	p.mu.Lock()
+	p.targets = append(p.targets, req.RequestURI)
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", req.RequestURI)
+	if err != nil {
+		_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+		return
+	}
+	defer up.Close()
+	p.mu.Lock()
+	p.outbound = append(p.outbound, up.LocalAddr().String())
+	p.mu.Unlock()
+	p.track(up)
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(up, br)
+		_ = up.Close()
+		close(done)
+	}()
+	_, _ = io.Copy(c, up)
+	_ = c.Close()
+	<-done
+}
+
+func (p *connectProxy) seen() (targets, outbound []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.targets), slices.Clone(p.outbound)
+}
+
+// TestEgressProxy: with an egress proxy configured, every request of every delivery reaches the
+// receiver through it. The proxy is asked for the receiver's IP and port, never a name; each
+// connection the receiver accepts is one the proxy opened (one CONNECT each), and none comes
+// straight from the worker.
+func TestEgressProxy(t *testing.T) {
+	proxy := startConnectProxy(t, "webhookd", "proxy-secret")
+	proxyURL := &url.URL{Scheme: "http", Host: proxy.ln.Addr().String(), User: url.UserPassword("webhookd", "proxy-secret")}
+	st := newStack(t, stackOptions{allowPrivate: true, proxy: proxyURL, schedule: []time.Duration{time.Second, time.Second}})
+	// The first attempt of each delivery on /flaky fails with a 500, so retries go through the
+	// proxy too.
+	st.rc.setRespond(func(n int, path string, w http.ResponseWriter) {
+		if path == "/flaky" && n%2 == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	created, _ := st.createWebhook(t, "A", st.rc.url("/created"), "campaign.created")
+	flaky, _ := st.createWebhook(t, "A", st.rc.url("/flaky"), "campaign.created")
+	var events []int64
+	for range 3 {
+		events = append(events, st.publish(t, "A", "campaign.created", campaign))
+	}
+	eventually(t, 60*time.Second, "every delivery delivered", func() bool {
+		for _, e := range events {
+			for _, w := range []int64{created, flaky} {
+				if st.delivery(t, e, w).State != model.DeliveryDelivered {
+					return false
+				}
+			}
+		}
+		return true
+	})
+
+	reqs := st.rc.requests("")
+	if len(reqs) < 9 { // 3 to /created, 3 failed and 3 retried to /flaky
+		t.Fatalf("receiver got %d requests, want at least 9", len(reqs))
+	}
+	targets, outbound := proxy.seen()
+	receiverAddr := strings.TrimPrefix(st.rc.srv.URL, "https://")
+	if len(targets) == 0 {
+		t.Fatal("no CONNECT reached the proxy")
+	}
+	for _, target := range targets {
+		if target != receiverAddr {
+			t.Fatalf("CONNECT %q, want the receiver's checked address %s", target, receiverAddr)
+		}
+	}
+	from := st.rc.connectionsFrom()
+	if len(from) != len(targets) {
+		t.Fatalf("the receiver accepted %d connections and the proxy opened %d tunnels; want the same", len(from), len(targets))
+	}
+	for _, remote := range from {
+		if !slices.Contains(outbound, remote) {
+			t.Fatalf("a connection from %s did not come through the proxy (its connections: %v)", remote, outbound)
+		}
+	}
+	for _, r := range reqs {
+		if !slices.Contains(outbound, r.Remote) {
+			t.Fatalf("a request to %s came from %s, not through the proxy", r.Path, r.Remote)
+		}
+	}
+	t.Logf("%d requests over %d tunnels, all through the proxy", len(reqs), len(targets))
+}

@@ -121,7 +121,7 @@ func newAuthFixture(t *testing.T, receiver *httptest.Server, auth string, server
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokenClient, err := egress.NewTokenClient(policy, roots)
+	tokenClient, err := egress.NewTokenClient(policy, roots, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -31,20 +32,30 @@ var errTokenTooLarge = fmt.Errorf("the token endpoint's answer exceeded %d KiB",
 
 // NewTokenClient builds the HTTP client of token requests. A token URL is a URL the customer
 // chose, as a receiver's is, so it obeys the same rules: the dialer refuses a blocked address
-// after DNS resolution (policy.DialControl), no proxy dials for it, plain http only where the
-// policy allows it, no redirect is followed, and the exchange and the answer are bounded. roots
-// nil trusts the system's roots.
-func NewTokenClient(policy AddressPolicy, roots *x509.CertPool) (*http.Client, error) {
+// after DNS resolution (policy.DialControl), plain http only where the policy allows it, no
+// redirect is followed, and the exchange and the answer are bounded. roots nil trusts the system's
+// roots. With proxy set (WEBHOOKD_EGRESS_PROXY), token requests go through it as deliveries do:
+// the name resolved by resolver (nil: the system's) and checked here, the proxy asked for the
+// checked address only.
+func NewTokenClient(policy AddressPolicy, roots *x509.CertPool, proxy *url.URL, resolver *net.Resolver) (*http.Client, error) {
 	if roots == nil {
 		var err error
 		if roots, err = RootCAs(""); err != nil {
 			return nil, err
 		}
 	}
-	dialer := &net.Dialer{Timeout: tokenDialTimeout, KeepAlive: 30 * time.Second, Control: policy.DialControl}
+	dialer := &net.Dialer{Timeout: tokenDialTimeout, KeepAlive: 30 * time.Second, Control: policy.DialControl, Resolver: resolver}
+	dial := dialer.DialContext
+	if proxy != nil {
+		pd, err := newProxyDialer(proxy, policy, resolver, roots)
+		if err != nil {
+			return nil, err
+		}
+		dial = pd.DialContext
+	}
 	transport := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            dialer.DialContext,
+		DialContext:            dial,
 		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           tokenIdleConns,

@@ -408,7 +408,7 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 		return nil, err
 	}
 	// Token requests of webhooks' OAuth2 authentication obey the receivers' address rules.
-	tokenClient, err := egress.NewTokenClient(policy, roots)
+	tokenClient, err := egress.NewTokenClient(policy, roots, proxy, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -322,7 +322,11 @@ func (t *Turn) Post(ctx context.Context, header http.Header, body []byte) (*Resp
 	}
 	t.done = true
 	resp, err := t.c.exchange(ctx, t.http, t.timeout, t.url, header, body)
-	t.c.hosts.release(ctx, t.t, resp, err)
+	judged := err
+	if err != nil && t.http != t.c.http {
+		judged = ownTLSFailure{err}
+	}
+	t.c.hosts.release(ctx, t.t, resp, judged)
 	return resp, err
 }
 

@@ -3,10 +3,13 @@ package egress
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,10 +71,24 @@ func TestReceiverTLS(t *testing.T) {
 		t.Fatalf("a webhook without tls did not use the shared client (%d tls clients)", c.tls.len())
 	}
 
-	if _, _, err := post(1, &ReceiverTLS{CACert: serverCA.CertPEM}); err == nil {
-		t.Fatal("with caCert only: delivered, want a handshake failure for lack of a client certificate")
-	} else {
-		t.Logf("with caCert only: %v", err)
+	// TLS 1.3: the receiver's certificate_required alert (RFC 8446 6.2).
+	_, _, err = post(1, &ReceiverTLS{CACert: serverCA.CertPEM})
+	if err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("with caCert only: %v, want a handshake failure for lack of a client certificate", err)
+	}
+	if class, msg := Classify(err); class != ClassTLS {
+		t.Fatalf("with caCert only: class %q (%q), want %q", class, msg, ClassTLS)
+	}
+	// The breakers: a webhook's own settings failing is that endpoint's failure, not its host's,
+	// which other webhooks share; the same failure through the shared transport is the host's.
+	if o := judge(context.Background(), nil, ownTLSFailure{err}); o != endpointFailed {
+		t.Fatalf("a failure of the webhook's own TLS settings judged %v, want endpointFailed", o)
+	}
+	if o := judge(context.Background(), nil, err); o != hostFailed {
+		t.Fatalf("a TLS failure through the shared transport judged %v, want hostFailed", o)
+	}
+	if n := served.Load(); n != 0 {
+		t.Fatalf("the receiver served %d requests without a client certificate", n)
 	}
 
 	full := &ReceiverTLS{CACert: serverCA.CertPEM, ClientCert: client.CertPEM, ClientKey: client.KeyPEM}
@@ -133,5 +150,36 @@ func TestReceiverTLSBounded(t *testing.T) {
 	}
 	if _, err := c.tls.get(9999, &ReceiverTLS{CACert: "junk"}); err == nil {
 		t.Fatal("a caCert without a certificate built a client")
+	}
+}
+
+// TestReceiverTLSSameDialer: a webhook's own transport dials as the shared one does: through the
+// egress proxy, asked for the checked IP, and under the address policy, which refuses a blocked
+// address before anything reaches the receiver.
+func TestReceiverTLSSameDialer(t *testing.T) {
+	now := time.Now()
+	serverCA := egresstest.NewCA(t, "Receiver CA", now.Add(-time.Hour), now.Add(24*time.Hour))
+	clientCA := egresstest.NewCA(t, "Client CA", now.Add(-time.Hour), now.Add(24*time.Hour))
+	client := clientCA.Client(t, "webhookd", now.Add(-time.Hour), now.Add(24*time.Hour))
+	srv, served := mtlsServer(t, serverCA, clientCA)
+	rt := &ReceiverTLS{CACert: serverCA.CertPEM, ClientCert: client.CertPEM, ClientKey: client.KeyPEM}
+
+	proxy := newConnectProxy(t, "webhookd", "hunter2")
+	viaProxy := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, Proxy: proxy.url(url.UserPassword("webhookd", "hunter2"))})
+	resp, err := viaProxy.Do(context.Background(), Request{URL: srv.URL, Endpoint: Endpoint{Webhook: 1}, TLS: rt}, testHeader, nil)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("through the proxy: %v, %+v", err, resp)
+	}
+	if _, targets := proxy.seen(); len(targets) != 1 || targets[0] != "127.0.0.1:"+port(t, srv.URL) {
+		t.Fatalf("CONNECT targets %q, want one to the receiver's checked IP", targets)
+	}
+
+	policed := newClient(t, Options{}) // the production policy
+	_, err = policed.Do(context.Background(), Request{URL: srv.URL, Endpoint: Endpoint{Webhook: 1}, TLS: rt}, testHeader, nil)
+	if !errors.Is(err, ErrBlockedAddress) {
+		t.Fatalf("a loopback receiver with tls: %v, want ErrBlockedAddress", err)
+	}
+	if n := served.Load(); n != 1 {
+		t.Fatalf("the receiver served %d requests, want 1 (the proxied one)", n)
 	}
 }

@@ -72,6 +72,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{}, a.failPermanently(ctx, in, ErrTypeSecretUnreadable,
 			"the webhook's authentication cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
 	}
+	rt, err := a.Secrets.WebhookTLS(w)
+	if err != nil {
+		return DeliverResult{}, a.failPermanently(ctx, in, ErrTypeSecretUnreadable,
+			"the webhook's TLS settings cannot be opened with the current WEBHOOKD_SECRET_KEY", err)
+	}
 	ev := &target.Event
 	var authz authorization
 	if auth != nil {
@@ -91,7 +96,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	info := activity.GetInfo(ctx)
 	turn, postErr := a.takeTurn(ctx, info, egress.Request{
 		URL: w.URL, Endpoint: a.endpointOf(w), Timeout: in.AttemptTimeout, Wait: a.turnWait(ctx, info, in.AttemptTimeout),
-		Key: strconv.FormatInt(in.DeliveryID, 10),
+		Key: strconv.FormatInt(in.DeliveryID, 10), TLS: receiverTLS(rt),
 	})
 	var held *egress.HeldError
 	if errors.As(postErr, &held) {
@@ -351,4 +356,13 @@ func (a *Activities) now() time.Time {
 		return a.Now()
 	}
 	return model.Now()
+}
+
+// receiverTLS is the egress form of a webhook's TLS settings, nil for none: such a webhook is
+// delivered through a transport built for them, every other through the shared one.
+func receiverTLS(t *model.ReceiverTLS) *egress.ReceiverTLS {
+	if t == nil {
+		return nil
+	}
+	return &egress.ReceiverTLS{CACert: t.CACert, ClientCert: t.ClientCert, ClientKey: t.ClientKey}
 }

@@ -10,26 +10,44 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
-// webhooksCollector reports webhookd_webhooks{variant,status} from the database at scrape time, so
-// the gauge is right whichever process changed a status.
+// webhooksCollector reports webhookd_webhooks{variant,status} and
+// webhookd_webhook_certificates_expiring from the database at scrape time, so the gauges are right
+// whichever process changed a webhook.
 type webhooksCollector struct {
-	db   *bun.DB
-	log  *slog.Logger
-	desc *prometheus.Desc
+	db       *bun.DB
+	log      *slog.Logger
+	desc     *prometheus.Desc
+	expiring *prometheus.Desc
 }
 
 func newWebhooksCollector(db *bun.DB, log *slog.Logger) *webhooksCollector {
 	return &webhooksCollector{db: db, log: log, desc: prometheus.NewDesc("webhookd_webhooks",
-		"Registered webhooks by variant and status.", []string{"variant", "status"}, nil)}
+		"Registered webhooks by variant and status.", []string{"variant", "status"}, nil),
+		expiring: prometheus.NewDesc("webhookd_webhook_certificates_expiring",
+			"Webhooks whose TLS settings hold a certificate (client or CA) that expires within 14 days or has expired.", nil, nil)}
 }
 
-func (c *webhooksCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *webhooksCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.expiring
+}
 
 func (c *webhooksCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	n, err := model.CountWebhooksWithCertificatesExpiring(ctx, c.db, model.Now().Add(webhooks.CertificateWarning))
+	if err == nil {
+		var m prometheus.Metric
+		if m, err = prometheus.NewConstMetric(c.expiring, prometheus.GaugeValue, float64(n)); err == nil {
+			ch <- m
+		}
+	}
+	if err != nil {
+		c.log.Warn("certificates gauge", "err", err)
+	}
 	counts, err := model.CountWebhooksByStatus(ctx, c.db)
 	if err != nil {
 		c.log.Warn("webhooks gauge", "err", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/webhooks"
 )
 
 // variant is what differs between the two API surfaces over HTTP: the envelope and the JSON shape
@@ -37,7 +38,7 @@ var variantA = &variant{
 		return webhookA{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status, Disabled: w.Disabled(),
 			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt),
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
 			Secret: secret,
 		}
 	},
@@ -68,7 +69,7 @@ var variantB = &variant{
 		out := webhookB{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
 			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount,
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
 			Secret: secret,
 		}
 		if w.LastTriggeredAt != nil {
@@ -159,8 +160,11 @@ type webhookA struct {
 	Headers map[string]string `json:"headers"`
 	// Auth is the webhook's authentication to its receiver, its password or client secret
 	// redacted (docs/api.md), null for none.
-	Auth   any    `json:"auth"`
-	Secret string `json:"secret,omitempty"`
+	Auth any `json:"auth"`
+	// TLS is the webhook's TLS settings toward its receiver, its certificates shown by subject,
+	// issuer and expiry and its private key redacted (docs/api.md), null for none.
+	TLS    *tlsSettings `json:"tls"`
+	Secret string       `json:"secret,omitempty"`
 }
 
 // redacted is what a representation shows of a webhook's sealed settings: its custom headers
@@ -170,6 +174,39 @@ type redacted struct {
 	Headers map[string]string
 	// Auth is a basicAuth, an oauth2Auth or nil (authView).
 	Auth any
+	TLS  *tlsSettings
+}
+
+// tlsSettings shows a webhook's TLS settings (webhooks.Service.RedactedTLS): every field is
+// present, null when not set; the private key is never shown.
+type tlsSettings struct {
+	CACert     *certificateView `json:"caCert"`
+	ClientCert *certificateView `json:"clientCert"`
+	ClientKey  *string          `json:"clientKey"`
+}
+
+type certificateView struct {
+	Subject  string  `json:"subject"`
+	Issuer   string  `json:"issuer"`
+	NotAfter isoTime `json:"notAfter"`
+}
+
+// tlsView is how the API shows redacted TLS settings.
+func tlsView(t *webhooks.TLSInfo) *tlsSettings {
+	if t == nil {
+		return nil
+	}
+	cert := func(c *webhooks.Certificate) *certificateView {
+		if c == nil {
+			return nil
+		}
+		return &certificateView{Subject: c.Subject, Issuer: c.Issuer, NotAfter: isoTime(c.NotAfter)}
+	}
+	out := &tlsSettings{CACert: cert(t.CACert), ClientCert: cert(t.ClientCert)}
+	if t.ClientKey != "" {
+		out.ClientKey = &t.ClientKey
+	}
+	return out
 }
 
 // basicAuth and oauth2Auth show a webhook's authentication, its secret redacted
@@ -218,6 +255,7 @@ type webhookB struct {
 	Filter        json.RawMessage   `json:"filter"`
 	Headers       map[string]string `json:"headers"`
 	Auth          any               `json:"auth"`
+	TLS           *tlsSettings      `json:"tls"`
 	Secret        string            `json:"secret,omitempty"`
 }
 

@@ -29,13 +29,14 @@ func (h *deliveryHandlers) scope(c echo.Context) model.WebhookScope {
 
 // settings are a webhook's own settings as a request sends them: a field left out keeps its value
 // (on create: the default), null clears it.
-func settings(rateLimit, maxInFlight nullableInt, filter, headers, auth nullableJSON) webhooks.Settings {
+func settings(rateLimit, maxInFlight nullableInt, filter, headers, auth, tls nullableJSON) webhooks.Settings {
 	return webhooks.Settings{
 		RateLimit:   model.LimitChange{Set: rateLimit.Set, To: rateLimit.Value},
 		MaxInFlight: model.LimitChange{Set: maxInFlight.Set, To: maxInFlight.Value},
 		Filter:      webhooks.FilterEdit{Set: filter.Set, JSON: filter.Value},
 		Headers:     webhooks.HeadersEdit{Set: headers.Set, JSON: headers.Value},
 		Auth:        webhooks.AuthEdit{Set: auth.Set, JSON: auth.Value},
+		TLS:         webhooks.TLSEdit{Set: tls.Set, JSON: tls.Value},
 	}
 }
 
@@ -47,6 +48,7 @@ type createWebhookRequest struct {
 	Filter      nullableJSON `json:"filter"`
 	Headers     nullableJSON `json:"headers"`
 	Auth        nullableJSON `json:"auth"`
+	TLS         nullableJSON `json:"tls"`
 }
 
 type updateWebhookRequest struct {
@@ -57,9 +59,10 @@ type updateWebhookRequest struct {
 	Filter      nullableJSON `json:"filter"`
 	Headers     nullableJSON `json:"headers"`
 	Auth        nullableJSON `json:"auth"`
+	TLS         nullableJSON `json:"tls"`
 }
 
-// patchWebhookRequest changes the settings only (limits, filter, headers, auth). url and eventType are read only
+// patchWebhookRequest changes the settings only (limits, filter, headers, auth, tls). url and eventType are read only
 // to refuse them with a pointer to PUT, whatever their value, rather than as unknown fields.
 type patchWebhookRequest struct {
 	URL         json.RawMessage `json:"url"`
@@ -69,6 +72,7 @@ type patchWebhookRequest struct {
 	Filter      nullableJSON    `json:"filter"`
 	Headers     nullableJSON    `json:"headers"`
 	Auth        nullableJSON    `json:"auth"`
+	TLS         nullableJSON    `json:"tls"`
 }
 
 func (h *deliveryHandlers) create(c echo.Context) error {
@@ -77,7 +81,7 @@ func (h *deliveryHandlers) create(c echo.Context) error {
 		return err
 	}
 	w, secret, err := h.webhooks.Create(c.Request().Context(), h.scope(c), webhooks.Registration{
-		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth)})
+		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS)})
 	if err != nil {
 		return err
 	}
@@ -104,7 +108,11 @@ func (h *deliveryHandlers) redact(w *model.Webhook) (redacted, error) {
 	if err != nil {
 		return redacted{}, err
 	}
-	return redacted{Headers: headers, Auth: authView(auth)}, nil
+	t, err := h.webhooks.RedactedTLS(w)
+	if err != nil {
+		return redacted{}, err
+	}
+	return redacted{Headers: headers, Auth: authView(auth), TLS: tlsView(t)}, nil
 }
 
 func (h *deliveryHandlers) list(c echo.Context) error {
@@ -152,14 +160,14 @@ func (h *deliveryHandlers) update(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth))
+	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
 	return h.show(c, http.StatusOK, w, "", "Webhook updated")
 }
 
-// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, headers?, auth?}: the webhook's own settings and nothing
+// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, headers?, auth?, tls?}: the webhook's own settings and nothing
 // else. Unlike PUT it leaves the status and the failure record alone, since the receiver is the same.
 func (h *deliveryHandlers) patch(c echo.Context) error {
 	id, err := webhookID(c)
@@ -176,7 +184,7 @@ func (h *deliveryHandlers) patch(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth))
+	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}

@@ -97,6 +97,33 @@ type ReceiverAuth struct {
 	Audience     string   `json:"audience,omitempty"`
 }
 
+// ReceiverTLS is a webhook's TLS settings toward its receiver as sealed (issue 31, part 3), each a
+// PEM text: CACert, a bundle trusted beside the system roots; ClientCert and ClientKey, a client
+// certificate (with its chain) and its private key for mutual TLS, both or neither.
+type ReceiverTLS struct {
+	CACert     string `json:"caCert,omitempty"`
+	ClientCert string `json:"clientCert,omitempty"`
+	ClientKey  string `json:"clientKey,omitempty"`
+}
+
+// WebhookTLS opens the webhook's TLS settings, nil for none. Only a delivery attempt needs the
+// private key; every other reader shows the certificates and never the key.
+func (b *SecretBox) WebhookTLS(w *Webhook) (*ReceiverTLS, error) {
+	if w.TLS == nil {
+		return nil, nil
+	}
+	plain, err := b.Open(*w.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("open tls of webhook %d: %w", w.ID, err)
+	}
+	var t ReceiverTLS
+	if err := json.Unmarshal([]byte(plain), &t); err != nil {
+		// The error of encoding/json could quote the plain text: leave it out.
+		return nil, fmt.Errorf("open tls of webhook %d: not a JSON object", w.ID)
+	}
+	return &t, nil
+}
+
 // WebhookAuth opens the webhook's authentication to its receiver, nil for none. Only a delivery
 // attempt needs the secrets; every other reader shows them redacted.
 func (b *SecretBox) WebhookAuth(w *Webhook) (*ReceiverAuth, error) {

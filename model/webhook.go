@@ -53,6 +53,11 @@ type Webhook struct {
 	// Auth holds SecretBox ciphertext of the webhook's authentication to its receiver (a JSON
 	// ReceiverAuth, SecretBox.WebhookAuth), nil for none; never the plain password or secret.
 	Auth *string `bun:"auth"`
+	// TLS holds SecretBox ciphertext of the webhook's TLS settings toward its receiver (a JSON
+	// ReceiverTLS, SecretBox.WebhookTLS), nil for none; never the plain private key.
+	TLS *string `bun:"tls"`
+	// TLSExpiresAt is the earliest notAfter of the certificates in TLS, nil without TLS.
+	TLSExpiresAt *time.Time `bun:"tls_expires_at"`
 	// Kind is KindWebhook for a subscription to one event type, or the kind of a notification
 	// endpoint (KindNoticeWebhook, KindNoticeChat, KindNoticeEmail: docs/notifications.md), which
 	// receives the notices of NoticeTypes (nil: DefaultNoticeTypes) instead of events.
@@ -208,6 +213,15 @@ type AuthChange struct {
 	To  *string
 }
 
+// TLSChange changes a webhook's TLS settings toward its receiver: Set false keeps them, Set with a
+// nil To removes them. To is their SecretBox ciphertext, never the plain object; ExpiresAt is the
+// earliest notAfter of their certificates.
+type TLSChange struct {
+	Set       bool
+	To        *string
+	ExpiresAt *time.Time
+}
+
 // SettingsChange changes a webhook's own settings, beside its URL: its per-endpoint limits
 // (RateLimit, MaxInFlight), its payload filter and its custom headers. Its zero value changes
 // nothing.
@@ -217,11 +231,12 @@ type SettingsChange struct {
 	Filter      FilterChange
 	Headers     HeadersChange
 	Auth        AuthChange
+	TLS         TLSChange
 }
 
 // Empty reports whether c leaves every setting as it is.
 func (c SettingsChange) Empty() bool {
-	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Headers.Set && !c.Auth.Set
+	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Headers.Set && !c.Auth.Set && !c.TLS.Set
 }
 
 // Limits reports whether c changes a limit.
@@ -244,6 +259,9 @@ func (c SettingsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 	}
 	if c.Auth.Set {
 		q = q.Set("auth = ?", c.Auth.To)
+	}
+	if c.TLS.Set {
+		q = q.Set("tls = ?", c.TLS.To).Set("tls_expires_at = ?", c.TLS.ExpiresAt)
 	}
 	return q
 }
@@ -405,6 +423,18 @@ type StatusCount struct {
 	Variant Variant `bun:"variant"`
 	Status  string  `bun:"status"`
 	Count   int64   `bun:"count"`
+}
+
+// CountWebhooksWithCertificatesExpiring counts live webhooks (notification endpoints left out)
+// whose TLS settings hold a certificate that expires before until, for the expiring-certificates
+// gauge.
+func CountWebhooksWithCertificatesExpiring(ctx context.Context, db bun.IDB, until time.Time) (int64, error) {
+	n, err := db.NewSelect().Model((*Webhook)(nil)).
+		Where("kind = ?", KindWebhook).Where("tls IS NOT NULL").Where("tls_expires_at < ?", until).Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count webhooks with expiring certificates: %w", err)
+	}
+	return n, nil
 }
 
 // CountWebhooksByStatus counts live webhooks (notification endpoints left out) per variant and

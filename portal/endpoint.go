@@ -31,6 +31,7 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 	g.POST("/webhooks/:id/filter", h.filter, write...)
 	g.POST("/webhooks/:id/headers", h.headers, write...)
 	g.POST("/webhooks/:id/auth", h.auth, write...)
+	g.POST("/webhooks/:id/tls", h.tls, write...)
 }
 
 // rateWindow is the window of the success rate on the endpoints and the endpoint page.
@@ -104,6 +105,8 @@ type detailView struct {
 	headersError, headersNotice string
 	// authError is a refusal of the authentication form; authNotice what a save did.
 	authError, authNotice string
+	// tlsError is a refusal of the TLS form; tlsNotice what a save did.
+	tlsError, tlsNotice string
 }
 
 func (h *endpointHandlers) detail(c echo.Context) error {
@@ -136,6 +139,10 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	if err != nil {
 		return err
 	}
+	tlsInfo, err := h.webhooks.RedactedTLS(w)
+	if err != nil {
+		return err
+	}
 	filterText := ""
 	if v.filterText != nil {
 		filterText = *v.filterText
@@ -146,6 +153,7 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 		"FilterText": filterText, "Trial": v.trial, "FilterError": v.filterError,
 		"Headers": sortedHeaders(headers), "HeadersError": v.headersError, "HeadersNotice": v.headersNotice,
 		"Auth": auth, "AuthError": v.authError, "AuthNotice": v.authNotice,
+		"TLS": tlsInfo, "TLSError": v.tlsError, "TLSNotice": v.tlsNotice,
 		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": health.LastAttempt,
 		"Chart": ChartSVG(health.Hours, chartTitle), "Range": rangeName,
 		"Rate":      rateOf(health.TotalsSince(health.To.Add(-rateWindow))),
@@ -384,4 +392,46 @@ func (h *endpointHandlers) auth(c echo.Context) error {
 		notice = "The authentication was removed: attempts from now on send no Authorization header."
 	}
 	return h.renderDetail(c, saved, detailView{status: http.StatusOK, authNotice: notice})
+}
+
+// tls is POST <collection>/<id>/tls: the endpoint's TLS settings toward its receiver. do=save sets
+// them from the pasted PEMs caCert, clientCert and clientKey (those left empty are not set),
+// replacing the ones stored (as PATCH {"tls": {...}}); do=remove removes them (as PATCH {"tls":
+// null}). The answer never shows a key: neither the stored one nor the one just sent, which a
+// refusal asks to paste again.
+func (h *endpointHandlers) tls(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	edit := webhooks.TLSEdit{Set: true}
+	switch c.FormValue("do") {
+	case "save":
+		fields := map[string]string{}
+		for _, name := range []string{"caCert", "clientCert", "clientKey"} {
+			if v := strings.TrimSpace(c.FormValue(name)); v != "" {
+				fields[name] = v
+			}
+		}
+		if edit.JSON, err = json.Marshal(fields); err != nil {
+			return err
+		}
+	case "remove":
+	default:
+		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Save or remove the TLS settings with the form's buttons."}
+	}
+	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, webhooks.Settings{TLS: edit})
+	var invalid *webhooks.InvalidError
+	if errors.As(err, &invalid) {
+		return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity,
+			tlsError: "The TLS settings cannot be used: " + invalid.Error() + ". Nothing was saved; paste them again."})
+	}
+	if err != nil {
+		return err
+	}
+	notice := "The TLS settings were saved: every attempt from now on uses them."
+	if saved.TLS == nil {
+		notice = "The TLS settings were removed: attempts from now on trust the usual roots and present no client certificate."
+	}
+	return h.renderDetail(c, saved, detailView{status: http.StatusOK, tlsNotice: notice})
 }

@@ -17,12 +17,13 @@ type FilterEdit struct {
 }
 
 // Settings are a webhook's own settings as a request gives them: its limits (nil: the worker's
-// defaults), its payload filter, its custom headers and its authentication to the receiver.
+// defaults), its payload filter, its custom headers, its authentication to the receiver and its TLS settings.
 type Settings struct {
 	RateLimit, MaxInFlight model.LimitChange
 	Filter                 FilterEdit
 	Headers                HeadersEdit
 	Auth                   AuthEdit
+	TLS                    TLSEdit
 }
 
 // change checks s and turns it into the model's change: the limits in range, the filter compiled

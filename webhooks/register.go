@@ -53,7 +53,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 		RateLimit: settings.RateLimit.To, MaxInFlight: settings.MaxInFlight.To, Filter: settings.Filter.To,
-		Headers: settings.Headers.To, Auth: settings.Auth.To,
+		Headers: settings.Headers.To, Auth: settings.Auth.To, TLS: settings.TLS.To, TLSExpiresAt: settings.TLS.ExpiresAt,
 	}
 	err = s.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		if err := model.CreateWebhook(ctx, cs.Tx, w, s.maxWebhooks); err != nil {
@@ -140,8 +140,8 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 	return w, nil
 }
 
-// change checks settings and turns them into the model's change, the custom headers and the
-// authentication sealed. id is the webhook changed, 0 on create: a custom Authorization header is
+// change checks settings and turns them into the model's change, the custom headers, the
+// authentication and the TLS settings sealed. id is the webhook changed, 0 on create: a custom Authorization header is
 // refused beside an authentication, whether the request or the stored webhook holds either.
 func (s *Service) change(ctx context.Context, scope model.WebhookScope, id int64, settings Settings) (model.SettingsChange, error) {
 	c, err := settings.change()
@@ -153,6 +153,9 @@ func (s *Service) change(ctx context.Context, scope model.WebhookScope, id int64
 		return c, err
 	}
 	if c.Auth, err = s.sealAuth(ctx, settings.Auth); err != nil {
+		return c, err
+	}
+	if c.TLS, err = s.sealTLS(settings.TLS); err != nil {
 		return c, err
 	}
 	var stored *model.Webhook

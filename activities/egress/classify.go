@@ -97,6 +97,7 @@ func Classify(err error) (class, message string) {
 	var hostErr x509.HostnameError
 	var recordErr tls.RecordHeaderError
 	var netErr net.Error
+	var opErr *net.OpError
 	var circuitErr *CircuitOpenError
 	var proxyErr *ProxyError
 	switch {
@@ -124,6 +125,10 @@ func Classify(err error) (class, message string) {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ClassRefused, "the receiver refused the connection"
 	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr), errors.As(err, &recordErr):
+		return ClassTLS, "TLS handshake failed: " + err.Error()
+	case errors.As(err, &opErr) && opErr.Op == "remote error":
+		// A TLS alert from the receiver, such as certificate_required when it wants a client
+		// certificate (crypto/tls reports every alert it receives this way).
 		return ClassTLS, "TLS handshake failed: " + err.Error()
 	}
 	return ClassNetwork, "network error: " + err.Error()

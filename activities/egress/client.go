@@ -92,6 +92,8 @@ type Client struct {
 	proxy   string
 	timeout time.Duration
 	hosts   *hosts
+	// tls holds the clients of webhooks with TLS settings of their own (tlsconfig.go).
+	tls *tlsClients
 }
 
 // Response is a receiver's reply. Body holds at most MaxResponseRead bytes.
@@ -156,15 +158,11 @@ func New(o Options) (*Client, error) {
 		MaxResponseHeaderBytes: MaxResponseRead,
 	}
 	return &Client{
-		http: &http.Client{
-			Transport: transport,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		},
+		http:    &http.Client{Transport: transport, CheckRedirect: noRedirects},
 		proxy:   proxyName,
 		timeout: o.Timeout,
 		hosts:   hs,
+		tls:     newTLSClients(transport, roots),
 	}, nil
 }
 
@@ -257,12 +255,16 @@ type Request struct {
 	// and its place in line) instead of booking another. A delivery's attempts use its id. Empty:
 	// each ask is a stranger, whose bookings nobody keeps.
 	Key string
+	// TLS is the webhook's own TLS settings, nil for none: the exchange goes through a transport
+	// built for them (tlsconfig.go) instead of the shared one.
+	TLS *ReceiverTLS
 }
 
 // Turn is an exchange admitted by Take: Post makes it, and Cancel gives the turn back unused.
 type Turn struct {
 	c       *Client
 	t       ticket
+	http    *http.Client
 	url     string
 	timeout time.Duration
 	done    bool
@@ -297,13 +299,19 @@ func (c *Client) Take(ctx context.Context, r Request) (*Turn, error) {
 	if err != nil {
 		return nil, err
 	}
+	hc := c.http
+	if r.TLS != nil {
+		if hc, err = c.tls.get(r.Endpoint.Webhook, r.TLS); err != nil {
+			return nil, err
+		}
+	}
 	ep := r.Endpoint
 	ep.key = fmt.Sprintf("%d %s", ep.Webhook, r.URL)
 	t, err := c.hosts.acquire(ctx, key, ep, r.Wait, r.QuickWait, r.Key)
 	if err != nil {
 		return nil, err
 	}
-	return &Turn{c: c, t: t, url: r.URL, timeout: timeout}, nil
+	return &Turn{c: c, t: t, http: hc, url: r.URL, timeout: timeout}, nil
 }
 
 // Post makes the exchange: body to the turn's URL with header. A reply whose body does not finish
@@ -313,8 +321,12 @@ func (t *Turn) Post(ctx context.Context, header http.Header, body []byte) (*Resp
 		return nil, errors.New("egress: turn already used")
 	}
 	t.done = true
-	resp, err := t.c.exchange(ctx, t.timeout, t.url, header, body)
-	t.c.hosts.release(ctx, t.t, resp, err)
+	resp, err := t.c.exchange(ctx, t.http, t.timeout, t.url, header, body)
+	judged := err
+	if err != nil && t.http != t.c.http {
+		judged = ownTLSFailure{err}
+	}
+	t.c.hosts.release(ctx, t.t, resp, judged)
 	return resp, err
 }
 
@@ -330,7 +342,7 @@ func (t *Turn) Cancel() {
 // Timeout is the ceiling of one exchange.
 func (c *Client) Timeout() time.Duration { return c.timeout }
 
-func (c *Client) exchange(ctx context.Context, timeout time.Duration, rawURL string, header http.Header, body []byte) (*Response, error) {
+func (c *Client) exchange(ctx context.Context, hc *http.Client, timeout time.Duration, rawURL string, header http.Header, body []byte) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var tunnel tunnelState
@@ -344,7 +356,7 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, rawURL str
 	if header != nil {
 		req.Header = header.Clone()
 	}
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, tunnel.blame(c.proxy, err)
 	}

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -773,6 +774,10 @@ func judge(ctx context.Context, resp *Response, err error) outcome {
 	case ClassTimeout:
 		return endpointTimedOut
 	case ClassRefused, ClassDNS, ClassTLS:
+		var own ownTLSFailure
+		if class == ClassTLS && errors.As(err, &own) {
+			return endpointFailed
+		}
 		return hostFailed
 	case ClassNetwork:
 		return endpointFailed

@@ -93,7 +93,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	}
 	defer db.Close()
 	if args[0] == "list" {
-		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), cfg.headerNames, cfg.authType, stdout)
+		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), cfg.headerNames, cfg.authType, cfg.tlsKind, stdout)
 	}
 	w, err := model.FindWebhook(ctx, db, id)
 	if errors.Is(err, model.ErrNotFound) {
@@ -194,8 +194,9 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 // listWebhooks prints the live webhooks of an account, of one variant or both. The limits, the
 // filter, the names of the custom headers and the authentication's type come after the URL, so
 // scripts that cut the first five columns read what they always read. headers names a webhook's
-// custom headers, auth the type of its authentication to the receiver.
-func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, headers, auth func(*model.Webhook) string, stdout io.Writer) error {
+// custom headers, auth the type of its authentication to the receiver, tlsKind what its TLS
+// settings hold (the last column).
+func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
 	account, err := model.AccountByEmail(ctx, db, email)
 	if errors.Is(err, model.ErrNotFound) {
 		return fmt.Errorf("no account with owner e-mail %s", email)
@@ -203,7 +204,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH")
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS")
 	for _, v := range model.Variants {
 		if only != "" && v != only {
 			continue
@@ -223,8 +224,8 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 				if w.Filter != nil {
 					filter = *w.Filter
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL,
-					limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w), auth(&w))
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL,
+					limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w), auth(&w), tlsKind(&w))
 			}
 			if int64(len(hooks)) < f.Limit {
 				break
@@ -268,6 +269,31 @@ func (c Config) authType(w *model.Webhook) string {
 		return "sealed"
 	}
 	return auth.Type
+}
+
+// tlsKind shows what a webhook's TLS settings hold, never their PEMs: "mtls" (a client
+// certificate), "ca" (a CA bundle), "mtls+ca" (both), empty for none, "sealed" when the server key
+// is not at hand (headerNames).
+func (c Config) tlsKind(w *model.Webhook) string {
+	if w.TLS == nil {
+		return ""
+	}
+	box, err := c.listBox()
+	if err != nil {
+		return "sealed"
+	}
+	t, err := box.WebhookTLS(w)
+	if err != nil {
+		return "sealed"
+	}
+	var kinds []string
+	if t.ClientCert != "" {
+		kinds = append(kinds, "mtls")
+	}
+	if t.CACert != "" {
+		kinds = append(kinds, "ca")
+	}
+	return strings.Join(kinds, "+")
 }
 
 // listBox is the SecretBox of the server key, for the list's sealed columns; it makes no key.

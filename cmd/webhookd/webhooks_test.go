@@ -49,10 +49,14 @@ func TestWebhooksCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tlsSealed, err := box.Seal(`{"caCert":"-----BEGIN CERTIFICATE-----","clientCert":"-----BEGIN CERTIFICATE-----","clientKey":"-----BEGIN PRIVATE KEY-----secret-key-body"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range []*model.Webhook{
 		{AccountID: acc.ID, Variant: model.VariantA, URL: "https://a.example.com/", EventType: "campaign.created", Status: model.StatusPending},
 		{AccountID: acc.ID, Variant: model.VariantB, URL: "https://b.example.com/", EventType: "lead.captured", Status: model.StatusActive,
-			RateLimit: &rate, MaxInFlight: &inFlight, Filter: &filter, Headers: &headers, Auth: &auth},
+			RateLimit: &rate, MaxInFlight: &inFlight, Filter: &filter, Headers: &headers, Auth: &auth, TLS: &tlsSealed},
 		{AccountID: other.ID, Variant: model.VariantB, URL: "https://other.example.com/", EventType: "lead.captured", Status: model.StatusActive},
 	} {
 		w.Secret, w.CreatedAt, w.UpdatedAt = "v1:x", model.Now(), model.Now()
@@ -66,15 +70,15 @@ func TestWebhooksCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH" ||
-		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\tpending\thttps://a.example.com/\t-\t-\t-\t-\t-") ||
-		!strings.HasSuffix(lines[2], "\tB\tlead.captured\tactive\thttps://b.example.com/\t50\t4\t"+filter+"\tX-Api-Token,X-Tenant\toauth2") ||
-		strings.Contains(out, "tok-0123456789") || strings.Contains(out, "cs-0123456789") || strings.Contains(out, "idp.example.com") || strings.Contains(out, "other.example.com") {
+	if len(lines) != 3 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS" ||
+		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\tpending\thttps://a.example.com/\t-\t-\t-\t-\t-\t") ||
+		!strings.HasSuffix(lines[2], "\tB\tlead.captured\tactive\thttps://b.example.com/\t50\t4\t"+filter+"\tX-Api-Token,X-Tenant\toauth2\tmtls+ca") ||
+		strings.Contains(out, "tok-0123456789") || strings.Contains(out, "cs-0123456789") || strings.Contains(out, "secret-key-body") || strings.Contains(out, "idp.example.com") || strings.Contains(out, "other.example.com") {
 		t.Fatalf("list printed:\n%s\nwant a header and the account's two webhooks with their limits, no other account's", out)
 	}
 	// The last line is the last webhook, its columns split by tabs.
-	if f := strings.Split(lastLine(out), "\t"); len(f) != 10 || f[4] != "https://b.example.com/" || f[5] != "50" || f[6] != "4" || f[7] != filter || f[8] != "X-Api-Token,X-Tenant" || f[9] != "oauth2" {
-		t.Fatalf("list's last line %q: want id, variant, event type, status, URL, rate limit, max in flight, filter, header names, auth type", lastLine(out))
+	if f := strings.Split(lastLine(out), "\t"); len(f) != 11 || f[4] != "https://b.example.com/" || f[5] != "50" || f[6] != "4" || f[7] != filter || f[8] != "X-Api-Token,X-Tenant" || f[9] != "oauth2" || f[10] != "mtls+ca" {
+		t.Fatalf("list's last line %q: want id, variant, event type, status, URL, rate limit, max in flight, filter, header names, auth type, tls", lastLine(out))
 	}
 	out, err = cmd("list", "--owner-email", "ops@example.com", "--variant", "B")
 	if err != nil || strings.Contains(out, "a.example.com") || !strings.Contains(out, "b.example.com") {

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -265,6 +266,21 @@ func (p *webhookdProcess) metric(t *testing.T, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// metricsText is the running process's whole /metrics page.
+func (p *webhookdProcess) metricsText(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(p.healthz, "/healthz") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func (p *webhookdProcess) logs(t *testing.T) string {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/webhookd/webhookd/internal/temporaltest"
@@ -127,27 +128,36 @@ func TestCredentialsStayHidden(t *testing.T) {
 	check("the attempt log", log.String(), "first attempt refused")
 
 	tc := temporaltest.Start(t).Client(t)
-	it := tc.GetWorkflowHistory(context.Background(), workflows.DeliveryWorkflowID(eventID, hook), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var history strings.Builder
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := protojson.Format(ev)
-		history.WriteString(text)
-		// Payloads are base64 in the history's JSON: their decoded bytes are searched too.
-		for _, m := range payloadData.FindAllStringSubmatch(text, -1) {
-			if b, err := base64.StdEncoding.DecodeString(m[1]); err == nil {
-				history.Write(b)
-			}
-		}
-	}
-	check("the delivery workflow's history", history.String(), `"EventType":"lead.captured"`)
+	check("the delivery workflow's history", historyText(t, tc, workflows.DeliveryWorkflowID(eventID, hook)), `"EventType":"lead.captured"`)
 
 	var spans strings.Builder
 	for _, s := range st.collector.Spans() {
 		fmt.Fprintf(&spans, "%s %v %v %v\n", s.Name, s.Attributes, s.Resource, s.Events)
 	}
 	check("the spans", spans.String(), "RunActivity:Deliver")
+}
+
+// historyText is the history of each workflow id, as its events' JSON, followed by the decoded
+// bytes of every payload in it (payloads are base64 in the JSON): what a secret search of the
+// Temporal histories reads, as 'temporal workflow show' prints them.
+func historyText(t *testing.T, tc client.Client, ids ...string) string {
+	t.Helper()
+	var history strings.Builder
+	for _, id := range ids {
+		it := tc.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := protojson.Format(ev)
+			history.WriteString(text)
+			for _, m := range payloadData.FindAllStringSubmatch(text, -1) {
+				if b, err := base64.StdEncoding.DecodeString(m[1]); err == nil {
+					history.Write(b)
+				}
+			}
+		}
+	}
+	return history.String()
 }

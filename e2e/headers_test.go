@@ -15,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/workflows"
@@ -117,26 +114,12 @@ func TestWebhookHeaders(t *testing.T) {
 	check("the attempt log", strings.Join(headers, "\n"), `"X-Api-Token":"`+redacted+`"`)
 
 	tc := temporaltest.Start(t).Client(t)
-	it := tc.GetWorkflowHistory(context.Background(), workflows.DeliveryWorkflowID(eventID, hook), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var history strings.Builder
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := protojson.Format(ev)
-		history.WriteString(text)
-		for _, m := range payloadData.FindAllStringSubmatch(text, -1) {
-			if b, err := base64.StdEncoding.DecodeString(m[1]); err == nil {
-				history.Write(b)
-			}
-		}
-	}
-	check("the delivery workflow's history", history.String(), `"EventType":"lead.captured"`)
+	check("the delivery workflow's history", historyText(t, tc, workflows.DeliveryWorkflowID(eventID, hook)), `"EventType":"lead.captured"`)
 
 	// Give the last attempt's records and spans a moment to land.
 	time.Sleep(time.Second)
 	check("webhookd's log", st.proc.logs(t), "route=/v2/svc/v2/events")
+	check("webhookd's /metrics", st.proc.metricsText(t), "webhookd_deliveries_total")
 	var spans strings.Builder
 	for _, s := range st.collector.Spans() {
 		fmt.Fprintf(&spans, "%s %v %v %v\n", s.Name, s.Attributes, s.Resource, s.Events)

@@ -134,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", docs.OpenAPI) })
+	s.schemaRoutes(e)
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	}

@@ -9,3 +9,9 @@ import _ "embed"
 //
 //go:embed openapi.yaml
 var OpenAPI []byte
+
+// Webhooks is docs/webhooks.yaml, the OpenAPI 3.1 document of the deliveries (generated from the
+// intake table by package sources), served at GET /openapi-webhooks.yaml.
+//
+//go:embed webhooks.yaml
+var Webhooks []byte

@@ -90,6 +90,11 @@ func TestDeliversEveryEventType(t *testing.T) {
 	if len(verify) != 10 {
 		t.Fatalf("node verified %d variant B bodies, want 10 (5 tests, 5 events)", len(verify))
 	}
+	// Every body also meets its envelope's and its type's JSON Schema (as every test's bodies do
+	// when its receiver closes); here each type of both variants is among them.
+	if n := checkDeliveryBodies(t, st.rc.requests("")); n != 15 {
+		t.Errorf("%d delivery bodies checked against their schemas, want 15 (5 A, 5 B, 5 B tests)", n)
+	}
 
 	families, err := st.registry.Gather()
 	if err != nil {

@@ -153,6 +153,8 @@ func startReceiver(t *testing.T) *receiver {
 	}
 	rc.srv.StartTLS()
 	t.Cleanup(rc.srv.Close)
+	// Registered after Close, so it runs first: every delivery body the test got meets its schema.
+	t.Cleanup(func() { checkDeliveryBodies(t, rc.requests("")) })
 	cert := rc.srv.Certificate()
 	rc.caFile = filepath.Join(t.TempDir(), "receiver-ca.pem")
 	if err := os.WriteFile(rc.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o600); err != nil {

@@ -27,11 +27,19 @@ type EventTypeInfo struct {
 	Type        string          `json:"type"`
 	Description string          `json:"description"`
 	Example     json.RawMessage `json:"example"`
+	// Schema is the JSON Schema (2020-12) of the type's data, generated from the same table.
+	Schema json.RawMessage `json:"schema"`
+	// SchemaURL is the path of the schema's stable URL on the API's host (SchemaPath).
+	SchemaURL string `json:"schemaUrl"`
 }
 
+// SchemaPath is the path at which the API serves the JSON Schema of eventType's data, public and
+// stable: /schemas/events/<type>/v1.json.
+func SchemaPath(eventType string) string { return "/schemas/events/" + eventType + "/v1.json" }
+
 // EventCatalog lists the event types a webhook of variant v may subscribe to, each with its
-// description and an example of its data built from the same field table that validates events at
-// intake, so the example always passes that validation.
+// description, an example of its data and its schema, built from the same field table that validates
+// events at intake, so the example always passes that validation and the schema states it.
 func EventCatalog(v model.Variant) []EventTypeInfo {
 	types := v.EventTypes()
 	out := make([]EventTypeInfo, len(types))
@@ -40,7 +48,12 @@ func EventCatalog(v model.Variant) []EventTypeInfo {
 		if err != nil {
 			panic(fmt.Sprintf("example of %s: %v", t, err)) // built from literals: cannot fail
 		}
-		out[i] = EventTypeInfo{Type: t, Description: eventDescriptions[t], Example: ex}
+		schema, _ := DataSchema(t, JSONSchema)
+		sch, err := json.Marshal(schema)
+		if err != nil {
+			panic(fmt.Sprintf("schema of %s: %v", t, err)) // built from literals: cannot fail
+		}
+		out[i] = EventTypeInfo{Type: t, Description: eventDescriptions[t], Example: ex, Schema: sch, SchemaURL: SchemaPath(t)}
 	}
 	return out
 }

@@ -1,0 +1,72 @@
+package docs_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/webhookd/webhookd/docs"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
+)
+
+var update = flag.Bool("update", false, "write docs/webhooks.yaml from the intake table")
+
+// TestWebhooksDocumentIsCurrent: docs/webhooks.yaml is what sources generates from the table that
+// validates events at intake, so the deliveries' document cannot drift from intake. With -update
+// it writes the file.
+func TestWebhooksDocumentIsCurrent(t *testing.T) {
+	want, err := sources.WebhooksDocument()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile("webhooks.yaml", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(docs.Webhooks, want) {
+		t.Fatal("docs/webhooks.yaml is not what the intake table generates: run `go test ./docs -run WebhooksDocument -update`")
+	}
+}
+
+// TestWebhooksDocumentIsValidOpenAPI31: kin-openapi loads and validates the document as OpenAPI
+// 3.1, and it describes a delivery of every event type of both variants, webhook.test included,
+// each with the Standard Webhooks headers.
+func TestWebhooksDocumentIsValidOpenAPI31(t *testing.T) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(docs.Webhooks)
+	if err != nil {
+		t.Fatalf("load webhooks.yaml: %v", err)
+	}
+	if !doc.IsOpenAPI31OrLater() {
+		t.Fatalf("webhooks.yaml is OpenAPI %s, want 3.1", doc.OpenAPI)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("webhooks.yaml is not valid OpenAPI 3.1: %v", err)
+	}
+	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
+		for _, typ := range append(v.EventTypes(), model.EventTest) {
+			item := doc.Webhooks["variant-"+string(v)+"/"+typ]
+			if item == nil || item.Post == nil {
+				t.Errorf("no delivery of %s in variant %s", typ, v)
+				continue
+			}
+			var names []string
+			for _, p := range item.Post.Parameters {
+				names = append(names, strings.ToLower(p.Value.Name))
+			}
+			for _, h := range []string{"webhook-id", "webhook-timestamp", "webhook-signature", "x-service-event", "traceparent"} {
+				if !strings.Contains(strings.Join(names, " "), h) {
+					t.Errorf("%s/%s: no %s header", v, typ, h)
+				}
+			}
+		}
+	}
+}

@@ -127,3 +127,47 @@ func deliveryHeaders() map[string]any {
 		"UserAgent": header("User-Agent", "webhookd/<version>.", true, map[string]any{"type": "string"}),
 	}
 }
+
+// DataComponents is the block of docs/openapi.yaml between "# BEGIN generated event data" and
+// "# END generated event data": the schemas of the event data that POST <prefix>/events takes,
+// in OpenAPI 3.0, indented to sit under components.schemas. The campaign.* types share one shape,
+// CampaignData; every other type's is <Type>Data. TestOpenAPIEventDataIsCurrent in package docs
+// fails when the block differs.
+func DataComponents() ([]byte, error) {
+	schemas := map[string]any{}
+	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
+		for _, typ := range v.EventTypes() {
+			s, _ := DataSchema(typ, OpenAPI30)
+			name := DataComponentName(typ)
+			if name == "CampaignData" {
+				s["title"] = "CampaignData"
+				s["description"] = "The data of every campaign.* event (spec 2.3)."
+			}
+			schemas[name] = s
+		}
+	}
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(schemas); err != nil {
+		return nil, fmt.Errorf("marshal the event data components: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("marshal the event data components: %w", err)
+	}
+	var block bytes.Buffer
+	for _, line := range strings.SplitAfter(out.String(), "\n") {
+		if line != "" {
+			block.WriteString("    " + line)
+		}
+	}
+	return block.Bytes(), nil
+}
+
+// DataComponentName is the component of docs/openapi.yaml that holds eventType's data schema.
+func DataComponentName(eventType string) string {
+	if strings.HasPrefix(eventType, "campaign.") {
+		return "CampaignData"
+	}
+	return schemaName(eventType) + "Data"
+}

@@ -104,6 +104,17 @@ func (e *testEnv) do(t *testing.T, method, path string, auth func(*http.Request)
 func (e *testEnv) serve(t *testing.T, req *http.Request) response {
 	t.Helper()
 	method, path := req.Method, req.RequestURI // the target as httptest.NewRequest was given it
+	// The request body is kept for the document's check: a request the service accepts must be
+	// one the document accepts.
+	var sent []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			t.Fatalf("%s %s: read the request body: %v", method, path, err)
+		}
+		sent = b
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
 	rec := httptest.NewRecorder()
 	e.srv.ServeHTTP(rec, req)
 	res := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
@@ -115,7 +126,8 @@ func (e *testEnv) serve(t *testing.T, req *http.Request) response {
 			t.Fatalf("%s %s: response is not a JSON object: %v: %s", method, path, err, res.raw)
 		}
 	}
-	check := httptest.NewRequest(method, path, nil)
+	check := httptest.NewRequest(method, path, bytes.NewReader(sent))
+	check.Header = req.Header.Clone()
 	e.oa.Check(t, check, rec.Code, rec.Header(), res.raw)
 	return res
 }

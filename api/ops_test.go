@@ -107,6 +107,8 @@ func TestWrongMethodIs405(t *testing.T) {
 		{"DELETE", "/v2/svc/v2/webhooks", 405, []string{"GET", "POST"}},
 		{"PUT", "/v2/svc/v2/events", 405, []string{"GET", "POST"}},
 		{"PUT", "/api/svc/v2/campaigns/7", 405, []string{"GET", "PATCH"}},
+		{"GET", "/v2/svc/v2/websites/7/archive", 405, []string{"POST"}},
+		{"POST", "/healthz", 405, []string{"GET"}},
 		{"GET", "/api/svc/v2/nothing-here", 404, nil},
 	} {
 		rec := httptest.NewRecorder()
@@ -114,6 +116,11 @@ func TestWrongMethodIs405(t *testing.T) {
 		if rec.Code != tc.status {
 			t.Errorf("%s %s = %d %s, want %d", tc.method, tc.path, rec.Code, rec.Body, tc.status)
 			continue
+		}
+		if tc.status == http.StatusMethodNotAllowed {
+			// Every 405 as the document describes it: the envelope, and an Allow listing every method
+			// the path takes.
+			e.oa.Check(t, httptest.NewRequest(tc.method, tc.path, nil), rec.Code, rec.Header(), rec.Body.Bytes())
 		}
 		var body map[string]any
 		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {

@@ -70,3 +70,33 @@ func TestWebhooksDocumentIsValidOpenAPI31(t *testing.T) {
 		}
 	}
 }
+
+const (
+	beginData = "    # BEGIN generated event data\n"
+	endData   = "    # END generated event data\n"
+)
+
+// TestOpenAPIEventDataIsCurrent: the event data schemas that POST <prefix>/events takes in
+// docs/openapi.yaml are the ones sources generates from the intake table (OpenAPI 3.0 dialect),
+// so a typed client publishes exactly what intake accepts. With -update it writes the block.
+func TestOpenAPIEventDataIsCurrent(t *testing.T) {
+	want, err := sources.DataComponents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(docs.OpenAPI)
+	begin, end := strings.Index(doc, beginData), strings.Index(doc, endData)
+	if begin < 0 || end < begin {
+		t.Fatal("docs/openapi.yaml has no generated event data block")
+	}
+	got := doc[begin+len(beginData) : end]
+	if *update {
+		if err := os.WriteFile("openapi.yaml", []byte(doc[:begin+len(beginData)]+string(want)+doc[end:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got != string(want) {
+		t.Fatal("docs/openapi.yaml's event data is not what the intake table generates: run `go test ./docs -run OpenAPIEventData -update`")
+	}
+}

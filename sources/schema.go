@@ -162,7 +162,12 @@ func fieldSchema(f field, d Dialect) map[string]any {
 	case kindTime:
 		s = map[string]any{"type": "string", "format": "date-time", "pattern": timePattern}
 	case kindTimeMillis:
-		s = map[string]any{"type": "string", "format": "date-time", "pattern": timeMillisSchemaPattern}
+		s = map[string]any{"type": "string", "pattern": timeMillisSchemaPattern}
+		if d == JSONSchema {
+			// Not in OpenAPI 3.0: generators make a date-time a time value, which writes no
+			// milliseconds when they are zero, and intake would refuse what the client sends.
+			s["format"] = "date-time"
+		}
 	case kindURL:
 		s = map[string]any{"type": "string", "pattern": urlPattern, "description": "An absolute http(s) URL."}
 	case kindEmail:
@@ -186,6 +191,15 @@ func fieldSchema(f field, d Dialect) map[string]any {
 		s = map[string]any{"type": "string", "enum": stringsToAny(f.enum)}
 	default:
 		panic(fmt.Sprintf("no schema for field %s of kind %d", f.name, f.kind))
+	}
+	if d == OpenAPI30 {
+		// OpenAPI's formats give generators the width: a number without one is a float32 in Go.
+		switch s["type"] {
+		case "integer":
+			s["format"] = "int64"
+		case "number":
+			s["format"] = "double"
+		}
 	}
 	if f.nullable {
 		nullable(s, d)

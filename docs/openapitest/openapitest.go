@@ -3,8 +3,13 @@
 package openapitest
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -58,12 +63,21 @@ func load() (*Validator, error) {
 	return &Validator{router: router}, nil
 }
 
-// options validate the answer strictly. The request itself is never validated, its credentials
-// included: tests send malformed requests and bad keys on purpose, and only the response they get
-// must be documented. Schema errors leave out the schema dump: Check prints the body instead,
-// which is what a reader of a failed test needs.
+// options validate the answer strictly. Schema errors leave out the schema dump: Check prints the
+// body instead, which is what a reader of a failed test needs.
 var options = &openapi3filter.Options{
 	IncludeResponseStatus:   true,
+	MultiError:              true,
+	AuthenticationFunc:      openapi3filter.NoopAuthenticationFunc,
+	SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.DisableSchemaErrorDetails()},
+}
+
+// requestOptions validate the request of an exchange the service accepted (2xx): its path, query,
+// headers and body must be ones the document accepts. Its credentials are not checked: tests send
+// bad keys on purpose, and which header a variant reads is the router's business, not the
+// schema's. Requests the service refused are not validated at all: tests send malformed ones on
+// purpose, and only the answer they get must be documented.
+var requestOptions = &openapi3filter.Options{
 	MultiError:              true,
 	AuthenticationFunc:      openapi3filter.NoopAuthenticationFunc,
 	SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.DisableSchemaErrorDetails()},
@@ -72,25 +86,72 @@ var options = &openapi3filter.Options{
 // maxShownBody bounds how much of a failing response body a test failure quotes.
 const maxShownBody = 2048
 
-// Check fails t unless the response is documented for req: the route and method exist, the status
-// code is listed for the operation, the documented headers are present and well-formed, and the
-// body matches its schema for the response's Content-Type. body is the response body; nil means
-// empty.
+// Check fails t unless the exchange is documented. The response, always: the route and method
+// exist, the status code is listed for the operation, the documented headers are present and
+// well-formed, and the body matches its schema for the response's Content-Type. The request too
+// when the response is 2xx (a request the service accepted must be one the document accepts):
+// its path parameters, query, headers and body, read from req.Body (nil or empty means none).
+// body is the response body; nil means empty.
 func (v *Validator) Check(t testing.TB, req *http.Request, status int, header http.Header, body []byte) {
 	t.Helper()
-	if err := v.validate(req, status, header, body); err != nil {
-		shown := body
+	var reqBody []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			t.Fatalf("openapitest: read the request body: %v", err)
+		}
+		reqBody = b
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	if err := v.validate(req, reqBody, status, header, body); err != nil {
+		shown, shownReq := body, reqBody
 		if len(shown) > maxShownBody {
 			shown = shown[:maxShownBody]
 		}
-		t.Errorf("%s %s -> %d: not as documented in docs/openapi.yaml: %v\nbody: %s", req.Method, req.URL.Path, status, err, shown)
+		if len(shownReq) > maxShownBody {
+			shownReq = shownReq[:maxShownBody]
+		}
+		t.Errorf("%s %s -> %d: not as documented in docs/openapi.yaml: %v\nrequest body: %s\nbody: %s", req.Method, req.URL.RequestURI(), status, err, shownReq, shown)
 	}
 }
 
-func (v *Validator) validate(req *http.Request, status int, header http.Header, body []byte) error {
+// Validate is Check's verdict as an error, for callers that are not tests (a validating proxy):
+// nil when the exchange is documented. reqBody is the request body, body the response's.
+func (v *Validator) Validate(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) error {
+	return v.validate(req, reqBody, status, header, body)
+}
+
+func (v *Validator) validate(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) error {
 	route, params, err := v.router.FindRoute(req)
+	if errors.Is(err, routers.ErrMethodNotAllowed) && status == http.StatusMethodNotAllowed {
+		// A 405 answers a method the path does not take, so no operation describes the request;
+		// every operation of the path documents the same 405. It is checked as the first
+		// operation's, and its Allow must list every method the path takes.
+		route, params, err = v.anyOperation(req)
+		if err == nil {
+			if missing := missingMethods(route, header.Get("Allow")); len(missing) > 0 {
+				return fmt.Errorf("405 whose Allow %q leaves out the documented %v", header.Get("Allow"), missing)
+			}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("undocumented route: %w", err)
+	}
+	var requestErr error
+	if status >= 200 && status < 300 {
+		// The validator reads the body from the request; it gets a copy, so the caller's stays.
+		r := req.Clone(req.Context())
+		r.Body = io.NopCloser(bytes.NewReader(reqBody))
+		r.ContentLength = int64(len(reqBody))
+		// The service reads a body of only white space as no body (docs/api.md), which a schema
+		// cannot say: the document sees no body.
+		if len(bytes.TrimSpace(reqBody)) == 0 {
+			r.Body = http.NoBody
+		}
+		in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: requestOptions}
+		if err := openapi3filter.ValidateRequest(req.Context(), in); err != nil {
+			requestErr = fmt.Errorf("request accepted with %d but not as documented: %w", status, err)
+		}
 	}
 	input := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{
@@ -104,5 +165,33 @@ func (v *Validator) validate(req *http.Request, status int, header http.Header, 
 		Options: options,
 	}
 	input.SetBodyBytes(body)
-	return openapi3filter.ValidateResponse(req.Context(), input)
+	return errors.Join(requestErr, openapi3filter.ValidateResponse(req.Context(), input))
+}
+
+// anyOperation routes req as if it used a method its path takes.
+func (v *Validator) anyOperation(req *http.Request) (*routers.Route, map[string]string, error) {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		r := req.Clone(req.Context())
+		r.Method = m
+		if route, params, err := v.router.FindRoute(r); err == nil {
+			return route, params, nil
+		}
+	}
+	return nil, nil, routers.ErrPathNotFound
+}
+
+// missingMethods are the methods of route's path that allow does not list.
+func missingMethods(route *routers.Route, allow string) []string {
+	listed := map[string]bool{}
+	for _, m := range strings.Split(allow, ",") {
+		listed[strings.ToUpper(strings.TrimSpace(m))] = true
+	}
+	var missing []string
+	for m := range route.PathItem.Operations() {
+		if !listed[m] {
+			missing = append(missing, m)
+		}
+	}
+	slices.Sort(missing)
+	return missing
 }

@@ -42,10 +42,16 @@ type exchange struct {
 	status int
 	header map[string]string
 	body   string
+	// request is the request body, sent with Content-Type application/json (validated only when
+	// the status is 2xx).
+	request string
 }
 
 func (e exchange) check(v *openapitest.Validator, t testing.TB) {
-	req := httptest.NewRequest(e.method, e.target, nil)
+	req := httptest.NewRequest(e.method, e.target, strings.NewReader(e.request))
+	if e.request != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Request-Id", "req_test")
@@ -72,7 +78,8 @@ func TestCheckAcceptsDocumentedResponses(t *testing.T) {
 		{name: "A empty list with message", method: "GET", target: "/api/svc/v2/webhooks", status: 200,
 			body: `{"success":true,"data":[],"message":"Webhooks retrieved"}`},
 		{name: "A create", method: "POST", target: "/api/svc/v2/webhooks", status: 201,
-			body: `{"success":true,"data":` + strings.TrimSuffix(webhookA, "}") + `,"secret":"` + secret + `"}}`},
+			request: `{"url":"https://example.com/hook","eventType":"campaign.created","rateLimit":null}`,
+			body:    `{"success":true,"data":` + strings.TrimSuffix(webhookA, "}") + `,"secret":"` + secret + `"}}`},
 		{name: "A delete", method: "DELETE", target: "http://example.com/api/svc/v2/webhooks/7", status: 200,
 			body: `{"success":true,"message":"Webhook deleted"}`},
 		{name: "A rate limited", method: "PUT", target: "/api/svc/v2/webhooks/7", status: 429, header: map[string]string{"Retry-After": "1"},
@@ -83,8 +90,20 @@ func TestCheckAcceptsDocumentedResponses(t *testing.T) {
 			body: `{"data":null,"message":"missing Authorization header","isError":true,"code":"unauthorized"}`},
 		{name: "B list", method: "GET", target: "/v2/svc/v2/webhooks", status: 200,
 			body: `{"data":[` + webhookB + `,` + triggered + `],"message":"Webhooks retrieved","isError":false}`},
+		{name: "A refused request, not validated", method: "POST", target: "/api/svc/v2/webhooks", status: 422,
+			request: `{"eventType":"no.such.type"}`,
+			body:    `{"success":false,"message":"url is required","code":"validation_failed","field":"url"}`},
+		{name: "A publish", method: "POST", target: "/api/svc/v2/events", status: 202,
+			request: `{"eventType":"campaign.created","data":{"id":42,"name":"Spring","platform":"meta","status":"active",` +
+				`"startDate":"2026-05-01T12:00:00.000Z","endDate":"2026-06-01T12:00:00.000Z","budget":2500.5}}`,
+			body: `{"success":true,"data":{"id":3,"eventType":"campaign.created","matched":0}}`},
+		{name: "A disable without a body", method: "POST", target: "/api/svc/v2/webhooks/7/disable", status: 200,
+			body: `{"success":true,"data":` + webhookA + `,"message":"Webhook disabled"}`},
+		{name: "B wrong method", method: "DELETE", target: "/v2/svc/v2/webhooks", status: 405, header: map[string]string{"Allow": "GET, POST"},
+			body: `{"data":null,"message":"method not allowed on this path","isError":true,"code":"invalid_request"}`},
 		{name: "B limits patched", method: "PATCH", target: "/v2/svc/v2/webhooks/9", status: 200,
-			body: `{"data":` + triggered + `,"message":"Webhook updated","isError":false}`},
+			request: `{"rateLimit":50,"maxInFlight":null}`,
+			body:    `{"data":` + triggered + `,"message":"Webhook updated","isError":false}`},
 		{name: "B delete", method: "DELETE", target: "/v2/svc/v2/webhooks/8", status: 200,
 			body: `{"data":null,"message":"Webhook deleted","isError":false}`},
 		{name: "B rotate", method: "POST", target: "/v2/svc/v2/webhooks/8/secret/rotate", status: 200,
@@ -117,7 +136,7 @@ func TestCheckRejectsUndocumentedResponses(t *testing.T) {
 			body: `{"success":true,"data":` + strings.TrimSuffix(webhookA, "}") + `,"secret":"` + secret + `"}}`}, "secret"},
 		{exchange{name: "limits missing", method: "GET", target: "/v2/svc/v2/webhooks/8", status: 200,
 			body: `{"data":` + strings.Replace(webhookB, `,"rateLimit":null,"maxInFlight":null,"filter":null,"headers":null,"auth":null,"tls":null`, "", 1) + `,"message":"ok","isError":false}`}, "rateLimit"},
-		{exchange{name: "limit out of range", method: "PATCH", target: "/api/svc/v2/webhooks/7", status: 200,
+		{exchange{name: "limit out of range", method: "PATCH", target: "/api/svc/v2/webhooks/7", status: 200, request: `{}`,
 			body: `{"success":true,"data":` + strings.Replace(webhookA, `"rateLimit":null`, `"rateLimit":0`, 1) + `}`}, "rateLimit"},
 		{exchange{name: "missing field", method: "GET", target: "/v2/svc/v2/webhooks/8", status: 200,
 			body: `{"data":` + webhookB + `,"isError":false}`}, "message"},
@@ -143,6 +162,16 @@ func TestCheckRejectsUndocumentedResponses(t *testing.T) {
 		{exchange{name: "wrong content type", method: "GET", target: "/healthz", status: 200,
 			header: map[string]string{"Content-Type": "text/html"}, body: `{"status":"ok"}`}, "Content-Type"},
 		{exchange{name: "empty body", method: "GET", target: "/v2/svc/v2/webhooks", status: 200}, "decode"},
+		{exchange{name: "accepted request without its url", method: "POST", target: "/api/svc/v2/webhooks", status: 201,
+			request: `{"eventType":"campaign.created"}`,
+			body:    `{"success":true,"data":` + strings.TrimSuffix(webhookA, "}") + `,"secret":"` + secret + `"}}`}, "request accepted"},
+		{exchange{name: "accepted query out of range", method: "GET", target: "/api/svc/v2/webhooks?limit=500", status: 200,
+			body: `{"success":true,"data":[]}`}, "limit"},
+		{exchange{name: "accepted event of another variant", method: "POST", target: "/v2/svc/v2/events", status: 202,
+			request: `{"event":"campaign.created","data":{}}`,
+			body:    `{"data":{"id":3,"event":"lead.captured","matched":0},"message":"accepted","isError":false}`}, "request accepted"},
+		{exchange{name: "405 without Allow", method: "DELETE", target: "/api/svc/v2/webhooks", status: 405,
+			body: `{"success":false,"message":"method not allowed on this path","code":"invalid_request"}`}, "Allow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -153,6 +153,9 @@ func listenCommand(ctx context.Context, args, environ []string, stdout, stderr i
 	}
 	api := &apiClient{base: cfg.API, key: cfg.Key, http: &http.Client{Timeout: 30 * time.Second}}
 	l, err := startListener(ctx, api, cfg)
+	if ctx.Err() != nil {
+		return nil // Ctrl-C before it started
+	}
 	if err != nil {
 		return err
 	}
@@ -317,10 +320,11 @@ func (l *listener) poll(ctx context.Context, stdout io.Writer) error {
 			return err
 		}
 		for _, ev := range page {
+			line := l.forward(ctx, ev)
 			if ctx.Err() != nil {
-				return nil
+				return nil // Ctrl-C: the request it cut short is not reported as the receiver's error
 			}
-			fmt.Fprintln(stdout, l.forward(ctx, ev))
+			fmt.Fprintln(stdout, line)
 			l.cursor = ev.ID
 		}
 		if !more {

@@ -123,13 +123,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if err != nil {
 		return DeliverResult{}, fmt.Errorf("sign delivery %d: %w", in.DeliveryID, err)
 	}
-	header := http.Header{
-		"Content-Type":    {"application/json"},
-		"User-Agent":      {a.UserAgent},
-		"X-Service-Event": {ev.EventType},
-	}
-	header.Set(wire.HeaderID, msgID)
-	header.Set(wire.HeaderTimestamp, strconv.FormatInt(started.Unix(), 10))
+	header := wire.DeliveryHeader(msgID, ev.EventType, a.UserAgent, started)
 	postCtx, postSpan := ctx, trace.Span(nil)
 	if postErr == nil {
 		postCtx, postSpan = a.startPost(ctx, in, w, ev.EventType, header)

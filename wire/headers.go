@@ -1,7 +1,10 @@
 package wire
 
 import (
+	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -16,6 +19,21 @@ const (
 	// HeaderSignature carries StandardSignature: "v1,<base64>", one per signing secret.
 	HeaderSignature = "webhook-signature"
 )
+
+// DeliveryHeader is what every delivery of eventType carries before its signature is added:
+// Content-Type, User-Agent, X-Service-Event, webhook-id (msgID) and webhook-timestamp (signedAt, in
+// Unix seconds). The delivery activity and `webhookd listen` both send it, so a receiver developed
+// against one sees what the other sends.
+func DeliveryHeader(msgID, eventType, userAgent string, signedAt time.Time) http.Header {
+	h := http.Header{
+		"Content-Type":    {"application/json"},
+		"User-Agent":      {userAgent},
+		"X-Service-Event": {eventType},
+	}
+	h.Set(HeaderID, msgID)
+	h.Set(HeaderTimestamp, strconv.FormatInt(signedAt.Unix(), 10))
+	return h
+}
 
 // SignatureField is the field of a LayoutB body that holds SignBodyB's signature, always last.
 const SignatureField = "signature"

@@ -289,7 +289,7 @@ func knownVariables() ([]string, error) {
 	for _, f := range fields {
 		names = append(names, f.Key)
 	}
-	return append(names, testVariables...), nil
+	return append(append(names, testVariables...), clientVariables...), nil
 }
 
 // A rule is what a variable's value must be: ok says whether a parsed value is that, want says it

@@ -349,7 +349,8 @@ func TestConfigDocumented(t *testing.T) {
 }
 
 // TestKnownVariablesAreConfigs: the variables a process accepts are the Config fields' (as the env
-// package reads their tags) and the test suite's, no more, and each may be set empty.
+// package reads their tags), the test suite's and the client commands' (listen), no more, and each
+// may be set empty.
 func TestKnownVariablesAreConfigs(t *testing.T) {
 	known, err := knownVariables()
 	if err != nil {
@@ -362,7 +363,7 @@ func TestKnownVariablesAreConfigs(t *testing.T) {
 			want = append(want, name)
 		}
 	}
-	if want = append(want, testVariables...); len(want) < 30 || !slices.Equal(known, want) {
+	if want = append(append(want, testVariables...), clientVariables...); len(want) < 30 || !slices.Equal(known, want) {
 		t.Fatalf("known = %v, want %v", known, want)
 	}
 	for _, name := range known {

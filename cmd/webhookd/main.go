@@ -1,7 +1,8 @@
 // Command webhookd is the webhook delivery service: `serve` runs the API and the Temporal worker,
 // `migrate` applies database migrations, `apikey` issues, lists and revokes API keys, `webhooks`
 // lists, retries and recovers webhooks for an operator, `portal-link` makes and revokes links to
-// the owner's portal, `version` prints the build.
+// the owner's portal, `listen` forwards a webhook's events to a receiver under development,
+// `version` prints the build.
 package main
 
 import (
@@ -54,6 +55,10 @@ Usage:
   webhookd threshold set --website ID --metric M --value N
                                            set an analytics threshold (operators only)
   webhookd threshold list [--website ID]   list thresholds
+  webhookd listen --webhook ID --forward-to URL [--api URL] [--key KEY] [--variant A|B] [--since T]
+                                           forward a webhook's new events, signed as deliveries, to a
+                                           receiver on this machine (API and key also from
+                                           WEBHOOKD_API_URL and WEBHOOKD_API_KEY; docs/signatures.md)
   webhookd search-attributes               print the Temporal search attributes webhookd needs,
                                            one "Name Type" per line
   webhookd version                         print the version
@@ -65,12 +70,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "webhookd:", err)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "webhookd:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -94,6 +98,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			fmt.Fprintln(stdout, key.GetName(), key.GetValueType())
 		}
 		return nil
+	case "listen":
+		// A client of the API on the developer's machine: none of the service's configuration.
+		return listenCommand(ctx, args[1:], environ, stdout, stderr)
 	}
 	cfg, err := loadConfig(environ)
 	if err != nil {
@@ -284,4 +291,20 @@ func thresholdCommand(ctx context.Context, cfg Config, args []string, stdout, st
 		fmt.Fprintf(stdout, "%d\t%s\t%d\t%s\n", th.WebsiteID, th.Metric, th.Value, crossed)
 	}
 	return nil
+}
+
+// usageError is a command line that cannot run: main exits 2 on it, as for -h.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// exitCode is main's exit code for run's error: 2 for a command line that cannot run, 1 otherwise.
+func exitCode(err error) int {
+	var ue *usageError
+	if errors.Is(err, flag.ErrHelp) || errors.As(err, &ue) {
+		return 2
+	}
+	return 1
 }

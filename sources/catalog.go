@@ -22,25 +22,30 @@ var eventDescriptions = map[string]string{
 	"analytics.threshold": "A website's metric reached a threshold set for it.",
 }
 
-// EventTypeInfo is one entry of the event-type catalog.
+// EventTypeInfo is one entry of the event-type catalog: Version is the type's newest version, the
+// one intake accepts, Example is data of it, and Versions lists every version a webhook may pin
+// (docs/events.md, "Versions").
 type EventTypeInfo struct {
 	Type        string          `json:"type"`
 	Description string          `json:"description"`
+	Version     int             `json:"version"`
+	Versions    []int           `json:"versions"`
 	Example     json.RawMessage `json:"example"`
 }
 
 // EventCatalog lists the event types a webhook of variant v may subscribe to, each with its
-// description and an example of its data built from the same field table that validates events at
-// intake, so the example always passes that validation.
+// description, its versions and an example of its newest version's data built from the same field
+// table that validates events at intake, so the example always passes that validation.
 func EventCatalog(v model.Variant) []EventTypeInfo {
 	types := v.EventTypes()
 	out := make([]EventTypeInfo, len(types))
 	for i, t := range types {
-		ex, err := json.Marshal(exampleObject(eventData[t]))
+		fields, _ := newestShape(t)
+		ex, err := json.Marshal(exampleObject(fields))
 		if err != nil {
 			panic(fmt.Sprintf("example of %s: %v", t, err)) // built from literals: cannot fail
 		}
-		out[i] = EventTypeInfo{Type: t, Description: eventDescriptions[t], Example: ex}
+		out[i] = EventTypeInfo{Type: t, Description: eventDescriptions[t], Version: LatestVersion(t), Versions: VersionsOf(t), Example: ex}
 	}
 	return out
 }

@@ -19,7 +19,7 @@ type Metrics struct {
 	// may count one twice).
 	Exhausted prometheus.Counter
 	// InternalFailures counts deliveries ended by an internal error no retry can fix, by its
-	// error type (ErrTypeDeliveryMissing, ErrTypeSecretUnreadable). Alert on any increase.
+	// error type (ErrTypeDeliveryMissing, ErrTypeSecretUnreadable, ErrTypeVersionUnconvertible). Alert on any increase.
 	InternalFailures *prometheus.CounterVec
 	// Notices counts notice attempts to notification endpoints by type, channel and outcome.
 	Notices *prometheus.CounterVec
@@ -76,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	// Series exist at 0 from the start, so increase() sees the first failure and an alert can use them.
-	for _, errType := range []string{ErrTypeDeliveryMissing, ErrTypeSecretUnreadable} {
+	for _, errType := range []string{ErrTypeDeliveryMissing, ErrTypeSecretUnreadable, ErrTypeVersionUnconvertible} {
 		m.InternalFailures.WithLabelValues(errType)
 	}
 	return m, nil

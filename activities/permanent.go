@@ -21,11 +21,14 @@ const (
 	// ErrTypeSecretUnreadable: the webhook's signing secret cannot be opened with the current
 	// WEBHOOKD_SECRET_KEY (the key was changed, or the sealed value is damaged).
 	ErrTypeSecretUnreadable = "SecretUnreadable"
+	// ErrTypeVersionUnconvertible: the event's data cannot be converted down to the version the
+	// webhook receives (a defect of a version's down function: docs/events.md, "Versions").
+	ErrTypeVersionUnconvertible = "VersionUnconvertible"
 )
 
 // PermanentErrorTypes are the error types of Deliver that end a delivery: the workflow lists
 // them as non-retryable too.
-var PermanentErrorTypes = []string{ErrTypeBadInput, ErrTypeDeliveryMissing, ErrTypeSecretUnreadable}
+var PermanentErrorTypes = []string{ErrTypeBadInput, ErrTypeDeliveryMissing, ErrTypeSecretUnreadable, ErrTypeVersionUnconvertible}
 
 // failPermanently ends a delivery on an internal failure no retry can fix. The delivery row (when
 // there is one) is exhausted with reason as its last error, so the API lists it and a manual retry

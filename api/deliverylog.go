@@ -107,7 +107,11 @@ func (h *deliveryHandlers) delivery(c echo.Context) error {
 	if err != nil {
 		return notFoundAs(err, "delivery")
 	}
-	data := json.RawMessage(v.EventData)
+	// As the receiver gets it: the data in the webhook's version of its type (docs/events.md).
+	data, err := v.Event(w.Variant).DataFor(w)
+	if err != nil {
+		return err
+	}
 	payload := wire.LoggedBody(w.Variant.Spec().Body, v.EventType, data, v.EventOccurredAt)
 	out := deliveryDetailJSON{deliveryJSON: newDeliveryJSON(v), MessageID: wire.MessageID(v.EventID, w.ID), Payload: payload}
 	return c.JSON(http.StatusOK, h.v.success(out, "Delivery retrieved"))

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -24,18 +25,21 @@ func (s *Server) schemaRoutes(e *echo.Echo) {
 	e.GET("/schemas/deliveries/:variant", s.envelopeSchema)
 }
 
-// eventSchema is GET /schemas/events/<type>/v1.json: the JSON Schema of that event type's data,
-// with its own URL as $id.
+// eventSchema is GET /schemas/events/<type>/v<n>.json: the JSON Schema of version n of that event
+// type's data, with its own URL as $id.
 func (s *Server) eventSchema(c echo.Context) error {
 	typ := c.Param("type")
-	if c.Param("version") != "v1.json" {
+	digits, ok := strings.CutPrefix(c.Param("version"), "v")
+	digits, json := strings.CutSuffix(digits, ".json")
+	version, err := strconv.Atoi(digits)
+	if !ok || !json || err != nil || strconv.Itoa(version) != digits {
 		return echo.ErrNotFound
 	}
-	schema, ok := sources.DataSchema(typ, sources.JSONSchema)
+	schema, ok := sources.DataSchema(typ, version, sources.JSONSchema)
 	if !ok {
 		return echo.ErrNotFound
 	}
-	return s.serveSchema(c, schema, sources.SchemaPath(typ))
+	return s.serveSchema(c, schema, sources.SchemaPath(typ, version))
 }
 
 // envelopeSchema is GET /schemas/deliveries/a.json or b.json: the JSON Schema of a variant's

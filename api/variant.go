@@ -36,7 +36,7 @@ var variantA = &variant{
 	prefix: model.VariantA.Spec().APIPrefix,
 	present: func(w *model.Webhook, secret string, r redacted) any {
 		return webhookA{
-			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status, Disabled: w.Disabled(),
+			ID: w.ID, URL: w.URL, EventType: w.EventType, Version: w.Version, Status: w.Status, Disabled: w.Disabled(),
 			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt),
 			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
 			Secret: secret,
@@ -67,7 +67,7 @@ var variantB = &variant{
 	prefix: model.VariantB.Spec().APIPrefix,
 	present: func(w *model.Webhook, secret string, r redacted) any {
 		out := webhookB{
-			ID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
+			ID: w.ID, URL: w.URL, EventType: w.EventType, Version: w.Version, Status: w.Status,
 			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount,
 			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
 			Secret: secret,
@@ -143,7 +143,10 @@ type webhookA struct {
 	ID        int64  `json:"id"`
 	URL       string `json:"url"`
 	EventType string `json:"eventType"`
-	Status    string `json:"status"`
+	// Version is the version of its event type's data the webhook receives (docs/events.md,
+	// "Versions"); additive, as disabled.
+	Version int    `json:"version"`
+	Status  string `json:"status"`
 	// Disabled is variant A's view of a disabled webhook: the specification's statuses have no
 	// such value, and a field a client does not know breaks it less than a status it does not
 	// know. Variant B's status says disabled instead.
@@ -245,6 +248,7 @@ type webhookB struct {
 	ID            int64             `json:"id"`
 	URL           string            `json:"url"`
 	EventType     string            `json:"eventType"`
+	Version       int               `json:"version"`
 	Status        string            `json:"status"`
 	CreatedAt     isoTime           `json:"createdAt"`
 	LastTriggered *isoTime          `json:"lastTriggered"`

@@ -28,9 +28,16 @@ func (h *deliveryHandlers) scope(c echo.Context) model.WebhookScope {
 }
 
 // settings are a webhook's own settings as a request sends them: a field left out keeps its value
-// (on create: the default), null clears it.
-func settings(rateLimit, maxInFlight nullableInt, filter, headers, auth, tls nullableJSON) webhooks.Settings {
+// (on create: the default), null clears it; version, left out or null, keeps the webhook's (on
+// create: the newest version of its event type).
+func settings(rateLimit, maxInFlight nullableInt, filter, headers, auth, tls nullableJSON, version *jsonInt) webhooks.Settings {
+	var v *int
+	if version != nil {
+		n := int(*version)
+		v = &n
+	}
 	return webhooks.Settings{
+		Version:     v,
 		RateLimit:   model.LimitChange{Set: rateLimit.Set, To: rateLimit.Value},
 		MaxInFlight: model.LimitChange{Set: maxInFlight.Set, To: maxInFlight.Value},
 		Filter:      webhooks.FilterEdit{Set: filter.Set, JSON: filter.Value},
@@ -49,6 +56,7 @@ type createWebhookRequest struct {
 	Headers     nullableJSON `json:"headers"`
 	Auth        nullableJSON `json:"auth"`
 	TLS         nullableJSON `json:"tls"`
+	Version     *jsonInt     `json:"version"`
 }
 
 type updateWebhookRequest struct {
@@ -60,9 +68,10 @@ type updateWebhookRequest struct {
 	Headers     nullableJSON `json:"headers"`
 	Auth        nullableJSON `json:"auth"`
 	TLS         nullableJSON `json:"tls"`
+	Version     *jsonInt     `json:"version"`
 }
 
-// patchWebhookRequest changes the settings only (limits, filter, headers, auth, tls). url and eventType are read only
+// patchWebhookRequest changes the settings only (limits, filter, headers, auth, tls, version). url and eventType are read only
 // to refuse them with a pointer to PUT, whatever their value, rather than as unknown fields.
 type patchWebhookRequest struct {
 	URL         json.RawMessage `json:"url"`
@@ -73,6 +82,7 @@ type patchWebhookRequest struct {
 	Headers     nullableJSON    `json:"headers"`
 	Auth        nullableJSON    `json:"auth"`
 	TLS         nullableJSON    `json:"tls"`
+	Version     *jsonInt        `json:"version"`
 }
 
 func (h *deliveryHandlers) create(c echo.Context) error {
@@ -81,7 +91,7 @@ func (h *deliveryHandlers) create(c echo.Context) error {
 		return err
 	}
 	w, secret, err := h.webhooks.Create(c.Request().Context(), h.scope(c), webhooks.Registration{
-		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS)})
+		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS, req.Version)})
 	if err != nil {
 		return err
 	}
@@ -160,14 +170,14 @@ func (h *deliveryHandlers) update(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS))
+	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS, req.Version))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
 	return h.show(c, http.StatusOK, w, "", "Webhook updated")
 }
 
-// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, headers?, auth?, tls?}: the webhook's own settings and nothing
+// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, headers?, auth?, tls?, version?}: the webhook's own settings and nothing
 // else. Unlike PUT it leaves the status and the failure record alone, since the receiver is the same.
 func (h *deliveryHandlers) patch(c echo.Context) error {
 	id, err := webhookID(c)
@@ -184,7 +194,7 @@ func (h *deliveryHandlers) patch(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS))
+	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS, req.Version))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}

@@ -9,12 +9,14 @@ import (
 )
 
 // DeliveryView is a delivery with its event type and attempts, as the REST API lists it. GetDelivery
-// also fills in the event's data and time, from which the body is rebuilt.
+// also fills in the event's data, the version it is written in and its time, from which the body is
+// rebuilt (Event).
 type DeliveryView struct {
 	Delivery
 	EventType       string    `bun:"event_type"`
 	EventData       string    `bun:"event_data"`
 	EventOccurredAt time.Time `bun:"event_occurred_at"`
+	EventVersion    int       `bun:"event_version"`
 	Log             []Attempt `bun:"-"`
 }
 
@@ -74,7 +76,7 @@ func ListDeliveries(ctx context.Context, db bun.IDB, f DeliveryFilter) (*Deliver
 func GetDelivery(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (*DeliveryView, error) {
 	views := make([]DeliveryView, 0, 1)
 	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		ColumnExpr("d.*, e.event_type, e.data AS event_data, e.occurred_at AS event_occurred_at").
+		ColumnExpr("d.*, e.event_type, e.data AS event_data, e.occurred_at AS event_occurred_at, e.version AS event_version").
 		Where("d.id = ?", deliveryID).Where("d.webhook_id = ?", webhookID).Scan(ctx, &views)
 	if err != nil {
 		return nil, fmt.Errorf("get delivery: %w", err)
@@ -105,4 +107,9 @@ func attachAttempts(ctx context.Context, db bun.IDB, views []DeliveryView) error
 		v.Log = append(v.Log, a)
 	}
 	return nil
+}
+
+// Event is the event of a view GetDelivery read, as far as it carries it: what rebuilds its body.
+func (v *DeliveryView) Event(variant Variant) *Event {
+	return &Event{ID: v.EventID, Variant: variant, EventType: v.EventType, Data: v.EventData, Version: v.EventVersion, OccurredAt: v.EventOccurredAt}
 }

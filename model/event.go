@@ -26,11 +26,15 @@ const IdempotencyWindow = 24 * time.Hour
 type Event struct {
 	bun.BaseModel `bun:"table:events"`
 
-	ID             int64   `bun:"id,pk,autoincrement"`
-	AccountID      int64   `bun:"account_id,notnull"`
-	Variant        Variant `bun:"variant,notnull"`
-	EventType      string  `bun:"event_type,notnull"`
-	Data           string  `bun:"data,notnull"`
+	ID        int64   `bun:"id,pk,autoincrement"`
+	AccountID int64   `bun:"account_id,notnull"`
+	Variant   Variant `bun:"variant,notnull"`
+	EventType string  `bun:"event_type,notnull"`
+	Data      string  `bun:"data,notnull"`
+	// Version is the version of EventType's data shape that Data is written in (docs/events.md,
+	// "Versions"): the newest when the event was accepted. A webhook pinned to an older one gets
+	// the data converted down (DataFor).
+	Version        int     `bun:"version,notnull"`
 	IdempotencyKey *string `bun:"idempotency_key"`
 	RequestHash    *string `bun:"request_hash"`
 	Matched        int     `bun:"matched,notnull"`
@@ -69,6 +73,9 @@ type NewEvent struct {
 	EventType string
 	// Data must already be canonical JSON.
 	Data string
+	// Version is the version of EventType's shape Data is written in; 0 is the newest
+	// (LatestVersion), the only one intake accepts and the one emitters write.
+	Version int
 	// IdempotencyKey and RequestHash are optional; RequestHash identifies the request body so a
 	// reused key with another body is refused.
 	IdempotencyKey string
@@ -151,14 +158,18 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 			return fmt.Errorf("find subscribers: %w", err)
 		}
 		all := len(hooks)
+		ev := &Event{
+			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data, Version: ne.Version,
+			OccurredAt: now, CreatedAt: now,
+		}
+		if ev.Version == 0 {
+			ev.Version = LatestVersion(ne.EventType)
+		}
 		if ne.OnlyWebhook == 0 && ne.Notice == 0 {
 			// The test event is the receiver's check, not the filter's: it always reaches its webhook.
-			hooks = passFilters(ne, now, hooks)
+			hooks = passFilters(ev, hooks)
 		}
-		ev := &Event{
-			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data,
-			OccurredAt: now, CreatedAt: now, Matched: len(hooks), Filtered: all - len(hooks),
-		}
+		ev.Matched, ev.Filtered = len(hooks), all-len(hooks)
 		if ne.Notice != 0 {
 			ev.AboutWebhookID = &ne.Notice
 		}
@@ -201,12 +212,30 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 	return res, err
 }
 
-// passFilters keeps the hooks whose payload filter passes the event's body as the receiver would
-// get it without its signature (docs/filters.md): the body is built and decoded once, and only
-// when a hook has a filter. A stored filter that no longer compiles passes: an event is never
-// lost to a filter webhookd itself cannot read (it was checked when it was saved).
-func passFilters(ne NewEvent, occurred time.Time, hooks []Webhook) []Webhook {
-	var body any
+// passFilters keeps the hooks whose payload filter passes the event's body as each receiver would
+// get it without its signature (docs/filters.md), its data in that webhook's version: a body is
+// built and decoded once per version, and only when a hook has a filter. A stored filter that no
+// longer compiles passes, and so does an event whose data cannot be converted to a webhook's
+// version: an event is never lost to a filter webhookd itself cannot judge (the delivery reports
+// the conversion's failure).
+func passFilters(ev *Event, hooks []Webhook) []Webhook {
+	type decoded struct {
+		version int
+		body    any
+	}
+	var bodies []decoded // one per version met, most often one
+	bodyAt := func(version int) (any, error) {
+		for _, d := range bodies {
+			if d.version == version {
+				return d.body, nil
+			}
+		}
+		body, err := FilterBody(ev, version)
+		if err == nil {
+			bodies = append(bodies, decoded{version, body})
+		}
+		return body, err
+	}
 	kept := hooks[:0]
 	for _, w := range hooks {
 		if w.Filter == nil {
@@ -214,8 +243,9 @@ func passFilters(ne NewEvent, occurred time.Time, hooks []Webhook) []Webhook {
 			continue
 		}
 		f, err := filter.Cached(*w.Filter)
-		if err == nil && body == nil {
-			body, err = FilterBody(&Event{Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data, OccurredAt: occurred})
+		var body any
+		if err == nil {
+			body, err = bodyAt(w.VersionOf(ev.EventType))
 		}
 		if err != nil || f.Match(body) {
 			kept = append(kept, w)
@@ -225,9 +255,14 @@ func passFilters(ne NewEvent, occurred time.Time, hooks []Webhook) []Webhook {
 }
 
 // FilterBody is ev's delivery body as a payload filter reads it (docs/filters.md): what a receiver
-// gets, without a signature, decoded with its numbers exact.
-func FilterBody(ev *Event) (any, error) {
-	return filter.DecodeBody(wire.LoggedBody(ev.Variant.Spec().Body, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt))
+// of that version of ev's type gets (0: the version ev is written in), without a signature, decoded
+// with its numbers exact.
+func FilterBody(ev *Event, version int) (any, error) {
+	data, err := ev.DataAt(version)
+	if err != nil {
+		return nil, err
+	}
+	return filter.DecodeBody(wire.LoggedBody(ev.Variant.Spec().Body, ev.EventType, data, ev.OccurredAt))
 }
 
 // findIdempotent returns the earlier answer for a reused key, ErrIdempotencyConflict for a reused

@@ -19,7 +19,11 @@ type Webhook struct {
 	Variant   Variant `bun:"variant,notnull"`
 	URL       string  `bun:"url,notnull"`
 	EventType string  `bun:"event_type,notnull"`
-	Status    string  `bun:"status,notnull"`
+	// Version is the version of EventType's data the webhook receives (docs/events.md,
+	// "Versions"): every event of its type is converted down to it. CreateWebhook stores the
+	// newest for a zero.
+	Version int    `bun:"version,notnull"`
+	Status  string `bun:"status,notnull"`
 	// Secret holds SecretBox ciphertext, never the plain secret.
 	Secret string `bun:"secret,notnull"`
 	// PreviousSecrets are the rotated-out secrets, newest first, loaded by LoadDeliveryTarget
@@ -127,6 +131,9 @@ func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error
 		if w.Kind == "" {
 			w.Kind = KindWebhook
 		}
+		if w.Version == 0 {
+			w.Version = LatestVersion(w.EventType)
+		}
 		scope := WebhookScope{AccountID: w.AccountID, Variant: w.Variant, Channels: w.Kind != KindWebhook}
 		n, err := scope.hooks(tx.NewSelect().Model((*Webhook)(nil))).Count(ctx)
 		if err != nil {
@@ -232,11 +239,13 @@ type SettingsChange struct {
 	Headers     HeadersChange
 	Auth        AuthChange
 	TLS         TLSChange
+	// Version, when Set, is the version of its event type the webhook receives from now on.
+	Version LimitChange
 }
 
 // Empty reports whether c leaves every setting as it is.
 func (c SettingsChange) Empty() bool {
-	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Headers.Set && !c.Auth.Set && !c.TLS.Set
+	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Headers.Set && !c.Auth.Set && !c.TLS.Set && !c.Version.Set
 }
 
 // Limits reports whether c changes a limit.
@@ -262,6 +271,9 @@ func (c SettingsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 	}
 	if c.TLS.Set {
 		q = q.Set("tls = ?", c.TLS.To).Set("tls_expires_at = ?", c.TLS.ExpiresAt)
+	}
+	if c.Version.Set && c.Version.To != nil {
+		q = q.Set("version = ?", *c.Version.To)
 	}
 	return q
 }

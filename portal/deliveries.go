@@ -82,7 +82,7 @@ func (h *eventHandlers) delivery(c echo.Context) error {
 	}
 	// Newest first: the attempt a person waits for is on top.
 	slices.Reverse(attempts)
-	body, err := h.bodyFor(w, &model.Event{ID: v.EventID, EventType: v.EventType, Data: v.EventData, OccurredAt: v.EventOccurredAt})
+	body, err := h.bodyFor(w, v.Event(w.Variant))
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func TestEndpointPage(t *testing.T) {
 			"https://r.example.com/hook", w.EventType, "variant " + string(v), `status-` + v.InitialStatus() + `">` + v.InitialStatus() + "<",
 			"<svg", "Last 24 hours</strong>", `href="` + path + `?range=7d"`,
 			`<meter min="0" max="100" low="80" high="99" optimum="100" value="25"`, "25 % of 4",
-			`<dd id="latency">p50 5 ms, p95 5 ms over 4 attempts</dd>`,
+			`<dd id="latency">p50 5 ms, p95 5 ms over 4 attempts</dd>`, `<dt>Version</dt><dd id="version">1</dd>`,
 			"the service's default", `<pre><code>`, "Node.js", "Python", "<h3>Go</h3>", wire.HeaderSignature,
 			`action="` + path + `/test"`, `action="` + path + `/secret"`, `action="` + path + `/rotate"`,
 		} {

@@ -199,8 +199,8 @@ func newPayload(body []byte) payload {
 	return payload{Raw: string(body), Pretty: pretty.String()}
 }
 
-// bodyFor is the body the next attempt to w sends, as activities.Deliver builds it: in variant B,
-// signed with w's current secret. The signature is sent to the receiver anyway and reveals nothing
+// bodyFor is the body the next attempt to w sends, as activities.Deliver builds it: its data in
+// w's version, and in variant B signed with w's current secret. The signature is sent to the receiver anyway and reveals nothing
 // of the secret, which the page never shows.
 func (h *eventHandlers) bodyFor(w *model.Webhook, ev *model.Event) (payload, error) {
 	layout := w.Variant.Spec().Body
@@ -211,7 +211,12 @@ func (h *eventHandlers) bodyFor(w *model.Webhook, ev *model.Event) (payload, err
 			return payload{}, err
 		}
 	}
-	return newPayload(wire.Body(layout, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt, secret)), nil
+	// The data in the version of its type that w receives (docs/events.md, "Versions").
+	data, err := ev.DataFor(w)
+	if err != nil {
+		return payload{}, err
+	}
+	return newPayload(wire.Body(layout, ev.EventType, data, ev.OccurredAt, secret)), nil
 }
 
 // eventDelivery is one delivery of an event, with its endpoint when that is still there.
@@ -253,7 +258,8 @@ func (h *eventHandlers) event(c echo.Context) error {
 			continue
 		}
 		rows[i].Endpoint = w
-		if layout == wire.LayoutA {
+		if to := w.VersionOf(ev.EventType); layout == wire.LayoutA && (to == 0 || to >= ev.Version) {
+			// Variant A's body is the same for every endpoint that gets the event's version.
 			continue
 		}
 		p, err := h.bodyFor(w, ev)
@@ -264,11 +270,12 @@ func (h *eventHandlers) event(c echo.Context) error {
 		payloads = append(payloads, p)
 	}
 	if layout == wire.LayoutA || len(payloads) == 0 {
-		// Variant A's body is the same for every endpoint. A variant B event with no live
-		// endpoint left is shown as its signature covers it.
+		// Variant A's body is the same for every endpoint of the event's version (those pinned to
+		// an older one are shown above). A variant B event with no live endpoint left is shown as
+		// its signature covers it.
 		p := newPayload(wire.LoggedBody(layout, ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt))
 		p.Unsigned = layout != wire.LayoutA
-		payloads = []payload{p}
+		payloads = append([]payload{p}, payloads...)
 	}
 	return h.render(c, http.StatusOK, "event", map[string]any{
 		"Title": fmt.Sprintf("Event %d", ev.ID), "Event": ev, "Payloads": payloads, "Deliveries": rows,

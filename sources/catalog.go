@@ -3,6 +3,7 @@ package sources
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -22,10 +23,14 @@ var eventDescriptions = map[string]string{
 	"analytics.threshold": "A website's metric reached a threshold set for it.",
 }
 
-// EventTypeInfo is one entry of the event-type catalog.
+// EventTypeInfo is one entry of the event-type catalog: Version is the type's newest version, the
+// one intake accepts, Example is data of it, and Versions lists every version a webhook may pin
+// (docs/events.md, "Versions").
 type EventTypeInfo struct {
 	Type        string          `json:"type"`
 	Description string          `json:"description"`
+	Version     int             `json:"version"`
+	Versions    []int           `json:"versions"`
 	Example     json.RawMessage `json:"example"`
 	// Schema is the JSON Schema (2020-12) of the type's data, generated from the same table.
 	Schema json.RawMessage `json:"schema"`
@@ -33,27 +38,33 @@ type EventTypeInfo struct {
 	SchemaURL string `json:"schemaUrl"`
 }
 
-// SchemaPath is the path at which the API serves the JSON Schema of eventType's data, public and
-// stable: /schemas/events/<type>/v1.json.
-func SchemaPath(eventType string) string { return "/schemas/events/" + eventType + "/v1.json" }
+// SchemaPath is the path at which the API serves the JSON Schema of version's data of eventType,
+// public and stable: /schemas/events/<type>/v<version>.json.
+func SchemaPath(eventType string, version int) string {
+	return "/schemas/events/" + eventType + "/v" + strconv.Itoa(version) + ".json"
+}
 
 // EventCatalog lists the event types a webhook of variant v may subscribe to, each with its
-// description, an example of its data and its schema, built from the same field table that validates
-// events at intake, so the example always passes that validation and the schema states it.
+// description, its versions, and an example of its newest version's data and that version's schema,
+// built from the same field table that validates events at intake, so the example always passes that
+// validation and the schema states it.
 func EventCatalog(v model.Variant) []EventTypeInfo {
 	types := v.EventTypes()
 	out := make([]EventTypeInfo, len(types))
 	for i, t := range types {
-		ex, err := json.Marshal(exampleObject(eventData[t]))
+		fields, _ := newestShape(t)
+		ex, err := json.Marshal(exampleObject(fields))
 		if err != nil {
 			panic(fmt.Sprintf("example of %s: %v", t, err)) // built from literals: cannot fail
 		}
-		schema, _ := DataSchema(t, JSONSchema)
+		latest := LatestVersion(t)
+		schema, _ := DataSchema(t, latest, JSONSchema)
 		sch, err := json.Marshal(schema)
 		if err != nil {
 			panic(fmt.Sprintf("schema of %s: %v", t, err)) // built from literals: cannot fail
 		}
-		out[i] = EventTypeInfo{Type: t, Description: eventDescriptions[t], Example: ex, Schema: sch, SchemaURL: SchemaPath(t)}
+		out[i] = EventTypeInfo{Type: t, Description: eventDescriptions[t], Version: latest, Versions: VersionsOf(t),
+			Example: ex, Schema: sch, SchemaURL: SchemaPath(t, latest)}
 	}
 	return out
 }

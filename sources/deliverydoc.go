@@ -137,7 +137,7 @@ func DataComponents() ([]byte, error) {
 	schemas := map[string]any{}
 	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
 		for _, typ := range v.EventTypes() {
-			s, _ := DataSchema(typ, OpenAPI30)
+			s, _ := DataSchema(typ, LatestVersion(typ), OpenAPI30)
 			name := DataComponentName(typ)
 			if name == "CampaignData" {
 				s["title"] = "CampaignData"

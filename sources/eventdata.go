@@ -141,9 +141,10 @@ type thresholdData struct {
 	ThresholdType string `json:"thresholdType" data:"text"`
 }
 
-// eventData is the shape of data for every event type, read from the structs above. Every listed
-// field is required (nullable ones may be null) and no other field is accepted, so receivers get
-// exactly the documented shape.
+// eventData is the shape of data for every event type in its version 1, read from the structs
+// above; later versions are in versions.go, and shape reads any version. Every listed field is
+// required (nullable ones may be null) and no other field is accepted, so receivers get exactly the
+// documented shape.
 var eventData = func() map[string][]field {
 	campaign := shapeOf[campaignData]()
 	return map[string][]field{
@@ -210,14 +211,20 @@ var (
 	timeMillisPattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$`)
 )
 
-// ValidateEventData checks data against the shape of eventType, returning a *DataError naming the
-// first field at fault. Give it the data as the client sent it, not its canonical form: canonical
+// ValidateEventData checks data against the shape of eventType's newest version (the only one
+// intake accepts: docs/events.md, "Versions"), returning a *DataError naming the first field at
+// fault. Give it the data as the client sent it, not its canonical form: canonical
 // numbers are float64s, where an unsafe integer has already become another (see JSONInteger).
 func ValidateEventData(eventType string, data json.RawMessage) error {
-	fields, ok := eventData[eventType]
+	fields, ok := newestShape(eventType)
 	if !ok {
 		return &model.DataError{Field: "eventType", Reason: fmt.Sprintf("unknown event type %q", eventType)}
 	}
+	return validate(data, fields)
+}
+
+// validate checks data against fields, as ValidateEventData does.
+func validate(data json.RawMessage, fields []field) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any

@@ -50,10 +50,11 @@ const (
 	signaturePattern = `^sha256=[0-9a-f]{64}$`
 )
 
-// DataSchema is the schema of eventType's data in dialect d, and false for a type intake does not
-// know. Its title is the type; its description the catalog's.
-func DataSchema(eventType string, d Dialect) (map[string]any, bool) {
-	fields, ok := eventData[eventType]
+// DataSchema is the schema of eventType's data in version (docs/events.md, "Versions") in dialect
+// d, and false for a type or version intake does not know. Its title is the type; its description
+// the catalog's.
+func DataSchema(eventType string, version int, d Dialect) (map[string]any, bool) {
+	fields, ok := shape(eventType, version)
 	if !ok {
 		return nil, false
 	}
@@ -77,13 +78,13 @@ func eventDescription(eventType string) string {
 }
 
 // EnvelopeSchema is the schema of the delivery body of layout l (wire.LayoutA or wire.LayoutB)
-// carrying eventType's data, or any event's data when eventType is "". The fields are the body's,
-// in its order; the type names the event when one is given.
+// carrying eventType's data in its newest version, or any event's data when eventType is "". The
+// fields are the body's, in its order; the type names the event when one is given.
 func EnvelopeSchema(l wire.Layout, eventType string, d Dialect) (map[string]any, error) {
 	data := map[string]any{"type": "object", "description": "The event's data; its schema is the event type's."}
 	typeName := map[string]any{"type": "string", "description": "The event type."}
 	if eventType != "" {
-		ds, ok := DataSchema(eventType, d)
+		ds, ok := DataSchema(eventType, LatestVersion(eventType), d)
 		if !ok {
 			return nil, fmt.Errorf("no schema for event type %q", eventType)
 		}

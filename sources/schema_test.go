@@ -142,7 +142,7 @@ func cases(path string, fields []field, example map[string]any, set func(map[str
 func TestDataSchemasAgreeWithIntake(t *testing.T) {
 	accepted, refused := 0, 0
 	for _, typ := range SchemaTypes() {
-		s, ok := DataSchema(typ, JSONSchema)
+		s, ok := DataSchema(typ, 1, JSONSchema)
 		if !ok {
 			t.Fatalf("no schema for %s", typ)
 		}
@@ -240,7 +240,7 @@ func TestEnvelopeSchemasValidateDeliveryBodies(t *testing.T) {
 // TestOpenAPI30SchemasSayNullWithNullable: the OpenAPI 3.0 dialect has no type arrays and no
 // $schema; a nullable field says nullable.
 func TestOpenAPI30SchemasSayNullWithNullable(t *testing.T) {
-	s, _ := DataSchema("presave.completed", OpenAPI30)
+	s, _ := DataSchema("presave.completed", 1, OpenAPI30)
 	raw, _ := json.Marshal(s)
 	if bytes.Contains(raw, []byte(`"null"`)) || bytes.Contains(raw, []byte(`$schema`)) || bytes.Contains(raw, []byte(`"const"`)) {
 		t.Errorf("not OpenAPI 3.0: %s", raw)
@@ -249,7 +249,7 @@ func TestOpenAPI30SchemasSayNullWithNullable(t *testing.T) {
 	if fan["nullable"] != true || fan["type"] != "string" {
 		t.Errorf("fanEmail = %v", fan)
 	}
-	j, _ := DataSchema("presave.completed", JSONSchema)
+	j, _ := DataSchema("presave.completed", 1, JSONSchema)
 	if got := fmt.Sprint(j["properties"].(map[string]any)["fanEmail"].(map[string]any)["type"]); got != "[string null]" {
 		t.Errorf("JSON Schema fanEmail type = %s", got)
 	}

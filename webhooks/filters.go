@@ -17,13 +17,16 @@ type FilterEdit struct {
 }
 
 // Settings are a webhook's own settings as a request gives them: its limits (nil: the worker's
-// defaults), its payload filter, its custom headers, its authentication to the receiver and its TLS settings.
+// defaults), its payload filter, its custom headers, its authentication to the receiver, its TLS
+// settings, and the version of its event type's data it receives (nil: on create the newest,
+// otherwise as it is).
 type Settings struct {
 	RateLimit, MaxInFlight model.LimitChange
 	Filter                 FilterEdit
 	Headers                HeadersEdit
 	Auth                   AuthEdit
 	TLS                    TLSEdit
+	Version                *int
 }
 
 // change checks s and turns it into the model's change: the limits in range, the filter compiled
@@ -77,7 +80,8 @@ type Trial struct {
 }
 
 // TryFilter evaluates a filter, as delivery would, against the scope's most recent stored events of
-// eventType (limit of them; 0: DefaultTrialEvents), without saving anything.
+// eventType (limit of them; 0: DefaultTrialEvents), without saving anything. Each event is judged
+// in the newest version of its type, what a webhook registered now receives (docs/events.md).
 func (s *Service) TryFilter(ctx context.Context, scope model.WebhookScope, raw json.RawMessage, eventType string, limit int) (Trial, error) {
 	if err := checkEventType(scope.Variant, eventType); err != nil {
 		return Trial{}, err
@@ -101,7 +105,7 @@ func (s *Service) TryFilter(ctx context.Context, scope model.WebhookScope, raw j
 	}
 	t := Trial{Scanned: len(page.Events), MatchedIDs: []int64{}}
 	for i := range page.Events {
-		body, err := model.FilterBody(&page.Events[i])
+		body, err := model.FilterBody(&page.Events[i], model.LatestVersion(eventType))
 		if err != nil {
 			return Trial{}, err
 		}

@@ -37,9 +37,13 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err := checkEventType(scope.Variant, r.EventType); err != nil {
 		return nil, "", err
 	}
-	settings, err := s.change(ctx, scope, 0, r.Settings)
+	settings, err := s.change(ctx, scope, 0, r.EventType, r.Settings)
 	if err != nil {
 		return nil, "", err
+	}
+	version := model.LatestVersion(r.EventType)
+	if settings.Version.Set {
+		version = *settings.Version.To
 	}
 	if err := s.checkURL(ctx, r.URL); err != nil {
 		return nil, "", err
@@ -50,7 +54,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	}
 	now := model.Now()
 	w := &model.Webhook{
-		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType,
+		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType, Version: version,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 		RateLimit: settings.RateLimit.To, MaxInFlight: settings.MaxInFlight.To, Filter: settings.Filter.To,
 		Headers: settings.Headers.To, Auth: settings.Auth.To, TLS: settings.TLS.To, TLSExpiresAt: settings.TLS.ExpiresAt,
@@ -105,7 +109,7 @@ func (s *Service) List(ctx context.Context, scope model.WebhookScope, f model.We
 // Update points webhook id at another URL (PUT): its status starts again as a new webhook's, and
 // its settings change as settings says. Another scope's id is ErrNotFound whatever the URL.
 func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64, url string, settings Settings) (*model.Webhook, error) {
-	limits, err := s.change(ctx, scope, id, settings)
+	limits, err := s.change(ctx, scope, id, "", settings)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +128,12 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 	return w, nil
 }
 
-// SetSettings changes a webhook's own settings alone (PATCH): its limits, its filter, its headers. Its status
+// SetSettings changes a webhook's own settings alone (PATCH): its limits, its filter, its headers,
+// the version it receives (from its next attempt on, of every delivery). Its status
 // and failure record stay, as the receiver is the same. A filter applies to the events accepted
 // after it; nothing already accepted is judged again.
 func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id int64, settings Settings) (*model.Webhook, error) {
-	limits, err := s.change(ctx, scope, id, settings)
+	limits, err := s.change(ctx, scope, id, "", settings)
 	if err != nil {
 		return nil, err
 	}
@@ -141,12 +146,27 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 }
 
 // change checks settings and turns them into the model's change, the custom headers, the
-// authentication and the TLS settings sealed. id is the webhook changed, 0 on create: a custom Authorization header is
-// refused beside an authentication, whether the request or the stored webhook holds either.
-func (s *Service) change(ctx context.Context, scope model.WebhookScope, id int64, settings Settings) (model.SettingsChange, error) {
+// authentication and the TLS settings sealed. id is the webhook changed, 0 on create (then
+// eventType is the one registered): a custom Authorization header is refused beside an
+// authentication, whether the request or the stored webhook holds either, and a version is judged
+// against the webhook's event type.
+func (s *Service) change(ctx context.Context, scope model.WebhookScope, id int64, eventType string, settings Settings) (model.SettingsChange, error) {
 	c, err := settings.change()
 	if err != nil {
 		return c, err
+	}
+	var stored *model.Webhook
+	if settings.Version != nil {
+		if id != 0 {
+			if stored, err = model.GetWebhook(ctx, s.db, scope, id); err != nil {
+				return c, err
+			}
+			eventType = stored.EventType
+		}
+		if err := checkVersion(eventType, *settings.Version); err != nil {
+			return c, err
+		}
+		c.Version = model.LimitChange{Set: true, To: settings.Version}
 	}
 	var headers map[string]string
 	if c.Headers, headers, err = s.sealHeaders(settings.Headers); err != nil {
@@ -158,8 +178,7 @@ func (s *Service) change(ctx context.Context, scope model.WebhookScope, id int64
 	if c.TLS, err = s.sealTLS(settings.TLS); err != nil {
 		return c, err
 	}
-	var stored *model.Webhook
-	if id != 0 && c.Headers.Set != c.Auth.Set {
+	if id != 0 && stored == nil && c.Headers.Set != c.Auth.Set {
 		// One of the two is kept as stored: the pair is judged as it will be.
 		if stored, err = model.GetWebhook(ctx, s.db, scope, id); err != nil {
 			return c, err
@@ -232,6 +251,17 @@ func checkEventType(v model.Variant, eventType string) error {
 		return invalid("eventType", "eventType %s is sent by the service after registration and cannot be subscribed to", model.EventTest)
 	case !v.Registrable(eventType):
 		return invalid("eventType", "unknown eventType %q; one of %v", eventType, v.EventTypes())
+	}
+	return nil
+}
+
+// checkVersion refuses a version that eventType's data does not have (docs/events.md, "Versions").
+func checkVersion(eventType string, version int) error {
+	if latest := model.LatestVersion(eventType); version < 1 || version > latest {
+		if latest == 1 {
+			return invalid("version", "%s has one version, 1; version %d does not exist", eventType, version)
+		}
+		return invalid("version", "%s has versions 1 to %d; version %d does not exist", eventType, latest, version)
 	}
 	return nil
 }

@@ -204,7 +204,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS")
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS")
 	for _, v := range model.Variants {
 		if only != "" && v != only {
 			continue
@@ -224,7 +224,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 				if w.Filter != nil {
 					filter = *w.Filter
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, status, w.URL,
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, w.Version, status, w.URL,
 					limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w), auth(&w), tlsKind(&w))
 			}
 			if int64(len(hooks)) < f.Limit {

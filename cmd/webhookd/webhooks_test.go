@@ -70,14 +70,14 @@ func TestWebhooksCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS" ||
-		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\tpending\thttps://a.example.com/\t-\t-\t-\t-\t-\t") ||
-		!strings.HasSuffix(lines[2], "\tB\tlead.captured\tactive\thttps://b.example.com/\t50\t4\t"+filter+"\tX-Api-Token,X-Tenant\toauth2\tmtls+ca") ||
+	if len(lines) != 3 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS" ||
+		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\t1\tpending\thttps://a.example.com/\t-\t-\t-\t-\t-\t") ||
+		!strings.HasSuffix(lines[2], "\tB\tlead.captured\t1\tactive\thttps://b.example.com/\t50\t4\t"+filter+"\tX-Api-Token,X-Tenant\toauth2\tmtls+ca") ||
 		strings.Contains(out, "tok-0123456789") || strings.Contains(out, "cs-0123456789") || strings.Contains(out, "secret-key-body") || strings.Contains(out, "idp.example.com") || strings.Contains(out, "other.example.com") {
 		t.Fatalf("list printed:\n%s\nwant a header and the account's two webhooks with their limits, no other account's", out)
 	}
 	// The last line is the last webhook, its columns split by tabs.
-	if f := strings.Split(lastLine(out), "\t"); len(f) != 11 || f[4] != "https://b.example.com/" || f[5] != "50" || f[6] != "4" || f[7] != filter || f[8] != "X-Api-Token,X-Tenant" || f[9] != "oauth2" || f[10] != "mtls+ca" {
+	if f := strings.Split(lastLine(out), "\t"); len(f) != 12 || f[3] != "1" || f[5] != "https://b.example.com/" || f[6] != "50" || f[7] != "4" || f[8] != filter || f[9] != "X-Api-Token,X-Tenant" || f[10] != "oauth2" || f[11] != "mtls+ca" {
 		t.Fatalf("list's last line %q: want id, variant, event type, status, URL, rate limit, max in flight, filter, header names, auth type, tls", lastLine(out))
 	}
 	out, err = cmd("list", "--owner-email", "ops@example.com", "--variant", "B")

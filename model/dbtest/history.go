@@ -21,7 +21,7 @@ func History(ctx context.Context, db *model.DB, w *model.Webhook, n int, span ti
 		events := make([]model.Event, min(chunk, n-i))
 		for j := range events {
 			at := start.Add(time.Duration(i+j) * span / time.Duration(n))
-			events[j] = model.Event{AccountID: w.AccountID, Variant: w.Variant, EventType: w.EventType, Data: `{"n":1}`, OccurredAt: at, CreatedAt: at}
+			events[j] = model.Event{AccountID: w.AccountID, Variant: w.Variant, EventType: w.EventType, Data: `{"n":1}`, Version: 1, OccurredAt: at, CreatedAt: at}
 		}
 		if _, err := db.NewInsert().Model(&events).Returning("id").Exec(ctx); err != nil {
 			return err

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +26,25 @@ import (
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
+func TestMain(m *testing.M) { dbtest.Main(everyOperation{m}, temporaltest.Stop) }
+
+// everyOperation runs the tests and then, in the integration tier (where retries and recoveries
+// reach Temporal), when the whole package ran (no -run, -skip or -short) and passed, fails the run unless its exchanges showed every operation of docs/openapi.yaml
+// both accepted (its request validated too) and refused, each answer as documented: the API tier's
+// run over every operation, both variants, success and error cases (issue 32).
+type everyOperation struct{ m *testing.M }
+
+func (e everyOperation) Run() int {
+	code := e.m.Run()
+	if code != 0 || !integrationTier || flag.Lookup("test.run").Value.String() != "" || flag.Lookup("test.skip").Value.String() != "" || testing.Short() {
+		return code
+	}
+	if missing := openapitest.Unexercised(); len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: no exchange of the api tests showed these operations of docs/openapi.yaml:\n  %s\n", strings.Join(missing, "\n  "))
+		return 1
+	}
+	return 0
+}
 
 // testKey is a fixed server key: tests need to decrypt nothing by hand, only to prove the plain
 // secret never reaches the database.

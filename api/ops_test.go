@@ -97,7 +97,8 @@ func jsonNumber(v any) string {
 // TestWrongMethodIs405: a path that exists with other methods answers 405 with Allow, in the
 // variant's envelope; a path that does not exist stays 404.
 func TestWrongMethodIs405(t *testing.T) {
-	e := newEnv(t, dbtest.SQLite(t))
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.Registry, c.Gatherer = reg, reg })
 	for _, tc := range []struct {
 		method, path string
 		status       int
@@ -109,6 +110,11 @@ func TestWrongMethodIs405(t *testing.T) {
 		{"PUT", "/api/svc/v2/campaigns/7", 405, []string{"GET", "PATCH"}},
 		{"GET", "/v2/svc/v2/websites/7/archive", 405, []string{"POST"}},
 		{"POST", "/healthz", 405, []string{"GET"}},
+		{"POST", "/readyz", 405, []string{"GET"}},
+		{"POST", "/metrics", 405, []string{"GET"}},
+		{"POST", "/openapi.yaml", 405, []string{"GET"}},
+		{"POST", "/openapi-webhooks.yaml", 405, []string{"GET"}},
+		{"DELETE", "/schemas/events/campaign.created/v1.json", 405, []string{"GET"}},
 		{"GET", "/api/svc/v2/nothing-here", 404, nil},
 	} {
 		rec := httptest.NewRecorder()

@@ -25,6 +25,11 @@ import (
 // It is safe for concurrent use by parallel tests.
 type Validator struct {
 	router routers.Router
+	// operations are the document's operation ids.
+	operations []string
+	mu         sync.Mutex
+	// seen holds, per operation, the status classes (2 for 2xx...) of exchanges found documented.
+	seen map[string]map[int]bool
 }
 
 // The document is parsed and validated once per test binary, however many tests ask for it.
@@ -60,7 +65,13 @@ func load() (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route docs/openapi.yaml: %w", err)
 	}
-	return &Validator{router: router}, nil
+	var operations []string
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			operations = append(operations, op.OperationID)
+		}
+	}
+	return &Validator{router: router, operations: operations}, nil
 }
 
 // options validate the answer strictly. Schema errors leave out the schema dump: Check prints the
@@ -137,6 +148,11 @@ func (v *Validator) validate(req *http.Request, reqBody []byte, status int, head
 	if err != nil {
 		return fmt.Errorf("undocumented route: %w", err)
 	}
+	defer func() {
+		if err == nil {
+			v.record(route.Operation.OperationID, status)
+		}
+	}()
 	var requestErr error
 	if status >= 200 && status < 300 {
 		// The validator reads the body from the request; it gets a copy, so the caller's stays.
@@ -165,7 +181,48 @@ func (v *Validator) validate(req *http.Request, reqBody []byte, status int, head
 		Options: options,
 	}
 	input.SetBodyBytes(body)
-	return errors.Join(requestErr, openapi3filter.ValidateResponse(req.Context(), input))
+	err = errors.Join(requestErr, openapi3filter.ValidateResponse(req.Context(), input))
+	return err
+}
+
+// record notes that an exchange of operation with status was found as documented.
+func (v *Validator) record(operation string, status int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.seen == nil {
+		v.seen = map[string]map[int]bool{}
+	}
+	if v.seen[operation] == nil {
+		v.seen[operation] = map[int]bool{}
+	}
+	v.seen[operation][status/100] = true
+}
+
+// Unexercised is the Validator's Unexercised for the whole test binary, nil when no test loaded
+// the document.
+func Unexercised() []string {
+	if loaded == nil {
+		return nil
+	}
+	return loaded.Unexercised()
+}
+
+// Unexercised lists, sorted, the documented operations that no exchange checked so far showed
+// both accepted (a 2xx, its request validated too) and refused (a 4xx): what a test run that means
+// to cover the whole document has left out, "<operationId> 2xx" or "<operationId> 4xx".
+func (v *Validator) Unexercised() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	for _, op := range v.operations {
+		for _, class := range []int{2, 4} {
+			if !v.seen[op][class] {
+				out = append(out, fmt.Sprintf("%s %dxx", op, class))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // anyOperation routes req as if it used a method its path takes.

@@ -151,7 +151,7 @@ func Outage(t testing.TB, db *model.DB) (restore func()) {
 // both helpers), then stops the throwaway PostgreSQL cluster if this process started one.
 //
 //	func TestMain(m *testing.M) { dbtest.Main(m) }
-func Main(m *testing.M, cleanups ...func()) {
+func Main(m interface{ Run() int }, cleanups ...func()) {
 	code := m.Run()
 	for _, cleanup := range cleanups {
 		cleanup()

@@ -8,8 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
+	"github.com/webhookd/webhookd/internal/schematest"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
 
@@ -44,9 +43,9 @@ func TestEventSchemasServed(t *testing.T) {
 			if !reflect.DeepEqual(schema, et["schema"]) {
 				t.Errorf("%s: the catalog's schema and %s differ", name, url)
 			}
-			sch := compile(t, served.raw)
+			sch := schematest.Compile(t, served.raw)
 			example, _ := json.Marshal(et["example"])
-			if err := sch.Validate(decode(t, example)); err != nil {
+			if err := schematest.Validate(t, sch, example); err != nil {
 				t.Errorf("%s: the example fails its schema: %v", name, err)
 			}
 			broken := map[string]any{}
@@ -55,14 +54,14 @@ func TestEventSchemasServed(t *testing.T) {
 			}
 			broken["unknownField"] = 1
 			raw, _ := json.Marshal(broken)
-			if sch.Validate(decode(t, raw)) == nil {
+			if schematest.Validate(t, sch, raw) == nil {
 				t.Errorf("%s: an extra field passes the schema", name)
 			}
 		}
 		letter := strings.ToLower(v.name)
 		env := e.do(t, "GET", "/schemas/deliveries/"+letter+".json", nil, "")
 		env.expect(t, http.StatusOK, "")
-		compile(t, env.raw)
+		schematest.Compile(t, env.raw)
 	})
 	e := newEnv(t, dbtest.SQLite(t))
 	for _, path := range []string{"/schemas/events/campaign.nope/v1.json", "/schemas/events/campaign.created/v2.json",
@@ -74,27 +73,4 @@ func TestEventSchemasServed(t *testing.T) {
 	if !bytes.HasPrefix(doc.raw, []byte("# Generated")) || !bytes.Contains(doc.raw, []byte("openapi: 3.1.0")) {
 		t.Errorf("/openapi-webhooks.yaml is not the deliveries' document: %.200s", doc.raw)
 	}
-}
-
-func compile(t *testing.T, raw []byte) *jsonschema.Schema {
-	t.Helper()
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem://s.json", decode(t, raw)); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("mem://s.json")
-	if err != nil {
-		t.Fatalf("the served schema does not compile: %v", err)
-	}
-	return sch
-}
-
-func decode(t *testing.T, raw []byte) any {
-	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }

@@ -3,13 +3,13 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/webhookd/webhookd/internal/schematest"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/wire"
 )
@@ -36,20 +36,7 @@ func envelopeSchema(t *testing.T, l wire.Layout, eventType string) *jsonschema.S
 		t.Errorf("a delivery of %s, which has no schema: %v", eventType, err)
 		return nil
 	}
-	raw, _ := json.Marshal(s)
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem://schemas/"+key, doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("mem://schemas/" + key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sch := schematest.Compile(t, s)
 	envelopeSchemas[key] = sch
 	return sch
 }
@@ -80,12 +67,7 @@ func checkDeliveryBodies(t *testing.T, reqs []receivedRequest) int {
 		if sch == nil {
 			continue
 		}
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.Body))
-		if err != nil {
-			t.Errorf("delivery to %s is not JSON: %v", r.Path, err)
-			continue
-		}
-		if err := sch.Validate(inst); err != nil {
+		if err := schematest.Validate(t, sch, r.Body); err != nil {
 			t.Errorf("a delivery to %s fails its schema: %v\n%s", r.Path, err, r.Body)
 		}
 		checked++

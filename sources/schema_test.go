@@ -8,43 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
+	"github.com/webhookd/webhookd/internal/schematest"
 	"github.com/webhookd/webhookd/wire"
 )
-
-// compileSchema compiles a generated JSON Schema with formats asserted, as a receiver validating
-// strictly would.
-func compileSchema(t *testing.T, s map[string]any) *jsonschema.Schema {
-	t.Helper()
-	raw, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem://schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("mem://schema.json")
-	if err != nil {
-		t.Fatalf("the generated schema does not compile: %v\n%s", err, raw)
-	}
-	return sch
-}
-
-func instance(t *testing.T, raw []byte) any {
-	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("%v: %s", err, raw)
-	}
-	return v
-}
 
 // dataCase is event data derived from a type's example by one change, and whether intake accepts it.
 type dataCase struct {
@@ -146,10 +112,10 @@ func TestDataSchemasAgreeWithIntake(t *testing.T) {
 		if !ok {
 			t.Fatalf("no schema for %s", typ)
 		}
-		sch := compileSchema(t, s)
+		sch := schematest.Compile(t, s)
 		example := exampleObject(eventData[typ])
 		raw, _ := json.Marshal(example)
-		if err := sch.Validate(instance(t, raw)); err != nil {
+		if err := sch.Validate(schematest.Instance(t, raw)); err != nil {
 			t.Errorf("%s: the catalog's example fails its schema: %v", typ, err)
 		}
 		for _, c := range cases(typ, eventData[typ], example, func(m map[string]any) map[string]any { return m }) {
@@ -158,7 +124,7 @@ func TestDataSchemasAgreeWithIntake(t *testing.T) {
 				t.Fatal(err)
 			}
 			intakeErr := ValidateEventData(typ, raw)
-			schemaErr := sch.Validate(instance(t, raw))
+			schemaErr := sch.Validate(schematest.Instance(t, raw))
 			if intakeErr == nil {
 				accepted++
 			} else {
@@ -207,8 +173,8 @@ func TestEnvelopeSchemasValidateDeliveryBodies(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sch := compileSchema(t, s)
-				if err := sch.Validate(instance(t, body)); err != nil {
+				sch := schematest.Compile(t, s)
+				if err := sch.Validate(schematest.Instance(t, body)); err != nil {
 					t.Errorf("%s body of %s fails the envelope (type %q): %v\n%s", l, typ, withType, err, body)
 				}
 				var m map[string]any
@@ -220,7 +186,7 @@ func TestEnvelopeSchemasValidateDeliveryBodies(t *testing.T) {
 					}
 					broken[k] = 7
 					raw, _ := json.Marshal(broken)
-					if sch.Validate(instance(t, raw)) == nil {
+					if sch.Validate(schematest.Instance(t, raw)) == nil {
 						t.Errorf("%s body with %s = 7 passes the envelope (type %q)", l, k, withType)
 					}
 				}
@@ -230,7 +196,7 @@ func TestEnvelopeSchemasValidateDeliveryBodies(t *testing.T) {
 				other = "lead.captured"
 			}
 			s, _ := EnvelopeSchema(l, other, JSONSchema)
-			if compileSchema(t, s).Validate(instance(t, body)) == nil {
+			if schematest.Compile(t, s).Validate(schematest.Instance(t, body)) == nil {
 				t.Errorf("%s body of %s passes %s's envelope", l, typ, other)
 			}
 		}

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/internal/schematest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
@@ -126,7 +126,7 @@ func TestVersionTable(t *testing.T) {
 			if !ok {
 				t.Fatalf("no schema of version %d", tc.version)
 			}
-			if err := validateSchema(t, schema, tc.data); (err == nil) != tc.acceptable {
+			if err := schematest.Validate(t, schematest.Compile(t, schema), []byte(tc.data)); (err == nil) != tc.acceptable {
 				t.Errorf("version %d's schema on %s: %v", tc.version, tc.data, err)
 			}
 		}
@@ -144,30 +144,6 @@ func TestVersionTable(t *testing.T) {
 	if n := model.LatestVersion("campaign.created"); n != 1 {
 		t.Fatalf("after cleanup the latest version is %d, want 1", n)
 	}
-}
-
-// validateSchema validates data against a generated schema, formats asserted.
-func validateSchema(t *testing.T, schema map[string]any, data string) error {
-	t.Helper()
-	raw, _ := json.Marshal(schema)
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem://schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("mem://schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sch.Validate(inst)
 }
 
 // TestCheckDownsFails: a down function that leaves version 2's shape fails CheckDowns, so the

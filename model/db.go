@@ -45,8 +45,13 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		db = bun.NewDB(sqldb, pgdialect.New())
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
+		path, options, _ := strings.Cut(path, "?")
 		if path == "" {
 			return nil, fmt.Errorf("database url %q: missing file path", dsn)
+		}
+		synchronous, err := sqliteSynchronous(options)
+		if err != nil {
+			return nil, fmt.Errorf("database url %q: %w", dsn, err)
 		}
 		if dir := filepath.Dir(path); dir != "." {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -60,7 +65,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		q.Add("_pragma", "busy_timeout(10000)")
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "foreign_keys(1)")
-		q.Add("_pragma", "synchronous(NORMAL)")
+		q.Add("_pragma", "synchronous("+synchronous+")")
 		q.Set("_txlock", "immediate")
 		sqldb, err := sql.Open(sqliteshim.ShimName, "file:"+path+"?"+q.Encode())
 		if err != nil {
@@ -82,6 +87,26 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
 	return &DB{DB: db, stmts: newStatements(db)}, nil
+}
+
+// sqliteSynchronous reads the options of a sqlite: URL (the part after "?"): synchronous=normal
+// (the default) or full (docs/operations.md, "Durability"), nothing else.
+func sqliteSynchronous(options string) (string, error) {
+	q, err := url.ParseQuery(options)
+	if err != nil {
+		return "", fmt.Errorf("options: %w", err)
+	}
+	mode := "NORMAL"
+	for name, values := range q {
+		switch {
+		case name != "synchronous":
+			return "", fmt.Errorf("unknown option %q (the one option is synchronous=normal or full)", name)
+		case len(values) != 1 || (!strings.EqualFold(values[0], "normal") && !strings.EqualFold(values[0], "full")):
+			return "", fmt.Errorf("synchronous=%s: want normal or full", strings.Join(values, ","))
+		}
+		mode = strings.ToUpper(values[0])
+	}
+	return mode, nil
 }
 
 // IsPostgres reports whether db talks to PostgreSQL.

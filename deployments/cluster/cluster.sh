@@ -293,9 +293,10 @@ if [ ! -f "$pgdir/data/PG_VERSION" ]; then
   }
 fi
 # In the foreground, as a service manager runs it. No Unix socket (-k ''): TCP on loopback only.
-# synchronous_commit=off may lose the last moment of commits in a crash, never consistency.
+# fsync and synchronous_commit on (the defaults): a commit that answered a client, an event's 202
+# included, survives a crash of the server (issue 33; e2e/pgcrash_test.go kills it to show it).
 supervise postgres "${as_pg[@]}" "$pg_bin/postgres" -D "$pgdir/data" -h 127.0.0.1 -p "$pg_port" -k '' \
-  -c max_connections=300 -c synchronous_commit=off
+  -c max_connections=300
 wait_until 60 PostgreSQL postgres "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U postgres
 
 # psql_as <user> <database> <psql arguments...>, unaligned and without headers, for scripting.

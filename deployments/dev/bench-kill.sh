@@ -11,6 +11,11 @@
 #   deployments/dev/bench-kill.sh [loadtest flags, e.g. -rate 6 -duration 40s]
 #   BENCH_KILL_AT=15 BENCH_KILL_PAUSE=10 deployments/dev/bench-kill.sh   # kill later, stay down longer
 #   BENCH_DATABASE_URL=postgres://... WEBHOOKD_SECRET_KEY=... deployments/dev/bench-kill.sh
+#   BENCH_KILL_TARGET=postgres deployments/dev/bench-kill.sh   # kill -9 PostgreSQL's postmaster instead
+#
+# BENCH_KILL_TARGET=postgres (issue 33) runs webhookd on the stack's own PostgreSQL (BENCH_POSTGRES=1,
+# synchronous_commit on, as production) and kills the postmaster instead of webhookd, then starts it
+# again on the same data: every event answered 202 must still be delivered.
 #
 # BENCH_KILL_AT and BENCH_KILL_PAUSE are in seconds (8 and 3), the first from loadtest's
 # "killload: publishing" line. webhookd runs with WEBHOOKD_RETRY_SCHEDULE=1s,2s,5s, so that the
@@ -26,6 +31,12 @@
 set -euo pipefail
 kill_at=${BENCH_KILL_AT:-8}
 pause=${BENCH_KILL_PAUSE:-3}
+target=${BENCH_KILL_TARGET:-webhookd}
+case $target in
+  webhookd) ;;
+  postgres) export BENCH_POSTGRES=1 ;;
+  *) echo "BENCH_KILL_TARGET=$target: want webhookd or postgres" >&2; exit 2 ;;
+esac
 
 # shellcheck source=deployments/dev/bench-stack.sh
 source "$(dirname "$0")/bench-stack.sh"
@@ -36,7 +47,7 @@ dir=$work/killload
 out=$work/killload.out
 database=SQLite
 [ -z "${BENCH_DATABASE_URL:-}" ] || database=PostgreSQL # not the URL: it may carry a password
-echo "== killload: starting a fresh stack ($webhookd, $("$webhookd" version)) on $database, ${stack_env[*]}"
+echo "== killload: starting a fresh stack ($webhookd, $("$webhookd" version)) on $database, ${stack_env[*]}; the kill: $target"
 start_stack "$dir" "${stack_env[@]}"
 
 : >"$out" # for tail, which may come first
@@ -61,6 +72,15 @@ if grep -q '^killload: publishing' "$out" 2>/dev/null; then
   if ! kill -0 "$loadtest" 2>/dev/null; then
     echo "== loadtest ended before the kill: nothing was measured (set BENCH_KILL_AT below -duration)" >&2
     status=1
+  elif [ "$target" = postgres ]; then
+    echo "== +${kill_at}s: kill -9 PostgreSQL's postmaster (pid $pg_pid)"
+    kill -KILL "$pg_pid" || true
+    wait "$pg_pid" 2>/dev/null || true
+    echo "---- postmaster killed with SIGKILL by bench-kill.sh; restarted ${pause}s later ----" >>"$work/postgres.log"
+    sleep "$pause"
+    echo "== +${kill_at}s+${pause}s: starting PostgreSQL again on the same data"
+    start_postgres
+    echo "== PostgreSQL ready again (pid $pg_pid)"
   else
     echo "== +${kill_at}s: kill -9 webhookd (pid ${pids[1]})"
     kill -KILL "${pids[1]}" || true # already gone: the status below says how

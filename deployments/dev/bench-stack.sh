@@ -12,6 +12,10 @@
 # needs WEBHOOKD_SECRET_KEY too), or BENCH_POSTGRES=1 starts a throwaway cluster for it. Run one
 # scenario per database: the stack does not empty it.
 #
+# BENCH_SQLITE_SYNCHRONOUS=full runs webhookd's SQLite with synchronous=FULL instead of NORMAL
+# (docs/operations.md, "Durability"); BENCH_PG_ARGS adds arguments to the stack's postgres
+# (BENCH_PG_ARGS='-c synchronous_commit=off' measures what durability costs; never a default).
+#
 # BENCH_TRACING=1 (or a sampling ratio such as 0.01) runs webhookd with tracing on, sampled at that
 # ratio (parentbased_traceidratio), exporting to the discarding OTLP sink that the loadtest serves
 # on BENCH_OTLP_PORT: pass it $otlp_sink_flag. Unset or off, webhookd traces nothing. Only webhookd
@@ -85,7 +89,8 @@ trap cleanup EXIT INT TERM
 # BENCH_POSTGRES=1 runs webhookd on a throwaway PostgreSQL cluster of the stack's own (port
 # BENCH_PG_PORT, 15432), as the tests start theirs, and exports BENCH_DATABASE_URL, a secret key,
 # and BENCH_POSTGRES_PID (the postmaster, whose CPU time the tiers report with its backends'). The
-# cluster is tuned as make cluster's: fsync on, synchronous_commit off.
+# cluster runs as make cluster's and as production should: fsync and synchronous_commit on (the
+# defaults), so that no event answered 202 can be lost to a crash of PostgreSQL (issue 33).
 if [ "${BENCH_POSTGRES:-}" = 1 ]; then
   pg_port=${BENCH_PG_PORT:-15432}
   if (exec 3<>"/dev/tcp/127.0.0.1/$pg_port") 2>/dev/null; then
@@ -102,16 +107,32 @@ if [ "${BENCH_POSTGRES:-}" = 1 ]; then
   fi
   "${as_pg[@]}" "$pg_bin/initdb" -D "$work/pg/data" -U postgres --auth=trust -E UTF8 >"$work/initdb.log" 2>&1 ||
     { echo "initdb failed; see $work/initdb.log" >&2; exit 1; }
-  "${as_pg[@]}" "$pg_bin/postgres" -D "$work/pg/data" -h 127.0.0.1 -p "$pg_port" -k '' \
-    -c max_connections=300 -c synchronous_commit=off >"$work/postgres.log" 2>&1 &
-  pg_pid=$!
-  for _ in $(seq 1 120); do
-    "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U postgres && break
-    kill -0 "$pg_pid" 2>/dev/null || { echo "PostgreSQL exited; see $work/postgres.log" >&2; exit 1; }
-    sleep 0.5
-  done
+  # start_postgres starts the cluster on its data, or again after a kill (bench-kill.sh's
+  # BENCH_KILL_TARGET=postgres), when it replays its write-ahead log first. The killed server's
+  # backends may hold its shared memory a moment longer, which refuses a start: it is tried again.
+  start_postgres() {
+    local try
+    for try in $(seq 1 20); do
+      # shellcheck disable=SC2086 # BENCH_PG_ARGS is a list of arguments
+      "${as_pg[@]}" "$pg_bin/postgres" -D "$work/pg/data" -h 127.0.0.1 -p "$pg_port" -k '' \
+        -c max_connections=300 ${BENCH_PG_ARGS:-} >>"$work/postgres.log" 2>&1 &
+      pg_pid=$!
+      for _ in $(seq 1 240); do
+        if "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U postgres; then
+          export BENCH_POSTGRES_PID=$pg_pid
+          return 0
+        fi
+        kill -0 "$pg_pid" 2>/dev/null || break
+        sleep 0.5
+      done
+      wait "$pg_pid" 2>/dev/null || true
+      sleep 0.5
+    done
+    echo "PostgreSQL did not start; see $work/postgres.log" >&2
+    exit 1
+  }
+  start_postgres
   export BENCH_DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
-  export BENCH_POSTGRES_PID=$pg_pid
   WEBHOOKD_SECRET_KEY=${WEBHOOKD_SECRET_KEY:-$(head -c 32 /dev/urandom | base64)}
   export WEBHOOKD_SECRET_KEY
 fi
@@ -144,7 +165,7 @@ start_stack() {
   shift
   mkdir -p "$dir"
   # BENCH_DATABASE_URL measures on another database (an empty PostgreSQL one, say) instead.
-  export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=${BENCH_DATABASE_URL:-sqlite:$dir/webhookd.db}
+  export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=${BENCH_DATABASE_URL:-sqlite:$dir/webhookd.db${BENCH_SQLITE_SYNCHRONOUS:+?synchronous=$BENCH_SQLITE_SYNCHRONOUS}}
   deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >"$dir/temporal.log" 2>&1 &
   pids+=($!)
   wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"

@@ -213,7 +213,7 @@ func startPostgres() (*pgServer, error) {
 		adminURL: os.Getenv(EnvDatabaseURL),
 	}
 	if s.adminURL == "" {
-		c, adminURL, err := startCluster()
+		c, adminURL, err := startCluster(false)
 		if err != nil {
 			return nil, err
 		}
@@ -295,14 +295,19 @@ type cluster struct {
 	dir   string
 	bin   string
 	runAs *user.User // the postgres user when this process is root, since initdb and postgres refuse root
+	// durable keeps PostgreSQL's crash safety on (fsync, synchronous_commit, full_page_writes),
+	// for a test that crashes the server.
+	durable bool
+	port    int
 }
 
 func (c *cluster) data() string { return filepath.Join(c.dir, "data") }
 
 // startCluster runs initdb and pg_ctl in a fresh temporary directory and returns the cluster and
 // its superuser URL. The server listens on a free loopback port and a socket in that directory
-// only, so it never meets another cluster on the machine.
-func startCluster() (*cluster, string, error) {
+// only, so it never meets another cluster on the machine. durable keeps the crash safety that a
+// shared throwaway cluster turns off for speed.
+func startCluster(durable bool) (*cluster, string, error) {
 	bin, err := findPostgresBin()
 	if err != nil {
 		return nil, "", err
@@ -318,7 +323,7 @@ func startCluster() (*cluster, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("cluster directory: %w", err)
 	}
-	c := &cluster{dir: dir, bin: bin, runAs: runAs}
+	c := &cluster{dir: dir, bin: bin, runAs: runAs, durable: durable}
 	if err := c.init(); err != nil {
 		return nil, "", errors.Join(err, os.RemoveAll(dir))
 	}
@@ -355,8 +360,13 @@ func (c *cluster) init() error {
 			return fmt.Errorf("hand the cluster directory to %s: %w", c.runAs.Username, err)
 		}
 	}
-	// --no-sync: the cluster dies with the test process, so durability buys nothing.
-	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+	// --no-sync: the cluster dies with the test process, so durability buys nothing; a durable
+	// cluster's files are synced once here, as any server's are.
+	args := []string{"-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8"}
+	if !c.durable {
+		args = append(args, "--no-sync")
+	}
+	if out, err := c.run("initdb", args...); err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 	return nil
@@ -364,8 +374,13 @@ func (c *cluster) init() error {
 
 func (c *cluster) start(port int) error {
 	// fsync, synchronous_commit and full_page_writes off trade crash safety, which a throwaway
-	// cluster does not need, for speed. Parallel tests each hold a pool, hence max_connections.
-	opts := fmt.Sprintf("-h 127.0.0.1 -p %d -k %s -F -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", port, c.dir)
+	// cluster does not need, for speed; a durable one keeps PostgreSQL's defaults, all on.
+	// Parallel tests each hold a pool, hence max_connections.
+	opts := fmt.Sprintf("-h 127.0.0.1 -p %d -k %s -c max_connections=300", port, c.dir)
+	if !c.durable {
+		opts += " -F -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	}
+	c.port = port
 	logFile := filepath.Join(c.dir, "postgres.log")
 	// -w waits until the server accepts connections.
 	out, err := c.run("pg_ctl", "start", "-w", "-t", "60", "-D", c.data(), "-l", logFile, "-o", opts)
@@ -374,6 +389,69 @@ func (c *cluster) start(port int) error {
 		return fmt.Errorf("pg_ctl start on port %d: %w\n%s\n%s", port, err, out, serverLog)
 	}
 	return nil
+}
+
+// Crashable is a PostgreSQL server of one test's own, durable as a production server runs
+// (fsync, synchronous_commit and full_page_writes on), that the test kills with SIGKILL and starts
+// again on the same data and port: a crash of the database server, after which PostgreSQL
+// recovers from its write-ahead log.
+type Crashable struct {
+	// URL is the superuser's URL of its postgres database.
+	URL string
+	c   *cluster
+}
+
+// CrashablePostgres starts a Crashable server, stopped and removed at cleanup.
+func CrashablePostgres(t testing.TB) *Crashable {
+	t.Helper()
+	c, u, err := startCluster(true)
+	if err != nil {
+		t.Fatalf("start a crashable PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.stop(); err != nil {
+			t.Errorf("stop the crashable PostgreSQL: %v", err)
+		}
+	})
+	return &Crashable{URL: u, c: c}
+}
+
+// Kill sends SIGKILL to the postmaster and waits until it is gone. Its backends notice and exit
+// on their own, as after a real crash.
+func (p *Crashable) Kill(t testing.TB) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(p.c.data(), "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("the postmaster's pid: %v", err)
+	}
+	first, _, _ := strings.Cut(string(raw), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 %d: %v", pid, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the postmaster %d outlived SIGKILL", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Start starts the server again on its data and port: PostgreSQL replays its write-ahead log. The
+// killed server's backends may hold its shared memory for a moment, which refuses a start, so it
+// is tried again for up to a minute.
+func (p *Crashable) Start(t testing.TB) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err = p.c.start(p.c.port); err == nil {
+			return
+		}
+	}
+	t.Fatalf("start PostgreSQL again after the kill: %v", err)
 }
 
 // stop shuts the cluster down and removes its directory.

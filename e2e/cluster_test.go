@@ -33,7 +33,8 @@ import (
 // real Temporal server on PostgreSQL with several history shards behind mutual TLS, its Web UI,
 // and two API and two worker replicas of webhookd. It measures deliveries/s there and on the
 // `make run` stack in the same run, then publishes 1,000 events through both API replicas while a
-// worker replica is killed with SIGKILL and the Temporal server is killed and restarted: every
+// worker replica is killed with SIGKILL, the Temporal server is killed and restarted, and then
+// PostgreSQL, the database of both Temporal and webhookd (synchronous_commit on, issue 33): every
 // accepted event must arrive, and a duplicate must carry the same webhook-id.
 func TestProductionCluster(t *testing.T) {
 	bin := webhookdBinary(t)
@@ -56,7 +57,8 @@ func TestProductionCluster(t *testing.T) {
 	t.Logf("deliveries/s, %d events each, one webhook, from the first publish to the last arrival: cluster %.1f, dev stack %.1f",
 		perStack, clusterRate, devRate)
 
-	// Faults: 1,000 events; a worker replica is killed at 250 accepted, Temporal at 500.
+	// Faults: 1,000 events; a worker replica is killed at 250 accepted, Temporal at 500, PostgreSQL's
+	// postmaster at 750 (the supervisor restarts each, PostgreSQL after removing its backends).
 	const events = 1000
 	api := &apiCaller{key: cl.apiKey}
 	api.createWebhook(t, cl.apiURLs[0], rc.url("/faults"))
@@ -64,6 +66,7 @@ func TestProductionCluster(t *testing.T) {
 	var count atomic.Int64
 	killedWorker := make(chan int, 1)
 	restartedTemporal := make(chan int, 1)
+	restartedPostgres := make(chan int, 1)
 	publish(t, api, cl.apiURLs, events, 8, "fault", func(marker string, id int64) {
 		accepted.Store(marker, id)
 		switch count.Add(1) {
@@ -71,6 +74,8 @@ func TestProductionCluster(t *testing.T) {
 			killedWorker <- cl.kill(t, "worker-1", syscall.SIGKILL)
 		case events / 2:
 			restartedTemporal <- cl.kill(t, "temporal-server", syscall.SIGKILL)
+		case events * 3 / 4:
+			restartedPostgres <- cl.kill(t, "postgres", syscall.SIGKILL)
 		}
 	})
 	var workerPid, temporalPid int
@@ -84,8 +89,14 @@ func TestProductionCluster(t *testing.T) {
 	default:
 		t.Fatalf("fewer than %d events were accepted: Temporal was not restarted", events/2)
 	}
+	var postgresPid int
+	select {
+	case postgresPid = <-restartedPostgres:
+	default:
+		t.Fatalf("fewer than %d events were accepted: PostgreSQL was not killed", events*3/4)
+	}
 	eventually(t, 2*time.Minute, "the killed processes to be restarted by the supervisor", func() bool {
-		return cl.pid(t, "worker-1") != workerPid && cl.pid(t, "temporal-server") != temporalPid
+		return cl.pid(t, "worker-1") != workerPid && cl.pid(t, "temporal-server") != temporalPid && cl.pid(t, "postgres") != postgresPid
 	})
 
 	n := int(count.Load())
@@ -456,6 +467,11 @@ type apiCaller struct {
 }
 
 func (a *apiCaller) call(ctx context.Context, method, url string, body any) (int, map[string]any, error) {
+	return a.callWith(ctx, method, url, body, nil)
+}
+
+// callWith is call with extra request headers.
+func (a *apiCaller) callWith(ctx context.Context, method, url string, body any, header http.Header) (int, map[string]any, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return 0, nil, err
@@ -463,6 +479,9 @@ func (a *apiCaller) call(ctx context.Context, method, url string, body any) (int
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(b))
 	if err != nil {
 		return 0, nil, err
+	}
+	for name, values := range header {
+		req.Header[name] = values
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("x-api-key", a.key)
@@ -499,7 +518,7 @@ func publish(t *testing.T, a *apiCaller, apiURLs []string, n, publishers int, pr
 	t.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	var refused atomic.Int64
+	var refused, retried atomic.Int64
 	for range publishers {
 		wg.Add(1)
 		go func() {
@@ -512,8 +531,21 @@ func publish(t *testing.T, a *apiCaller, apiURLs []string, n, publishers int, pr
 				marker := fmt.Sprintf("%s-%d", prefix, i)
 				data := map[string]any{"id": i + 1, "name": marker, "platform": "meta", "status": "active",
 					"startDate": "2026-03-01T00:00:00.000Z", "endDate": "2026-03-31T23:59:59.999Z", "budget": 10}
-				status, body, err := a.call(t.Context(), "POST", apiURLs[i%len(apiURLs)]+"/api/svc/v2/events",
-					map[string]any{"eventType": "campaign.created", "data": data})
+				// A publish the service could not take (503, or no answer) is sent again with the same
+				// Idempotency-Key for up to a minute, as a client should: one that was committed
+				// after all is answered with its event, never stored twice.
+				var status int
+				var body map[string]any
+				var err error
+				for try := 0; ; try++ {
+					status, body, err = a.callWith(t.Context(), "POST", apiURLs[(i+try)%len(apiURLs)]+"/api/svc/v2/events",
+						map[string]any{"eventType": "campaign.created", "data": data}, http.Header{"Idempotency-Key": {marker}})
+					if (err == nil && status != http.StatusServiceUnavailable) || try == 300 {
+						break
+					}
+					retried.Add(1)
+					time.Sleep(200 * time.Millisecond)
+				}
 				if err != nil || status != http.StatusAccepted {
 					if refused.Add(1) <= 5 {
 						t.Logf("publish %s: %d %v %v", marker, status, body, err)
@@ -527,5 +559,8 @@ func publish(t *testing.T, a *apiCaller, apiURLs []string, n, publishers int, pr
 	wg.Wait()
 	if r := refused.Load(); r > 0 {
 		t.Logf("%s: %d of %d publishes refused", prefix, r, n)
+	}
+	if r := retried.Load(); r > 0 {
+		t.Logf("%s: %d publishes sent again after a 503 or no answer", prefix, r)
 	}
 }

@@ -128,6 +128,15 @@ bench-kill:
 bench-e2e:
 	deployments/dev/bench-e2e.sh $(SCENARIO) $(ARGS)
 
+# webhookd beside Convoy (issue 33): BENCH_PAIRS (3) alternating pairs of the tiers' (c) and Convoy
+# measured by convoybench, same events and publishers, then a table and the medians of the ratios.
+# Needs CONVOY_DIR: a Convoy set up once outside the repository (see docs/performance.md, "Beside
+# Convoy (issue 33)"). ARGS='-events 200' passes loadtest flags (and convoybench's -n, -c),
+# BENCH_POSTGRES=1 runs webhookd on PostgreSQL, WEBHOOKD_BIN=... measures another build.
+.PHONY: bench-convoy
+bench-convoy:
+	deployments/dev/bench-convoy.sh $(ARGS)
+
 # Issue 10's scale figures: a webhooks list of 10000 on one account, and 100000 deliveries waiting on
 # retry timers (webhookd's RSS, the list's latency), each on a throwaway stack of its own. About
 # 35 minutes. SCENARIO=list|pending runs one, ARGS='-events 20000' passes loadtest flags.

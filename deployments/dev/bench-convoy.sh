@@ -16,7 +16,9 @@
 #                 CONVOYBENCH_CERT, CONVOYBENCH_CERT_KEY from `convoybench -mode setup`
 #   convoy.json   Convoy's configuration file ({}: everything comes from the environment)
 #   pg/data       its PostgreSQL cluster (PostgreSQL's defaults: fsync and synchronous_commit on),
-#                 migrated and bootstrapped; it keeps the project between runs
+#                 migrated and bootstrapped, and a database convoy_pristine copied from convoy right
+#                 after the setup (CREATE DATABASE convoy_pristine TEMPLATE convoy): each run
+#                 recreates convoy from it, so every run starts on the same data
 # Each Convoy run starts its PostgreSQL (port CONVOY_DB_PORT), a Redis without persistence (port
 # CONVOY_REDIS_PORT, empty each run), `convoy server` and `convoy agent`, waits 12 s after the
 # agent starts (it loads subscriptions every 10 s), sends 20 events to warm up, measures, and stops
@@ -193,6 +195,16 @@ start_convoy() {
     sleep 0.5
   done
   [ -n "$ok" ] || { echo "Convoy's PostgreSQL did not start; see $log.postgres" >&2; tail -5 "$log.postgres" >&2; exit 1; }
+  # Each run starts from the database as it was set up, as webhookd's side starts a fresh stack:
+  # Convoy's database kept every run's events otherwise, and its PostgreSQL's CPU per delivery
+  # grew with them (3.2, 5.0, 6.5 ms in three pairs), which flattered webhookd.
+  local psql=("$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$cv_pg_port" -U postgres -d postgres)
+  if [ "$("${psql[@]}" -A -t -c "SELECT count(*) FROM pg_database WHERE datname = 'convoy_pristine'")" = 1 ]; then
+    "${psql[@]}" -c "DROP DATABASE IF EXISTS convoy" -c "CREATE DATABASE convoy TEMPLATE convoy_pristine" >>"$log.postgres" 2>&1 ||
+      { echo "could not recreate Convoy's database from convoy_pristine; see $log.postgres" >&2; exit 1; }
+  else
+    echo "note: no convoy_pristine database in Convoy's cluster: this run continues on the previous runs' data" >&2
+  fi
 
   redis-server --port "$cv_redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$out" \
     --dbfilename "convoy-redis-unused.rdb" >>"$log.redis" 2>&1 &

@@ -17,6 +17,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 )
 
@@ -32,6 +33,7 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 	g.POST("/webhooks/:id/headers", h.headers, write...)
 	g.POST("/webhooks/:id/auth", h.auth, write...)
 	g.POST("/webhooks/:id/tls", h.tls, write...)
+	g.POST("/webhooks/:id/version", h.version, write...)
 }
 
 // rateWindow is the window of the success rate on the endpoints and the endpoint page.
@@ -107,6 +109,8 @@ type detailView struct {
 	authError, authNotice string
 	// tlsError is a refusal of the TLS form; tlsNotice what a save did.
 	tlsError, tlsNotice string
+	// versionError is a refusal of the version form; versionNotice what a change did.
+	versionError, versionNotice string
 }
 
 func (h *endpointHandlers) detail(c echo.Context) error {
@@ -154,6 +158,7 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 		"Headers": sortedHeaders(headers), "HeadersError": v.headersError, "HeadersNotice": v.headersNotice,
 		"Auth": auth, "AuthError": v.authError, "AuthNotice": v.authNotice,
 		"TLS": tlsInfo, "TLSError": v.tlsError, "TLSNotice": v.tlsNotice,
+		"Versions": sources.VersionsOf(w.EventType), "VersionError": v.versionError, "VersionNotice": v.versionNotice,
 		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": health.LastAttempt,
 		"Chart": ChartSVG(health.Hours, chartTitle), "Range": rangeName,
 		"Rate":      rateOf(health.TotalsSince(health.To.Add(-rateWindow))),
@@ -434,4 +439,29 @@ func (h *endpointHandlers) tls(c echo.Context) error {
 		notice = "The TLS settings were removed: attempts from now on trust the usual roots and present no client certificate."
 	}
 	return h.renderDetail(c, saved, detailView{status: http.StatusOK, tlsNotice: notice})
+}
+
+// version is POST <collection>/<id>/version: the payload version the endpoint receives
+// (docs/events.md, "Versions"), as PATCH {"version": n}; the use case refuses one its event type
+// does not have.
+func (h *endpointHandlers) version(c echo.Context) error {
+	w, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(c.FormValue("version"))
+	if err != nil {
+		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Choose a version in the form's list."}
+	}
+	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, webhooks.Settings{Version: &n})
+	var invalid *webhooks.InvalidError
+	if errors.As(err, &invalid) {
+		return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity,
+			versionError: "The version cannot be used: " + invalid.Error() + ". Nothing was changed."})
+	}
+	if err != nil {
+		return err
+	}
+	return h.renderDetail(c, saved, detailView{status: http.StatusOK,
+		versionNotice: fmt.Sprintf("Attempts from now on carry version %d of the %s data.", saved.Version, saved.EventType)})
 }

@@ -212,12 +212,9 @@ func fieldSchema(f field, d Dialect) map[string]any {
 func nullable(s map[string]any, d Dialect) {
 	if d == OpenAPI30 {
 		s["nullable"] = true
-		if e, ok := s["enum"].([]any); ok {
-			s["enum"] = append(e, nil)
-		}
-		return
+	} else {
+		s["type"] = []any{s["type"], "null"}
 	}
-	s["type"] = []any{s["type"], "null"}
 	if e, ok := s["enum"].([]any); ok {
 		s["enum"] = append(e, nil)
 	}

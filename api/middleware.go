@@ -3,14 +3,13 @@ package api
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/webhookd/webhookd/internal/routemetrics"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -95,37 +94,12 @@ func accountOf(c echo.Context) *model.Account {
 	return c.Get(contextAccount).(*model.Account)
 }
 
-// httpMetrics counts and times API requests by route template, never by raw path, so ids do not
-// explode the label space.
+// httpMetrics counts and times API requests by route template.
 func httpMetrics(reg prometheus.Registerer) (echo.MiddlewareFunc, error) {
-	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "webhookd_http_requests_total",
-		Help: "Management API requests by method, route and status code.",
-	}, []string{"method", "route", "code"})
-	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "webhookd_http_request_duration_seconds",
-		Help:    "Management API request latency by method and route.",
-		Buckets: prometheus.DefBuckets,
-	}, []string{"method", "route"})
-	for _, c := range []prometheus.Collector{requests, duration} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register http metrics: %w", err)
-		}
-	}
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := next(c)
-			if err != nil {
-				c.Error(err)
-			}
-			route := c.Path()
-			if route == "" {
-				route = "unmatched"
-			}
-			requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(c.Response().Status)).Inc()
-			duration.WithLabelValues(c.Request().Method, route).Observe(time.Since(start).Seconds())
-			return nil
-		}
-	}, nil
+	return routemetrics.Middleware(reg, routemetrics.Names{
+		Requests:     "webhookd_http_requests_total",
+		RequestsHelp: "Management API requests by method, route and status code.",
+		Duration:     "webhookd_http_request_duration_seconds",
+		DurationHelp: "Management API request latency by method and route.",
+	}, nil)
 }

@@ -96,9 +96,11 @@ func MainWorkerOptions(slots int) sdkworker.Options {
 		// A delivery's first attempt is a local activity (docs/operations.md): the
 		// same bound applies to it.
 		MaxConcurrentLocalActivityExecutionSize: slots,
-		// More pollers than the default two keep tasks flowing when many short deliveries
-		// finish at once (measured with cmd/loadtest).
-		MaxConcurrentWorkflowTaskPollers: 4,
+		// Workflow task pollers scale with the server's feedback. Fixed ones (4 did) all
+		// waited on the sticky queue while its last answer's backlog hint was stale, for the
+		// server's long poll, a minute, while the normal queue filled (docs/operations.md).
+		// More than the default two keep tasks flowing when many short deliveries finish at once.
+		WorkflowTaskPollerBehavior:       sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{InitialNumberOfPollers: 4, MinimumNumberOfPollers: 2, MaximumNumberOfPollers: 8}),
 		MaxConcurrentActivityTaskPollers: 8,
 	}
 }

@@ -11,8 +11,9 @@ LINT_TAGS := e2e,record,integration
 .PHONY: build run postgres promtool chromium test lint bench fmt vet clean
 
 build:
-	@echo "==> building bin/webhookd (the first build downloads modules: 1-3 minutes; then seconds)"
+	@echo "==> building bin/webhookd and bin/devtemporal (the first build downloads modules: 1-3 minutes; then seconds)"
 	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/webhookd ./cmd/webhookd
+	CGO_ENABLED=0 go build -trimpath -o bin/devtemporal ./cmd/devtemporal
 
 # The Temporal CLI hosts the dev server for `make run` and the integration tests (-tags integration).
 # It is pinned (@latest does not build) and installed once, since building it takes minutes.
@@ -78,7 +79,7 @@ bin/temporal-ui:
 # tag the system tests (e2e/).
 # They run after the other packages, not beside them: on 2 cores the api package's tests (their own
 # dev servers, -race) beside the system tests slowed the kill test's setup past its bounds.
-test: lint bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium
+test: lint build bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium
 	go test -tags integration -race -count=1 -timeout 20m ./...
 	go test -tags e2e -race -count=1 -timeout 20m ./e2e/
 	cd deployments/kubernetes && go test -count=1 ./...

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,8 +97,9 @@ func TestMakeRunStopsQuietlyOnCtrlC(t *testing.T) {
 	}
 	_, uiPort, _ := strings.Cut(freeAddr(t), ":")
 	out := &syncBuffer{}
+	data := t.TempDir()
 	cmd := exec.Command(script)
-	cmd.Env = append(os.Environ(), "WEBHOOKD_BIN="+bin, "WEBHOOKD_DATA_DIR="+t.TempDir(),
+	cmd.Env = append(os.Environ(), "WEBHOOKD_BIN="+bin, "WEBHOOKD_DATA_DIR="+data,
 		"WEBHOOKD_HTTP_ADDR="+freeAddr(t), "TEMPORAL_ADDRESS="+freeAddr(t), "TEMPORAL_UI_PORT="+uiPort)
 	cmd.Stdout, cmd.Stderr = out, out
 	sc := startScript(t, cmd, time.Minute)
@@ -122,6 +125,16 @@ func TestMakeRunStopsQuietlyOnCtrlC(t *testing.T) {
 		}
 	}
 	checkBannerPortalLink(t, out.String())
+	// The dev server's visibility table was trimmed before webhookd started (cmd/devtemporal).
+	log, err := os.ReadFile(filepath.Join(data, "temporal.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`devtemporal: .*: dropped (\d+) visibility indexes`).FindSubmatch(log); m == nil {
+		t.Errorf("the dev server's visibility table was not trimmed:\n%s", log)
+	} else if n, _ := strconv.Atoi(string(m[1])); n < 30 {
+		t.Errorf("the dev server's visibility table was trimmed of %d indexes, want 30 or more", n)
+	}
 	sc.stop()
 	err = sc.err
 	var exit *exec.ExitError

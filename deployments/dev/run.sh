@@ -46,6 +46,9 @@ for _ in $(seq 1 120); do
   kill -0 "${pids[0]}" 2>/dev/null || { echo "Temporal dev server exited; see $data/temporal.log" >&2; tail -20 "$data/temporal.log" >&2; exit 1; }
   sleep 0.5
 done
+# The visibility indexes nothing uses go (cmd/devtemporal, deployments/dev/temporal-dev.sh).
+bin/devtemporal trim-visibility "$data/temporal.db" 2>>"$data/temporal.log" ||
+  { echo "trimming the dev server's visibility table failed; see $data/temporal.log" >&2; tail -5 "$data/temporal.log" >&2; exit 1; }
 
 key=$("$webhookd" apikey create --owner-email "${WEBHOOKD_DEV_OWNER:-dev@localhost}" --name "make run" | tail -n 1)
 

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The Temporal dev server as webhookd's scripts run it (run.sh, bench-isolation.sh): SQLite in WAL
-# mode, the dynamic config of dynamicconfig.txt (fairness across accounts, docs/operations.md), and
-# webhookd's search attributes. One place for these flags, so no script starts a server without one
-# of them. It execs the server, so the caller's $! is the server's pid.
+# mode, the dynamic config of dynamicconfig.txt (fairness across accounts, docs/operations.md),
+# and webhookd's search attributes. One place for these flags, so no script starts a server without
+# one of them. It execs the server, so the caller's $! is the server's pid.
+#
+# Once the server answers, its caller trims its visibility table (`bin/devtemporal trim-visibility
+# <database file>`, cmd/devtemporal): the indexes that neither the Web UI's list nor a search
+# attribute uses cost about 40% of the dev server's CPU per delivery. A child of the server would
+# outlive its reaping in a container, so the caller runs it.
 #
 #   deployments/dev/temporal-dev.sh <webhookd> <port> <ui port> <database file> [more start-dev flags]
 #

@@ -118,7 +118,7 @@ func start() (*Server, error) {
 		}
 		return s, nil
 	}
-	bin, err := cliPath()
+	bin, err := CLIPath()
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func launch(bin string, dynamicConfig []string) (*Server, error) {
 		ExistingPath:     bin,
 		ClientOptions:    &client.Options{Namespace: namespace, Logger: log.NewStructuredLogger(quiet)},
 		LogLevel:         "error",
-		SearchAttributes: searchAttributes(),
+		SearchAttributes: SearchAttributes(),
 		ExtraArgs:        dynamicConfig,
 		Stdout:           logFile,
 		Stderr:           logFile,
@@ -168,9 +168,9 @@ func launch(bin string, dynamicConfig []string) (*Server, error) {
 	return s, nil
 }
 
-// searchAttributes gives workflows.SearchAttributes to the dev server, which takes them as values:
+// SearchAttributes gives workflows.SearchAttributes to the dev server, which takes them as values:
 // it registers each key with its type.
-func searchAttributes() temporal.SearchAttributes {
+func SearchAttributes() temporal.SearchAttributes {
 	var updates []temporal.SearchAttributeUpdate
 	for _, key := range workflows.SearchAttributes {
 		switch key := key.(type) {
@@ -223,8 +223,8 @@ func (s *Server) stop() error {
 	return err
 }
 
-// cliPath finds the temporal CLI: EnvCLI, else bin/temporal at the module root, which make installs.
-func cliPath() (string, error) {
+// CLIPath finds the temporal CLI: EnvCLI, else bin/temporal at the module root, which make installs.
+func CLIPath() (string, error) {
 	if p := os.Getenv(EnvCLI); p != "" {
 		return p, nil
 	}

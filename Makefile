@@ -129,6 +129,15 @@ bench-kill:
 bench-e2e:
 	deployments/dev/bench-e2e.sh $(SCENARIO) $(ARGS)
 
+# Issue 33: bench-e2e's tiers ((a), (b'), (b), (c)) against make cluster's production-shaped stack
+# (Temporal server on PostgreSQL with mutual TLS, 2 API and 2 worker replicas) in a temporary
+# directory on ports of its own (CLUSTER_PORT_BASE, 27200), with CPU ms per delivery of the API
+# replicas, the workers, Temporal and PostgreSQL. ARGS='-events 1000 -rounds 3' passes loadtest
+# flags, WEBHOOKD_BIN=... measures another build. Needs make cluster's programs (run it once).
+.PHONY: bench-cluster
+bench-cluster:
+	deployments/dev/bench-cluster.sh $(ARGS)
+
 # webhookd beside Convoy (issue 33): BENCH_PAIRS (3) alternating pairs of the tiers' (c) and Convoy
 # measured by convoybench, same events and publishers, then a table and the medians of the ratios.
 # Needs CONVOY_DIR: a Convoy set up once outside the repository (see docs/performance.md, "Beside

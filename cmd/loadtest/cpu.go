@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,17 +16,29 @@ import (
 // children), so a tier's cost is the difference of two readings.
 
 // cpuProcess is one process tree whose CPU time a tier reports: webhookd, the Temporal server,
-// PostgreSQL, or this loadtest (the receiver and the load generator).
+// PostgreSQL, or this loadtest (the receiver and the load generator); or several trees counted as
+// one, such as make cluster's two webhookd API replicas.
 type cpuProcess struct {
 	name string
-	pid  int // 0: this process
+	pid  int   // 0: this process, unless pids is set
+	pids []int // several trees whose CPU time is summed under name
 }
 
-// serverProcesses are the stack's processes whose ids were given: webhookd (-pid), the Temporal
-// server (-temporal-pid) and PostgreSQL (-postgres-pid).
+// serverProcesses are the stack's processes whose ids were given: webhookd (-pid), webhookd's API
+// and worker replicas of a cluster (-api-pids, -worker-pids), the Temporal server (-temporal-pid)
+// and PostgreSQL (-postgres-pid).
 func serverProcesses(cfg config) []cpuProcess {
 	var procs []cpuProcess
-	for _, p := range []cpuProcess{{"webhookd", cfg.pid}, {"temporal", cfg.temporalPID}, {"postgres", cfg.postgresPID}} {
+	if cfg.pid > 0 {
+		procs = append(procs, cpuProcess{name: "webhookd", pid: cfg.pid})
+	}
+	if len(cfg.apiPIDs) > 0 {
+		procs = append(procs, cpuProcess{name: "webhookd-api", pids: cfg.apiPIDs})
+	}
+	if len(cfg.workerPIDs) > 0 {
+		procs = append(procs, cpuProcess{name: "webhookd-worker", pids: cfg.workerPIDs})
+	}
+	for _, p := range []cpuProcess{{name: "temporal", pid: cfg.temporalPID}, {name: "postgres", pid: cfg.postgresPID}} {
 		if p.pid > 0 {
 			procs = append(procs, p)
 		}
@@ -33,19 +46,51 @@ func serverProcesses(cfg config) []cpuProcess {
 	return procs
 }
 
+// parsePIDs parses a comma-separated list of process ids ("" is none).
+func parsePIDs(flagName, s string) ([]int, error) {
+	var pids []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("-%s %q: want process ids separated by commas", flagName, s)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
 // cpuReading is the CPU time of each watched process tree at one moment.
 type cpuReading map[string]time.Duration
 
-// readCPU reads the CPU time of each process tree; a tree that cannot be read is left out.
+// readCPU reads the CPU time of each process tree; a tree that cannot be read is left out, and so
+// is a group of trees of which one cannot be read (a replica restarted under another pid).
 func readCPU(procs []cpuProcess) cpuReading {
 	r := cpuReading{}
 	for _, p := range procs {
-		pid := p.pid
-		if pid == 0 {
-			pid = os.Getpid()
+		pids := p.pids
+		if len(pids) == 0 {
+			pid := p.pid
+			if pid == 0 {
+				pid = os.Getpid()
+			}
+			pids = []int{pid}
 		}
-		if d, err := proccpu.Tree("/proc", pid); err == nil {
-			r[p.name] = d
+		var sum time.Duration
+		read := true
+		for _, pid := range pids {
+			d, err := proccpu.Tree("/proc", pid)
+			if err != nil {
+				read = false
+				break
+			}
+			sum += d
+		}
+		if read {
+			r[p.name] = sum
 		}
 	}
 	return r

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,5 +69,39 @@ func TestCPUMeterCountsTheWindowsWork(t *testing.T) {
 	}
 	if ms, ok := w.spent.lookup("loadtest"); !ok || ms < 20 {
 		t.Fatalf("spent %v ms (read: %v), want at least 20 (x %d)", ms, ok, x)
+	}
+}
+
+// TestClusterProcessGroups: -api-pids and -worker-pids name groups of trees whose CPU time is summed,
+// reported after webhookd's own -pid and before the Temporal server and PostgreSQL; a group with a
+// process that cannot be read is left out rather than under-counted.
+func TestClusterProcessGroups(t *testing.T) {
+	api, err := parsePIDs("api-pids", " 11, 12,")
+	if err != nil || len(api) != 2 || api[0] != 11 || api[1] != 12 {
+		t.Fatalf("parsePIDs: %v, %v", api, err)
+	}
+	for _, bad := range []string{"x", "1,-2", "0"} {
+		if _, err := parsePIDs("worker-pids", bad); err == nil {
+			t.Errorf("parsePIDs(%q) accepted", bad)
+		}
+	}
+	var names []string
+	for _, p := range serverProcesses(config{pid: 1, apiPIDs: api, workerPIDs: []int{13}, temporalPID: 2, postgresPID: 3}) {
+		names = append(names, p.name)
+	}
+	if got, want := strings.Join(names, " "), "webhookd webhookd-api webhookd-worker temporal postgres"; got != want {
+		t.Errorf("processes %q, want %q", got, want)
+	}
+	if got := serverProcesses(config{pid: 1, temporalPID: 2}); len(got) != 2 || got[0].name != "webhookd" || got[0].pid != 1 {
+		t.Errorf("the dev stack's processes changed: %+v", got)
+	}
+
+	self := os.Getpid()
+	r := readCPU([]cpuProcess{{name: "one", pid: self}, {name: "two", pids: []int{self, self}}, {name: "gone", pids: []int{self, 1 << 30}}})
+	if _, ok := r["gone"]; ok {
+		t.Error("a group with a missing process was read")
+	}
+	if r["two"] < 2*r["one"] {
+		t.Errorf("a group of the same tree twice: %v, want at least twice %v", r["two"], r["one"])
 	}
 }

@@ -6,7 +6,9 @@
 //   - tiers: the throughput scenario beside its references, with the same receiver and
 //     concurrency: raw HTTPS POSTs, and bare Temporal (one workflow with one activity that POSTs, on
 //     the Temporal server the stack uses, TEMPORAL_* variables). It prints deliveries/s per tier
-//     and webhookd's share of bare Temporal's rate.
+//     and webhookd's share of bare Temporal's rate, and the CPU time per delivery of each process
+//     given: -pid (webhookd), -temporal-pid, -postgres-pid, or on make cluster -api-pids and
+//     -worker-pids, each a list of replicas summed (deployments/dev/bench-cluster.sh).
 //   - hanging: issue 7's experiment. Account B's webhooks point at a receiver that accepts the
 //     connection and never answers; account C's one webhook points at a healthy receiver. It reports
 //     C's event-to-receipt time while idle, then while B's deliveries hang.
@@ -126,6 +128,8 @@ type config struct {
 
 	// pending (webhookd's RSS), and tiers (its CPU time, with the Temporal server's and PostgreSQL's)
 	pid         int
+	apiPIDs     []int // make cluster's webhookd API replicas (tiers)
+	workerPIDs  []int // and its worker replicas
 	temporalPID int
 	postgresPID int
 	sample      time.Duration
@@ -222,6 +226,8 @@ func run(ctx context.Context) error {
 	flag.IntVar(&cfg.listLimit, "list-limit", 50, "?limit= of the timed list calls (list and pending)")
 	flag.BoolVar(&cfg.keep, "keep", false, "do not delete the webhooks at the end (list and pending)")
 	flag.IntVar(&cfg.pid, "pid", 0, "webhookd's process id, whose RSS is sampled (pending) and whose CPU time per delivery (tiers) or in B's held backlog (sharedhost) is reported")
+	apiPIDs := flag.String("api-pids", "", "process ids of webhookd's API replicas, separated by commas, whose CPU time per delivery is reported summed as webhookd-api (tiers; make cluster, see bench-cluster.sh)")
+	workerPIDs := flag.String("worker-pids", "", "process ids of webhookd's worker replicas, separated by commas, whose CPU time per delivery is reported summed as webhookd-worker (tiers)")
 	flag.IntVar(&cfg.temporalPID, "temporal-pid", 0, "the Temporal server's process id (with its descendants), whose CPU time per delivery (tiers) or in B's held backlog (sharedhost) is reported")
 	flag.IntVar(&cfg.postgresPID, "postgres-pid", 0, "PostgreSQL's postmaster process id (with its backends), whose CPU time per delivery is reported (tiers)")
 	flag.DurationVar(&cfg.sample, "sample", 2*time.Second, "interval between RSS samples (pending)")
@@ -279,6 +285,12 @@ func run(ctx context.Context) error {
 	}
 	if cfg.listCalls < 0 || cfg.listLimit < 1 || cfg.listLimit > 200 || cfg.sample <= 0 || cfg.listEvery <= 0 || cfg.idle < 0 || cfg.publishFor < 0 {
 		return errors.New("-list-calls must not be negative, -list-limit must be 1..200, -sample and -list-every positive, -idle and -publish-for not negative")
+	}
+	if cfg.apiPIDs, err = parsePIDs("api-pids", *apiPIDs); err != nil {
+		return err
+	}
+	if cfg.workerPIDs, err = parsePIDs("worker-pids", *workerPIDs); err != nil {
+		return err
 	}
 	if cfg.otlpSink != "" {
 		finish, err := serveOTLPSink(cfg.otlpSink)

@@ -17,19 +17,10 @@ import (
 func TestAuthForm(t *testing.T) {
 	const password, clientSecret = "pw-0123456789-secret", "cs-9876543210-secret"
 	forEach(t, func(t *testing.T, e *env, v model.Variant) {
-		account := e.account(t)
-		w, _ := e.secretWebhook(t, account.ID, v, "https://r.example.com/")
-		cookie := e.enter(t, e.link(t, account.ID, v, false))
-		csrf := e.csrf(t, cookie)
-		page := fmt.Sprintf("/portal/webhooks/%d", w.ID)
+		f := e.endpointForm(t, v)
+		account, w, cookie, csrf, page := f.account, f.webhook, f.cookie, f.csrf, f.page
 		path := page + "/auth"
-		stored := func() *string {
-			got, err := model.GetWebhook(t.Context(), e.db, model.WebhookScope{AccountID: account.ID, Variant: v}, w.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return got.Auth
-		}
+		stored := func() *string { return f.stored().Auth }
 		noSecret := func(what, body string) {
 			t.Helper()
 			for _, s := range []string{password, clientSecret} {

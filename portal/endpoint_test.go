@@ -44,6 +44,34 @@ func (e *env) secretWebhook(t *testing.T, accountID int64, v model.Variant, rawU
 	return w, plain
 }
 
+// endpointForm is what the tests of the endpoint page's forms start from: an account's webhook of
+// variant v at https://r.example.com/, a session of its owner with its CSRF token, the page's path,
+// and the webhook as stored now.
+type endpointForm struct {
+	account *model.Account
+	webhook *model.Webhook
+	cookie  *http.Cookie
+	csrf    string
+	page    string
+	stored  func() *model.Webhook
+}
+
+func (e *env) endpointForm(t *testing.T, v model.Variant) endpointForm {
+	t.Helper()
+	account := e.account(t)
+	w, _ := e.secretWebhook(t, account.ID, v, "https://r.example.com/")
+	cookie := e.enter(t, e.link(t, account.ID, v, false))
+	return endpointForm{account: account, webhook: w, cookie: cookie, csrf: e.csrf(t, cookie),
+		page: fmt.Sprintf("/portal/webhooks/%d", w.ID),
+		stored: func() *model.Webhook {
+			got, err := model.GetWebhook(t.Context(), e.db, model.WebhookScope{AccountID: account.ID, Variant: v}, w.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}}
+}
+
 // attempts records one delivery of w with an attempt per outcome (true: delivered), an hour ago.
 func (e *env) attempts(t *testing.T, w *model.Webhook, outcomes ...bool) {
 	t.Helper()

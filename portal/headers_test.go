@@ -1,7 +1,6 @@
 package portal_test
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,19 +16,10 @@ import (
 func TestHeadersForm(t *testing.T) {
 	const token = "tok-0123456789-abcd"
 	forEach(t, func(t *testing.T, e *env, v model.Variant) {
-		account := e.account(t)
-		w, _ := e.secretWebhook(t, account.ID, v, "https://r.example.com/")
-		cookie := e.enter(t, e.link(t, account.ID, v, false))
-		csrf := e.csrf(t, cookie)
-		page := fmt.Sprintf("/portal/webhooks/%d", w.ID)
+		f := e.endpointForm(t, v)
+		account, cookie, csrf, page := f.account, f.cookie, f.csrf, f.page
 		path := page + "/headers"
-		stored := func() *string {
-			got, err := model.GetWebhook(t.Context(), e.db, model.WebhookScope{AccountID: account.ID, Variant: v}, w.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return got.Headers
-		}
+		stored := func() *string { return f.stored().Headers }
 		noValue := func(what, body string) {
 			t.Helper()
 			for _, value := range []string{token, "tenant-one", "other-secret-value"} {

@@ -26,19 +26,10 @@ func TestTLSForm(t *testing.T) {
 	other := clientCA.Client(t, "other", now.Add(-time.Hour), now.Add(90*24*time.Hour))
 	keyBodies := []string{egresstest.KeyBody(client.KeyPEM), egresstest.KeyBody(soon.KeyPEM), egresstest.KeyBody(other.KeyPEM)}
 	forEach(t, func(t *testing.T, e *env, v model.Variant) {
-		account := e.account(t)
-		w, _ := e.secretWebhook(t, account.ID, v, "https://r.example.com/")
-		cookie := e.enter(t, e.link(t, account.ID, v, false))
-		csrf := e.csrf(t, cookie)
-		page := fmt.Sprintf("/portal/webhooks/%d", w.ID)
+		f := e.endpointForm(t, v)
+		account, w, cookie, csrf, page := f.account, f.webhook, f.cookie, f.csrf, f.page
 		path := page + "/tls"
-		stored := func() *string {
-			got, err := model.GetWebhook(t.Context(), e.db, model.WebhookScope{AccountID: account.ID, Variant: v}, w.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return got.TLS
-		}
+		stored := func() *string { return f.stored().TLS }
 		noKey := func(what, body string) {
 			t.Helper()
 			for _, s := range append([]string{"PRIVATE KEY"}, keyBodies...) {

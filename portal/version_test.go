@@ -17,18 +17,9 @@ import (
 // fixture tests through the same use case.)
 func TestVersionForm(t *testing.T) {
 	forEach(t, func(t *testing.T, e *env, v model.Variant) {
-		account := e.account(t)
-		w, _ := e.secretWebhook(t, account.ID, v, "https://r.example.com/")
-		cookie := e.enter(t, e.link(t, account.ID, v, false))
-		csrf := e.csrf(t, cookie)
-		page := fmt.Sprintf("/portal/webhooks/%d", w.ID)
-		version := func() int {
-			got, err := model.GetWebhook(t.Context(), e.db, model.WebhookScope{AccountID: account.ID, Variant: v}, w.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return got.Version
-		}
+		f := e.endpointForm(t, v)
+		account, w, cookie, csrf, page := f.account, f.webhook, f.cookie, f.csrf, f.page
+		version := func() int { return f.stored().Version }
 
 		rec := e.do(t, "GET", page, cookie, nil)
 		expect(t, rec, http.StatusOK)

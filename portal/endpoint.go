@@ -170,6 +170,26 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 }
 
 // revealSecret is GET <collection>/<id>/secret of the API as a POST: the secret appears only in
+// change sends a change of the endpoint's settings through the use case, as PATCH does, and renders
+// the endpoint page: over the stored endpoint with refused(the use case's reason) and 422 when it
+// refuses the change, over the changed one with changed(it) and 200 when it is made.
+func (h *endpointHandlers) change(c echo.Context, w *model.Webhook, s webhooks.Settings,
+	refused func(reason string) detailView, changed func(saved *model.Webhook) detailView) error {
+	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, s)
+	var invalid *webhooks.InvalidError
+	if errors.As(err, &invalid) {
+		v := refused(invalid.Error())
+		v.status = http.StatusUnprocessableEntity
+		return h.renderDetail(c, w, v)
+	}
+	if err != nil {
+		return err
+	}
+	v := changed(saved)
+	v.status = http.StatusOK
+	return h.renderDetail(c, saved, v)
+}
+
 // this answer (not cached: every page is no-store), never in a URL or a page a GET shows.
 func (h *endpointHandlers) revealSecret(c echo.Context) error {
 	id, ok := webhookID(c)
@@ -307,20 +327,16 @@ func (h *endpointHandlers) headers(c echo.Context) error {
 	default:
 		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Save or remove the headers with the form's buttons."}
 	}
-	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, webhooks.Settings{Headers: edit})
-	var invalid *webhooks.InvalidError
-	if errors.As(err, &invalid) {
-		return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity,
-			headersError: "The headers cannot be used: " + invalid.Error() + ". Nothing was saved; enter them again."})
-	}
-	if err != nil {
-		return err
-	}
-	notice := "The headers were saved: every attempt from now on sends them."
-	if saved.Headers == nil {
-		notice = "The headers were removed: attempts from now on send only webhookd's own."
-	}
-	return h.renderDetail(c, saved, detailView{status: http.StatusOK, headersNotice: notice})
+	return h.change(c, w, webhooks.Settings{Headers: edit},
+		func(reason string) detailView {
+			return detailView{headersError: "The headers cannot be used: " + reason + ". Nothing was saved; enter them again."}
+		},
+		func(saved *model.Webhook) detailView {
+			if saved.Headers == nil {
+				return detailView{headersNotice: "The headers were removed: attempts from now on send only webhookd's own."}
+			}
+			return detailView{headersNotice: "The headers were saved: every attempt from now on sends them."}
+		})
 }
 
 // headerLines reads the headers form's text, one "Name: value" per line (blank lines skipped), as
@@ -383,20 +399,16 @@ func (h *endpointHandlers) auth(c echo.Context) error {
 			return err
 		}
 	}
-	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, webhooks.Settings{Auth: edit})
-	var invalid *webhooks.InvalidError
-	if errors.As(err, &invalid) {
-		return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity,
-			authError: "The authentication cannot be used: " + invalid.Error() + ". Nothing was saved; enter it again."})
-	}
-	if err != nil {
-		return err
-	}
-	notice := "The authentication was saved: every attempt from now on sends it."
-	if saved.Auth == nil {
-		notice = "The authentication was removed: attempts from now on send no Authorization header."
-	}
-	return h.renderDetail(c, saved, detailView{status: http.StatusOK, authNotice: notice})
+	return h.change(c, w, webhooks.Settings{Auth: edit},
+		func(reason string) detailView {
+			return detailView{authError: "The authentication cannot be used: " + reason + ". Nothing was saved; enter it again."}
+		},
+		func(saved *model.Webhook) detailView {
+			if saved.Auth == nil {
+				return detailView{authNotice: "The authentication was removed: attempts from now on send no Authorization header."}
+			}
+			return detailView{authNotice: "The authentication was saved: every attempt from now on sends it."}
+		})
 }
 
 // tls is POST <collection>/<id>/tls: the endpoint's TLS settings toward its receiver. do=save sets
@@ -425,20 +437,16 @@ func (h *endpointHandlers) tls(c echo.Context) error {
 	default:
 		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Save or remove the TLS settings with the form's buttons."}
 	}
-	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, webhooks.Settings{TLS: edit})
-	var invalid *webhooks.InvalidError
-	if errors.As(err, &invalid) {
-		return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity,
-			tlsError: "The TLS settings cannot be used: " + invalid.Error() + ". Nothing was saved; paste them again."})
-	}
-	if err != nil {
-		return err
-	}
-	notice := "The TLS settings were saved: every attempt from now on uses them."
-	if saved.TLS == nil {
-		notice = "The TLS settings were removed: attempts from now on trust the usual roots and present no client certificate."
-	}
-	return h.renderDetail(c, saved, detailView{status: http.StatusOK, tlsNotice: notice})
+	return h.change(c, w, webhooks.Settings{TLS: edit},
+		func(reason string) detailView {
+			return detailView{tlsError: "The TLS settings cannot be used: " + reason + ". Nothing was saved; paste them again."}
+		},
+		func(saved *model.Webhook) detailView {
+			if saved.TLS == nil {
+				return detailView{tlsNotice: "The TLS settings were removed: attempts from now on trust the usual roots and present no client certificate."}
+			}
+			return detailView{tlsNotice: "The TLS settings were saved: every attempt from now on uses them."}
+		})
 }
 
 // version is POST <collection>/<id>/version: the payload version the endpoint receives
@@ -453,15 +461,11 @@ func (h *endpointHandlers) version(c echo.Context) error {
 	if err != nil {
 		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Choose a version in the form's list."}
 	}
-	saved, err := h.webhooks.SetSettings(c.Request().Context(), sessionOf(c).Scope(), w.ID, webhooks.Settings{Version: &n})
-	var invalid *webhooks.InvalidError
-	if errors.As(err, &invalid) {
-		return h.renderDetail(c, w, detailView{status: http.StatusUnprocessableEntity,
-			versionError: "The version cannot be used: " + invalid.Error() + ". Nothing was changed."})
-	}
-	if err != nil {
-		return err
-	}
-	return h.renderDetail(c, saved, detailView{status: http.StatusOK,
-		versionNotice: fmt.Sprintf("Attempts from now on carry version %d of the %s data.", saved.Version, saved.EventType)})
+	return h.change(c, w, webhooks.Settings{Version: &n},
+		func(reason string) detailView {
+			return detailView{versionError: "The version cannot be used: " + reason + ". Nothing was changed."}
+		},
+		func(saved *model.Webhook) detailView {
+			return detailView{versionNotice: fmt.Sprintf("Attempts from now on carry version %d of the %s data.", saved.Version, saved.EventType)}
+		})
 }

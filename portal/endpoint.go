@@ -169,7 +169,6 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	})
 }
 
-// revealSecret is GET <collection>/<id>/secret of the API as a POST: the secret appears only in
 // change sends a change of the endpoint's settings through the use case, as PATCH does, and renders
 // the endpoint page: over the stored endpoint with refused(the use case's reason) and 422 when it
 // refuses the change, over the changed one with changed(it) and 200 when it is made.
@@ -190,6 +189,7 @@ func (h *endpointHandlers) change(c echo.Context, w *model.Webhook, s webhooks.S
 	return h.renderDetail(c, saved, v)
 }
 
+// revealSecret is GET <collection>/<id>/secret of the API as a POST: the secret appears only in
 // this answer (not cached: every page is no-store), never in a URL or a page a GET shows.
 func (h *endpointHandlers) revealSecret(c echo.Context) error {
 	id, ok := webhookID(c)

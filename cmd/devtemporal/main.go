@@ -120,44 +120,33 @@ func searchAttributeIndexes(ctx context.Context, db *sql.DB) ([]string, error) {
 }
 
 // aliasedColumns reads the keys of NamespaceConfig.custom_search_attribute_aliases (field 8, a
-// map of column to alias) in NamespaceDetail.config (field 2).
+// map of column to alias, each entry a message whose key is field 1) in NamespaceDetail.config
+// (field 2).
 func aliasedColumns(detail []byte) ([]string, error) {
-	var columns []string
-	config, err := field(detail, 2)
-	if err != nil || config == nil {
+	configs, err := values(detail, 2)
+	if err != nil || len(configs) == 0 {
 		return nil, err
 	}
-	for b := config; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	entries, err := values(configs[len(configs)-1], 8)
+	if err != nil {
+		return nil, err
+	}
+	var columns []string
+	for _, entry := range entries {
+		keys, err := values(entry, 1)
+		if err != nil {
+			return nil, err
 		}
-		b = b[n:]
-		if num == 8 && typ == protowire.BytesType {
-			entry, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return nil, protowire.ParseError(m)
-			}
-			key, err := field(entry, 1)
-			if err != nil {
-				return nil, err
-			}
-			columns = append(columns, string(key))
-			b = b[m:]
-			continue
+		if len(keys) > 0 {
+			columns = append(columns, string(keys[len(keys)-1]))
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return nil, protowire.ParseError(m)
-		}
-		b = b[m:]
 	}
 	return columns, nil
 }
 
-// field returns the last length-delimited value of field num in a message, or nil.
-func field(msg []byte, num protowire.Number) ([]byte, error) {
-	var out []byte
+// values returns the length-delimited values of field num in a protobuf message, in order.
+func values(msg []byte, num protowire.Number) ([][]byte, error) {
+	var out [][]byte
 	for len(msg) > 0 {
 		n, typ, k := protowire.ConsumeTag(msg)
 		if k < 0 {
@@ -170,7 +159,7 @@ func field(msg []byte, num protowire.Number) ([]byte, error) {
 		}
 		if n == num && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(msg)
-			out = v
+			out = append(out, v)
 		}
 		msg = msg[m:]
 	}

@@ -20,8 +20,7 @@ import (
 // one, such as make cluster's two webhookd API replicas.
 type cpuProcess struct {
 	name string
-	pid  int   // 0: this process, unless pids is set
-	pids []int // several trees whose CPU time is summed under name
+	pids []int // the trees whose CPU time is summed under name; none: this process
 }
 
 // serverProcesses are the stack's processes whose ids were given: webhookd (-pid), webhookd's API
@@ -29,21 +28,21 @@ type cpuProcess struct {
 // and PostgreSQL (-postgres-pid).
 func serverProcesses(cfg config) []cpuProcess {
 	var procs []cpuProcess
-	if cfg.pid > 0 {
-		procs = append(procs, cpuProcess{name: "webhookd", pid: cfg.pid})
-	}
-	if len(cfg.apiPIDs) > 0 {
-		procs = append(procs, cpuProcess{name: "webhookd-api", pids: cfg.apiPIDs})
-	}
-	if len(cfg.workerPIDs) > 0 {
-		procs = append(procs, cpuProcess{name: "webhookd-worker", pids: cfg.workerPIDs})
-	}
-	for _, p := range []cpuProcess{{name: "temporal", pid: cfg.temporalPID}, {name: "postgres", pid: cfg.postgresPID}} {
-		if p.pid > 0 {
+	for _, p := range []cpuProcess{{"webhookd", onePID(cfg.pid)}, {"webhookd-api", cfg.apiPIDs},
+		{"webhookd-worker", cfg.workerPIDs}, {"temporal", onePID(cfg.temporalPID)}, {"postgres", onePID(cfg.postgresPID)}} {
+		if len(p.pids) > 0 {
 			procs = append(procs, p)
 		}
 	}
 	return procs
+}
+
+// onePID is a flag's one process id as a list: none when it was not given.
+func onePID(pid int) []int {
+	if pid > 0 {
+		return []int{pid}
+	}
+	return nil
 }
 
 // parsePIDs parses a comma-separated list of process ids ("" is none).
@@ -73,11 +72,7 @@ func readCPU(procs []cpuProcess) cpuReading {
 	for _, p := range procs {
 		pids := p.pids
 		if len(pids) == 0 {
-			pid := p.pid
-			if pid == 0 {
-				pid = os.Getpid()
-			}
-			pids = []int{pid}
+			pids = []int{os.Getpid()}
 		}
 		var sum time.Duration
 		read := true

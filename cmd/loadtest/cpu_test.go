@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,12 +93,12 @@ func TestClusterProcessGroups(t *testing.T) {
 	if got, want := strings.Join(names, " "), "webhookd webhookd-api webhookd-worker temporal postgres"; got != want {
 		t.Errorf("processes %q, want %q", got, want)
 	}
-	if got := serverProcesses(config{pid: 1, temporalPID: 2}); len(got) != 2 || got[0].name != "webhookd" || got[0].pid != 1 {
+	if got := serverProcesses(config{pid: 1, temporalPID: 2}); len(got) != 2 || got[0].name != "webhookd" || !slices.Equal(got[0].pids, []int{1}) {
 		t.Errorf("the dev stack's processes changed: %+v", got)
 	}
 
 	self := os.Getpid()
-	r := readCPU([]cpuProcess{{name: "one", pid: self}, {name: "two", pids: []int{self, self}}, {name: "gone", pids: []int{self, 1 << 30}}})
+	r := readCPU([]cpuProcess{{name: "one", pids: []int{self}}, {name: "two", pids: []int{self, self}}, {name: "gone", pids: []int{self, 1 << 30}}})
 	if _, ok := r["gone"]; ok {
 		t.Error("a group with a missing process was read")
 	}

@@ -12,7 +12,7 @@ func TestPressureBurnsACoreUntilStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.stop()
-	procs := []cpuProcess{{name: "busy", pid: p.pids()[0]}}
+	procs := []cpuProcess{{name: "busy", pids: []int{p.pids()[0]}}}
 	before := readCPU(procs)
 	if _, ok := before["busy"]; !ok {
 		t.Fatal("the busy process's CPU time was not read")

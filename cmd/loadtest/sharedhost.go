@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -244,7 +245,15 @@ func cpuProgress(w cpuWindow) string {
 func cpuProcessNames(procs []cpuProcess) string {
 	parts := make([]string, len(procs))
 	for i, p := range procs {
-		parts[i] = fmt.Sprintf("%s (pid %d)", p.name, p.pid)
+		ids := make([]string, len(p.pids))
+		for j, pid := range p.pids {
+			ids[j] = strconv.Itoa(pid)
+		}
+		label := "pid"
+		if len(ids) > 1 {
+			label = "pids"
+		}
+		parts[i] = fmt.Sprintf("%s (%s %s)", p.name, label, strings.Join(ids, ","))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -73,7 +73,7 @@ func TestHoldTimerTimesTheHangingReceiversHolds(t *testing.T) {
 // TestPrintCPUWindows: one column per watched process and one for all of them, one row per window,
 // and no blank line, so that bench-isolation.sh's summary (the output's last paragraph) keeps it.
 func TestPrintCPUWindows(t *testing.T) {
-	procs := []cpuProcess{{name: "webhookd", pid: 12}, {name: "temporal", pid: 34}}
+	procs := []cpuProcess{{name: "webhookd", pids: []int{12}}, {name: "temporal", pids: []int{34}}}
 	windows := []cpuWindow{
 		{name: "idle", length: 10 * time.Second, spent: cpuCost{names: []string{"webhookd", "temporal"}, ms: []float64{100, 300}}},
 		{name: "steady", length: 30 * time.Second, work: 72, spent: cpuCost{names: []string{"webhookd", "temporal"}, ms: []float64{2100, 9900}}},

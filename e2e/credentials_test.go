@@ -6,10 +6,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -24,16 +26,41 @@ import (
 	"github.com/webhookd/webhookd/workflows"
 )
 
+// secretsAbsent fails t if text, read from where, holds any of secrets (name: value). Each of known
+// must be in text, so that a search that cannot read the place fails instead of passing.
+func secretsAbsent(t *testing.T, where, text string, secrets map[string]string, known ...string) {
+	t.Helper()
+	for _, k := range known {
+		if !strings.Contains(text, k) {
+			t.Fatalf("%s does not hold %q: the search does not read it", where, k)
+		}
+	}
+	for name, s := range secrets {
+		if strings.Contains(text, s) {
+			t.Errorf("%s holds %s", where, name)
+		}
+	}
+}
+
 // payloadData is a payload's data in a history event's JSON.
 var payloadData = regexp.MustCompile(`"data":\s*"([A-Za-z0-9+/=]+)"`)
 
 // TestCredentialsStayHidden runs the built binary at debug level, with tracing on, through what
 // handles credentials: an API key, a webhook's signing secret made by webhookd and one given by
-// the caller, a portal link's token, a failed attempt and its retry. None of those values, nor
+// the caller, a portal link's token, an egress proxy's password (every delivery goes through it),
+// a failed attempt and its retry. None of those values, nor
 // WEBHOOKD_SECRET_KEY, may appear in webhookd's log, on /metrics, in the attempt log (headers,
 // answers, errors), in the delivery workflow's Temporal history, or in a span.
 func TestCredentialsStayHidden(t *testing.T) {
-	st := startTracedStack(t, "WEBHOOKD_LOG_LEVEL=debug", "OTEL_BSP_SCHEDULE_DELAY=100")
+	// Every delivery goes through an egress proxy that asks for a password.
+	proxyRandom := make([]byte, 16)
+	if _, err := rand.Read(proxyRandom); err != nil {
+		t.Fatal(err)
+	}
+	proxyPassword := "proxy-" + hex.EncodeToString(proxyRandom)
+	proxy := startConnectProxy(t, "webhookd", proxyPassword)
+	proxyURL := &url.URL{Scheme: "http", Host: proxy.ln.Addr().String(), User: url.UserPassword("webhookd", proxyPassword)}
+	st := startTracedStack(t, "WEBHOOKD_LOG_LEVEL=debug", "OTEL_BSP_SCHEDULE_DELAY=100", "WEBHOOKD_EGRESS_PROXY="+proxyURL.String())
 	const path = "/credentials"
 	hook, made := st.createWebhook(t, "B", st.rc.url(path), "lead.captured")
 	// The registration's test event first; then the event's first attempt is refused, so that an
@@ -74,6 +101,11 @@ func TestCredentialsStayHidden(t *testing.T) {
 	secrets := map[string]string{
 		"the API key": st.key, "the secret webhookd made": made, "the caller's own secret": own,
 		"the portal token": token, "WEBHOOKD_SECRET_KEY": base64.StdEncoding.EncodeToString(testSecretKey),
+		"the egress proxy's password":            proxyPassword,
+		"the egress proxy's credentials, base64": base64.StdEncoding.EncodeToString([]byte("webhookd:" + proxyPassword)),
+	}
+	if targets, _ := proxy.seen(); len(targets) == 0 {
+		t.Fatal("no delivery went through the egress proxy: its password was never used")
 	}
 	// The secrets' bodies without their prefix too: a log that strips "whsec_" still leaks.
 	for name, s := range map[string]string{"the secret webhookd made": made, "the caller's own secret": own} {
@@ -81,16 +113,9 @@ func TestCredentialsStayHidden(t *testing.T) {
 	}
 	// check searches text for every secret; known, a string text must hold, proves that the search
 	// reads what it claims to (a decoded payload, an answer's body).
-	check := func(where, text, known string) {
+	check := func(where, text string, known ...string) {
 		t.Helper()
-		if !strings.Contains(text, known) {
-			t.Fatalf("%s does not hold %q: the search does not read it", where, known)
-		}
-		for name, s := range secrets {
-			if strings.Contains(text, s) {
-				t.Errorf("%s holds %s", where, name)
-			}
-		}
+		secretsAbsent(t, where, text, secrets, known...)
 	}
 
 	// Give the last attempt's records and spans a moment to land.

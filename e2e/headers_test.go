@@ -71,16 +71,10 @@ func TestWebhookHeaders(t *testing.T) {
 
 	// check searches text for the value; known, a string text must hold, proves that the search
 	// reads what it claims to.
+	secrets := map[string]string{"the header's value": token, "the header's value, base64": base64.StdEncoding.EncodeToString([]byte(token))}
 	check := func(where, text, known string) {
 		t.Helper()
-		if !strings.Contains(text, known) {
-			t.Fatalf("%s does not hold %q: the search does not read it", where, known)
-		}
-		for name, s := range map[string]string{"the header's value": token, "the header's value, base64": base64.StdEncoding.EncodeToString([]byte(token))} {
-			if strings.Contains(text, s) {
-				t.Errorf("%s holds %s", where, name)
-			}
-		}
+		secretsAbsent(t, where, text, secrets, known)
 	}
 
 	// The delivery log, as the API answers it: the list and each delivery with its attempts.

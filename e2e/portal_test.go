@@ -263,6 +263,20 @@ func TestPortalEndpointFlow(t *testing.T) {
 	}
 	b.screenshot("portal-14-filter-saved.png")
 
+	// 8d. The payload version: the type's versions listed, the endpoint's selected; choosing one
+	// changes it through the same use case as PATCH {"version": n}.
+	if got := b.eval("read the selected version", `document.querySelector("form.version select").value`); got != "1" {
+		t.Fatalf("the version form selects %q, want the endpoint's version 1", got)
+	}
+	b.do("change the payload version",
+		chromedp.Click(chromedp.CSS(`form.version button`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.version-notice`)))
+	if got := b.text("read the version notice", "p.version-notice"); !strings.Contains(got, "carry version 1 of the "+eventType+" data") {
+		t.Fatalf("the version change says %q", got)
+	}
+	b.do("scroll to the version section", chromedp.ScrollIntoView(chromedp.CSS(`#payload-version`)))
+	b.screenshot("portal-15-version.png")
+
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.
 	b.do("open the integrator's page", chromedp.Navigate(allowed.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))

@@ -53,9 +53,17 @@ func TestProductionCluster(t *testing.T) {
 	dev.stop()
 	cl := startCluster(t, bin, env)
 	checkTemporalTLS(t, cl)
+	polled := cl.workflowTasksPolled(t)
 	clusterRate := measureThroughput(t, rc, cl.apiURLs, cl.apiKey, "/cluster", perStack)
 	t.Logf("deliveries/s, %d events each, one webhook, from the first publish to the last arrival: cluster %.1f, dev stack %.1f",
 		perStack, clusterRate, devRate)
+	// The control of TestClusterRoleAll: apart from its API, a delivery's first workflow task
+	// cannot start eagerly, so a worker replica polls it from Temporal's matching.
+	polls := cl.workflowTasksPolled(t) - polled
+	t.Logf("the worker replicas polled %d workflow tasks for %d deliveries", polls, perStack)
+	if polls < perStack {
+		t.Errorf("the worker replicas polled %d workflow tasks for %d deliveries: a split topology's starts cannot be eager", polls, perStack)
+	}
 
 	// Faults: 1,000 events; a worker replica is killed at 250 accepted, Temporal at 500, PostgreSQL's
 	// postmaster at 750 (the supervisor restarts each, PostgreSQL after removing its backends).
@@ -100,18 +108,31 @@ func TestProductionCluster(t *testing.T) {
 	})
 
 	n := int(count.Load())
-	markers := regexp.MustCompile(`"name":\s*"(fault-\d+)"`)
+	got, lost, duplicates := awaitAccepted(t, rc, "/faults", "fault", &accepted, 4*time.Minute)
+	t.Logf("faults: accepted %d of %d, delivered %d, lost %d, duplicates %d (all with the first delivery's webhook-id)",
+		n, events, len(got), lost, duplicates)
+	if n < events*9/10 {
+		t.Errorf("only %d of %d events were accepted during the faults", n, events)
+	}
+}
+
+// awaitAccepted waits up to within for every event in accepted (marker -> event id, the markers
+// prefix-i) to arrive at path, then fails the test for each one that did not, and for a duplicate
+// whose webhook-id differs from its first delivery's. It returns the webhook-ids that arrived by
+// marker, how many accepted events were lost, and how many arrived more than once.
+func awaitAccepted(t *testing.T, rc *receiver, path, prefix string, accepted *sync.Map, within time.Duration) (got map[string][]string, lost, duplicates int) {
+	t.Helper()
+	markers := regexp.MustCompile(`"name":\s*"(` + regexp.QuoteMeta(prefix) + `-\d+)"`)
 	arrived := func() (byMarker map[string][]string) {
 		byMarker = map[string][]string{}
-		for _, r := range rc.requests("/faults") {
+		for _, r := range rc.requests(path) {
 			if m := markers.FindSubmatch(r.Body); m != nil {
 				byMarker[string(m[1])] = append(byMarker[string(m[1])], r.Header.Get("Webhook-Id"))
 			}
 		}
 		return byMarker
 	}
-	deadline := time.Now().Add(4 * time.Minute)
-	var got map[string][]string
+	deadline := time.Now().Add(within)
 	for {
 		got = arrived()
 		missing := 0
@@ -126,7 +147,6 @@ func TestProductionCluster(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	lost, duplicates := 0, 0
 	accepted.Range(func(k, v any) bool {
 		ids := got[k.(string)]
 		if len(ids) == 0 {
@@ -142,11 +162,80 @@ func TestProductionCluster(t *testing.T) {
 		}
 		return true
 	})
-	t.Logf("faults: accepted %d of %d, delivered %d, lost %d, duplicates %d (all with the first delivery's webhook-id)",
+	return got, lost, duplicates
+}
+
+// TestClusterRoleAll runs make cluster with CLUSTER_ROLES=all: two replicas that each serve the API
+// and run a worker, so that the deliveries of an event start eagerly on the replica that accepted it
+// (docs/performance.md, "Tiers on the production-shaped cluster"). Their first workflow tasks never
+// pass through Temporal's matching: the replicas poll far fewer workflow tasks than they deliver
+// (TestProductionCluster's split topology, the control, polls one per delivery). Then one replica
+// is killed with SIGKILL under publishing load: every accepted event arrives, a duplicate under its
+// first delivery's webhook-id.
+func TestClusterRoleAll(t *testing.T) {
+	bin := webhookdBinary(t)
+	rc := startReceiver(t)
+	cl := startCluster(t, bin, []string{
+		"CLUSTER_ROLES=all",
+		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true", "WEBHOOKD_EXTRA_CA_FILE=" + rc.caFile, "WEBHOOKD_RATE_LIMIT=100000",
+		"WEBHOOKD_RETRY_SCHEDULE=1s,2s,5s,10s,30s,60s", "WEBHOOKD_SWEEP_INTERVAL=1s",
+	})
+	if got := cl.env["WORKER_URLS"]; got != cl.env["API_URLS"] {
+		t.Fatalf("cluster.env: WORKER_URLS %q, want the replicas' own, API_URLS %q", got, cl.env["API_URLS"])
+	}
+	api := &apiCaller{key: cl.apiKey}
+	api.createWebhook(t, cl.apiURLs[0], rc.url("/all"))
+
+	const eager = 200
+	var calm sync.Map // marker -> event id
+	polled := cl.workflowTasksPolled(t)
+	publish(t, api, cl.apiURLs, eager, 8, "eager", func(marker string, id int64) { calm.Store(marker, id) })
+	awaitAccepted(t, rc, "/all", "eager", &calm, 2*time.Minute)
+	polls := cl.workflowTasksPolled(t) - polled
+	t.Logf("the replicas polled %d workflow tasks for %d deliveries", polls, eager)
+	if polls > eager/10 {
+		t.Errorf("the replicas polled %d workflow tasks for %d deliveries: their starts were not eager", polls, eager)
+	}
+
+	const events = 400
+	var accepted sync.Map
+	var count atomic.Int64
+	killed := make(chan int, 1)
+	publish(t, api, cl.apiURLs, events, 8, "kill", func(marker string, id int64) {
+		accepted.Store(marker, id)
+		if count.Add(1) == events/2 {
+			killed <- cl.kill(t, "all-1", syscall.SIGKILL)
+		}
+	})
+	var pid int
+	select {
+	case pid = <-killed:
+	default:
+		t.Fatalf("fewer than %d events were accepted: no replica was killed", events/2)
+	}
+	eventually(t, 2*time.Minute, "all-1 to be restarted by the supervisor", func() bool { return cl.pid(t, "all-1") != pid })
+	n := int(count.Load())
+	got, lost, duplicates := awaitAccepted(t, rc, "/all", "kill", &accepted, 4*time.Minute)
+	t.Logf("all-1 killed: accepted %d of %d, delivered %d, lost %d, duplicates %d (all with the first delivery's webhook-id)",
 		n, events, len(got), lost, duplicates)
 	if n < events*9/10 {
-		t.Errorf("only %d of %d events were accepted during the faults", n, events)
+		t.Errorf("only %d of %d events were accepted while a replica was killed", n, events)
 	}
+}
+
+// workflowTasksPolled is how many workflow tasks the cluster's workers have taken from Temporal's
+// task queues by polling (not eagerly), read from their /metrics (WORKER_URLS).
+func (cl *cluster) workflowTasksPolled(t *testing.T) int {
+	t.Helper()
+	const family = "temporal_workflow_task_queue_poll_succeed_total"
+	n := 0.0
+	for _, u := range strings.Split(cl.env["WORKER_URLS"], ",") {
+		families := scrape(t, u+"/metrics")
+		if f, ok := families[family]; ok {
+			n += sumOf(f, nil)
+		}
+	}
+	return int(n)
 }
 
 // cluster is a running deployments/cluster/cluster.sh, read from its cluster.env.

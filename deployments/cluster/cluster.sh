@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The production-shaped local stack behind `make cluster`: PostgreSQL, a Temporal server with 4
 # history shards on it (mutual TLS at the frontend), the Temporal Web UI, and webhookd as two API and
-# two worker replicas. Each process runs under a supervisor loop that restarts it a second after it
+# two worker replicas (or two replicas of both roles, CLUSTER_ROLES=all). Each process runs under a supervisor loop that restarts it a second after it
 # dies, as Kubernetes or systemd would. Ctrl-C stops it all. `make run` is the quick stack; this one
 # is for trying what only a real deployment shows (replicas, restarts, TLS, a real database).
 #
@@ -12,6 +12,9 @@
 #   WEBHOOKD_BIN, TEMPORAL_SERVER_BIN, TEMPORAL_SQL_TOOL_BIN, TEMPORAL_UI_BIN, TEMPORAL_CLI
 #                        the programs to run (default bin/webhookd, bin/temporal-server, ...)
 #   WEBHOOKD_*           passed to every webhookd replica (e.g. WEBHOOKD_ALLOW_PRIVATE_TARGETS)
+#   CLUSTER_ROLES        split (default): api-1 and api-2 (--role api), worker-1 and worker-2
+#                        (--role worker); all: all-1 and all-2 (--role all, API and worker in one
+#                        process, on the API ports), whose starts can be eager (docs/performance.md)
 #
 # Ports, on 127.0.0.1, as offsets from CLUSTER_PORT_BASE:
 #   +0       PostgreSQL
@@ -21,8 +24,8 @@
 #   +8 +9    Temporal worker gRPC, membership
 #   +10      Temporal server metrics (Prometheus)
 #   +11      Temporal Web UI
-#   +20 +21  webhookd api-1, api-2 (API, /readyz, /metrics)
-#   +30 +31  webhookd worker-1, worker-2 (/healthz, /metrics)
+#   +20 +21  webhookd api-1, api-2 (API, /readyz, /metrics); all-1, all-2 with CLUSTER_ROLES=all
+#   +30 +31  webhookd worker-1, worker-2 (/healthz, /metrics); unused with CLUSTER_ROLES=all
 #
 # Once everything is ready, $CLUSTER_DIR/cluster.env lists the addresses, credentials and
 # certificate paths (KEY=VALUE lines) for tests and tools; it is removed when the cluster stops.
@@ -56,6 +59,14 @@ frontend_port=$((base + 1))
 ui_port=$((base + 11))
 api_ports=($((base + 20)) $((base + 21)))
 worker_ports=($((base + 30)) $((base + 31)))
+# The replicas by what they serve: the API's (on api_ports) and the workers' alone (on worker_ports);
+# pollers are those that poll Temporal.
+roles=${CLUSTER_ROLES:-split}
+case $roles in
+  split) api_names=(api-1 api-2) worker_names=(worker-1 worker-2) pollers=(worker-1 worker-2) ;;
+  all) api_names=(all-1 all-2) worker_names=() pollers=(all-1 all-2) ;;
+  *) echo "CLUSTER_ROLES=$roles: split or all" >&2; exit 1 ;;
+esac
 
 logs=$state/logs pids=$state/pids tls=$state/tls pgdir=$state/postgres
 mkdir -p "$logs" "$pids"
@@ -169,7 +180,7 @@ cleanup() {
     echo
     echo "stopping..."
     # Clients first, the database last, so each one shuts down with what it depends on still up.
-    stop_supervised api-1 api-2 worker-1 worker-2
+    stop_supervised api-1 api-2 worker-1 worker-2 all-1 all-2
     stop_supervised temporal-ui
     stop_supervised temporal-server
     stop_supervised postgres
@@ -388,16 +399,22 @@ replica() {
   supervise "$2" env WEBHOOKD_HTTP_ADDR="127.0.0.1:$3" WEBHOOKD_DATA_DIR="$state/$2" \
     "$webhookd" serve --role "$1"
 }
-echo "starting webhookd: api-1, api-2, worker-1, worker-2 (logs: $logs)"
-replica api api-1 "${api_ports[0]}"
-replica api api-2 "${api_ports[1]}"
-replica worker worker-1 "${worker_ports[0]}"
-replica worker worker-2 "${worker_ports[1]}"
+echo "starting webhookd: ${api_names[*]} ${worker_names[*]} (logs: $logs)"
+if [ "$roles" = all ]; then
+  replica all all-1 "${api_ports[0]}"
+  replica all all-2 "${api_ports[1]}"
+else
+  replica api api-1 "${api_ports[0]}"
+  replica api api-2 "${api_ports[1]}"
+  replica worker worker-1 "${worker_ports[0]}"
+  replica worker worker-2 "${worker_ports[1]}"
+fi
+wait_until 60 "webhookd ${api_names[0]}" "${api_names[0]}" http_ok "${api_ports[0]}" /readyz
+wait_until 60 "webhookd ${api_names[1]}" "${api_names[1]}" http_ok "${api_ports[1]}" /readyz
 # The worker role serves no /readyz: /healthz is its probe.
-wait_until 60 "webhookd api-1" api-1 http_ok "${api_ports[0]}" /readyz
-wait_until 60 "webhookd api-2" api-2 http_ok "${api_ports[1]}" /readyz
-wait_until 60 "webhookd worker-1" worker-1 http_ok "${worker_ports[0]}" /healthz
-wait_until 60 "webhookd worker-2" worker-2 http_ok "${worker_ports[1]}" /healthz
+for i in "${!worker_names[@]}"; do
+  wait_until 60 "webhookd ${worker_names[i]}" "${worker_names[i]}" http_ok "${worker_ports[i]}" /healthz
+done
 
 # polling <name> is true when the worker's process polls its task queue: its /healthz says only that
 # the process is up, not that it reached Temporal over mTLS.
@@ -407,11 +424,16 @@ polling() {
     "$temporal" task-queue describe --task-queue "${WEBHOOKD_TASK_QUEUE:-webhookd}" -o json |
     grep -q "\"identity\": \"$pid@"
 }
-wait_until 60 "webhookd worker-1 polling Temporal" worker-1 polling worker-1
-wait_until 60 "webhookd worker-2 polling Temporal" worker-2 polling worker-2
+for name in "${pollers[@]}"; do
+  wait_until 60 "webhookd $name polling Temporal" "$name" polling "$name"
+done
 
 api_urls=http://127.0.0.1:${api_ports[0]},http://127.0.0.1:${api_ports[1]}
-worker_urls=http://127.0.0.1:${worker_ports[0]},http://127.0.0.1:${worker_ports[1]}
+if [ "$roles" = all ]; then
+  worker_urls=$api_urls
+else
+  worker_urls=http://127.0.0.1:${worker_ports[0]},http://127.0.0.1:${worker_ports[1]}
+fi
 cat >"$state/cluster.env.tmp" <<ENV
 API_URLS=$api_urls
 WORKER_URLS=$worker_urls
@@ -432,8 +454,8 @@ api=http://127.0.0.1:${api_ports[0]}
 cat <<BANNER
 
 The webhookd cluster is up (started in $((SECONDS - started))s).
-  API replicas:    $api  http://127.0.0.1:${api_ports[1]}   (OpenAPI: $api/openapi.yaml)
-  Worker replicas: $worker_urls   (/healthz, /metrics)
+  API replicas:    $api  http://127.0.0.1:${api_ports[1]}   (${api_names[*]}; OpenAPI: $api/openapi.yaml)
+  Worker replicas: $worker_urls   (${pollers[*]}; /healthz, /metrics)
   Temporal:        $TEMPORAL_ADDRESS, namespace $namespace, mutual TLS (certificates in $tls)
   Temporal Web UI: http://127.0.0.1:$ui_port
   PostgreSQL:      $WEBHOOKD_DATABASE_URL

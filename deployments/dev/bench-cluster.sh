@@ -2,11 +2,12 @@
 # The tiers of `make bench-e2e` against `make cluster`'s production-shaped stack (issue 33), behind
 # `make bench-cluster`: deployments/cluster/cluster.sh in a fresh temporary CLUSTER_DIR (PostgreSQL,
 # a Temporal server with 4 history shards and mutual TLS at its frontend, the Web UI, webhookd as 2
-# API and 2 worker replicas), then cmd/loadtest's tiers scenario: (a) raw HTTPS POSTs, (b') and (b)
-# bare Temporal on the cluster's server (its client over the frontend's mutual TLS, from the
-# TEMPORAL_* lines of cluster.env, as webhookd reads them), (c) webhookd end to end, publishing to
-# api-1. Each tier reports its CPU ms per delivery per process: webhookd-api (api-1 and api-2
-# summed), webhookd-worker (worker-1 and worker-2), temporal (the server), postgres (the postmaster
+# API and 2 worker replicas, or as 2 replicas of role all with CLUSTER_ROLES=all), then
+# cmd/loadtest's tiers scenario: (a) raw HTTPS POSTs, (b') and (b) bare Temporal on the cluster's
+# server (its client over the frontend's mutual TLS, from the TEMPORAL_* lines of cluster.env, as
+# webhookd reads them), (c) webhookd end to end, publishing to the first API replica. Each tier
+# reports its CPU ms per delivery per process: webhookd-api (the API replicas summed, role all's
+# included), webhookd-worker (the worker replicas), temporal (the server), postgres (the postmaster
 # and its backends, Temporal's and webhookd's) and loadtest. It prints the table at the end and stops
 # the cluster on exit, Ctrl-C and TERM included.
 #
@@ -14,6 +15,7 @@
 #   make bench-cluster ARGS='-events 1000 -rounds 3'
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-cluster.sh   # measure another build
 #   WEBHOOKD_SWEEP_INTERVAL=1s deployments/dev/bench-cluster.sh       # WEBHOOKD_* reach every replica
+#   CLUSTER_ROLES=all make bench-cluster                              # role all replicas: eager starts
 #
 # Flags given here come after the script's own, so they win. It needs make cluster's programs
 # (bin/temporal, bin/temporal-server, bin/temporal-sql-tool, bin/temporal-ui, or TEMPORAL_CLI,
@@ -40,6 +42,11 @@ cd "$(dirname "$0")/../.."
 
 base=${CLUSTER_PORT_BASE:-27200}
 receiver_port=${BENCH_CLUSTER_RECEIVER_PORT:-$((base + 40))}
+roles=${CLUSTER_ROLES:-split}
+case $roles in
+  split | all) ;;
+  *) echo "CLUSTER_ROLES=$roles: split or all" >&2; exit 1 ;;
+esac
 # cluster.sh checks its own ports.
 if (exec 3<>"/dev/tcp/127.0.0.1/$receiver_port") 2>/dev/null; then
   echo "port $receiver_port on 127.0.0.1 is already in use; set BENCH_CLUSTER_RECEIVER_PORT or CLUSTER_PORT_BASE" >&2
@@ -84,7 +91,7 @@ export WEBHOOKD_EXTRA_CA_FILE=$work/loadtest-cert.pem
 export WEBHOOKD_RATE_LIMIT=${WEBHOOKD_RATE_LIMIT:-100000}
 
 echo "== tiers on make cluster: starting a fresh cluster on ports $base-$((base + 31)) ($webhookd, $("$webhookd" version); log: $work/cluster.log)"
-CLUSTER_DIR=$cluster_dir CLUSTER_PORT_BASE=$base WEBHOOKD_BIN=$webhookd \
+CLUSTER_DIR=$cluster_dir CLUSTER_PORT_BASE=$base CLUSTER_ROLES=$roles WEBHOOKD_BIN=$webhookd \
   deployments/cluster/cluster.sh >"$work/cluster.log" 2>&1 &
 cluster_pid=$!
 
@@ -127,11 +134,20 @@ key=$(WEBHOOKD_DATABASE_URL=$database_url WEBHOOKD_SECRET_KEY=$secret_key \
 
 # The programs' own pids (the supervisor loops exec them through setsid, env and setpriv).
 pid_of() { cat "$cluster_dir/pids/$1.pid"; }
-api_pids=$(pid_of api-1),$(pid_of api-2)
-worker_pids=$(pid_of worker-1),$(pid_of worker-2)
+if [ "$roles" = all ]; then
+  replicas=(all-1 all-2)
+  api_pids=$(pid_of all-1),$(pid_of all-2) worker_pids=''
+  processes="webhookd-api: all-1 and all-2, API and worker in each (pids $api_pids)"
+  topology="2 replicas of role all"
+else
+  replicas=(api-1 api-2 worker-1 worker-2)
+  api_pids=$(pid_of api-1),$(pid_of api-2) worker_pids=$(pid_of worker-1),$(pid_of worker-2)
+  processes="webhookd-api: api-1 and api-2 (pids $api_pids); webhookd-worker: worker-1 and worker-2 (pids $worker_pids)"
+  topology="2 API and 2 worker replicas"
+fi
 temporal_pid=$(pid_of temporal-server)
 postgres_pid=$(pid_of postgres)
-processes="webhookd-api: api-1 and api-2 (pids $api_pids); webhookd-worker: worker-1 and worker-2 (pids $worker_pids); temporal: the server (pid $temporal_pid); postgres: the postmaster and its backends (pid $postgres_pid)"
+processes="$processes; temporal: the server (pid $temporal_pid); postgres: the postmaster and its backends (pid $postgres_pid)"
 
 # In the background, so that a TERM to this script stops it at once (bash runs a trap only between
 # foreground commands); its output is shown as it comes.
@@ -147,14 +163,14 @@ loadtest_pid=
 wait "$tail_pid" || true
 
 # A replica restarted during the run has another pid now: its group's figures are missing.
-for name in api-1 api-2 worker-1 worker-2 temporal-server postgres; do
+for name in "${replicas[@]}" temporal-server postgres; do
   if grep -q "$name exited" "$cluster_dir/logs/$name.log" 2>/dev/null; then
     echo "warning: $name exited and was restarted during the run (see $cluster_dir/logs/$name.log)" >&2
   fi
 done
 
 echo
-echo "== results ($webhookd, on make cluster: Temporal server on PostgreSQL, 2 API and 2 worker replicas)"
+echo "== results ($webhookd, on make cluster: Temporal server on PostgreSQL, $topology)"
 echo "$processes"
 # The table and what follows it.
 awk '/^\| tier \|/ { p = 1 } p' "$work/tiers.out"

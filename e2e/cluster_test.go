@@ -39,13 +39,7 @@ import (
 func TestProductionCluster(t *testing.T) {
 	bin := webhookdBinary(t)
 	rc := startReceiver(t)
-	env := []string{
-		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true", "WEBHOOKD_EXTRA_CA_FILE=" + rc.caFile,
-		// The load is the point: the per-key rate limit would pace it at 20 events/s.
-		"WEBHOOKD_RATE_LIMIT=100000",
-		// Outages last seconds here, so retries come in seconds too.
-		"WEBHOOKD_RETRY_SCHEDULE=1s,2s,5s,10s,30s,60s", "WEBHOOKD_SWEEP_INTERVAL=1s",
-	}
+	env := clusterTestEnv(rc)
 	// The dev stack first, stopped before the cluster starts, so neither runs beside the other.
 	const perStack = 500
 	dev := startDevStack(t, bin, env)
@@ -175,11 +169,7 @@ func awaitAccepted(t *testing.T, rc *receiver, path, prefix string, accepted *sy
 func TestClusterRoleAll(t *testing.T) {
 	bin := webhookdBinary(t)
 	rc := startReceiver(t)
-	cl := startCluster(t, bin, []string{
-		"CLUSTER_ROLES=all",
-		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true", "WEBHOOKD_EXTRA_CA_FILE=" + rc.caFile, "WEBHOOKD_RATE_LIMIT=100000",
-		"WEBHOOKD_RETRY_SCHEDULE=1s,2s,5s,10s,30s,60s", "WEBHOOKD_SWEEP_INTERVAL=1s",
-	})
+	cl := startCluster(t, bin, append(clusterTestEnv(rc), "CLUSTER_ROLES=all"))
 	if got := cl.env["WORKER_URLS"]; got != cl.env["API_URLS"] {
 		t.Fatalf("cluster.env: WORKER_URLS %q, want the replicas' own, API_URLS %q", got, cl.env["API_URLS"])
 	}
@@ -220,6 +210,18 @@ func TestClusterRoleAll(t *testing.T) {
 		n, events, len(got), lost, duplicates)
 	if n < events*9/10 {
 		t.Errorf("only %d of %d events were accepted while a replica was killed", n, events)
+	}
+}
+
+// clusterTestEnv is the environment of the cluster tests' stacks: receivers on loopback with the
+// test's CA, and the settings that make faults and load quick to see.
+func clusterTestEnv(rc *receiver) []string {
+	return []string{
+		"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true", "WEBHOOKD_EXTRA_CA_FILE=" + rc.caFile,
+		// The load is the point: the per-key rate limit would pace it at 20 events/s.
+		"WEBHOOKD_RATE_LIMIT=100000",
+		// Outages last seconds here, so retries come in seconds too.
+		"WEBHOOKD_RETRY_SCHEDULE=1s,2s,5s,10s,30s,60s", "WEBHOOKD_SWEEP_INTERVAL=1s",
 	}
 }
 

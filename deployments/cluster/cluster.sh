@@ -59,12 +59,11 @@ frontend_port=$((base + 1))
 ui_port=$((base + 11))
 api_ports=($((base + 20)) $((base + 21)))
 worker_ports=($((base + 30)) $((base + 31)))
-# The replicas by what they serve: the API's (on api_ports) and the workers' alone (on worker_ports);
-# pollers are those that poll Temporal.
+# The replicas by what they serve: the API's (on api_ports) and the workers' alone (on worker_ports).
 roles=${CLUSTER_ROLES:-split}
 case $roles in
-  split) api_names=(api-1 api-2) worker_names=(worker-1 worker-2) pollers=(worker-1 worker-2) ;;
-  all) api_names=(all-1 all-2) worker_names=() pollers=(all-1 all-2) ;;
+  split) api_names=(api-1 api-2) worker_names=(worker-1 worker-2) ;;
+  all) api_names=(all-1 all-2) worker_names=() ;;
   *) echo "CLUSTER_ROLES=$roles: split or all" >&2; exit 1 ;;
 esac
 
@@ -424,6 +423,11 @@ polling() {
     "$temporal" task-queue describe --task-queue "${WEBHOOKD_TASK_QUEUE:-webhookd}" -o json |
     grep -q "\"identity\": \"$pid@"
 }
+# The replicas that poll Temporal: the workers, or with role all every replica.
+pollers=("${worker_names[@]}")
+if [ ${#pollers[@]} -eq 0 ]; then
+  pollers=("${api_names[@]}")
+fi
 for name in "${pollers[@]}"; do
   wait_until 60 "webhookd $name polling Temporal" "$name" polling "$name"
 done

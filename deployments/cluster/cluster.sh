@@ -27,8 +27,9 @@
 #   +20 +21  webhookd api-1, api-2 (API, /readyz, /metrics); all-1, all-2 with CLUSTER_ROLES=all
 #   +30 +31  webhookd worker-1, worker-2 (/healthz, /metrics); unused with CLUSTER_ROLES=all
 #
-# Once everything is ready, $CLUSTER_DIR/cluster.env lists the addresses, credentials and
-# certificate paths (KEY=VALUE lines) for tests and tools; it is removed when the cluster stops.
+# Once everything is ready, $CLUSTER_DIR/cluster.env lists the addresses, credentials, certificate
+# paths and the replicas' names (API_REPLICAS, WORKER_REPLICAS: the workers alone, none with
+# CLUSTER_ROLES=all) in KEY=VALUE lines for tests and tools; it is removed when the cluster stops.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,11 +60,12 @@ frontend_port=$((base + 1))
 ui_port=$((base + 11))
 api_ports=($((base + 20)) $((base + 21)))
 worker_ports=($((base + 30)) $((base + 31)))
-# The replicas by what they serve: the API's (on api_ports) and the workers' alone (on worker_ports).
+# The replicas by what they serve: the API's (on api_ports, of role api_role) and the workers' alone
+# (on worker_ports).
 roles=${CLUSTER_ROLES:-split}
 case $roles in
-  split) api_names=(api-1 api-2) worker_names=(worker-1 worker-2) ;;
-  all) api_names=(all-1 all-2) worker_names=() ;;
+  split) api_role=api api_names=(api-1 api-2) worker_names=(worker-1 worker-2) ;;
+  all) api_role=all api_names=(all-1 all-2) worker_names=() ;;
   *) echo "CLUSTER_ROLES=$roles: split or all" >&2; exit 1 ;;
 esac
 
@@ -399,17 +401,15 @@ replica() {
     "$webhookd" serve --role "$1"
 }
 echo "starting webhookd: ${api_names[*]} ${worker_names[*]} (logs: $logs)"
-if [ "$roles" = all ]; then
-  replica all all-1 "${api_ports[0]}"
-  replica all all-2 "${api_ports[1]}"
-else
-  replica api api-1 "${api_ports[0]}"
-  replica api api-2 "${api_ports[1]}"
-  replica worker worker-1 "${worker_ports[0]}"
-  replica worker worker-2 "${worker_ports[1]}"
-fi
-wait_until 60 "webhookd ${api_names[0]}" "${api_names[0]}" http_ok "${api_ports[0]}" /readyz
-wait_until 60 "webhookd ${api_names[1]}" "${api_names[1]}" http_ok "${api_ports[1]}" /readyz
+for i in "${!api_names[@]}"; do
+  replica "$api_role" "${api_names[i]}" "${api_ports[i]}"
+done
+for i in "${!worker_names[@]}"; do
+  replica worker "${worker_names[i]}" "${worker_ports[i]}"
+done
+for i in "${!api_names[@]}"; do
+  wait_until 60 "webhookd ${api_names[i]}" "${api_names[i]}" http_ok "${api_ports[i]}" /readyz
+done
 # The worker role serves no /readyz: /healthz is its probe.
 for i in "${!worker_names[@]}"; do
   wait_until 60 "webhookd ${worker_names[i]}" "${worker_names[i]}" http_ok "${worker_ports[i]}" /healthz
@@ -423,24 +423,25 @@ polling() {
     "$temporal" task-queue describe --task-queue "${WEBHOOKD_TASK_QUEUE:-webhookd}" -o json |
     grep -q "\"identity\": \"$pid@"
 }
-# The replicas that poll Temporal: the workers, or with role all every replica.
-pollers=("${worker_names[@]}")
-if [ ${#pollers[@]} -eq 0 ]; then
-  pollers=("${api_names[@]}")
+# The replicas that poll Temporal, and their ports: the workers, or with role all every replica.
+pollers=("${worker_names[@]}") poller_ports=("${worker_ports[@]}")
+if [ "$api_role" = all ]; then
+  pollers=("${api_names[@]}") poller_ports=("${api_ports[@]}")
 fi
 for name in "${pollers[@]}"; do
   wait_until 60 "webhookd $name polling Temporal" "$name" polling "$name"
 done
 
-api_urls=http://127.0.0.1:${api_ports[0]},http://127.0.0.1:${api_ports[1]}
-if [ "$roles" = all ]; then
-  worker_urls=$api_urls
-else
-  worker_urls=http://127.0.0.1:${worker_ports[0]},http://127.0.0.1:${worker_ports[1]}
-fi
+# joined <port>... is the replicas' URLs, separated by commas; list <word>... the words so.
+joined() { printf 'http://127.0.0.1:%s\n' "$@" | paste -sd, -; }
+list() { local IFS=,; echo "$*"; }
+api_urls=$(joined "${api_ports[@]}")
+worker_urls=$(joined "${poller_ports[@]}")
 cat >"$state/cluster.env.tmp" <<ENV
 API_URLS=$api_urls
 WORKER_URLS=$worker_urls
+API_REPLICAS=$(list "${api_names[@]}")
+WORKER_REPLICAS=$(list "${worker_names[@]}")
 TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS
 TEMPORAL_NAMESPACE=$namespace
 TEMPORAL_TLS_CLIENT_CERT_PATH=$TEMPORAL_TLS_CLIENT_CERT_PATH

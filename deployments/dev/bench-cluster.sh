@@ -42,11 +42,6 @@ cd "$(dirname "$0")/../.."
 
 base=${CLUSTER_PORT_BASE:-27200}
 receiver_port=${BENCH_CLUSTER_RECEIVER_PORT:-$((base + 40))}
-roles=${CLUSTER_ROLES:-split}
-case $roles in
-  split | all) ;;
-  *) echo "CLUSTER_ROLES=$roles: split or all" >&2; exit 1 ;;
-esac
 # cluster.sh checks its own ports.
 if (exec 3<>"/dev/tcp/127.0.0.1/$receiver_port") 2>/dev/null; then
   echo "port $receiver_port on 127.0.0.1 is already in use; set BENCH_CLUSTER_RECEIVER_PORT or CLUSTER_PORT_BASE" >&2
@@ -91,7 +86,7 @@ export WEBHOOKD_EXTRA_CA_FILE=$work/loadtest-cert.pem
 export WEBHOOKD_RATE_LIMIT=${WEBHOOKD_RATE_LIMIT:-100000}
 
 echo "== tiers on make cluster: starting a fresh cluster on ports $base-$((base + 31)) ($webhookd, $("$webhookd" version); log: $work/cluster.log)"
-CLUSTER_DIR=$cluster_dir CLUSTER_PORT_BASE=$base CLUSTER_ROLES=$roles WEBHOOKD_BIN=$webhookd \
+CLUSTER_DIR=$cluster_dir CLUSTER_PORT_BASE=$base WEBHOOKD_BIN=$webhookd \
   deployments/cluster/cluster.sh >"$work/cluster.log" 2>&1 &
 cluster_pid=$!
 
@@ -115,7 +110,7 @@ echo "   the cluster is up ($((SECONDS))s)"
 
 # cluster.env: KEY=VALUE lines. The TEMPORAL_* ones configure the bare tiers' client (envconfig, as
 # webhookd reads them: address, namespace, the client certificate, the CA and the server name).
-database_url='' secret_key='' api_urls=''
+database_url='' secret_key='' api_urls='' api_replicas='' worker_replicas=''
 # (Not read with IFS='=': read drops a value's trailing '=', a base64 key's padding.)
 while read -r line; do
   k=${line%%=*} v=${line#*=}
@@ -125,6 +120,8 @@ while read -r line; do
     DATABASE_URL) database_url=$v ;;
     SECRET_KEY) secret_key=$v ;;
     API_URLS) api_urls=$v ;;
+    API_REPLICAS) api_replicas=$v ;;
+    WORKER_REPLICAS) worker_replicas=$v ;;
   esac
 done <"$cluster_dir/cluster.env"
 api=${api_urls%%,*}
@@ -134,15 +131,20 @@ key=$(WEBHOOKD_DATABASE_URL=$database_url WEBHOOKD_SECRET_KEY=$secret_key \
 
 # The programs' own pids (the supervisor loops exec them through setsid, env and setpriv).
 pid_of() { cat "$cluster_dir/pids/$1.pid"; }
-if [ "$roles" = all ]; then
-  replicas=(all-1 all-2)
-  api_pids=$(pid_of all-1),$(pid_of all-2) worker_pids=''
-  processes="webhookd-api: all-1 and all-2, API and worker in each (pids $api_pids)"
+# pids_of <names, separated by commas> is their pids, so separated.
+pids_of() {
+  local name out=()
+  for name in ${1//,/ }; do out+=("$(pid_of "$name")"); done
+  local IFS=,
+  echo "${out[*]}"
+}
+api_pids=$(pids_of "$api_replicas") worker_pids=$(pids_of "$worker_replicas")
+read -ra replicas <<<"${api_replicas//,/ } ${worker_replicas//,/ }"
+if [ -z "$worker_replicas" ]; then
+  processes="webhookd-api: $api_replicas, API and worker in each (pids $api_pids)"
   topology="2 replicas of role all"
 else
-  replicas=(api-1 api-2 worker-1 worker-2)
-  api_pids=$(pid_of api-1),$(pid_of api-2) worker_pids=$(pid_of worker-1),$(pid_of worker-2)
-  processes="webhookd-api: api-1 and api-2 (pids $api_pids); webhookd-worker: worker-1 and worker-2 (pids $worker_pids)"
+  processes="webhookd-api: $api_replicas (pids $api_pids); webhookd-worker: $worker_replicas (pids $worker_pids)"
   topology="2 API and 2 worker replicas"
 fi
 temporal_pid=$(pid_of temporal-server)

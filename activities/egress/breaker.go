@@ -8,9 +8,9 @@ import (
 )
 
 // ErrCircuitOpen is wrapped by the error of an exchange refused, without a connection, because a
-// breaker is open: its endpoint's, after BreakerFailures timeouts or broken connections of that
-// endpoint in a row, or its host's, after BreakerFailures refused connections, DNS or TLS failures
-// in a row. Either way the
+// breaker is open: its endpoint's, after BreakerFailures timeouts, broken connections or failed TLS
+// handshakes of that endpoint in a row, or its host's, after BreakerFailures refused connections or
+// DNS failures in a row. Either way the
 // failure is the exchange's own: its endpoint failed, or its host is unreachable for every path.
 var ErrCircuitOpen = errors.New("circuit open")
 
@@ -30,9 +30,9 @@ type CircuitOpenError struct {
 
 func (e *CircuitOpenError) Error() string {
 	if e.Scope == scopeHost {
-		return fmt.Sprintf("circuit open: the receiver's host refused connections or failed DNS or TLS repeatedly; next try after %s", e.Until.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("circuit open: the receiver's host refused connections or failed DNS repeatedly; next try after %s", e.Until.UTC().Format(time.RFC3339))
 	}
-	return fmt.Sprintf("circuit open: this endpoint timed out or broke the connection repeatedly; next try after %s", e.Until.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("circuit open: this endpoint timed out, broke the connection or failed its TLS handshake repeatedly; next try after %s", e.Until.UTC().Format(time.RFC3339))
 }
 
 func (e *CircuitOpenError) Is(target error) bool { return target == ErrCircuitOpen }

@@ -111,9 +111,9 @@ func Classify(err error) (class, message string) {
 		return ClassBlocked, "the receiver's address is not public; webhookd does not connect to it"
 	case errors.As(err, &circuitErr):
 		if circuitErr.Scope == scopeHost {
-			return ClassCircuitOpen, "the receiver's host refused connections or failed DNS or TLS repeatedly; webhookd pauses connecting to it for a while"
+			return ClassCircuitOpen, "the receiver's host refused connections or failed DNS repeatedly; webhookd pauses connecting to it for a while"
 		}
-		return ClassCircuitOpen, "this endpoint timed out or broke the connection repeatedly; webhookd pauses it for a while"
+		return ClassCircuitOpen, "this endpoint timed out, broke the connection or failed its TLS handshake repeatedly; webhookd pauses it for a while"
 	case errors.Is(err, ErrCircuitOpen):
 		return ClassCircuitOpen, "the receiver failed repeatedly; webhookd pauses it for a while"
 	case headersTooLarge(err):

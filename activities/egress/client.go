@@ -72,7 +72,7 @@ type Options struct {
 	// of HostConcurrency (at least 1).
 	EndpointConcurrency int
 	// BreakerFailures is how many counted failures in a row open a breaker: an endpoint's
-	// (timeouts, broken connections) or a host's (refused connections, DNS, TLS).
+	// (timeouts, broken connections, TLS handshakes) or a host's (refused connections, DNS).
 	BreakerFailures int
 	// BreakerCooldown is how long an open breaker fails fast before it lets one probe through.
 	BreakerCooldown time.Duration
@@ -322,11 +322,7 @@ func (t *Turn) Post(ctx context.Context, header http.Header, body []byte) (*Resp
 	}
 	t.done = true
 	resp, err := t.c.exchange(ctx, t.http, t.timeout, t.url, header, body)
-	judged := err
-	if err != nil && t.http != t.c.http {
-		judged = ownTLSFailure{err}
-	}
-	t.c.hosts.release(ctx, t.t, resp, judged)
+	t.c.hosts.release(ctx, t.t, resp, err)
 	return resp, err
 }
 

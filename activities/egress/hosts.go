@@ -2,7 +2,6 @@ package egress
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,8 +14,9 @@ import (
 // whether it goes now, waits its turn, or is held back with an appointment.
 //
 // A host is a receiver's host:port. It has a cap of exchanges in flight, to protect the receiver,
-// and a breaker that only evidence about the host itself trips: refused connections, DNS and TLS
-// failures, which no path can cause for itself. An endpoint is one webhook's URL. It has a cap of
+// and a breaker that only evidence about the host itself trips: refused connections and DNS
+// failures, which no path and no webhook's settings can cause for itself (a TLS handshake can fail
+// for one webhook's certificate or trust and not another's, so it is the endpoint's). An endpoint is one webhook's URL. It has a cap of
 // its own (a fraction of its host's), an optional rate limit, a window that its 5xx and 429 answers
 // narrow and its successes widen again, and a breaker tripped by the failures that hold a slot or
 // break a connection: timeouts and resets. So one account's hanging paths on a shared host open
@@ -146,12 +146,13 @@ const (
 	// endpointBusy is an answer that says the endpoint is in trouble or overloaded: a 5xx or a
 	// 429. It narrows the endpoint's window; being an answer, it does not trip a breaker.
 	endpointBusy
-	// endpointFailed is a broken connection: reset, or closed without an answer.
+	// endpointFailed is a broken connection (reset, or closed without an answer) or a TLS handshake
+	// that failed: what the endpoint's webhook presents and trusts decides the handshake.
 	endpointFailed
 	// endpointTimedOut is an endpoint failure that held a slot for the whole timeout.
 	endpointTimedOut
-	// hostFailed is a failure of the host, the same for every path on it: connection refused, a
-	// name that does not resolve, a TLS handshake that fails.
+	// hostFailed is a failure of the host, the same for every path and every webhook's settings
+	// on it: connection refused, a name that does not resolve.
 	hostFailed
 )
 
@@ -773,13 +774,12 @@ func judge(ctx context.Context, resp *Response, err error) outcome {
 	switch class, _ := Classify(err); class {
 	case ClassTimeout:
 		return endpointTimedOut
-	case ClassRefused, ClassDNS, ClassTLS:
-		var own ownTLSFailure
-		if class == ClassTLS && errors.As(err, &own) {
-			return endpointFailed
-		}
+	case ClassRefused, ClassDNS:
 		return hostFailed
-	case ClassNetwork:
+	case ClassTLS, ClassNetwork:
+		// A handshake's outcome depends on the client as much as on the host: the certificate a
+		// webhook presents (or does not), the CAs it trusts. One account's settings failing it
+		// says nothing of the host that other accounts' webhooks reach with theirs.
 		return endpointFailed
 	case ClassProxy, ClassProxyUpstream:
 		return neutral // our proxy's failure, not the receiver's

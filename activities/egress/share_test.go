@@ -298,8 +298,8 @@ func TestEndpointBreakerLeavesTheHost(t *testing.T) {
 }
 
 // TestHostBreakerTakesHostEvidenceOnly: timeouts, resets and 5xx spread over many endpoints of many
-// accounts never open the host's breaker (each endpoint's own does); refused connections, DNS and
-// TLS failures do, whichever endpoints they came from, and then every endpoint fails fast.
+// accounts never open the host's breaker (each endpoint's own does); refused connections and DNS
+// failures do, whichever endpoints they came from, and then every endpoint fails fast.
 func TestHostBreakerTakesHostEvidenceOnly(t *testing.T) {
 	hs, _ := testHosts(Options{HostConcurrency: 8, BreakerFailures: 3})
 	for i := range 12 {

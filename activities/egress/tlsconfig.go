@@ -103,13 +103,5 @@ func (cs *tlsClients) len() int {
 	return cs.order.Len()
 }
 
-// ownTLSFailure marks, for the breakers, an exchange's failure made with a webhook's own TLS
-// settings. Those settings are the webhook's, so a handshake they fail (a client certificate the
-// receiver refuses, a CA bundle that does not verify it) is that endpoint's failure, never
-// evidence against the host that other webhooks share; any other failure is judged as usual.
-type ownTLSFailure struct{ error }
-
-func (e ownTLSFailure) Unwrap() error { return e.error }
-
 // noRedirects makes a client hand back a redirect as the reply.
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

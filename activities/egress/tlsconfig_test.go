@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -79,13 +80,11 @@ func TestReceiverTLS(t *testing.T) {
 	if class, msg := Classify(err); class != ClassTLS {
 		t.Fatalf("with caCert only: class %q (%q), want %q", class, msg, ClassTLS)
 	}
-	// The breakers: a webhook's own settings failing is that endpoint's failure, not its host's,
-	// which other webhooks share; the same failure through the shared transport is the host's.
-	if o := judge(context.Background(), nil, ownTLSFailure{err}); o != endpointFailed {
-		t.Fatalf("a failure of the webhook's own TLS settings judged %v, want endpointFailed", o)
-	}
-	if o := judge(context.Background(), nil, err); o != hostFailed {
-		t.Fatalf("a TLS failure through the shared transport judged %v, want hostFailed", o)
+	// The breakers: a handshake's outcome depends on what the webhook presents and trusts, so its
+	// failure is that endpoint's, never its host's, which other webhooks share
+	// (TestTLSFailuresNeverOpenTheHost).
+	if o := judge(context.Background(), nil, err); o != endpointFailed {
+		t.Fatalf("a TLS failure judged %v, want endpointFailed", o)
 	}
 	if n := served.Load(); n != 0 {
 		t.Fatalf("the receiver served %d requests without a client certificate", n)
@@ -181,5 +180,66 @@ func TestReceiverTLSSameDialer(t *testing.T) {
 	}
 	if n := served.Load(); n != 1 {
 		t.Fatalf("the receiver served %d requests, want 1 (the proxied one)", n)
+	}
+}
+
+// TestTLSFailuresNeverOpenTheHost is issue 40's second path: account 1's webhook reaches a host
+// that requires a client certificate with its own TLS settings; account 2 registers webhooks on the
+// same host without one and fails the handshake again and again, through the shared transport
+// (certificate_required where the shared roots trust the host, unknown authority where they do
+// not). Those failures depend on what each webhook presents and trusts, so they open account 2's
+// endpoints' breakers and never the host's: account 1's deliveries go on arriving.
+func TestTLSFailuresNeverOpenTheHost(t *testing.T) {
+	now := time.Now()
+	serverCA := egresstest.NewCA(t, "Receiver CA", now.Add(-time.Hour), now.Add(24*time.Hour))
+	clientCA := egresstest.NewCA(t, "Client CA", now.Add(-time.Hour), now.Add(24*time.Hour))
+	client := clientCA.Client(t, "webhookd", now.Add(-time.Hour), now.Add(24*time.Hour))
+	own := &ReceiverTLS{CACert: serverCA.CertPEM, ClientCert: client.CertPEM, ClientKey: client.KeyPEM}
+	for _, tc := range []struct {
+		name  string
+		trust bool   // the shared roots trust the host's CA, as they would a public one
+		want  string // what the certificate-less handshake fails with
+	}{
+		{name: "certificate required", trust: true, want: "certificate required"},
+		{name: "unknown authority", trust: false, want: "unknown authority"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, served := mtlsServer(t, serverCA, clientCA)
+			o := Options{Policy: AddressPolicy{AllowPrivate: true}, BreakerFailures: 2, BreakerCooldown: time.Hour}
+			if tc.trust {
+				o.RootCAs = serverCA.Pool()
+			}
+			c := newClient(t, o)
+			post := func(ep Endpoint, rt *ReceiverTLS) (*Response, error) {
+				return c.Do(context.Background(), Request{URL: srv.URL + fmt.Sprintf("/%d", ep.Webhook), Endpoint: ep, TLS: rt}, testHeader, []byte(`{}`))
+			}
+			if resp, err := post(Endpoint{Account: 1, Webhook: 1}, own); err != nil || resp.StatusCode != http.StatusNoContent {
+				t.Fatalf("account 1 before: %v, %+v", err, resp)
+			}
+			// Account 2: three webhooks, each failing until its own breaker opens.
+			for webhook := int64(2); webhook <= 4; webhook++ {
+				for range 3 {
+					_, err := post(Endpoint{Account: 2, Webhook: webhook}, nil)
+					if err == nil {
+						t.Fatalf("account 2's webhook %d reached the receiver without a certificate", webhook)
+					}
+					if !errors.Is(err, ErrCircuitOpen) && !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("account 2's webhook %d: %v, want %q", webhook, err, tc.want)
+					}
+				}
+				var circuit *CircuitOpenError
+				if _, err := post(Endpoint{Account: 2, Webhook: webhook}, nil); !errors.As(err, &circuit) || circuit.Scope != scopeEndpoint {
+					t.Fatalf("account 2's webhook %d after its failures: %v, want its endpoint's breaker open", webhook, err)
+				}
+			}
+			for i := range 5 {
+				if resp, err := post(Endpoint{Account: 1, Webhook: 1}, own); err != nil || resp.StatusCode != http.StatusNoContent {
+					t.Fatalf("account 1's delivery %d after account 2's TLS failures: %v, %+v", i, err, resp)
+				}
+			}
+			if n := served.Load(); n != 6 {
+				t.Fatalf("the receiver served %d requests, want account 1's 6", n)
+			}
+		})
 	}
 }

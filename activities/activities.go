@@ -71,11 +71,15 @@ type Activities struct {
 	// LocalWaits bounds how many first attempts (local activities) may ask for their turn at once
 	// with leave to wait for one due soon (within localTurnWait), instead of handing the attempt
 	// back to run as a regular activity; one asking past it is handed back when its turn is not
-	// free. Zero: none waits.
+	// free. Zero: none waits. LocalWaitsFor gives webhookd's.
 	LocalWaits int
 
 	localWaiting atomic.Int64
 }
+
+// LocalWaitsFor is the LocalWaits of a worker with slots for that many first attempts at once: an
+// eighth of them may wait briefly for a quick receiver's turn.
+func LocalWaitsFor(slots int) int { return max(1, slots/8) }
 
 // DeliverInput names one attempt of one delivery. Bodies are loaded from the database, never
 // carried through workflow history.

@@ -52,6 +52,9 @@ type Dispatcher struct {
 	// per write, in its own database (StartEvent's db is then not used for them); nil records them
 	// in db before StartEvent returns. Fan-outs and sweeps always record their own.
 	Marks *model.DispatchMarks
+
+	// shares bounds each account's starts in flight (accountStarts).
+	shares startShares
 }
 
 // StartedBy names who started a delivery's workflow, a label of webhookd_delivery_starts_total.
@@ -176,6 +179,7 @@ func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by Sta
 		// visitor on every start.
 		return d.startSingle(ctx, refs[0], eager, by)
 	}
+	refs = interleave(refs)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(startConcurrency)
 	ok := make([]bool, len(refs)) // each start writes its own element: no lock
@@ -230,10 +234,15 @@ func (d *Dispatcher) startSingle(ctx context.Context, r model.DeliveryRef, eager
 // startOne starts the workflow of one delivery and reports whether it created it; one that
 // already exists counts as started.
 func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bool) (bool, error) {
+	release, err := d.shares.take(ctx, r.AccountID)
+	if err != nil {
+		return false, fmt.Errorf("start %s: waiting for the account's share of starts: %w", workflows.DeliveryWorkflowID(r.EventID, r.WebhookID), err)
+	}
+	defer release()
 	opts := d.startOptions(r)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
 	opts.EnableEagerStart = eager
-	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, d.input(r, 0))
+	_, err = d.Client.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, d.input(r, 0))
 	switch {
 	case isAlreadyStarted(err):
 		return false, nil

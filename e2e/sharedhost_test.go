@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/internal/proccpu"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/workflows"
 )
 
 // startSharedHost serves two receivers on one host and port: /ok is the stack's recording receiver
@@ -549,4 +551,83 @@ func (w *askWatch) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteA
 		w.f.mu.Unlock()
 	}
 	return out, err
+}
+
+// TestSharedHostBurstIsolation is issue 40's first path, in the order a trial found it: account B
+// has 100 endpoints on one host and port that take the request and never answer, and publishes
+// 10 events (1,000 deliveries); two seconds later, while B's deliveries are still being started,
+// account C, whose one endpoint is another path of the same host, publishes one event. Round after
+// round, then beside three busy processes. The stack runs as `webhookd serve` does (eager starts
+// of a request's own deliveries, first attempts that may wait briefly for a quick turn).
+// TestSharedHostIsolation publishes C's events only once B's backlog has settled, and so never saw
+// what a burst does to C. Before the fix, B's 10 fan-outs kept 160 workflow starts in the Temporal
+// server's queue, C's start waited behind them past its request's dispatch bound, and then for
+// the sweeper: C's delivery arrived after 6.5-9.1 s against 0.02-0.13 s idle. Now one account
+// has at most a few starts in flight (dispatch.accountStarts), so C's start waits behind a few.
+// Each of C's deliveries must arrive before a hanging attempt of B's has been held a whole
+// attempt timeout, within the same run, and with no failed attempt.
+func TestSharedHostBurstIsolation(t *testing.T) {
+	const timeout = 5 * time.Second
+	// Failed attempts retry after 10 minutes, beyond the test's end.
+	st := newStack(t, stackOptions{allowPrivate: true, timeout: timeout, schedule: []time.Duration{10 * time.Minute}, served: true})
+	hang, _, noisy, healthy := startSharedHostAccounts(t, st)
+	_, idle := st.receipt(t, "/ok", healthy) // the stack warm
+	var events []int64
+	round := func(phase string) time.Duration {
+		for range 10 {
+			noisy.publish(t, "A", "campaign.created", campaign)
+		}
+		time.Sleep(2 * time.Second) // the scenario's pause between B's burst and C's publish
+		published := time.Now()
+		e, d := st.receipt(t, "/ok", healthy)
+		events = append(events, e)
+		t.Logf("%s: C's event %d arrived %v after its publish; its workflow: %s", phase, e, d.Round(time.Millisecond),
+			st.timeline(t, workflows.DeliveryWorkflowID(e, healthy), published))
+		return d
+	}
+	var plain, pressed []time.Duration
+	for range 3 {
+		plain = append(plain, round("B's burst"))
+	}
+	busy(t, 3)
+	for range 3 {
+		pressed = append(pressed, round("B's burst, 3 busy processes"))
+	}
+	requests, _ := hang.stats()
+	t.Logf("C's event-to-receipt: idle %v; 2 s after each of B's bursts %v; beside 3 busy processes %v; B's hanging attempts: %d requests",
+		idle, plain, pressed, requests)
+	if requests == 0 {
+		t.Fatal("no attempt of B's reached the host: B's burst was not tested")
+	}
+	// The bound is generous: a whole attempt timeout, what one hanging attempt of B's holds a slot
+	// for (the issue asks 3 s; before, 6.5-9.1 s on a quiet machine and 30.5 s beside the busy
+	// processes). A delivery that waited behind B's burst, or failed and waited for its retry,
+	// arrives later than that.
+	for _, d := range append(plain, pressed...) {
+		if d >= timeout {
+			t.Errorf("C's delivery arrived %v after its publish, as late as a hanging attempt's whole timeout (%v): it waited behind B's burst (all: %v, %v)",
+				d, timeout, plain, pressed)
+		}
+	}
+	for _, e := range events {
+		st.waitIdle(t, e, healthy, model.DeliveryDelivered)
+	}
+	if log := st.checkNoFailedAttempt(t, healthy); len(log) != len(events)+1 {
+		t.Errorf("healthy webhook: %d attempts for %d deliveries, want one each", len(log), len(events)+1)
+	}
+}
+
+// timeline is the history of workflow id as its event types, each with its time after since.
+func (st *stack) timeline(t *testing.T, id string, since time.Time) string {
+	t.Helper()
+	var b strings.Builder
+	it := st.tc.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return fmt.Sprintf("%s (history: %v)", b.String(), err)
+		}
+		fmt.Fprintf(&b, "%s +%v; ", strings.TrimPrefix(e.GetEventType().String(), "EVENT_TYPE_"), e.GetEventTime().AsTime().Sub(since).Round(time.Millisecond))
+	}
+	return b.String()
 }

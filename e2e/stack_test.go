@@ -87,6 +87,10 @@ type stackOptions struct {
 	interceptors []interceptor.ClientInterceptor
 	// proxy, when set, is the egress CONNECT proxy every delivery goes through.
 	proxy *url.URL
+	// served runs the API's starts and the first attempts as `webhookd serve` does in one process:
+	// a request's own starts are eager, and some first attempts may wait briefly for a quick turn
+	// (LocalWaits). Without it, every start goes through matching and no first attempt waits.
+	served bool
 }
 
 var testSecretKey = bytes.Repeat([]byte{9}, 32)
@@ -130,7 +134,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	st.starter = &dispatch.Dispatcher{Client: st.tc, TaskQueue: st.queue,
-		Schedule: o.schedule, Jitter: 0.1, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout, Starts: starts}
+		Schedule: o.schedule, Jitter: 0.1, RetryWindow: o.retryWindow, AttemptTimeout: o.timeout, Starts: starts, EagerStart: o.served}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("WEBHOOKD_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -197,6 +201,9 @@ func uniqueIDs(t *testing.T, db *model.DB) {
 	}
 }
 
+// stackDeliverySlots is how many first attempts a stack's worker runs at once.
+const stackDeliverySlots = 50
+
 // startWorker runs a worker until the test ends or the returned stop is called.
 func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.AddressPolicy, timeout time.Duration, logger *slog.Logger) (stop func()) {
 	t.Helper()
@@ -230,12 +237,15 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 		Links:       activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
 		SiteBaseURL: "https://sites.example.com",
 	}
+	if o.served {
+		acts.LocalWaits = activities.LocalWaitsFor(stackDeliverySlots)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.Run(ctx, worker.Config{
 			Client: st.tc, TaskQueue: st.queue, DB: st.db.DB, Activities: acts, Dispatcher: st.starter,
-			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: 50, MaxConcurrentRetries: 25, StopTimeout: o.stopTimeout,
+			Logger: logger, SweepInterval: 500 * time.Millisecond, MaxConcurrentDeliveries: stackDeliverySlots, MaxConcurrentRetries: stackDeliverySlots / 2, StopTimeout: o.stopTimeout,
 		})
 	}()
 	var once sync.Once

@@ -429,8 +429,7 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,
 		Notices:     cfg.noticeRules(),
-		// An eighth of the first attempts' slots may wait briefly for a quick receiver's turn.
-		LocalWaits: max(1, cfg.MaxConcurrentDeliveries/8),
+		LocalWaits:  activities.LocalWaitsFor(cfg.MaxConcurrentDeliveries),
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ type apiError struct {
 	code    string
 	message string
 	field   string
+	// retryAfter, when set, is the Retry-After of a 429 in seconds (else the rate limiter's).
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.code, e.message) }
@@ -98,7 +101,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", "5")
 	}
 	if ae.status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds))
+		seconds := s.retryAfterSeconds
+		if ae.retryAfter > 0 {
+			seconds = ae.retryAfter
+		}
+		c.Response().Header().Set("Retry-After", strconv.Itoa(seconds))
 	}
 	var body any = map[string]any{"message": ae.message, "code": ae.code}
 	if v, ok := variantOf(c); ok {
@@ -175,6 +182,7 @@ func useCaseError(err error) *apiError {
 	var invalid *webhooks.InvalidError
 	var limit *webhooks.LimitError
 	var rotation *webhooks.RotationLimitError
+	var trials *webhooks.TrialBusyError
 	switch {
 	case errors.As(err, &invalid) && invalid.Malformed:
 		return invalidField(invalid.Field, invalid.Format, invalid.Args...)
@@ -186,6 +194,10 @@ func useCaseError(err error) *apiError {
 		return &apiError{status: http.StatusConflict, code: codeConflict, message: fmt.Sprintf(
 			"the secret was rotated %d times within 24 hours and every previous secret still signs; rotate again after %s, when the oldest expires",
 			webhooks.MaxPreviousSecrets, rotation.RetryAt.UTC().Format("2006-01-02T15:04:05.000Z"))}
+	case errors.As(err, &trials):
+		// As the rate limiter answers, with the time by which a running trial has ended.
+		return &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, retryAfter: int(math.Ceil(trials.RetryAfter.Seconds())),
+			message: fmt.Sprintf("this account already runs %d filter trials; retry after the time in Retry-After", webhooks.MaxConcurrentTrials)}
 	case errors.Is(err, webhooks.ErrCanceled):
 		return &apiError{status: http.StatusConflict, code: codeConflict, message: "the delivery was canceled with its webhook and cannot be sent again"}
 	case errors.Is(err, webhooks.ErrIdempotencyConflict):

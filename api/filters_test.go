@@ -4,8 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/webhooks"
+	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
 // budgetFilter passes a variant's validData (A: budget 10; B: country DE) and refuses the same data
@@ -142,8 +148,12 @@ func TestFilterTest(t *testing.T) {
 		r.expect(t, http.StatusOK, "")
 		v.okEnvelope(t, r)
 		d := r.data(t)
-		if d["scanned"] != 5.0 || d["matched"] != 3.0 || !sameJSON(t, d["matchedIds"], passing) {
-			t.Fatalf("filter-test = %v, want 5 scanned, 3 matched, ids %v (newest first)", d, passing)
+		if d["scanned"] != 5.0 || d["matched"] != 3.0 || !sameJSON(t, d["matchedIds"], passing) || d["truncated"] != false ||
+			d["truncatedBy"] != nil {
+			t.Fatalf("filter-test = %v, want 5 scanned, 3 matched, ids %v (newest first), not truncated", d, passing)
+		}
+		if _, ok := d["truncatedBy"]; !ok {
+			t.Fatalf("filter-test = %s: truncatedBy is absent, want null", r.raw)
 		}
 		r = e.do(t, "POST", path, auth, fmt.Sprintf(`{"filter":%s,"eventType":%q,"limit":2}`, budgetFilter[v.name], v.eventType))
 		if d := r.data(t); d["scanned"] != 2.0 {
@@ -163,4 +173,106 @@ func TestFilterTest(t *testing.T) {
 			e.do(t, "POST", path, auth, c.body).expectError(t, v, c.status, c.field)
 		}
 	})
+}
+
+// newAccount is a key and its account, for a test that stores the account's events itself.
+func newAccount(t *testing.T, db *model.DB) (string, *model.Account) {
+	t.Helper()
+	key, account, err := model.CreateAPIKey(t.Context(), db, fmt.Sprintf("owner%d-%s@example.com", accountSeq.Add(1), strings.ReplaceAll(t.Name(), "/", "-")), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, account
+}
+
+// storeEvents stores n events of the account's variant v, each with data of exactly size bytes.
+func storeEvents(t *testing.T, db *model.DB, account int64, v variantCase, n, size int) {
+	t.Helper()
+	data := `{"pad":"` + strings.Repeat("x", size-10) + `"}`
+	for range n {
+		if _, err := model.InsertEvent(t.Context(), db, model.NewEvent{AccountID: account, Variant: model.Variant(v.name), EventType: v.eventType, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFilterTestBounds (issue 40): a trial over more than 8 MiB of stored event data reads no
+// more than that and says so (truncated, truncatedBy "bytes"); an account's third trial at once
+// is 429 rate_limited in the variant's envelope with Retry-After, while another account's trial
+// runs.
+func TestFilterTestBounds(t *testing.T) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			webhookstest.WatchTrials(db)
+			e := newEnv(t, db)
+			for _, v := range variants {
+				t.Run(v.name, func(t *testing.T) {
+					path := v.collection + "/filter-test"
+					body := fmt.Sprintf(`{"filter":{},"eventType":%q,"limit":1000}`, v.eventType)
+
+					key, account := newAccount(t, db)
+					const size = 250 << 10
+					storeEvents(t, db, account.ID, v, 34, size) // 8.3 MiB
+					w := &webhookstest.Watch{}
+					req := httptest.NewRequest("POST", path, strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					v.auth(key)(req)
+					r := e.serve(t, req.WithContext(w.Context(req.Context())))
+					r.expect(t, http.StatusOK, "")
+					d := r.data(t)
+					want := float64(webhooks.MaxTrialBytes / size)
+					if d["scanned"] != want || d["truncated"] != true || d["truncatedBy"] != "bytes" || w.EventsRead()*size > webhooks.MaxTrialBytes {
+						t.Fatalf("a trial over 8.3 MiB = %s (%d events read); want %v scanned, truncated by bytes", r.raw, w.EventsRead(), want)
+					}
+
+					// Two trials of one account held at their first read; a third is refused.
+					keyA, a := newAccount(t, db)
+					keyB, b := newAccount(t, db)
+					storeEvents(t, db, a.ID, v, 1, 100)
+					storeEvents(t, db, b.ID, v, 1, 100)
+					trial := func(key string, w *webhookstest.Watch) *http.Request {
+						req := httptest.NewRequest("POST", path, strings.NewReader(body))
+						req.Header.Set("Content-Type", "application/json")
+						v.auth(key)(req)
+						return req.WithContext(w.Context(req.Context()))
+					}
+					held, release := make(chan struct{}), make(chan struct{})
+					released := false
+					free := func() {
+						if !released {
+							released = true
+							close(release)
+						}
+					}
+					defer free()
+					answers := make(chan *httptest.ResponseRecorder, webhooks.MaxConcurrentTrials)
+					for range webhooks.MaxConcurrentTrials {
+						req := trial(keyA, &webhookstest.Watch{Held: held, Release: release})
+						go func() {
+							rec := httptest.NewRecorder()
+							e.srv.ServeHTTP(rec, req)
+							answers <- rec
+						}()
+						<-held
+					}
+					refused := e.serve(t, trial(keyA, &webhookstest.Watch{}))
+					refused.expectError(t, v, http.StatusTooManyRequests, "")
+					if refused.body["code"] != "rate_limited" || refused.header.Get("Retry-After") != "5" {
+						t.Errorf("an account's third trial at once: code %v, Retry-After %q; want rate_limited, 5: %s", refused.body["code"], refused.header.Get("Retry-After"), refused.raw)
+					}
+					other := e.serve(t, trial(keyB, &webhookstest.Watch{}))
+					if other.status != http.StatusOK || other.data(t)["scanned"] != 1.0 {
+						t.Errorf("another account's trial meanwhile: %d %s", other.status, other.raw)
+					}
+					free()
+					for range webhooks.MaxConcurrentTrials {
+						if rec := <-answers; rec.Code != http.StatusOK {
+							t.Errorf("a held trial answered %d %s", rec.Code, rec.Body)
+						}
+					}
+				})
+			}
+		})
+	}
 }

@@ -270,6 +270,12 @@ type filterTestRequest struct {
 	Limit     *jsonInt        `json:"limit"`
 }
 
+// trialStopped ends the message of a trial that stopped early, by its reason.
+var trialStopped = map[string]string{
+	webhooks.TrialStoppedByBytes: fmt.Sprintf("; it stopped after %d MiB of event data, before the limit", webhooks.MaxTrialBytes>>20),
+	webhooks.TrialStoppedByTime:  fmt.Sprintf("; it stopped after %v, before the limit", webhooks.MaxTrialTime),
+}
+
 // filterTest is POST <collection>/filter-test {filter, eventType, limit?}: the filter tried, as
 // delivery would judge, against the account's most recent events of that type; nothing is saved.
 func (h *deliveryHandlers) filterTest(c echo.Context) error {
@@ -287,6 +293,14 @@ func (h *deliveryHandlers) filterTest(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := map[string]any{"scanned": t.Scanned, "matched": t.Matched, "matchedIds": t.MatchedIDs}
-	return c.JSON(http.StatusOK, h.v.success(body, fmt.Sprintf("The filter matched %d of %d event(s)", t.Matched, t.Scanned)))
+	// truncatedBy is null, not absent, for a whole trial: one shape per variant.
+	var truncatedBy *string
+	message := fmt.Sprintf("The filter matched %d of %d event(s)", t.Matched, t.Scanned)
+	if t.TruncatedBy != "" {
+		truncatedBy = &t.TruncatedBy
+		message += trialStopped[t.TruncatedBy]
+	}
+	body := map[string]any{"scanned": t.Scanned, "matched": t.Matched, "matchedIds": t.MatchedIDs,
+		"truncated": truncatedBy != nil, "truncatedBy": truncatedBy}
+	return c.JSON(http.StatusOK, h.v.success(body, message))
 }

@@ -57,7 +57,7 @@ func ListDeliveries(ctx context.Context, db bun.IDB, f DeliveryFilter) (*Deliver
 	if err := q.Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
-	ids, more := fitPage(rows, f.Limit, f.MaxBytes)
+	ids, more := fitPage(rows, f.Limit, f.MaxBytes, 0)
 	page := &DeliveryPage{Views: []DeliveryView{}, More: more}
 	if len(ids) == 0 {
 		return page, nil

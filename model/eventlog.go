@@ -23,6 +23,10 @@ type EventFilter struct {
 	// MaxBytes, when set, bounds the page by the bytes of data it carries as well: it ends before
 	// the event that would take it past MaxBytes, and always holds at least one event.
 	MaxBytes int64
+	// Budget, when set, is a hard bound on the bytes of data the page carries: unlike MaxBytes,
+	// it leaves out the first event too when that one does not fit, so the page may be empty
+	// while More says events are left (a filter's trial, which reads at most its budget).
+	Budget int64
 }
 
 // EventPage is one page of events. More says that further events come after Last, the id of the
@@ -92,7 +96,7 @@ func ListEvents(ctx context.Context, db bun.IDB, scope WebhookScope, f EventFilt
 	if err := q.Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	ids, more := fitPage(rows, f.Limit, f.MaxBytes)
+	ids, more := fitPage(rows, f.Limit, f.MaxBytes, f.Budget)
 	page := &EventPage{Events: []Event{}, More: more}
 	if len(ids) == 0 {
 		return page, nil

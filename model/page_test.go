@@ -66,6 +66,50 @@ func TestListEventsByteBudget(t *testing.T) {
 	})
 }
 
+// TestListEventsHardBudget: with Budget, a page holds no event that would take its data past the
+// budget, not even the first, and says that events are left; MaxBytes beside it still ends the page
+// first when it is the smaller.
+func TestListEventsHardBudget(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "hard-budget@example.com", "")
+		scope := model.WebhookScope{AccountID: acc.ID, Variant: model.VariantA}
+		var ids []int64
+		for _, n := range []int{400, 400, 2000, 100} {
+			res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: sized(n)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.Event.ID)
+		}
+		for _, tc := range []struct {
+			name             string
+			after            int64
+			maxBytes, budget int64
+			want             []int64
+			more             bool
+		}{
+			{"two fit, the third would pass", 0, 0, 1000, ids[:2], true},
+			{"the budget exactly", 0, 0, 800, ids[:2], true},
+			{"not even the first", 0, 0, 399, []int64{}, true},
+			{"a large one that fits", ids[1], 0, 2000, ids[2:3], true},
+			{"a large one a byte over", ids[1], 0, 1999, []int64{}, true},
+			{"MaxBytes the smaller", 0, 500, 1000, ids[:1], true},
+			{"everything within it", 0, 0, 2900, ids, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				page, err := model.ListEvents(ctx, db, scope, model.EventFilter{After: tc.after, Limit: 50, MaxBytes: tc.maxBytes, Budget: tc.budget})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := eventIDs(page.Events); fmt.Sprint(got) != fmt.Sprint(tc.want) || page.More != tc.more {
+					t.Fatalf("ids = %v, more = %v; want %v, %v", got, page.More, tc.want, tc.more)
+				}
+			})
+		}
+	})
+}
+
 // TestListDeliveriesByteBudget: a page of a webhook's deliveries, newest first, ends before the
 // delivery whose attempts' response bodies, request headers and errors would take it past MaxBytes,
 // holds a larger one alone, and says where the next page starts.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -154,7 +155,7 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 		filterText = *w.Filter
 	}
 	return h.render(c, v.status, "endpoint", map[string]any{
-		"FilterText": filterText, "Trial": v.trial, "FilterError": v.filterError,
+		"FilterText": filterText, "Trial": v.trial, "TrialStopped": trialStopped(v.trial), "FilterError": v.filterError,
 		"Headers": sortedHeaders(headers), "HeadersError": v.headersError, "HeadersNotice": v.headersNotice,
 		"Auth": auth, "AuthError": v.authError, "AuthNotice": v.authNotice,
 		"TLS": tlsInfo, "TLSError": v.tlsError, "TLSNotice": v.tlsNotice,
@@ -258,8 +259,13 @@ func (h *endpointHandlers) filter(c echo.Context) error {
 			break
 		}
 		trial, err := h.webhooks.TryFilter(ctx, scope, raw, w.EventType, 0)
+		var busy *webhooks.TrialBusyError
 		if problem, ok := filterProblem(err); ok {
 			view.status, view.filterError = http.StatusUnprocessableEntity, problem
+		} else if errors.As(err, &busy) {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(busy.RetryAfter.Seconds()))))
+			view.status, view.filterError = http.StatusTooManyRequests, fmt.Sprintf(
+				"This account is already trying %d filters; try again in a few seconds, when one of them has ended.", webhooks.MaxConcurrentTrials)
 		} else if err != nil {
 			return err
 		} else {
@@ -282,6 +288,21 @@ func (h *endpointHandlers) filter(c echo.Context) error {
 		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Try the filter or save it with the form's buttons."}
 	}
 	return h.renderDetail(c, w, view)
+}
+
+// trialStopped words why a trial stopped before the recent events it was to read; empty when it
+// did not (or there is no trial).
+func trialStopped(t *webhooks.Trial) string {
+	if t == nil {
+		return ""
+	}
+	switch t.TruncatedBy {
+	case webhooks.TrialStoppedByBytes:
+		return fmt.Sprintf("It stopped there, after %d MiB of event data: older events were not tried.", webhooks.MaxTrialBytes>>20)
+	case webhooks.TrialStoppedByTime:
+		return fmt.Sprintf("It stopped there, after %v: older events were not tried.", webhooks.MaxTrialTime)
+	}
+	return ""
 }
 
 // filterProblem words a refused filter for the person who wrote it: where the fault is and what it

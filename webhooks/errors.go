@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
@@ -68,6 +69,16 @@ func (e *LimitError) Error() string {
 		return fmt.Sprintf("this account already has %d notification endpoints; delete one first", e.Max)
 	}
 	return fmt.Sprintf("this account already has %d webhooks; delete one first", e.Max)
+}
+
+// TrialBusyError refuses a filter's trial while its account already runs MaxConcurrentTrials of
+// them; one may start after RetryAfter, by when a running trial has ended (MaxTrialTime).
+type TrialBusyError struct {
+	RetryAfter time.Duration
+}
+
+func (e *TrialBusyError) Error() string {
+	return fmt.Sprintf("this account already runs %d filter trials; try again when one has ended", MaxConcurrentTrials)
 }
 
 // RotationLimitError refuses a rotation while MaxPreviousSecrets earlier secrets still sign; a

@@ -65,6 +65,10 @@ type Service struct {
 	maxWebhooks int64
 	timeout     time.Duration
 	notices     model.NoticeRules
+	// trials admits an account's filter trials; trialTime bounds each one's work (MaxTrialTime;
+	// tests shorten it).
+	trials    trialGate
+	trialTime time.Duration
 }
 
 // New checks cfg and builds the Service.
@@ -84,6 +88,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
 		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, notices: cfg.Notices,
+		trialTime: MaxTrialTime,
 		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger, FilterSkips: cfg.FilterSkips},
 	}, nil
 }

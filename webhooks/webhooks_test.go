@@ -17,7 +17,7 @@ import (
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
-func newService(t *testing.T, db *model.DB, maxWebhooks int64) *webhooks.Service {
+func newService(t testing.TB, db *model.DB, maxWebhooks int64) *webhooks.Service {
 	t.Helper()
 	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
 	if err != nil {

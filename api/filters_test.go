@@ -237,24 +237,17 @@ func TestFilterTestBounds(t *testing.T) {
 						v.auth(key)(req)
 						return req.WithContext(w.Context(req.Context()))
 					}
-					held, release := make(chan struct{}), make(chan struct{})
-					released := false
-					free := func() {
-						if !released {
-							released = true
-							close(release)
-						}
-					}
-					defer free()
+					gate := webhookstest.NewGate()
+					defer gate.Open()
 					answers := make(chan *httptest.ResponseRecorder, webhooks.MaxConcurrentTrials)
 					for range webhooks.MaxConcurrentTrials {
-						req := trial(keyA, &webhookstest.Watch{Held: held, Release: release})
+						req := trial(keyA, gate.Watch())
 						go func() {
 							rec := httptest.NewRecorder()
 							e.srv.ServeHTTP(rec, req)
 							answers <- rec
 						}()
-						<-held
+						gate.AwaitHeld()
 					}
 					refused := e.serve(t, trial(keyA, &webhookstest.Watch{}))
 					refused.expectError(t, v, http.StatusTooManyRequests, "")
@@ -265,7 +258,7 @@ func TestFilterTestBounds(t *testing.T) {
 					if other.status != http.StatusOK || other.data(t)["scanned"] != 1.0 {
 						t.Errorf("another account's trial meanwhile: %d %s", other.status, other.raw)
 					}
-					free()
+					gate.Open()
 					for range webhooks.MaxConcurrentTrials {
 						if rec := <-answers; rec.Code != http.StatusOK {
 							t.Errorf("a held trial answered %d %s", rec.Code, rec.Body)

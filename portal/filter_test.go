@@ -129,24 +129,17 @@ func TestFilterFormBounds(t *testing.T) {
 					}
 
 					a, other := open(100), open(100)
-					held, release := make(chan struct{}), make(chan struct{})
-					released := false
-					free := func() {
-						if !released {
-							released = true
-							close(release)
-						}
-					}
-					defer free()
+					gate := webhookstest.NewGate()
+					defer gate.Open()
 					answers := make(chan *httptest.ResponseRecorder, webhooks.MaxConcurrentTrials)
 					for range webhooks.MaxConcurrentTrials {
-						req := try(a, &webhookstest.Watch{Held: held, Release: release})
+						req := try(a, gate.Watch())
 						go func() {
 							rec := httptest.NewRecorder()
 							e.srv.ServeHTTP(rec, req)
 							answers <- rec
 						}()
-						<-held
+						gate.AwaitHeld()
 					}
 					rec = e.serve(t, try(a, &webhookstest.Watch{}))
 					if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "5" ||
@@ -157,7 +150,7 @@ func TestFilterFormBounds(t *testing.T) {
 					if rec.Code != http.StatusOK || !shows(rec.Body.String(), "The filter passes 1 of the 1 most recent") {
 						t.Errorf("another account's try meanwhile: %d: %s", rec.Code, filterNote(rec.Body.String()))
 					}
-					free()
+					gate.Open()
 					for range webhooks.MaxConcurrentTrials {
 						if rec := <-answers; rec.Code != http.StatusOK {
 							t.Errorf("a held try answered %d: %s", rec.Code, filterNote(rec.Body.String()))

@@ -127,27 +127,20 @@ func TestTryFilterConcurrencyPerAccount(t *testing.T) {
 		storeEvents(t, db, a, "campaign.created", 1, 100)
 		storeEvents(t, db, b, "campaign.created", 1, 100)
 
-		held, release := make(chan struct{}), make(chan struct{})
-		released := false
-		free := func() {
-			if !released {
-				released = true
-				close(release)
-			}
-		}
-		defer free()
+		gate := webhookstest.NewGate()
+		defer gate.Open()
 		type result struct {
 			trial webhooks.Trial
 			err   error
 		}
 		results := make(chan result, webhooks.MaxConcurrentTrials)
 		for range webhooks.MaxConcurrentTrials {
-			w := &webhookstest.Watch{Held: held, Release: release}
+			w := gate.Watch()
 			go func() {
 				trial, err := s.TryFilter(w.Context(t.Context()), a, passAll, "campaign.created", 0)
 				results <- result{trial, err}
 			}()
-			<-held // running, and holding its place until released
+			gate.AwaitHeld() // running, and holding its place until released
 		}
 
 		_, err := s.TryFilter(t.Context(), a, passAll, "campaign.created", 0)
@@ -160,7 +153,7 @@ func TestTryFilterConcurrencyPerAccount(t *testing.T) {
 			t.Errorf("another account's trial meanwhile: %+v, %v; want 1 scanned", other, err)
 		}
 
-		free()
+		gate.Open()
 		for range webhooks.MaxConcurrentTrials {
 			if r := <-results; r.err != nil || r.trial.Scanned != 1 {
 				t.Errorf("a held trial answered %+v, %v; want 1 scanned", r.trial, r.err)

@@ -96,3 +96,21 @@ func (trialHook) AfterQuery(ctx context.Context, e *bun.QueryEvent) {
 		w.AfterPage()
 	}
 }
+
+// Gate holds calls at their first query of events until it is opened: the trials' tests keep an
+// account's trials running with it while they try one more.
+type Gate struct {
+	held, release chan struct{}
+	once          sync.Once
+}
+
+func NewGate() *Gate { return &Gate{held: make(chan struct{}), release: make(chan struct{})} }
+
+// Watch is a Watch whose call the gate holds.
+func (g *Gate) Watch() *Watch { return &Watch{Held: g.held, Release: g.release} }
+
+// AwaitHeld waits until one more call is held.
+func (g *Gate) AwaitHeld() { <-g.held }
+
+// Open lets every held call go on; opened again, it does nothing.
+func (g *Gate) Open() { g.once.Do(func() { close(g.release) }) }

@@ -305,7 +305,8 @@ func (r *deliveryRun) runSchedule() (activities.DeliverResult, error) {
 //     is a local activity");
 //   - a first attempt held back (the host or the endpoint at its cap, the rate limit, a breaker's
 //     probe) is handed back by the local activity and made again as a regular activity, which may
-//     wait its turn;
+//     wait its turn; when its turn is further out than that activity may wait, after sleeping
+//     until the turn;
 //   - every later attempt, a manual retry's first included, is a regular activity on the retry
 //     task queue.
 func (r *deliveryRun) attempt(nextIn time.Duration) (activities.DeliverResult, error) {
@@ -326,6 +327,17 @@ func (r *deliveryRun) attempt(nextIn time.Duration) (activities.DeliverResult, e
 	err := workflow.ExecuteLocalActivity(withLocalSummary(r.local, summary), a.Deliver, attemptIn).Get(r.ctx, &res)
 	if err != nil || !res.HostBusy {
 		return res, err
+	}
+	if res.RetryIn > (activities.AttemptBudget{Timeout: r.in.AttemptTimeout}).Attempt() {
+		// Its turn is further out than a regular attempt may wait for it in the worker: handed
+		// back now, the attempt would only be held again with the same turn, at the cost of an
+		// activity task and a workflow task. It sleeps until the turn first. A burst of 1,000
+		// deliveries to a host where its account holds its whole share saves the Temporal server
+		// those writes for each of them, which other accounts' starts and tasks queue behind
+		// (issue 40).
+		if err := r.awaitTurn(res); err != nil {
+			return res, err
+		}
 	}
 	return r.takeTurn(r.handBack, attemptIn, fmt.Sprintf("%s (%s)", summary, res.Outcome()))
 }

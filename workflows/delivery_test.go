@@ -370,6 +370,40 @@ func TestDeliveryWorkflowFirstAttemptIsLocal(t *testing.T) {
 	}
 }
 
+// TestDeliveryWorkflowHeldFirstAttemptSleepsToItsTurn: a first attempt held back with a turn further
+// out than a regular attempt may wait for it in the worker (its attempt timeout and the record's
+// margin) sleeps until that turn before it is made again as a regular activity: handed back at once,
+// it would only be held again with the same turn (issue 40). One held with a turn within that wait
+// is handed back at once, to wait for it in the worker.
+func TestDeliveryWorkflowHeldFirstAttemptSleepsToItsTurn(t *testing.T) {
+	for _, tc := range []struct {
+		retryIn   time.Duration
+		wantAfter time.Duration // the regular attempt is made no sooner than this after the first
+		wantBy    time.Duration // and no later than this
+	}{
+		{retryIn: time.Hour, wantAfter: time.Hour, wantBy: time.Hour + time.Second},
+		{retryIn: 2 * time.Second, wantAfter: 0, wantBy: time.Second},
+	} {
+		t.Run(tc.retryIn.String(), func(t *testing.T) {
+			h := newHarness(t)
+			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+				if len(h.delivers) == 1 {
+					return activities.DeliverResult{HostBusy: true, HeldBy: "host_cap", Error: "receiver host busy", RetryIn: tc.retryIn}, nil
+				}
+				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+			}
+			h.run(input("website.published"))
+			if len(h.delivers) != 2 || !h.delivers[0].local || h.delivers[1].local {
+				t.Fatalf("attempts %+v, want a local one held back, then a regular one", h.delivers)
+			}
+			if gap := h.delivers[1].at - h.delivers[0].at; gap < tc.wantAfter || gap > tc.wantBy {
+				t.Errorf("held with its turn in %v: the regular attempt came %v after the local one, want %v to %v",
+					tc.retryIn, gap, tc.wantAfter, tc.wantBy)
+			}
+		})
+	}
+}
+
 // TestDeliveryWorkflowExhaustion: when the schedule runs out the webhook is marked exhausted once,
 // with the last attempt's error, and the notices MarkExhausted recorded (when this exhaustion moved
 // the webhook into failing) are started, and none else.

@@ -161,25 +161,42 @@ func TestDeliveryWorkflowHostBusy(t *testing.T) {
 }
 
 // TestDeliveryWorkflowLimitsSignalEndsTheWait: a held attempt's wait for its turn ends at a limits
-// signal (its webhook's limits changed), and the attempt comes back at once for a turn under them.
+// signal (its webhook's limits changed), and the attempt comes back at once for a turn under them:
+// a first attempt's (held by the local activity with a turn an hour away, it sleeps before it is
+// handed back), and a regular attempt's.
 func TestDeliveryWorkflowLimitsSignalEndsTheWait(t *testing.T) {
-	h := newHarness(t)
-	calls := 0
-	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
-		calls++
-		if calls <= 2 {
-			return activities.DeliverResult{HostBusy: true, HeldBy: "rate_limit", Error: "held back", RetryIn: time.Hour}, nil
-		}
-		return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
-	}
-	h.at(10*time.Second, func() { h.env.SignalWorkflow(workflows.SignalLimits, nil) })
-	st := h.run(input("website.published"))
+	for _, tc := range []struct {
+		name  string
+		held  int             // how many asks are held back for an hour
+		local time.Duration   // the local first attempt's turn, when not an hour away
+		want  []time.Duration // when the activity ran
+	}{
+		{name: "first attempt", held: 1, want: []time.Duration{0, 10 * time.Second}},
+		{name: "handed back", held: 2, local: time.Second, want: []time.Duration{0, 0, 10 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			calls := 0
+			h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+				calls++
+				switch {
+				case calls == 1 && tc.local > 0:
+					return activities.DeliverResult{HostBusy: true, HeldBy: "rate_limit", Error: "held back", RetryIn: tc.local}, nil
+				case calls <= tc.held:
+					return activities.DeliverResult{HostBusy: true, HeldBy: "rate_limit", Error: "held back", RetryIn: time.Hour}, nil
+				}
+				return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+			}
+			h.at(10*time.Second, func() { h.env.SignalWorkflow(workflows.SignalLimits, nil) })
+			st := h.run(input("website.published"))
 
-	if got, want := h.deliverOffsets(), []time.Duration{0, 0, 10 * time.Second}; !slices.Equal(got, want) {
-		t.Errorf("activity ran at %v, want %v (local, handed back, back at the signal)", got, want)
-	}
-	if st.State != model.DeliveryDelivered || st.Attempts != 1 {
-		t.Errorf("result = %+v, want delivered on attempt 1", st)
+			if got := h.deliverOffsets(); !slices.Equal(got, tc.want) {
+				t.Errorf("activity ran at %v, want %v (back at the signal)", got, tc.want)
+			}
+			if st.State != model.DeliveryDelivered || st.Attempts != 1 {
+				t.Errorf("result = %+v, want delivered on attempt 1", st)
+			}
+		})
 	}
 }
 

@@ -88,6 +88,10 @@ func TestRecordHistories(t *testing.T) {
 		// second until a turn an hour away; a limits signal (the webhook's rate limit changed) ends
 		// the wait, and the attempt made at once delivers.
 		limits = 14
+		// handBackFar: the local first attempt is held back with a turn further out than a regular
+		// attempt may wait for it (the attempt timeout and the record's margin): the workflow sleeps
+		// until the turn, then makes the attempt as a regular activity, which delivers.
+		handBackFar = 15
 	)
 	heldLong := make(chan struct{}, 1)
 	resendAsked := make(chan struct{}, 1)
@@ -159,6 +163,11 @@ func TestRecordHistories(t *testing.T) {
 				return ok, nil
 			}
 		case rerun:
+			return ok, nil
+		case handBackFar:
+			if info.IsLocalActivity {
+				return activities.DeliverResult{HostBusy: true, HeldBy: "host_cap", Error: "receiver host busy", RetryIn: 11 * time.Second}, nil
+			}
 			return ok, nil
 		case limits:
 			switch call {
@@ -244,6 +253,8 @@ func TestRecordHistories(t *testing.T) {
 			RetryWindow: 2 * time.Second}, signal: true, payload: late, wantState: model.DeliveryExhausted, wantTries: 1},
 		{name: "limits", in: workflows.DeliveryInput{DeliveryID: limits, EventID: 114, WebhookID: 15, EventType: "website.published",
 			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, limits: true, wantState: model.DeliveryDelivered, wantTries: 1},
+		{name: "handback-far", in: workflows.DeliveryInput{DeliveryID: handBackFar, EventID: 115, WebhookID: 16, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, wantState: model.DeliveryDelivered, wantTries: 1},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

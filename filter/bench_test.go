@@ -3,11 +3,11 @@ package filter_test
 import (
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/webhookd/webhookd/filter"
+	"github.com/webhookd/webhookd/internal/proccpu"
 )
 
 // BenchmarkMatch is the cost of judging one decoded delivery body, paid at intake once per filtered
@@ -112,12 +112,11 @@ func BenchmarkPublishBudget(b *testing.B) {
 	}
 }
 
-// cpuTime is the CPU time the process has used, user and system: on a shared machine it moves far
-// less with the load than the clock does.
+// cpuTime is the CPU time the process has used (proccpu.Self).
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := proccpu.Self()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }

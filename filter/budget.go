@@ -31,6 +31,7 @@ const (
 	Overrun
 )
 
+// String names the verdict, for tests and logs.
 func (v Verdict) String() string {
 	switch v {
 	case Pass:

@@ -57,7 +57,10 @@ type Activities struct {
 	// FilterSkips counts the webhooks whose payload filters refused a scheduled publication's
 	// event (dispatch.NewFilterSkipsMetric, shared with the API's publishes); nil counts nothing.
 	FilterSkips *prometheus.CounterVec
-	UserAgent   string
+	// FilterOverruns counts the webhooks a scheduled publication's event reached unjudged, their
+	// payload filter out of its budget (dispatch.NewFilterOverrunsMetric); nil counts nothing.
+	FilterOverruns *prometheus.CounterVec
+	UserAgent      string
 	// Notices say when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
 	// WEBHOOKD_DISABLE_MIN_EXHAUSTED; the zero rule never does), when the owner is warned of it,
 	// the storm rule and the portal's address for links (docs/notifications.md).

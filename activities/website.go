@@ -47,6 +47,16 @@ func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebs
 			a.FilterSkips.WithLabelValues(string(v)).Add(float64(n))
 		}
 	}
+	for _, res := range cs.Results {
+		if a.FilterOverruns != nil {
+			a.FilterOverruns.WithLabelValues(string(res.Event.Variant)).Add(float64(len(res.Overran)))
+		}
+		// A publication is one event, rare: each webhook it reached unjudged is logged with it.
+		for _, id := range res.Overran {
+			activity.GetLogger(ctx).Warn("payload filter ran out of its budget; the event reached the webhook unjudged",
+				"webhook", id, "account", res.Event.AccountID, "eventType", res.Event.EventType, "event", res.Event.ID)
+		}
+	}
 	// The change emitted the website.published event, or nothing when the schedule was stale.
 	if len(cs.Results) == 0 || len(cs.Results[0].Deliveries) == 0 {
 		return 0, nil

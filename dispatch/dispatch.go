@@ -106,6 +106,23 @@ func NewFilterSkipsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, er
 	return c, nil
 }
 
+// NewFilterOverrunsMetric registers webhookd_filter_overruns_total with reg, a series at 0 per
+// variant: the webhooks an accepted event reached unjudged because their payload filter ran out of
+// its budget (docs/filters.md, "What a filter may cost").
+func NewFilterOverrunsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "webhookd_filter_overruns_total",
+		Help: "Webhooks an accepted event reached unjudged because their payload filter ran out of its budget of steps, by variant.",
+	}, []string{"variant"})
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("register filter overruns metric: %w", err)
+	}
+	for _, v := range model.Variants {
+		c.WithLabelValues(string(v))
+	}
+	return c, nil
+}
+
 // CountFilterSkips adds the webhooks that the filters of each newly accepted event in results
 // skipped to skips (nil: nothing is counted). A replayed event was counted when it was accepted.
 func CountFilterSkips(skips *prometheus.CounterVec, results []*model.PublishResult) {

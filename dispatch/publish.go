@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,11 @@ type Publisher struct {
 	Log        *slog.Logger
 	// FilterSkips counts the webhooks whose filters refused the events published (nil: none).
 	FilterSkips *prometheus.CounterVec
+	// FilterOverruns counts the webhooks that events published reached unjudged, their filter out
+	// of its budget (nil: none); each such webhook is also logged, once (overrunLog).
+	FilterOverruns *prometheus.CounterVec
+
+	overruns overrunLog
 }
 
 // Change runs fn in one transaction, then starts the deliveries of every event it emitted.
@@ -31,6 +37,7 @@ func (p *Publisher) Change(ctx context.Context, fn func(ctx context.Context, cs 
 		return err
 	}
 	CountFilterSkips(p.FilterSkips, cs.Results)
+	p.countOverruns(cs.Results)
 	for _, res := range cs.Results {
 		p.Start(ctx, res)
 	}
@@ -60,4 +67,51 @@ func (p *Publisher) Start(ctx context.Context, res *model.PublishResult) {
 	if err := p.Dispatcher.StartEvent(ctx, p.DB, res.Refs()); err != nil {
 		p.Log.Warn("start deliveries; the sweeper will retry", "event", res.Event.ID, "err", err)
 	}
+}
+
+// countOverruns counts the webhooks that the newly accepted events among results reached unjudged,
+// their payload filter out of its budget, and logs each webhook the first time: its filter is its
+// owner's to fix (docs/filters.md, "What a filter may cost"), and one line per publish would let
+// one account fill the log. The line names the webhook and the event, never the event's data.
+func (p *Publisher) countOverruns(results []*model.PublishResult) {
+	for _, res := range results {
+		if res.Replayed || len(res.Overran) == 0 {
+			continue
+		}
+		if p.FilterOverruns != nil {
+			p.FilterOverruns.WithLabelValues(string(res.Event.Variant)).Add(float64(len(res.Overran)))
+		}
+		for _, id := range p.overruns.first(res.Overran) {
+			p.Log.Warn("payload filter ran out of its budget; the event reached the webhook unjudged",
+				"webhook", id, "account", res.Event.AccountID, "variant", res.Event.Variant, "eventType", res.Event.EventType, "event", res.Event.ID)
+		}
+	}
+}
+
+// overrunLogSize bounds overrunLog: when full it forgets every webhook, which then logs once more.
+const overrunLogSize = 10_000
+
+// overrunLog remembers the webhooks whose filter overran, so that each is logged once. Its zero
+// value is ready.
+type overrunLog struct {
+	mu   sync.Mutex
+	seen map[int64]bool
+}
+
+// first returns the webhooks among ids that it has not seen before, and remembers them.
+func (l *overrunLog) first(ids []int64) []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var fresh []int64
+	for _, id := range ids {
+		if l.seen[id] {
+			continue
+		}
+		if l.seen == nil || len(l.seen) >= overrunLogSize {
+			l.seen = make(map[int64]bool)
+		}
+		l.seen[id] = true
+		fresh = append(fresh, id)
+	}
+	return fresh
 }

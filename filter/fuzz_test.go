@@ -1,6 +1,7 @@
 package filter_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,27 +10,34 @@ import (
 	"github.com/webhookd/webhookd/filter"
 )
 
-// values counts the JSON values of a decoded body: the body's size in the bound on Match's work.
+// values counts the JSON values of a decoded body and the bytes of its strings, numbers and keys:
+// the body's size in the bound on Match's work.
 func values(v any) int {
 	n := 1
 	switch t := v.(type) {
+	case string:
+		n += len(t)
+	case json.Number:
+		n += len(t)
 	case []any:
 		for _, e := range t {
 			n += values(e)
 		}
 	case map[string]any:
-		for _, e := range t {
-			n += values(e)
+		for k, e := range t {
+			n += len(k) + values(e)
 		}
 	}
 	return n
 }
 
 // stepBound is the most steps Match may take: a small constant per pair of a filter value and a
-// body value. A filter value compiles to at most a node and three tests ($neq: a presence test, a
-// negation and its node's test), and each looks at each body value at most once.
+// body value, and the bytes a test reads. A filter value compiles to at most a node and three tests
+// ($neq: a presence test, a negation and its node's test), each looks at each body value at most
+// once, and a test on strings reads at most its operand and the value, so counting each side's
+// bytes with its values bounds the product.
 func stepBound(f *filter.Filter, body any) int {
-	return 8 * (f.Size() + 1) * (values(body) + 1)
+	return 8 * (f.Size() + len(f.String()) + 1) * (values(body) + 1)
 }
 
 var fuzzSeeds = []struct{ filter, body string }{

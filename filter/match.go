@@ -8,22 +8,56 @@ import (
 )
 
 // Match reports whether body (a value from DecodeBody, or any tree of the shapes encoding/json
-// decodes into) passes the filter. It never panics: a value of a shape it does not know matches
-// nothing but $exist and $not. Its work is bounded by the filter's size times the body's, since
-// each part of the filter looks at each part of the body at most once.
+// decodes into) passes the filter, as the intake judges it: within MatchBudget steps, a filter that
+// runs out of them letting the event through (docs/filters.md, "What a filter may cost"). It never
+// panics: a value of a shape it does not know matches nothing but $exist and $not.
 func (f *Filter) Match(body any) bool {
-	var e eval
-	return e.match(f.root, body, true)
+	v, _ := f.judge(body, MatchBudget)
+	return v != Refuse
 }
 
-// eval counts the steps of one evaluation, which the tests hold to the product of the sizes.
+// judge matches body within budget steps: the verdict, and the steps it took, at most budget.
+// Overrun when it needed more: matching stopped there, before the test that would have passed the
+// budget did any of its work.
+func (f *Filter) judge(body any, budget int) (Verdict, int) {
+	e := eval{budget: budget}
+	ok := e.match(f.root, body, true)
+	switch {
+	case e.over:
+		return Overrun, budget
+	case ok:
+		return Pass, e.steps
+	}
+	return Refuse, e.steps
+}
+
+// eval counts the steps of one evaluation against its budget: one for each node and test of the
+// filter applied to a value of the body, and one for each byte a test reads (a string compared,
+// searched or read as an instant, a number read as a double, an object's key looked up). Each part
+// of the filter looks at each part of the body at most once, so the count is at most a constant
+// times the product of the filter's size and the body's, both counted in values and bytes; the
+// tests hold it to that. Once over, every call returns false at once and every loop stops.
 type eval struct {
-	steps int
+	steps, budget int
+	over          bool
+}
+
+// spend counts n steps: false, and over, when they would pass the budget. Called before the work it
+// counts, so that no work is done beyond the budget.
+func (e *eval) spend(n int) bool {
+	if e.over || n > e.budget-e.steps {
+		e.over = true
+		return false
+	}
+	e.steps += n
+	return true
 }
 
 // match reports whether v, or its absence when present is false, passes n.
 func (e *eval) match(n *node, v any, present bool) bool {
-	e.steps++
+	if !e.spend(1) {
+		return false
+	}
 	for i := range n.whole {
 		if !e.whole(&n.whole[i], v, present) {
 			return false
@@ -38,7 +72,9 @@ func (e *eval) match(n *node, v any, present bool) bool {
 // group reports whether v, or one element of it when it is an array, passes every test of the
 // group; a nested array is searched too, as simple-json-match does.
 func (e *eval) group(tests []test, v any) bool {
-	e.steps++
+	if !e.spend(1) {
+		return false
+	}
 	if e.all(tests, v) {
 		return true
 	}
@@ -46,6 +82,9 @@ func (e *eval) group(tests []test, v any) bool {
 		for _, elem := range arr {
 			if e.group(tests, elem) {
 				return true
+			}
+			if e.over {
+				return false
 			}
 		}
 	}
@@ -63,7 +102,9 @@ func (e *eval) all(tests []test, v any) bool {
 
 // positive reports whether v itself passes t, one of the group's tests.
 func (e *eval) positive(t *test, v any) bool {
-	e.steps++
+	if !e.spend(1) {
+		return false
+	}
 	switch t.op {
 	case opFields:
 		obj, ok := v.(map[string]any)
@@ -71,6 +112,9 @@ func (e *eval) positive(t *test, v any) bool {
 			return false
 		}
 		for i, key := range t.keys {
+			if !e.spend(len(key)) { // hashing the key
+				return false
+			}
 			val, has := obj[key]
 			if !e.match(t.subs[i], val, has) {
 				return false
@@ -84,10 +128,13 @@ func (e *eval) positive(t *test, v any) bool {
 			if e.equal(v, w) {
 				return true
 			}
+			if e.over {
+				return false
+			}
 		}
 		return false
 	case opGt, opGte, opLt, opLte:
-		c, ok := compare(t, v)
+		c, ok := e.compare(t, v)
 		if !ok {
 			return false
 		}
@@ -106,28 +153,35 @@ func (e *eval) positive(t *test, v any) bool {
 	if !ok {
 		return false
 	}
+	// A substring search reads the whole value, and the operand too beyond a short one (Rabin-Karp);
+	// a prefix or suffix reads at most the operand's length of the value.
 	switch t.op {
 	case opContains:
-		return strings.Contains(s, t.str)
+		return e.spend(len(s)+len(t.str)) && strings.Contains(s, t.str)
 	case opStartsWith:
-		return strings.HasPrefix(s, t.str)
+		return e.spend(min(len(s), len(t.str))) && strings.HasPrefix(s, t.str)
 	default:
-		return strings.HasSuffix(s, t.str)
+		return e.spend(min(len(s), len(t.str))) && strings.HasSuffix(s, t.str)
 	}
 }
 
 // whole reports whether v, or its absence, passes t, one of the tests that see the value as it is.
 func (e *eval) whole(t *test, v any, present bool) bool {
-	e.steps++
+	if !e.spend(1) {
+		return false
+	}
 	switch t.op {
 	case opExist:
 		return present == t.exist
 	case opNot:
-		return !e.match(t.subs[0], v, present)
+		return !e.match(t.subs[0], v, present) && !e.over
 	case opOr:
 		for _, sub := range t.subs {
 			if e.match(sub, v, present) {
 				return true
+			}
+			if e.over {
+				return false
 			}
 		}
 		return false
@@ -150,6 +204,9 @@ func (e *eval) whole(t *test, v any, present bool) bool {
 					found = true
 					break
 				}
+				if e.over {
+					return false
+				}
 			}
 			if !found {
 				return false
@@ -160,10 +217,11 @@ func (e *eval) whole(t *test, v any, present bool) bool {
 }
 
 // compare orders v against t's operand: -1, 0 or 1, and false when they do not compare (a type
-// mismatch, which matches nothing rather than coercing, unlike JavaScript's <).
-func compare(t *test, v any) (int, bool) {
+// mismatch, which matches nothing rather than coercing, unlike JavaScript's <) or the budget ran
+// out. Reading a string as an instant may read all of it (time.Parse quotes it in its error).
+func (e *eval) compare(t *test, v any) (int, bool) {
 	if t.isNum {
-		n, ok := number(v)
+		n, ok := e.number(v)
 		if !ok || n != n { // NaN orders with nothing
 			return 0, false
 		}
@@ -180,9 +238,15 @@ func compare(t *test, v any) (int, bool) {
 		return 0, false
 	}
 	if t.isTime {
+		if !e.spend(len(s)) {
+			return 0, false
+		}
 		if at, ok := instant(s); ok {
 			return at.Compare(t.at), true
 		}
+	}
+	if !e.spend(min(len(s), len(t.str))) {
+		return 0, false
 	}
 	return strings.Compare(s, t.str), true
 }
@@ -191,7 +255,9 @@ func compare(t *test, v any) (int, bool) {
 // and 1e2 are one number), objects regardless of key order, arrays in order, no coercion between
 // types.
 func (e *eval) equal(v, want any) bool {
-	e.steps++
+	if !e.spend(1) {
+		return false
+	}
 	switch w := want.(type) {
 	case nil:
 		return v == nil
@@ -199,11 +265,11 @@ func (e *eval) equal(v, want any) bool {
 		b, ok := v.(bool)
 		return ok && b == w
 	case float64:
-		n, ok := number(v)
+		n, ok := e.number(v)
 		return ok && n == w
 	case string:
 		s, ok := v.(string)
-		return ok && s == w
+		return ok && e.spend(min(len(s), len(w))) && s == w
 	case []any:
 		arr, ok := v.([]any)
 		if !ok || len(arr) != len(w) {
@@ -221,6 +287,9 @@ func (e *eval) equal(v, want any) bool {
 			return false
 		}
 		for key, wv := range w {
+			if !e.spend(len(key)) {
+				return false
+			}
 			bv, has := obj[key]
 			if !has || !e.equal(bv, wv) {
 				return false
@@ -234,10 +303,13 @@ func (e *eval) equal(v, want any) bool {
 // number reads a body number as the double JavaScript's JSON.parse would give a variant B
 // receiver: event data is stored canonical, as JavaScript numbers, so the filter's numbers and the
 // body's are doubles alike, and comparing the doubles is exact. A literal beyond the range reads as
-// ±Infinity, as it does in JavaScript.
-func number(v any) (float64, bool) {
+// ±Infinity, as it does in JavaScript. Parsing reads the whole literal.
+func (e *eval) number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case json.Number:
+		if !e.spend(len(n)) {
+			return 0, false
+		}
 		f, err := strconv.ParseFloat(string(n), 64)
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return 0, false

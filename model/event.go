@@ -86,6 +86,12 @@ type NewEvent struct {
 	// Notice, when set, makes the event a notice about that webhook, delivered to Channels alone.
 	Notice   int64
 	Channels []Webhook
+	// OccurredAt is the event's instant, its body's timestamp; zero: when its transaction stores
+	// it. JudgeFilters sets it, since the bodies it judges carry it.
+	OccurredAt time.Time
+	// Verdicts are its subscribers' payload filters judged before its transaction began
+	// (JudgeFilters); nil: they are judged in it.
+	Verdicts *filter.Verdicts
 }
 
 // TestEventData is the data of an EventTest event, the one shape of it: the data tags are the
@@ -108,6 +114,9 @@ type PublishResult struct {
 	Deliveries []Delivery
 	// Replayed is true when an earlier request with the same Idempotency-Key is answered again.
 	Replayed bool
+	// Overran lists the webhooks that the event reached unjudged because their payload filter ran
+	// out of its budget (filter.Overrun); they count among Deliveries.
+	Overran []int64
 	// urls holds the URL of each delivery's webhook, by webhook id, for Refs.
 	urls map[int64]string
 }
@@ -147,32 +156,21 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 			}
 		}
 		// The subscribers first, so that the event row is written once, with its matched count.
-		var hooks []Webhook
-		query, only := s.text.subscribers, any(ne.EventType)
-		if ne.OnlyWebhook != 0 {
-			query, only = s.text.onlyWebhook, ne.OnlyWebhook
-		}
-		if ne.Notice != 0 {
-			hooks = ne.Channels
-		} else if err := s.query(ctx, tx, &hooks, query, ne.AccountID, ne.Variant, only); err != nil {
-			return fmt.Errorf("find subscribers: %w", err)
+		hooks, err := subscribers(ctx, tx, s, ne)
+		if err != nil {
+			return err
 		}
 		all := len(hooks)
-		ev := &Event{
-			AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data, Version: ne.Version,
-			OccurredAt: now, CreatedAt: now,
-		}
-		if ev.Version == 0 {
-			ev.Version = LatestVersion(ne.EventType)
-		}
-		if ne.OnlyWebhook == 0 && ne.Notice == 0 {
-			// The test event is the receiver's check, not the filter's: it always reaches its webhook.
-			hooks = passFilters(ev, hooks)
+		ev := ne.event(now)
+		var overran []int64
+		if filtered(ne) {
+			verdicts := ne.Verdicts
+			if verdicts == nil {
+				verdicts = filterVerdicts(ev)
+			}
+			hooks, overran = passFilters(ev.EventType, hooks, verdicts)
 		}
 		ev.Matched, ev.Filtered = len(hooks), all-len(hooks)
-		if ne.Notice != 0 {
-			ev.AboutWebhookID = &ne.Notice
-		}
 		insert := s.text.insertEvent
 		if ne.IdempotencyKey != "" {
 			ev.IdempotencyKey, ev.RequestHash = &ne.IdempotencyKey, &ne.RequestHash
@@ -206,52 +204,113 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 		if err := insertDeliveries(ctx, tx, s, deliveries); err != nil {
 			return fmt.Errorf("insert deliveries: %w", err)
 		}
-		res = &PublishResult{Event: ev, Deliveries: deliveries, urls: urls}
+		res = &PublishResult{Event: ev, Deliveries: deliveries, Overran: overran, urls: urls}
 		return nil
 	})
 	return res, err
 }
 
-// passFilters keeps the hooks whose payload filter passes the event's body as each receiver would
-// get it without its signature (docs/filters.md), its data in that webhook's version: a body is
-// built and decoded once per version, and only when a hook has a filter. A stored filter that no
-// longer compiles passes, and so does an event whose data cannot be converted to a webhook's
-// version: an event is never lost to a filter webhookd itself cannot judge (the delivery reports
-// the conversion's failure).
-func passFilters(ev *Event, hooks []Webhook) []Webhook {
-	type decoded struct {
-		version int
-		body    any
+// event is the row ne stores when its transaction runs at now.
+func (ne NewEvent) event(now time.Time) *Event {
+	ev := &Event{
+		AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data, Version: ne.Version,
+		OccurredAt: ne.OccurredAt, CreatedAt: now,
 	}
-	var bodies []decoded // one per version met, most often one
-	bodyAt := func(version int) (any, error) {
-		for _, d := range bodies {
-			if d.version == version {
-				return d.body, nil
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = now
+	}
+	if ev.Version == 0 {
+		ev.Version = LatestVersion(ne.EventType)
+	}
+	if ne.Notice != 0 {
+		ev.AboutWebhookID = &ne.Notice
+	}
+	return ev
+}
+
+// subscribers reads the webhooks ne reaches, each with its URL, its payload filter and the version
+// of ne's type it receives: its event type's subscribers, its one webhook (OnlyWebhook), or its
+// channels (a notice).
+func subscribers(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) ([]Webhook, error) {
+	if ne.Notice != 0 {
+		return ne.Channels, nil
+	}
+	var hooks []Webhook
+	query, only := s.text.subscribers, any(ne.EventType)
+	if ne.OnlyWebhook != 0 {
+		query, only = s.text.onlyWebhook, ne.OnlyWebhook
+	}
+	if err := s.query(ctx, db, &hooks, query, ne.AccountID, ne.Variant, only); err != nil {
+		return nil, fmt.Errorf("find subscribers: %w", err)
+	}
+	return hooks, nil
+}
+
+// filtered reports whether ne's subscribers' payload filters judge it: the test event is the
+// receiver's check, not the filter's, and always reaches its webhook; a notice goes to channels,
+// which have no filter.
+func filtered(ne NewEvent) bool {
+	return ne.OnlyWebhook == 0 && ne.Notice == 0
+}
+
+// JudgeFilters judges the payload filters of ne's subscribers, as they are now, on ne's body, and
+// keeps the verdicts in ne for its transaction (docs/filters.md, "When it runs"). The caller runs
+// it before the transaction begins, so that no lock is held while filters run: the transaction
+// reads the subscribers again and judges only a filter text (or version) that is new since, within
+// what is left of the publish's budget. It fixes ne.OccurredAt, the instant the bodies carry. It
+// does nothing for an event that is not filtered, or when no subscriber has a filter.
+func JudgeFilters(ctx context.Context, db bun.IDB, ne *NewEvent) error {
+	if !filtered(*ne) {
+		return nil
+	}
+	s := statementsOf(db)
+	var filters []subscriberFilter
+	if err := s.query(ctx, db, &filters, s.text.filters, ne.AccountID, ne.Variant, ne.EventType); err != nil {
+		return fmt.Errorf("find subscribers' filters: %w", err)
+	}
+	if len(filters) == 0 {
+		return nil
+	}
+	if ne.OccurredAt.IsZero() {
+		ne.OccurredAt = Now()
+	}
+	ne.Verdicts = filterVerdicts(ne.event(ne.OccurredAt))
+	for _, f := range filters {
+		ne.Verdicts.Of(f.Filter, f.Version)
+	}
+	return nil
+}
+
+// subscriberFilter is a payload filter of an event type's subscribers, and the version of the type
+// its webhooks receive (JudgeFilters).
+type subscriberFilter struct {
+	Filter  string `bun:"filter"`
+	Version int    `bun:"version"`
+}
+
+// filterVerdicts judges filters on ev's bodies (FilterBody).
+func filterVerdicts(ev *Event) *filter.Verdicts {
+	return filter.NewVerdicts(func(version int) (any, error) { return FilterBody(ev, version) })
+}
+
+// passFilters keeps, in place, the hooks whose payload filter passes an event of eventType, each
+// judged on the body of the version it receives (docs/filters.md); overran lists those that pass
+// unjudged because their filter ran out of its budget. What webhookd cannot judge passes
+// (filter.Verdicts).
+func passFilters(eventType string, hooks []Webhook, verdicts *filter.Verdicts) (kept []Webhook, overran []int64) {
+	kept = hooks[:0]
+	for _, w := range hooks {
+		if w.Filter != nil {
+			switch verdicts.Of(*w.Filter, w.VersionOf(eventType)) {
+			case filter.Refuse:
+				continue
+			case filter.Overrun:
+				overran = append(overran, w.ID)
 			}
 		}
-		body, err := FilterBody(ev, version)
-		if err == nil {
-			bodies = append(bodies, decoded{version, body})
-		}
-		return body, err
+		kept = append(kept, w)
 	}
-	kept := hooks[:0]
-	for _, w := range hooks {
-		if w.Filter == nil {
-			kept = append(kept, w)
-			continue
-		}
-		f, err := filter.Cached(*w.Filter)
-		var body any
-		if err == nil {
-			body, err = bodyAt(w.VersionOf(ev.EventType))
-		}
-		if err != nil || f.Match(body) {
-			kept = append(kept, w)
-		}
-	}
-	return kept
+	return kept, overran
 }
 
 // FilterBody is ev's delivery body as a payload filter reads it (docs/filters.md): what a receiver

@@ -48,7 +48,7 @@ type statements struct {
 // hotText holds the texts of the statements, with ? placeholders, and the fields whose values the
 // one-row inserts bind, in their columns' order.
 type hotText struct {
-	authenticate, deliveryTarget, subscribers, onlyWebhook            string
+	authenticate, deliveryTarget, subscribers, onlyWebhook, filters   string
 	insertEvent, insertIdempotentEvent, insertDelivery, upsertAttempt string
 	eventFields, deliveryFields, attemptFields                        []*schema.Field
 }
@@ -82,6 +82,12 @@ func newHotText(bdb *bun.DB) hotText {
 			Where("variant = ?", bun.Safe("?")).Where(by+" = ?", bun.Safe("?")).OrderExpr("id ASC").String()
 	}
 	t.subscribers, t.onlyWebhook = subscribers("event_type"), subscribers("id")
+	// The payload filters of an event type's subscribers, with the version each receives, in the
+	// order of the subscribers (JudgeFilters). Not grouped: sorting the texts cost more than
+	// judging a text twice, which Verdicts does not.
+	t.filters = bdb.NewSelect().Model((*Webhook)(nil)).Column("filter", "version").Where("account_id = ?", bun.Safe("?")).
+		Where("variant = ?", bun.Safe("?")).Where("event_type = ?", bun.Safe("?")).Where("filter IS NOT NULL").
+		OrderExpr("id ASC").String()
 
 	t.insertEvent, t.eventFields = insert(gen, events, "")
 	idempotent, _ := insert(gen, events, "event")
@@ -149,7 +155,7 @@ func fieldValues(fields []*schema.Field, row any) []any {
 // all is every statement of text, as prepare prepares them: the one-row inserts as insertRow runs
 // them on PostgreSQL (pg) or SQLite, and each shape of an attempt's webhook update.
 func (t hotText) all(pg bool) []string {
-	stmts := []string{t.authenticate, t.deliveryTarget, t.subscribers, t.onlyWebhook, t.upsertAttempt, attemptDeliverySQL}
+	stmts := []string{t.authenticate, t.deliveryTarget, t.subscribers, t.onlyWebhook, t.filters, t.upsertAttempt, attemptDeliverySQL}
 	for _, insert := range []string{t.insertEvent, t.insertIdempotentEvent, t.insertDelivery} {
 		if pg {
 			insert += returningID

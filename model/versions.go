@@ -29,9 +29,12 @@ var eventVersions atomic.Pointer[EventVersions]
 // its init, with its own table. It is a process-wide registration because that table is part of the
 // program, as the variant table is: it does not change at run time, and every publish path
 // (model.Change, InsertEvent, notices) and the delivery activity read it without a parameter
-// threaded through them.
-func SetEventVersions(v EventVersions) {
-	eventVersions.Store(&v)
+// threaded through them. It returns the table it replaces (nil: none), for a test to put back.
+func SetEventVersions(v EventVersions) (previous EventVersions) {
+	if p := eventVersions.Swap(&v); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // LatestVersion is the newest version of eventType's data: what intake accepts and emitters write,

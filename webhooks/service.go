@@ -42,6 +42,9 @@ type Config struct {
 	// FilterSkips counts the webhooks whose payload filters refused an accepted event
 	// (dispatch.NewFilterSkipsMetric); nil counts nothing.
 	FilterSkips *prometheus.CounterVec
+	// FilterOverruns counts the webhooks an accepted event reached unjudged because their payload
+	// filter ran out of its budget (dispatch.NewFilterOverrunsMetric); nil counts nothing.
+	FilterOverruns *prometheus.CounterVec
 	// RequestTimeout bounds how long a request waits on Temporal after its commit (a start, a
 	// resend, a recovery): what is not started within it the worker's sweeper starts
 	// (WEBHOOKD_TEMPORAL_REQUEST_TIMEOUT).
@@ -89,7 +92,8 @@ func New(cfg Config) (*Service, error) {
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
 		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, notices: cfg.Notices,
 		trialTime: MaxTrialTime,
-		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger, FilterSkips: cfg.FilterSkips},
+		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger,
+			FilterSkips: cfg.FilterSkips, FilterOverruns: cfg.FilterOverruns},
 	}, nil
 }
 
@@ -99,8 +103,14 @@ func (s *Service) Change(ctx context.Context, fn func(ctx context.Context, cs *m
 	return s.publisher.Change(ctx, fn)
 }
 
-// Publish stores one event on its own (the intake, a test event) and starts its deliveries.
+// Publish stores one event on its own (the intake, a test event, a notice) and starts its
+// deliveries. Its subscribers' payload filters are judged first, before its transaction begins
+// (model.JudgeFilters), so that no database lock is held while they run: on SQLite, while a
+// publish's filters run, every other account's publish may take the write lock.
 func (s *Service) Publish(ctx context.Context, ne model.NewEvent) (*model.PublishResult, error) {
+	if err := model.JudgeFilters(ctx, s.db, &ne); err != nil {
+		return nil, err
+	}
 	return s.publisher.Publish(ctx, ne)
 }
 

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,7 +63,7 @@ func BenchmarkHostileTrials(b *testing.B) {
 				resetPeakRSS()
 				rssBefore = max(rssBefore, procStatus(b, "VmRSS:"))
 				stop := sampleHeap()
-				cpuBefore := cpuTime()
+				cpuBefore := cpuTime(b)
 				var wg sync.WaitGroup
 				errs := make([]error, trials)
 				for i := range trials {
@@ -73,7 +72,7 @@ func BenchmarkHostileTrials(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				cpu += cpuTime() - cpuBefore
+				cpu += cpuTime(b) - cpuBefore
 				peakHeap = max(peakHeap, stop())
 				peakRSS = max(peakRSS, procStatus(b, "VmHWM:"))
 				for _, err := range errs {
@@ -149,11 +148,3 @@ func procStatus(b *testing.B, field string) uint64 {
 	return 0
 }
 
-// cpuTime is the CPU time, user and system, the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}

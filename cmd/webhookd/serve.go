@@ -116,6 +116,10 @@ type serveParts struct {
 	dispatcher  *dispatch.Dispatcher
 	policy      egress.AddressPolicy
 	logger      *slog.Logger
+
+	// filterOverruns counts the webhooks an event reached unjudged, their payload filter out of
+	// its budget, wherever it is accepted.
+	filterOverruns *prometheus.CounterVec
 }
 
 // newServeParts builds the shared parts, each ended at its stage of down.
@@ -129,6 +133,9 @@ func newServeParts(ctx context.Context, cfg Config, role string, logger *slog.Lo
 		return p, err
 	}
 	if p.filterSkips, err = dispatch.NewFilterSkipsMetric(p.registry); err != nil {
+		return p, err
+	}
+	if p.filterOverruns, err = dispatch.NewFilterOverrunsMetric(p.registry); err != nil {
 		return p, err
 	}
 	tr, err := startTracing(ctx, cfg, logger, down)
@@ -262,7 +269,7 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 	uses, err := webhooks.New(webhooks.Config{
 		DB: p.db, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
 		Logger: p.logger.With("component", "webhooks"), MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
-		FilterSkips: p.filterSkips, Notices: cfg.noticeRules(),
+		FilterSkips: p.filterSkips, FilterOverruns: p.filterOverruns, Notices: cfg.noticeRules(),
 	})
 	if err != nil {
 		return nil, err
@@ -425,7 +432,7 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 	}
 	return &activities.Activities{
 		DB: db, Secrets: secrets, Egress: out, Tokens: activities.NewTokens(tokenClient), Mailer: mailer,
-		Metrics: metrics, FilterSkips: p.filterSkips, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
+		Metrics: metrics, FilterSkips: p.filterSkips, FilterOverruns: p.filterOverruns, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,
 		Notices:     cfg.noticeRules(),

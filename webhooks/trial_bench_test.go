@@ -147,4 +147,3 @@ func procStatus(b *testing.B, field string) uint64 {
 	b.Fatalf("no %s in /proc/self/status", field)
 	return 0
 }
-

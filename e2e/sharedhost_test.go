@@ -319,7 +319,7 @@ func TestSharedHostIsolation(t *testing.T) {
 // pressure while B's backlog is held, against its worst under the same pressure with B idle.
 func TestSharedHostIsolationUnderCPUPressure(t *testing.T) {
 	const timeout = 5 * time.Second
-	asks := &firstAsks{by: map[string]*asked{}}
+	asks := &firstAsks{by: map[string]*asked{}, sleepsOver: activities.AttemptBudget{Timeout: timeout}.Attempt()}
 	// Failed attempts retry after 10 minutes, beyond the test's end: with the cores taken, B's first
 	// attempts can take a minute and a half to be made, and a shorter schedule brought their
 	// retries into the measured window, each a new attempt and hold that the held backlog did not
@@ -359,8 +359,8 @@ func TestSharedHostIsolationUnderCPUPressure(t *testing.T) {
 		noisy.publish(t, "A", "campaign.created", campaign)
 	}
 	// B's 1,000 deliveries start (by fan-out), fill B's share of the host and are held back: each
-	// first attempt (a local activity) is held, and at once asks again as a regular activity, which
-	// is held with its appointment. Held attempts came back to book again from 30 s on (their
+	// first attempt (a local activity) is held, and asks again as a regular activity, at once when
+	// its turn is near, otherwise after sleeping until it (asks.sleepsOver). Held attempts came back to book again from 30 s on (their
 	// appointments were spread over the second half of a minute): the backlog is measured from
 	// then, and once every one of B's deliveries has made its first asks, over 20 s with C quiet,
 	// then C's probes go, 10 s apart. With the cores taken, the first asks of 1,000 workflows can
@@ -502,16 +502,19 @@ func later(a, b time.Time) time.Time {
 
 // firstAsks watches a stack's Deliver activities, by workflow, to tell when each delivery has made
 // its first asks for a turn: its first attempt reached the receiver, or (held back, as a local
-// activity) it asked again as a regular activity.
+// activity) it asked again as a regular activity, or it sleeps until its turn, which was further
+// out than sleepsOver (what a regular attempt may wait in the worker).
 type firstAsks struct {
 	interceptor.InterceptorBase
-	mu sync.Mutex
-	by map[string]*asked
+	sleepsOver time.Duration
+	mu         sync.Mutex
+	by         map[string]*asked
 }
 
 type asked struct {
-	runs    int
-	reached bool
+	runs     int
+	reached  bool
+	sleeping bool
 }
 
 func (f *firstAsks) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
@@ -524,7 +527,7 @@ func (f *firstAsks) settled(skip int64) int {
 	defer f.mu.Unlock()
 	n := 0
 	for id, a := range f.by {
-		if !strings.HasSuffix(id, fmt.Sprintf(":%d", skip)) && (a.reached || a.runs >= 2) {
+		if !strings.HasSuffix(id, fmt.Sprintf(":%d", skip)) && (a.reached || a.runs >= 2 || a.sleeping) {
 			n++
 		}
 	}
@@ -548,6 +551,7 @@ func (w *askWatch) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteA
 		}
 		a.runs++
 		a.reached = a.reached || !res.HostBusy
+		a.sleeping = a.sleeping || info.IsLocalActivity && res.HostBusy && res.RetryIn > w.f.sleepsOver
 		w.f.mu.Unlock()
 	}
 	return out, err

@@ -268,6 +268,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.progress, "progress", 5*time.Second, "interval between progress lines")
 	matrixRowList := flag.String("matrix-rows", "all", "the rows to run, separated by commas, in the matrix's order: sharedhost-hang, sharedhost-tls, sharedhost-auth, heavy-filters, filter-trials, recover, burst, portal, lists (matrix)")
 	flag.DurationVar(&cfg.matrix.settle, "matrix-settle", 2*time.Second, "after B's load starts, wait this long before C probes again (matrix; the sharedhost-hang row waits -pause)")
+	flag.DurationVar(&cfg.matrix.trialSettle, "matrix-trial-settle", 30*time.Second, "after B's filter trials start, wait this long before C probes again: a trial reads its events before it matches any (matrix's filter-trials row)")
 	flag.IntVar(&cfg.matrix.steadyHooks, "matrix-steady-hooks", 10, "B's webhooks on the shared host in the sharedhost-tls and sharedhost-auth rows (matrix)")
 	flag.Float64Var(&cfg.matrix.steadyRate, "matrix-steady-rate", 2, "events per second B publishes to them (matrix)")
 	flag.StringVar(&cfg.matrix.authToken, "matrix-auth-token", "reject", "the token endpoint of B's webhooks in the sharedhost-auth row: reject (401 invalid_client) or hang (never answers) (matrix)")
@@ -282,7 +283,7 @@ func run(ctx context.Context) error {
 	flag.IntVar(&cfg.matrix.readers, "matrix-readers", 6, "B's concurrent readers of portal pages and of lists (matrix)")
 	flag.IntVar(&cfg.matrix.listHooks, "matrix-list-hooks", 100, "B's webhooks in the list the lists row reads; the stack's WEBHOOKD_MAX_WEBHOOKS must allow them beside the data set's (matrix)")
 	quietPct := flag.Float64("matrix-quiet", 25, "between rows, wait until webhookd and Temporal (-pid, -temporal-pid) together use less than this % of one core (matrix)")
-	flag.DurationVar(&cfg.matrix.drainMax, "matrix-drain-max", 3*time.Minute, "between rows, wait that long at most for the stack to be quiet; without -pid and -temporal-pid, wait that long (matrix)")
+	flag.DurationVar(&cfg.matrix.drainMax, "matrix-drain-max", 8*time.Minute, "between rows, wait that long at most for the stack to be quiet; without -pid and -temporal-pid, wait that long (matrix)")
 	flag.StringVar(&cfg.otlpSink, "otlp-sink", "", "serve a discarding OTLP/HTTP trace receiver at this address during the run and print how many spans it got (webhookd's OTEL_EXPORTER_OTLP_ENDPOINT; see BENCH_TRACING)")
 	flag.Parse()
 

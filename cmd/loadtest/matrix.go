@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +27,7 @@ import (
 type matrixConfig struct {
 	rows        []string
 	settle      time.Duration // between B's start and C's probes, in every row but the hanging one
+	trialSettle time.Duration // and in the filter-trials row
 	steadyHooks int           // sharedhost-tls and -auth: B's webhooks on the shared host
 	steadyRate  float64       // and the events B publishes per second to them
 	authToken   string        // sharedhost-auth: the token endpoint "reject"s or "hang"s
@@ -51,8 +53,8 @@ func (mc matrixConfig) check() error {
 		}
 	}
 	switch {
-	case mc.steadyRate <= 0 || mc.settle < 0 || mc.listHooks < 0 || mc.quietCPU <= 0 || mc.drainMax < 0:
-		return errors.New("-matrix-steady-rate and -matrix-quiet must be positive, -matrix-settle, -matrix-list-hooks and -matrix-drain-max not negative")
+	case mc.steadyRate <= 0 || mc.settle < 0 || mc.trialSettle < 0 || mc.listHooks < 0 || mc.quietCPU <= 0 || mc.drainMax < 0:
+		return errors.New("-matrix-steady-rate and -matrix-quiet must be positive, -matrix-settle, -matrix-trial-settle, -matrix-list-hooks and -matrix-drain-max not negative")
 	case mc.eventKiB < 1 || mc.eventKiB<<10 > maxEventBody:
 		return fmt.Errorf("-matrix-event-kib %d: want 1 to %d (the API's limit on an event)", mc.eventKiB, maxEventBody>>10)
 	case mc.authToken != "reject" && mc.authToken != "hang":
@@ -68,17 +70,19 @@ type matrixRowSpec struct {
 }
 
 // matrixRows are the rows in the order they run: the hanging host first, as issue 17's scenario
-// measures it on a fresh stack; recover before portal and lists, which read what it replayed.
+// measures it on a fresh stack; recover last, since the recovery it starts goes on for minutes
+// after the row (disabling the webhook holds each delivery at its next attempt, but every one
+// still takes its turn), and portal and lists read the data set before it is replayed.
 var matrixRows = []matrixRowSpec{
 	{"sharedhost-hang", (*matrix).sharedHostHang},
 	{"sharedhost-tls", (*matrix).sharedHostTLS},
 	{"sharedhost-auth", (*matrix).sharedHostAuth},
 	{"heavy-filters", (*matrix).heavyFilters},
 	{"filter-trials", (*matrix).filterTrials},
-	{"recover", (*matrix).recoverDataset},
 	{"burst", (*matrix).burst},
 	{"portal", (*matrix).portal},
 	{"lists", (*matrix).lists},
+	{"recover", (*matrix).recoverDataset},
 }
 
 // parseMatrixRows checks a -matrix-rows list against the rows; "all" or "" is every row.
@@ -110,6 +114,9 @@ type noisyLoad struct {
 	settle time.Duration  // between B's start and C's probes
 	// run is B's heavy thing: it returns when it is done, or when ctx ends.
 	run func(ctx context.Context)
+	// finish: after C's probes the row waits for run to end instead of stopping it (a burst of
+	// so many events is published whole).
+	finish bool
 	// work is what B has done so far, for progress lines and the table.
 	work func() string
 	// end stops what B's load left running on the stack (deletes B's webhooks); nil: nothing.
@@ -207,15 +214,15 @@ func matrixScenario(ctx context.Context, cfg config, cert tls.Certificate) error
 	return nil
 }
 
-// row prepares a row, registers C's webhook, probes C with B idle, starts B's load, waits its
-// settle, probes C again, stops B's load, and reads C's failed attempts.
+// row prepares a row, registers C's webhook, probes C with B idle, then during B's load, and reads
+// C's failed attempts.
 func (m *matrix) row(ctx context.Context, spec matrixRowSpec) matrixResult {
 	res := matrixResult{name: spec.name}
 	fmt.Printf("\n== row %s\n", spec.name)
 	load, err := spec.prepare(m, ctx)
 	if load != nil {
 		defer load.close(ctx)
-		res.load = load.about
+		res.load = fmt.Sprintf("%s; C probes %s after B starts", load.about, load.settle)
 	}
 	if err != nil {
 		res.err = err
@@ -237,18 +244,7 @@ func (m *matrix) row(ctx context.Context, spec matrixRowSpec) matrixResult {
 		res.err = err
 		return res
 	}
-	bctx, stopB := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { load.run(bctx) })
-	fmt.Printf("B's load started; C waits %s\n", load.settle)
-	pollUntil(ctx, time.Now().Add(load.settle), m.cfg.progress, func() bool { return false },
-		func() { fmt.Printf("  B: %s\n", load.work()) })
-	res.during, err = m.probeC(ctx, cHook, "during B's load", load.work)
-	stopB()
-	wg.Wait()
-	res.work = load.work()
-	fmt.Printf("B's load stopped: %s\n", res.work)
-	if err != nil {
+	if res.during, res.work, err = m.underLoad(ctx, load, cHook); err != nil {
 		res.err = err
 		return res
 	}
@@ -259,6 +255,29 @@ func (m *matrix) row(ctx context.Context, spec matrixRowSpec) matrixResult {
 	}
 	res.failed, res.idleFailed = failedAttempts(ds, res.during.pubs), failedAttempts(ds, res.idle.pubs)
 	return res
+}
+
+// underLoad starts B's load, waits its settle, probes C, then stops B's load, or waits for its end
+// when it is to finish; it returns C's phase and what B did.
+func (m *matrix) underLoad(ctx context.Context, load *noisyLoad, cHook int64) (cPhase, string, error) {
+	bctx, stopB := context.WithCancel(ctx)
+	defer stopB()
+	var wg sync.WaitGroup
+	var ended atomic.Bool
+	wg.Go(func() { load.run(bctx); ended.Store(true) })
+	progress := func() { fmt.Printf("  B: %s\n", load.work()) }
+	fmt.Printf("B's load started; C waits %s\n", load.settle)
+	pollUntil(ctx, time.Now().Add(load.settle), m.cfg.progress, func() bool { return false }, progress)
+	during, err := m.probeC(ctx, cHook, "during B's load", load.work)
+	if load.finish {
+		fmt.Println("waiting for B's load to end")
+		pollUntil(ctx, time.Now().Add(time.Hour), m.cfg.progress, ended.Load, progress)
+	}
+	stopB()
+	wg.Wait()
+	work := load.work()
+	fmt.Printf("B's load stopped: %s\n", work)
+	return during, work, err
 }
 
 // probeC publishes cfg.probes events as C, one every cfg.probeEvery (open loop), and with each

@@ -174,6 +174,8 @@ func (m *matrix) filterTrials(ctx context.Context) (*noisyLoad, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A trial reads all its events before it matches the first: C probes once they are matching.
+	load.settle = mc.trialSettle
 	t := &opCount{what: "trials"}
 	body := map[string]any{"filter": filter, "eventType": "campaign.completed", "limit": limit}
 	load.run = func(ctx context.Context) {
@@ -228,7 +230,7 @@ func (m *matrix) recoverDataset(ctx context.Context) (*noisyLoad, error) {
 }
 
 // burst: B publishes many events as fast as cfg.concurrency publishers can, to one webhook of its
-// own that answers at once.
+// own that answers at once; the row waits for the last publish before it deletes the webhook.
 func (m *matrix) burst(ctx context.Context) (*noisyLoad, error) {
 	n, publishers := m.cfg.matrix.burst, m.cfg.concurrency
 	load, delivered, bBase, err := m.apart(fmt.Sprintf("a burst of %d events, %d publishers, to one webhook of its own that answers at once", n, publishers))
@@ -244,6 +246,7 @@ func (m *matrix) burst(ctx context.Context) (*noisyLoad, error) {
 	load.run = func(ctx context.Context) {
 		repeatN(ctx, n, publishers, t, publishAs(m.b, "campaign.created", campaignData("Load")))
 	}
+	load.finish = true
 	load.work = func() string { return fmt.Sprintf("%s; %d delivered", t, delivered.answered.Load()) }
 	return load, nil
 }
@@ -373,7 +376,7 @@ func (m *matrix) ensureDataset(ctx context.Context) (*dataset, error) {
 		return nil, fmt.Errorf("B's data set: %w", err)
 	}
 	m.data = d
-	m.quiet(ctx, "after B's data set", 4*m.cfg.matrix.drainMax)
+	m.quiet(ctx, "after B's data set", m.cfg.matrix.drainMax)
 	return d, ctx.Err()
 }
 

@@ -49,7 +49,7 @@ type matrixConfig struct {
 func (mc matrixConfig) check() error {
 	for _, n := range []int{mc.steadyHooks, mc.filterHooks, mc.filterTests, mc.publishers, mc.stored, mc.trials, mc.dataset, mc.burst, mc.readers} {
 		if n < 1 {
-			return errors.New("-matrix-steady-hooks, -filter-hooks, -filter-tests, -publishers, -stored, -trials, -dataset, -burst and -readers must be positive")
+			return errors.New("-matrix-steady-hooks, -matrix-filter-hooks, -matrix-filter-tests, -matrix-publishers, -matrix-stored, -matrix-trials, -matrix-dataset, -matrix-burst and -matrix-readers must be positive")
 		}
 	}
 	switch {
@@ -179,18 +179,17 @@ func matrixScenario(ctx context.Context, cfg config, cert tls.Certificate) error
 	}
 	var results []matrixResult
 	for _, spec := range matrixRows {
-		if !slices.Contains(cfg.matrix.rows, spec.name) {
+		if !slices.Contains(cfg.matrix.rows, spec.name) || ctx.Err() != nil {
 			continue
 		}
-		if ctx.Err() != nil {
-			break
+		if len(results) > 0 {
+			m.quiet(ctx, "before row "+spec.name, cfg.matrix.drainMax)
 		}
 		r := m.row(ctx, spec)
 		if r.err != nil {
 			fmt.Fprintf(os.Stderr, "loadtest: row %s: %v\n", r.name, r.err)
 		}
 		results = append(results, r)
-		m.quiet(ctx, "after row "+spec.name, cfg.matrix.drainMax)
 	}
 	if err := writeMatrixTable(os.Stdout, cfg, results); err != nil {
 		return err

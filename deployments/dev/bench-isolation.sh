@@ -40,7 +40,7 @@
 # measured) and WEBHOOKD_MAX_WEBHOOKS=200, so that B's 100-webhook rows fit beside the webhook of
 # its data set. -matrix-rows picks rows, the -matrix-* flags set their scale (docs/performance.md,
 # "Noisy neighbours"); C waits 90 s at most for a delivery (-timeout). Left out of `all`: it runs
-# 40 minutes or more.
+# about 20 minutes (2 shared cores).
 #
 # ratelimit (issue 27) measures a webhook's own rateLimit with a backlog: for each of -rates
 # (1,2,5,50), a fresh webhook of account C and -events (40) events published at once, the rates one

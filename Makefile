@@ -102,10 +102,14 @@ bench:
 	go test -tags integration -run '^$$' -bench . -benchmem ./...
 
 # Receiver isolation (docs/performance.md): a throwaway stack on ports of its own, a hanging
-# receiver and a healthy one. SCENARIO=hanging|isolation|sharedhost|ratelimit runs one (sharedhost:
-# issue 17, both accounts' webhooks on one receiver host, with the CPU of the held backlog and
-# ARGS='-pressure 3' for busy processes, issue 27; ratelimit: issue 27, the rate a receiver sees
-# with a backlog; neither in the default run), ARGS='-rate 5' passes loadtest flags,
+# receiver and a healthy one. SCENARIO=hanging|isolation|sharedhost|matrix|ratelimit runs one
+# (sharedhost: issue 17, both accounts' webhooks on one receiver host, with the CPU of the held
+# backlog and ARGS='-pressure 3' for busy processes, issue 27; matrix: issue 40, the noisy-neighbour
+# matrix, one table of account C's publish-to-receipt and API times with B idle and during each
+# heavy thing B can do (hanging, TLS and auth failures on C's host, heavy filters, filter trials,
+# a burst, portal pages, long lists, a recover of 10,000 deliveries), about 20 minutes,
+# ARGS='-matrix-rows burst,lists' for some rows; ratelimit: issue 27, the rate a receiver sees with
+# a backlog; none of them in the default run), ARGS='-rate 5' passes loadtest flags,
 # WEBHOOKD_BIN=... measures another build.
 .PHONY: bench-isolation
 bench-isolation:

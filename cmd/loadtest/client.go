@@ -48,21 +48,35 @@ type published struct {
 
 // publish sends one campaign.created event.
 func (c *apiClient) publish(ctx context.Context) (published, error) {
-	data := map[string]any{"id": 1, "name": "Load", "platform": "meta", "status": "active",
-		"startDate": "2026-01-01T00:00:00.000Z", "endDate": "2026-12-31T00:00:00.000Z", "budget": 100}
+	return c.publishEvent(ctx, "campaign.created", campaignData("Load"))
+}
+
+// publishEvent sends one event of a variant A type with its data.
+func (c *apiClient) publishEvent(ctx context.Context, eventType string, data any) (published, error) {
 	var out published
-	err := c.do(ctx, http.MethodPost, "/api/svc/v2/events", map[string]any{"eventType": "campaign.created", "data": data}, &out)
+	err := c.do(ctx, http.MethodPost, "/api/svc/v2/events", map[string]any{"eventType": eventType, "data": data}, &out)
 	return out, err
+}
+
+// campaignData is the data of a campaign.* event with this name.
+func campaignData(name string) map[string]any {
+	return map[string]any{"id": 1, "name": name, "platform": "meta", "status": "active",
+		"startDate": "2026-01-01T00:00:00.000Z", "endDate": "2026-12-31T00:00:00.000Z", "budget": 100}
 }
 
 // createWebhook registers a campaign.created webhook and returns its id.
 func (c *apiClient) createWebhook(ctx context.Context, url string) (int64, error) {
+	return c.registerWebhook(ctx, map[string]any{"url": url, "eventType": "campaign.created"})
+}
+
+// registerWebhook registers the webhook that body describes (url, eventType, and any setting of
+// POST /webhooks) and returns its id.
+func (c *apiClient) registerWebhook(ctx context.Context, body map[string]any) (int64, error) {
 	var out struct {
 		ID int64 `json:"id"`
 	}
-	err := c.doPatiently(ctx, http.MethodPost, "/api/svc/v2/webhooks", map[string]string{"url": url, "eventType": "campaign.created"}, &out)
-	if err != nil {
-		return 0, fmt.Errorf("register %s: %w", url, err)
+	if err := c.doPatiently(ctx, http.MethodPost, "/api/svc/v2/webhooks", body, &out); err != nil {
+		return 0, fmt.Errorf("register %v: %w", body["url"], err)
 	}
 	return out.ID, nil
 }
@@ -177,20 +191,10 @@ func (c *apiClient) doPatiently(ctx context.Context, method, path string, body, 
 
 // do sends one request and decodes the data of the reply's envelope into out, unless out is nil.
 func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	req, err := c.request(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("x-api-key", c.key)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return err
@@ -218,4 +222,23 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 		return fmt.Errorf("%s %s: unexpected data %s: %w", method, path, envelope.Data, err)
 	}
 	return nil
+}
+
+// request is a request to the API as the account, with body as JSON unless it is nil.
+func (c *apiClient) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", c.key)
+	return req, nil
 }

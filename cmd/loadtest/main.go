@@ -29,6 +29,17 @@
 //     (its publish and the pause) and an idle window of -steady before B publishes: each process's
 //     share of one core and its CPU time per useful attempt, a request of B's that reached the
 //     hanging receiver in the window.
+//   - matrix: issue 40's noisy-neighbour matrix. One row per heavy thing account B (-noisy-key) can
+//     do: endpoints on C's receiver host and port that hang, that refuse B's handshake (the host
+//     requires a client certificate, which C's webhook has) or whose OAuth2 token endpoint fails;
+//     big events past heavy filters; concurrent filter trials over stored big events; a recover of
+//     many held deliveries; a burst of publishes; portal pages and long lists over many events.
+//     Per row, C (-key) publishes -probes events one every -probe-every, each with a GET
+//     /webhooks, first with B idle, then -matrix-settle (the hanging row: -pause) after B's load
+//     started; B's load stops, its webhooks are deleted, and the next row waits until webhookd
+//     and the Temporal server (-pid, -temporal-pid) are quiet. It prints one table: C's
+//     publish-to-receipt and API answer times, p50 and max, idle and during B's load, their
+//     ratios, C's failed attempts, and what B did. The -matrix-* flags set each row's scale.
 //   - ratelimit: issue 27's measurement of a webhook's own rate limit with a backlog. For each
 //     rateLimit of -rates (default 1,2,5,50), one after another so that they do not compete, a
 //     fresh webhook of the -key account at /rate/<r> on a receiver that answers at once, PATCHed to
@@ -73,7 +84,7 @@
 //	go run ./cmd/loadtest -key whk_... -events 1000
 //
 // deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging, isolation,
-// sharedhost and ratelimit scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make
+// sharedhost, matrix and ratelimit scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make
 // bench-e2e) the suite, deployments/dev/bench-scale.sh (make bench-scale) the list and pending
 // scenarios, deployments/dev/bench-kill.sh (make bench-kill) the killload scenario. The isolation
 // defaults (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever B's
@@ -101,8 +112,8 @@ import (
 type config struct {
 	scenario string
 	api      string
-	key      string // account C in the hanging, isolation and sharedhost scenarios
-	noisyKey string // account B, whose receiver hangs
+	key      string // account C in the hanging, isolation, sharedhost and matrix scenarios
+	noisyKey string // account B, whose receiver hangs, or whose load is heavy (matrix)
 
 	listen      string // the healthy receiver; in sharedhost, the one receiver
 	hangListen  string // the hanging receiver
@@ -170,6 +181,9 @@ type config struct {
 
 	// otlpSink is where to serve a discarding OTLP trace receiver; empty: none.
 	otlpSink string
+
+	// matrix: the scale of each row
+	matrix matrixConfig
 }
 
 // incompleteError reports a run that printed its figures although its wait ended before every
@@ -205,10 +219,10 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending or killload")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending or killload")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
-	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation, sharedhost, ratelimit and killload scenarios")
-	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost), the second account (killload)")
+	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation, sharedhost, matrix, ratelimit and killload scenarios")
+	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost), whose load is heavy (matrix), the second account (killload)")
 	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9443", "healthy receiver address; in sharedhost and killload the one receiver, B's and C's; in ratelimit the receiver of every rate's webhook")
 	flag.StringVar(&cfg.hangListen, "hang-listen", "127.0.0.1:9444", "hanging receiver address (hanging and isolation)")
 	flag.StringVar(&cfg.healthyHost, "healthy-host", "localhost",
@@ -234,13 +248,13 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.listEvery, "list-every", 10*time.Second, "interval between bursts of timed list calls under load (pending)")
 	flag.DurationVar(&cfg.publishFor, "publish-for", 0, "stop publishing after this long, with fewer than -events if need be; 0: no limit (pending)")
 	flag.DurationVar(&cfg.idle, "idle", 2*time.Minute, "after the last delivery failed, wait this long before the last RSS sample (pending)")
-	flag.IntVar(&cfg.noisyHooks, "noisy-hooks", 0, "account B's webhooks on the hanging receiver (default 100 for hanging and sharedhost, 20 for isolation)")
+	flag.IntVar(&cfg.noisyHooks, "noisy-hooks", 0, "account B's webhooks on the hanging receiver (default 100 for hanging, sharedhost and matrix's sharedhost-hang row, 20 for isolation)")
 	flag.IntVar(&cfg.baseline, "baseline", 5, "C events published one at a time on the idle stack (hanging)")
-	flag.IntVar(&cfg.noisyEvents, "noisy-events", 10, "events B publishes (hanging and sharedhost)")
-	flag.IntVar(&cfg.probes, "probes", 0, "C events published while B's deliveries hang (hanging; default 10), in each phase (sharedhost; default 20)")
-	flag.DurationVar(&cfg.probeEvery, "probe-every", 0, "interval between those C events (hanging: default 1s; sharedhost: 500ms)")
+	flag.IntVar(&cfg.noisyEvents, "noisy-events", 10, "events B publishes (hanging, sharedhost and matrix's sharedhost-hang row)")
+	flag.IntVar(&cfg.probes, "probes", 0, "C events published while B's deliveries hang (hanging; default 10), in each phase (sharedhost; default 20; matrix: default 10)")
+	flag.DurationVar(&cfg.probeEvery, "probe-every", 0, "interval between those C events (hanging: default 1s; sharedhost: 500ms; matrix: 300ms)")
 	flag.DurationVar(&cfg.pause, "pause", 12*time.Second,
-		"after B publishes, wait this long before C publishes again, for a breaker on the host to open: twice webhookd's delivery timeout or more (sharedhost)")
+		"after B publishes, wait this long before C publishes again, for a breaker on the host to open: twice webhookd's delivery timeout or more (sharedhost, and matrix's sharedhost-hang row)")
 	flag.IntVar(&cfg.pressure, "pressure", 0,
 		"busy processes, each spinning on one core, beside which C probes again, once with B idle and once with B hanging (sharedhost; 0: no such probes)")
 	flag.DurationVar(&cfg.steady, "steady", 30*time.Second,
@@ -252,6 +266,24 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.answerDelay, "answer-delay", 100*time.Millisecond, "how long the healthy endpoints take to answer, so that attempts queue for the host (killload)")
 	flag.BoolVar(&cfg.control, "control", true, "add a phase where B's receiver answers at once, to tell what the hang costs from what B's traffic costs (isolation)")
 	flag.DurationVar(&cfg.progress, "progress", 5*time.Second, "interval between progress lines")
+	matrixRowList := flag.String("matrix-rows", "all", "the rows to run, separated by commas, in the matrix's order: sharedhost-hang, sharedhost-tls, sharedhost-auth, heavy-filters, filter-trials, recover, burst, portal, lists (matrix)")
+	flag.DurationVar(&cfg.matrix.settle, "matrix-settle", 2*time.Second, "after B's load starts, wait this long before C probes again (matrix; the sharedhost-hang row waits -pause)")
+	flag.DurationVar(&cfg.matrix.trialSettle, "matrix-trial-settle", 30*time.Second, "after B's filter trials start, wait this long before C probes again: a trial reads its events before it matches any (matrix's filter-trials row)")
+	flag.IntVar(&cfg.matrix.steadyHooks, "matrix-steady-hooks", 10, "B's webhooks on the shared host in the sharedhost-tls and sharedhost-auth rows (matrix)")
+	flag.Float64Var(&cfg.matrix.steadyRate, "matrix-steady-rate", 2, "events per second B publishes to them (matrix)")
+	flag.StringVar(&cfg.matrix.authToken, "matrix-auth-token", "reject", "the token endpoint of B's webhooks in the sharedhost-auth row: reject (401 invalid_client) or hang (never answers) (matrix)")
+	flag.IntVar(&cfg.matrix.filterHooks, "matrix-filter-hooks", 100, "B's webhooks with a heavy filter in the heavy-filters row (matrix)")
+	flag.IntVar(&cfg.matrix.filterTests, "matrix-filter-tests", 150, "substring tests in each heavy filter, as long as a 4 KiB filter allows (matrix)")
+	flag.IntVar(&cfg.matrix.eventKiB, "matrix-event-kib", 250, "size of B's big events in KiB, at most 256 (heavy-filters, filter-trials; matrix)")
+	flag.IntVar(&cfg.matrix.publishers, "matrix-publishers", 4, "B's concurrent publishers of big events (heavy-filters, and storing filter-trials' events; matrix)")
+	flag.IntVar(&cfg.matrix.stored, "matrix-stored", 1000, "B's stored big events that the filter trials read, at most 1000 read per trial (matrix)")
+	flag.IntVar(&cfg.matrix.trials, "matrix-trials", 6, "B's concurrent filter trials (matrix)")
+	flag.IntVar(&cfg.matrix.dataset, "matrix-dataset", 10000, "B's events with a held delivery each, to one webhook: what the recover row recovers and the portal and lists rows read (matrix)")
+	flag.IntVar(&cfg.matrix.burst, "matrix-burst", 2000, "events in B's burst, published by -concurrency publishers (matrix)")
+	flag.IntVar(&cfg.matrix.readers, "matrix-readers", 6, "B's concurrent readers of portal pages and of lists (matrix)")
+	flag.IntVar(&cfg.matrix.listHooks, "matrix-list-hooks", 100, "B's webhooks in the list the lists row reads; the stack's WEBHOOKD_MAX_WEBHOOKS must allow them beside the data set's (matrix)")
+	quietPct := flag.Float64("matrix-quiet", 25, "between rows, wait until webhookd and Temporal (-pid, -temporal-pid) together use less than this % of one core (matrix)")
+	flag.DurationVar(&cfg.matrix.drainMax, "matrix-drain-max", 8*time.Minute, "between rows, wait that long at most for the stack to be quiet; without -pid and -temporal-pid, wait that long (matrix)")
 	flag.StringVar(&cfg.otlpSink, "otlp-sink", "", "serve a discarding OTLP/HTTP trace receiver at this address during the run and print how many spans it got (webhookd's OTEL_EXPORTER_OTLP_ENDPOINT; see BENCH_TRACING)")
 	flag.Parse()
 
@@ -285,6 +317,13 @@ func run(ctx context.Context) error {
 	}
 	if cfg.listCalls < 0 || cfg.listLimit < 1 || cfg.listLimit > 200 || cfg.sample <= 0 || cfg.listEvery <= 0 || cfg.idle < 0 || cfg.publishFor < 0 {
 		return errors.New("-list-calls must not be negative, -list-limit must be 1..200, -sample and -list-every positive, -idle and -publish-for not negative")
+	}
+	if cfg.matrix.rows, err = parseMatrixRows(*matrixRowList); err != nil {
+		return err
+	}
+	cfg.matrix.quietCPU = *quietPct / 100
+	if err := cfg.matrix.check(); err != nil {
+		return err
 	}
 	if cfg.apiPIDs, err = parsePIDs("api-pids", *apiPIDs); err != nil {
 		return err
@@ -340,7 +379,7 @@ func run(ctx context.Context) error {
 		}
 		_, err = suite(ctx, cfg, cert, opts, os.Stdout)
 		return err
-	case "hanging", "isolation", "sharedhost", "killload":
+	case "hanging", "isolation", "sharedhost", "killload", "matrix":
 		if cfg.noisyKey == "" || cfg.noisyKey == cfg.key {
 			return fmt.Errorf("-scenario %s needs -noisy-key, the key of a second account", cfg.scenario)
 		}
@@ -353,10 +392,14 @@ func run(ctx context.Context) error {
 			return sharedHost(ctx, cfg, cert)
 		case "killload":
 			return killLoad(ctx, cfg, cert)
+		case "matrix":
+			cfg.noisyHooks = orDefault(cfg.noisyHooks, 100)
+			cfg.probes, cfg.probeEvery = orDefault(cfg.probes, 10), orDefault(cfg.probeEvery, 300*time.Millisecond)
+			return matrixScenario(ctx, cfg, cert)
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, ratelimit, openloop, fanout, burst, suite, list, pending or killload", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite, list, pending or killload", cfg.scenario)
 }
 
 // temporalOptions finds the Temporal server the stack uses as webhookd finds it (TEMPORAL_*

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,13 @@ import (
 // function that stops the server. Every request's context ends when the client goes away or the
 // server stops, so a handler that waits on it cannot outlive either.
 func serveTLS(addr string, cert tls.Certificate, h http.Handler) (string, func(), error) {
+	return serveTLSConfig(addr, &tls.Config{Certificates: []tls.Certificate{cert}}, h, nil)
+}
+
+// serveTLSConfig is serveTLS with a TLS configuration of its own (a receiver that asks for client
+// certificates), and errorLog for the server's errors, such as refused handshakes; nil is the
+// standard logger.
+func serveTLSConfig(addr string, tlsConfig *tls.Config, h http.Handler, errorLog *log.Logger) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, err
@@ -26,9 +34,10 @@ func serveTLS(addr string, cert tls.Certificate, h http.Handler) (string, func()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler:           h,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          errorLog,
 	}
 	go func() {
 		if err := srv.ServeTLS(ln, "", ""); !errors.Is(err, http.ErrServerClosed) {

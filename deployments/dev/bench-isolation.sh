@@ -5,7 +5,7 @@
 # two accounts: B, whose webhooks hang, and C, whose webhook is healthy. It prints the results and
 # stops everything on exit.
 #
-#   deployments/dev/bench-isolation.sh [all|hanging|isolation|sharedhost|ratelimit|throughput] [loadtest flags, e.g. -rate 5]
+#   deployments/dev/bench-isolation.sh [all|hanging|isolation|sharedhost|matrix|ratelimit|throughput] [loadtest flags, e.g. -rate 5]
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-isolation.sh     # measure another build
 #   WEBHOOKD_HOST_CONCURRENCY=2 deployments/dev/bench-isolation.sh        # WEBHOOKD_* reach webhookd
 #
@@ -28,6 +28,20 @@
 # It gets webhookd's and the Temporal server's pids, so it reports the CPU of B's held backlog
 # (issue 27); -pressure 3 adds C's probes beside three busy processes.
 #
+# matrix (issue 40) is the noisy-neighbour matrix: for each heavy thing account B can do (endpoints
+# that hang, refuse B's TLS or fail its OAuth2 token on C's receiver host and port; big events past
+# heavy filters; concurrent filter trials; a burst of 2,000 publishes; portal pages and long lists
+# over 10,000 events; a recover of their 10,000 held deliveries), C's publish-to-receipt and API
+# answer times (POST /events, GET /webhooks), first with B idle, then during B's load, in one run.
+# It prints one table, a row each: idle and during p50 / max, their ratios, C's failed attempts
+# and what B did. Each row has fresh webhooks on the same two accounts; between rows it waits
+# until webhookd and the Temporal dev server are quiet (their pids are passed; 8 minutes at most).
+# The stack has a 5 s delivery timeout (the default, set here so that the table says what it
+# measured) and WEBHOOKD_MAX_WEBHOOKS=200, so that B's 100-webhook rows fit beside the webhook of
+# its data set. -matrix-rows picks rows, the -matrix-* flags set their scale (docs/performance.md,
+# "Noisy neighbours"); C waits 90 s at most for a delivery (-timeout). Left out of `all`: it runs
+# about 20 minutes (2 shared cores).
+#
 # ratelimit (issue 27) measures a webhook's own rateLimit with a backlog: for each of -rates
 # (1,2,5,50), a fresh webhook of account C and -events (40) events published at once, the rates one
 # after another; it prints the rate the receiver saw. Also left out of `all`.
@@ -42,8 +56,8 @@ if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
 fi
 case $scenario in
   all) scenarios=(hanging isolation) ;;
-  hanging | isolation | sharedhost | ratelimit | throughput) scenarios=("$scenario") ;;
-  *) echo "usage: $0 [all|hanging|isolation|sharedhost|ratelimit|throughput] [loadtest flags]" >&2; exit 2 ;;
+  hanging | isolation | sharedhost | matrix | ratelimit | throughput) scenarios=("$scenario") ;;
+  *) echo "usage: $0 [all|hanging|isolation|sharedhost|matrix|ratelimit|throughput] [loadtest flags]" >&2; exit 2 ;;
 esac
 
 # shellcheck source=deployments/dev/bench-stack.sh
@@ -58,12 +72,16 @@ for s in "${scenarios[@]}"; do
       args=(-rate 2 -noisy-hooks 5 -duration 60s)
       ;;
     sharedhost) args=(-timeout 150s) ;;
+    matrix)
+      stack_env=("WEBHOOKD_DELIVERY_TIMEOUT=${WEBHOOKD_DELIVERY_TIMEOUT:-5s}" "WEBHOOKD_MAX_WEBHOOKS=${WEBHOOKD_MAX_WEBHOOKS:-200}")
+      args=(-timeout 90s)
+      ;;
   esac
   echo "== $s: starting a fresh stack ($webhookd, $("$webhookd" version)) ${stack_env[*]}"
   start_stack "$work/$s" "${stack_env[@]}"
   # pids[0] is the Temporal dev server (temporal-dev.sh execs it), pids[1] webhookd, as bench-e2e.sh
   # passes them for the tiers.
-  if [ "$s" = sharedhost ]; then
+  if [ "$s" = sharedhost ] || [ "$s" = matrix ]; then
     args+=(-pid "${pids[1]}" -temporal-pid "${pids[0]}")
   fi
   rc=0

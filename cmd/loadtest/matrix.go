@@ -390,7 +390,7 @@ func (m *matrix) apart(about string) (*noisyLoad, *hangingReceiver, string, erro
 	load := &noisyLoad{about: about, settle: m.cfg.matrix.settle}
 	cAddr, stop, err := serveTLS(m.cfg.listen, m.cert, m.cRecv)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("C's receiver: %w", err)
+		return nil, nil, "", fmt.Errorf("receiver of account C: %w", err)
 	}
 	load.stops = append(load.stops, stop)
 	_, port, err := net.SplitHostPort(cAddr)
@@ -404,7 +404,7 @@ func (m *matrix) apart(about string) (*noisyLoad, *hangingReceiver, string, erro
 	bAddr, stop, err := serveTLS(m.cfg.hangListen, m.cert, fast)
 	if err != nil {
 		load.close(context.Background())
-		return nil, nil, "", fmt.Errorf("B's receiver: %w", err)
+		return nil, nil, "", fmt.Errorf("receiver of account B: %w", err)
 	}
 	load.stops = append(load.stops, stop)
 	return load, fast, "https://" + bAddr, nil

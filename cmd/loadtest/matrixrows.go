@@ -373,7 +373,7 @@ func (m *matrix) ensureDataset(ctx context.Context) (*dataset, error) {
 	})
 	fmt.Printf("B's data set: %s in %s\n", t, time.Since(start).Round(time.Second))
 	if err := t.err(); err != nil {
-		return nil, fmt.Errorf("B's data set: %w", err)
+		return nil, fmt.Errorf("account B's data set: %w", err)
 	}
 	m.data = d
 	m.quiet(ctx, "after B's data set", m.cfg.matrix.drainMax)
@@ -400,7 +400,7 @@ func (m *matrix) storeBigEvents(ctx context.Context) error {
 	})
 	fmt.Printf("B's stored events: %s in %s\n", t, time.Since(start).Round(time.Second))
 	if err := t.err(); err != nil {
-		return fmt.Errorf("B's stored events: %w", err)
+		return fmt.Errorf("account B's stored events: %w", err)
 	}
 	m.bigStored = true
 	m.quiet(ctx, "after B's stored events", m.cfg.matrix.drainMax)

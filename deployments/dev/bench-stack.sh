@@ -166,7 +166,9 @@ start_stack() {
   mkdir -p "$dir"
   # BENCH_DATABASE_URL measures on another database (an empty PostgreSQL one, say) instead.
   export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=${BENCH_DATABASE_URL:-sqlite:$dir/webhookd.db${BENCH_SQLITE_SYNCHRONOUS:+?synchronous=$BENCH_SQLITE_SYNCHRONOUS}}
-  deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >"$dir/temporal.log" 2>&1 &
+  # Appended to (as run.sh does): devtemporal appends to the same log below.
+  : >"$dir/temporal.log"
+  deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >>"$dir/temporal.log" 2>&1 &
   pids+=($!)
   wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"
   bin/devtemporal trim-visibility "$dir/temporal.db" 2>>"$dir/temporal.log" ||

@@ -37,8 +37,12 @@ for port in "$temporal_port" "$ui_port" "${addr##*:}"; do
 done
 
 echo "starting Temporal dev server (log: $data/temporal.log)"
+# Appended to, not truncated by its writer: devtemporal below appends to the same log, and a writer
+# at its own offset (>) overwrote devtemporal's line with the server's banner, printed a moment
+# after the server first answered (TestMakeRunStopsQuietlyOnCtrlC failed on it once).
+: >"$data/temporal.log"
 deployments/dev/temporal-dev.sh "$webhookd" "$temporal_port" "$ui_port" "$data/temporal.db" \
-  --namespace "${TEMPORAL_NAMESPACE:-default}" >"$data/temporal.log" 2>&1 &
+  --namespace "${TEMPORAL_NAMESPACE:-default}" >>"$data/temporal.log" 2>&1 &
 pids+=($!)
 
 for _ in $(seq 1 120); do

@@ -561,8 +561,9 @@ func (w *askWatch) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteA
 // has 100 endpoints on one host and port that take the request and never answer, and publishes
 // 10 events (1,000 deliveries); two seconds later, while B's deliveries are still being started,
 // account C, whose one endpoint is another path of the same host, publishes one event. Round after
-// round, then beside three busy processes. The stack runs as `webhookd serve` does (eager starts
-// of a request's own deliveries, first attempts that may wait briefly for a quick turn).
+// round (5 of them), then 5 more beside three busy processes. The stack runs as `webhookd serve`
+// does (eager starts of a request's own deliveries, first attempts that may wait briefly for a
+// quick turn).
 // TestSharedHostIsolation publishes C's events only once B's backlog has settled, and so never saw
 // what a burst does to C. Before the fix, B's 10 fan-outs kept 160 workflow starts in the Temporal
 // server's queue, C's start waited behind them past its request's dispatch bound, and then for
@@ -571,7 +572,8 @@ func (w *askWatch) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteA
 // Each of C's deliveries must arrive before a hanging attempt of B's has been held a whole
 // attempt timeout, within the same run, and with no failed attempt.
 func TestSharedHostBurstIsolation(t *testing.T) {
-	const timeout = 5 * time.Second
+	// The issue's trial: 5 consecutive rounds, then 5 beside three busy processes.
+	const timeout, rounds = 5 * time.Second, 5
 	// Failed attempts retry after 10 minutes, beyond the test's end.
 	st := newStack(t, stackOptions{allowPrivate: true, timeout: timeout, schedule: []time.Duration{10 * time.Minute}, served: true})
 	hang, _, noisy, healthy := startSharedHostAccounts(t, st)
@@ -590,11 +592,11 @@ func TestSharedHostBurstIsolation(t *testing.T) {
 		return d
 	}
 	var plain, pressed []time.Duration
-	for range 3 {
+	for range rounds {
 		plain = append(plain, round("B's burst"))
 	}
 	busy(t, 3)
-	for range 3 {
+	for range rounds {
 		pressed = append(pressed, round("B's burst, 3 busy processes"))
 	}
 	requests, _ := hang.stats()

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/webhookd/webhookd/model"
@@ -63,6 +64,9 @@ func (s *startShares) take(ctx context.Context, account int64) (func(), error) {
 // that a batch of several accounts' deliveries (a sweep of the outbox) starts one account's after
 // another's instead of waiting for a large account's share to work through its backlog first.
 func interleave(refs []model.DeliveryRef) []model.DeliveryRef {
+	if !slices.ContainsFunc(refs, func(r model.DeliveryRef) bool { return r.AccountID != refs[0].AccountID }) {
+		return refs // one account's (a fan-out's): nothing to reorder, and nothing copied
+	}
 	var accounts []int64
 	by := make(map[int64][]model.DeliveryRef)
 	for _, r := range refs {
@@ -70,9 +74,6 @@ func interleave(refs []model.DeliveryRef) []model.DeliveryRef {
 			accounts = append(accounts, r.AccountID)
 		}
 		by[r.AccountID] = append(by[r.AccountID], r)
-	}
-	if len(accounts) < 2 {
-		return refs
 	}
 	out := make([]model.DeliveryRef, 0, len(refs))
 	for len(out) < len(refs) {

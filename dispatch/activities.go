@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 
 	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/activity"
@@ -62,8 +63,10 @@ func (a *Activities) StartEventDeliveries(ctx context.Context, eventID int64) er
 const retryBatch = 100
 
 // RecoverDeliveries retries the deliveries of a recovery that still have not succeeded, in id
-// order, and returns how many it retried.
+// order, and returns how many it retried. Its signals ask for an attempt only if the delivery has
+// not been delivered: one with an attempt in flight is retried if that attempt fails.
 func (a *Activities) RecoverDeliveries(ctx context.Context, in workflows.RecoverInput) (int, error) {
+	ctx = context.WithValue(ctx, unlessDeliveredKey{}, true)
 	r := model.Recovery{WebhookID: in.WebhookID, Since: in.Since, Until: in.Until, UpTo: in.UpTo}
 	retried, err := a.retryInBatches(ctx, model.RecoverableStates, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
 		return model.RecoverableDeliveries(ctx, a.DB, r, after, retryBatch)
@@ -107,7 +110,12 @@ func (a *Activities) retryInBatches(ctx context.Context, from []string, next fun
 			return p.Retried, err
 		}
 		for _, r := range refs {
-			retried, err := a.Dispatcher.retryClaimed(ctx, a.DB, []model.DeliveryRef{r}, from)
+			var retried []int64
+			if slices.Contains(model.InFlightStates, r.State) && slices.Contains(from, r.State) {
+				retried, err = a.Dispatcher.retryInFlight(ctx, a.DB, r)
+			} else {
+				retried, err = a.Dispatcher.retryClaimed(ctx, a.DB, []model.DeliveryRef{r}, from)
+			}
 			p.Retried += len(retried)
 			if err != nil {
 				return p.Retried, err

@@ -112,3 +112,43 @@ func TestRecoverDeliveriesActivityStopsAtTemporalError(t *testing.T) {
 		t.Error("the delivery after the error was handed over")
 	}
 }
+
+// TestRecoverDeliveriesActivityCoversAttemptsInFlight: a recovery signals the running workflow of
+// a delivery with an attempt in flight (its first, pending; a later one, delivering) with a retry
+// that asks for an attempt only if the delivery is not delivered, without claiming it; its other
+// signals ask the same; a pending delivery whose workflow has not started is left to its start.
+func TestRecoverDeliveriesActivityCoversAttemptsInFlight(t *testing.T) {
+	f := newFixture(t)
+	a := &dispatch.Activities{DB: f.db.DB, Dispatcher: f.d}
+	first := f.delivery(t, model.DeliveryPending, 0)
+	last := f.delivery(t, model.DeliveryDelivering, 3)
+	exhausted := f.delivery(t, model.DeliveryExhausted, 3)
+	unstarted := f.delivery(t, model.DeliveryPending, 0)
+	for _, r := range []model.DeliveryRef{first, last, exhausted} {
+		f.tc.run(workflows.DeliveryWorkflowID(r.EventID, r.WebhookID), nil)
+	}
+
+	in := workflows.RecoverInput{WebhookID: f.hook.ID, Since: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), Until: model.Now().Add(time.Hour), UpTo: unstarted.DeliveryID}
+	n, err := runBatch(t, f, a.RecoverDeliveries, in)
+	if err != nil || n != 3 {
+		t.Fatalf("RecoverDeliveries = %d, %v; want 3", n, err)
+	}
+	for _, r := range []model.DeliveryRef{first, last, exhausted} {
+		s := f.tc.signalsTo(workflows.DeliveryWorkflowID(r.EventID, r.WebhookID))
+		if len(s) != 1 || s[0].arg != (workflows.RetryRequest{UnlessDelivered: true}) {
+			t.Errorf("delivery %d (%s) got signals %+v, want one retry unless delivered", r.DeliveryID, r.State, s)
+		}
+	}
+	for _, r := range []model.DeliveryRef{first, last} {
+		if d := f.load(t, r.DeliveryID); d.State != r.State || d.ClaimedAt != nil {
+			t.Errorf("delivery in flight %d: state %s, claimed %v; want %s, no claim", r.DeliveryID, d.State, d.ClaimedAt, r.State)
+		}
+	}
+	id := workflows.DeliveryWorkflowID(unstarted.EventID, unstarted.WebhookID)
+	if len(f.tc.signalsTo(id))+len(f.tc.startsOf(id)) != 0 {
+		t.Error("a pending delivery whose workflow has not started was handed over")
+	}
+	if d := f.load(t, unstarted.DeliveryID); d.State != model.DeliveryPending || d.ClaimedAt != nil {
+		t.Errorf("unstarted delivery: state %s, claimed %v; want pending, no claim", d.State, d.ClaimedAt)
+	}
+}

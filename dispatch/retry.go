@@ -102,14 +102,47 @@ func WithAskedAt(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, askedAtKey{}, t)
 }
 
+// unlessDeliveredKey marks a recovery's context: its signals ask for an attempt only if the
+// delivery has not been delivered (retrySignal).
+type unlessDeliveredKey struct{}
+
 // retrySignal is the payload of the retry signal sent under ctx: a RetryRequest saying when a
 // resend was asked for, so that the workflow drops the signal if an attempt has started since
-// (takeRetries); nil for the other retries, which ask for an attempt whenever they come.
+// (takeRetries), or that a recovery asks only for a delivery that has not succeeded; nil for the
+// other retries, which ask for an attempt whenever they come.
 func retrySignal(ctx context.Context) any {
 	if t, ok := ctx.Value(askedAtKey{}).(time.Time); ok {
 		return workflows.RetryRequest{AskedAt: t}
 	}
+	if ctx.Value(unlessDeliveredKey{}) != nil {
+		return workflows.RetryRequest{UnlessDelivered: true}
+	}
 	return nil
+}
+
+// retryInFlight is a recovery's retry of a delivery that may have an attempt in flight
+// (model.InFlightStates): its first (pending), or a later one, its last perhaps, before its
+// workflow marks it exhausted (delivering); or another retry is handing it to its workflow. The
+// running workflow gets a signal that asks for an attempt only if the delivery has not been
+// delivered (workflows.RetryRequest.UnlessDelivered): taken after an attempt that fails, it brings
+// the next forward, or runs the schedule again if none was left; after one that delivers, it asks
+// for nothing. Nothing is claimed, since the workflow runs: a recovery that dies before the signal
+// resumes from its heartbeat and signals again, and signals that wait together are one retry. A
+// workflow that has ended since leaves the delivery to the claim of the states it may have ended
+// in; a pending one whose workflow has not started yet makes its attempts when the sweeper starts
+// it. It returns the ids it retried.
+func (d *Dispatcher) retryInFlight(ctx context.Context, db bun.IDB, r model.DeliveryRef) ([]int64, error) {
+	ctx = context.WithValue(ctx, unlessDeliveredKey{}, true)
+	id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
+	err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalRetry, retrySignal(ctx))
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return d.retryClaimed(ctx, db, []model.DeliveryRef{r}, []string{model.DeliveryExhausted, model.DeliveryRetrying})
+	case err != nil:
+		return nil, fmt.Errorf("%w: retry %s: %w", ErrTemporal, id, err)
+	}
+	return []int64{r.DeliveryID}, nil
 }
 
 var (

@@ -279,8 +279,8 @@ func TestRecover(t *testing.T) {
 		if again, err := f.d.Recover(t.Context(), f.db, r); err != nil || !sameRecovering(again, first) {
 			t.Fatalf("identical request = %+v, %v; want the running recovery's %+v", again, err, first)
 		}
-		// All claimed: nothing of its own to count, it still answers the running recovery.
-		if _, err := f.db.NewUpdate().Model((*model.Delivery)(nil)).Set("state = ?", model.DeliveryDelivering).
+		// All delivered since: nothing of its own to count, it still answers the running recovery.
+		if _, err := f.db.NewUpdate().Model((*model.Delivery)(nil)).Set("state = ?", model.DeliveryDelivered).
 			Where("webhook_id = ?", f.hook.ID).Exec(t.Context()); err != nil {
 			t.Fatal(err)
 		}

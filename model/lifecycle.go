@@ -39,8 +39,13 @@ var (
 	// WEBHOOKD_RETENTION is refused when it is not a day longer). Retention deletes only these;
 	// the others have a workflow at work (or about to be started by the sweeper), however old.
 	EndedStates = []string{DeliveryDelivered, DeliveryExhausted, DeliveryCanceled}
-	// RecoverableStates: the delivery did not succeed and a recovery runs it again.
-	RecoverableStates = []string{DeliveryExhausted, DeliveryRetrying}
+	// RecoverableStates: the delivery has not succeeded, and a recovery covers it: exhausted,
+	// waiting in its schedule, or with an attempt in flight (InFlightStates), which the recovery
+	// retries if that attempt fails. They are the open states.
+	RecoverableStates = OpenStates
+	// InFlightStates: the delivery may have an attempt in flight: its first (pending), or a later
+	// one, its last included until the workflow marks it exhausted (delivering).
+	InFlightStates = []string{DeliveryPending, DeliveryDelivering}
 	// ResendableStates: a resend may run the delivery again (all but canceled).
 	ResendableStates = []string{DeliveryPending, DeliveryDelivering, DeliveryRetrying, DeliveryDelivered, DeliveryExhausted}
 	// RetriableStates: a manual retry of a webhook runs these deliveries again.

@@ -194,7 +194,8 @@ func TestExhaustedBatches(t *testing.T) {
 }
 
 // TestRecoverable: a recovery selects the webhook's deliveries created in [since, until) that did
-// not succeed (exhausted or retrying), up to its largest id, in batches.
+// not succeed (exhausted, retrying, or with an attempt in flight: pending or delivering), up to its
+// largest id, in batches.
 func TestRecoverable(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := context.Background()
@@ -206,10 +207,11 @@ func TestRecoverable(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // created_at apart from the window's start
 		since := model.Now()
 		var want []int64
-		for _, s := range []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying, model.DeliveryPending, model.DeliveryExhausted} {
+		for _, s := range []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying, model.DeliveryPending,
+			model.DeliveryDelivering, model.DeliveryCanceled, model.DeliveryExhausted} {
 			id := deliveryFor(t, db, acc.ID, w)
 			setState(t, db, id, s)
-			if s == model.DeliveryExhausted || s == model.DeliveryRetrying {
+			if s != model.DeliveryDelivered && s != model.DeliveryCanceled {
 				want = append(want, id)
 			}
 		}

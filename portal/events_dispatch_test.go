@@ -79,17 +79,18 @@ func TestResendAndRecoverDispatch(t *testing.T) {
 		t.Fatal("a canceled delivery's workflow was started")
 	}
 
-	// Recover: the one exhausted delivery left (the resent one is delivering, the other canceled).
+	// Recover: the exhausted delivery left, and the resent one, delivering, which it retries if
+	// that attempt fails (the other is canceled).
 	since := model.Now().Add(-time.Hour).Format("2006-01-02T15:04:05")
 	path := fmt.Sprintf("/portal/webhooks/%d/recover", w.ID)
 	rec = e.do(t, "GET", path+"?since="+since, cookie, nil)
 	expect(t, rec, http.StatusOK)
-	if !strings.Contains(rec.Body.String(), "<strong>1</strong> delivery since") {
+	if !strings.Contains(rec.Body.String(), "<strong>2</strong> deliveries since") {
 		t.Fatalf("the recover count:\n%s", rec.Body)
 	}
 	rec = e.do(t, "POST", path, cookie, url.Values{"csrf": {csrf}, "since": {since}})
 	expect(t, rec, http.StatusOK)
-	if !strings.Contains(rec.Body.String(), "1 delivery queued") {
+	if !strings.Contains(rec.Body.String(), "2 deliveries queued") {
 		t.Fatalf("the recover answer:\n%s", rec.Body)
 	}
 }

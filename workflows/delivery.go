@@ -102,6 +102,10 @@ type RetryRequest struct {
 	// so its signal, should it come in later still (behind 49 other concurrent resends, say), asks
 	// for nothing more.
 	AskedAt time.Time
+	// UnlessDelivered asks for an attempt only if the delivery has not been delivered: a
+	// recovery's, which covers deliveries with an attempt in flight. The attempt that delivers
+	// answers it; one that fails leaves it to run the schedule again.
+	UnlessDelivered bool
 }
 
 // DeliveryState is what the state query returns.
@@ -501,7 +505,7 @@ func (r *deliveryRun) resendAsked() bool {
 	if r.retry.Len() == 0 {
 		return false
 	}
-	if takeRetries(r.ctx, r.retry, r.lastAttempt) {
+	if takeRetries(r.ctx, r.retry, r.lastAttempt, true) {
 		return true
 	}
 	r.settle(model.DeliveryDelivered)
@@ -567,7 +571,7 @@ func (r *deliveryRun) sleepUnlessRetried(d time.Duration, summary, settleAs stri
 	var timerErr error
 	sel := workflow.NewSelector(r.ctx)
 	sel.AddReceive(r.retry, func(c workflow.ReceiveChannel, _ bool) {
-		retried = takeRetries(r.ctx, c, r.lastAttempt)
+		retried = takeRetries(r.ctx, c, r.lastAttempt, false)
 		if !retried && settleAs != "" {
 			r.settle(settleAs)
 		}
@@ -587,30 +591,35 @@ func (r *deliveryRun) sleepUnlessRetried(d time.Duration, summary, settleAs stri
 
 // takeRetries consumes the retry signals waiting on retry (there is at least one) and reports
 // whether one of them asks for an attempt: one that does not say when it was asked, or was asked
-// after the last attempt started. They are one request: the next attempt answers all of them.
+// after the last attempt started, and, when that attempt delivered, did not ask only for a
+// delivery that fails (a recovery's). They are one request: the next attempt answers all of them.
 // Without it, 50 concurrent resends of one delivery made 50 attempts, one per signal (issue 18).
 // Signals that come in while that attempt runs wait for it, and then count as one resend at most;
 // those asked before it started count for nothing. Receiving a signal issues no command, so this
 // changes no history's shape.
-func takeRetries(ctx workflow.Context, retry workflow.ReceiveChannel, lastAttempt time.Time) bool {
+func takeRetries(ctx workflow.Context, retry workflow.ReceiveChannel, lastAttempt time.Time, delivered bool) bool {
 	var first converter.RawValue
 	retry.Receive(ctx, &first)
-	asks := asksAttempt(first, lastAttempt)
+	asks := asksAttempt(first, lastAttempt, delivered)
 	for {
 		var next converter.RawValue
 		if !retry.ReceiveAsync(&next) {
 			return asks
 		}
-		asks = asksAttempt(next, lastAttempt) || asks
+		asks = asksAttempt(next, lastAttempt, delivered) || asks
 	}
 }
 
 // asksAttempt reports whether a retry signal's payload asks for an attempt after the one that
-// started at lastAttempt. A payload that is not a RetryRequest is a plain retry, as no payload is.
-func asksAttempt(v converter.RawValue, lastAttempt time.Time) bool {
+// started at lastAttempt, delivered saying whether that attempt delivered. A payload that is not a
+// RetryRequest is a plain retry, as no payload is.
+func asksAttempt(v converter.RawValue, lastAttempt time.Time, delivered bool) bool {
 	var req RetryRequest
 	if p := v.Payload(); p == nil || converter.GetDefaultDataConverter().FromPayload(p, &req) != nil {
 		return true
+	}
+	if req.UnlessDelivered && delivered {
+		return false
 	}
 	return req.AskedAt.IsZero() || !req.AskedAt.Before(lastAttempt)
 }

@@ -846,6 +846,18 @@ func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
 		resendCase{"asked after the exhausted attempt", []time.Duration{}, time.Hour, false,
 			[]time.Duration{took, time.Hour + took, time.Hour + 2*took}, model.DeliveryExhausted, asked(time.Hour), nil},
 	)
+	// A recovery's signals ask for an attempt only if the delivery has not been delivered (issue
+	// 41): one that comes in during the last attempt runs the schedule again once that attempt
+	// fails, and asks for nothing after one that delivers.
+	recovery := workflows.RetryRequest{UnlessDelivered: true}
+	cases = append(cases,
+		resendCase{"a recovery during the last attempt, which fails", []time.Duration{}, took / 2, false,
+			[]time.Duration{took, 2 * took}, model.DeliveryExhausted, recovery, nil},
+		resendCase{"a recovery during the attempt that delivers", []time.Duration{time.Hour}, took / 2, true,
+			[]time.Duration{took}, model.DeliveryDelivered, recovery, []string{model.DeliveryDelivered}},
+		resendCase{"a recovery during a scheduled wait", []time.Duration{time.Hour}, 10 * time.Minute, false,
+			[]time.Duration{took, 10*time.Minute + took, 10*time.Minute + 2*took, time.Hour + 10*time.Minute + 3*took}, model.DeliveryExhausted, recovery, nil},
+	)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)

@@ -84,7 +84,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// attempt fails as the webhook's own, through the failed-attempt path.
 		fetched := a.now()
 		if authz, err = a.authorize(ctx, w, auth, in.AttemptTimeout); err != nil {
-			res := DeliverResult{AttemptedAt: fetched, ErrorClass: ClassAuthFailed, Error: tokenFailure(err)}
+			res := DeliverResult{AttemptedAt: fetched, ErrorClass: ClassAuthFailed, Error: tokenFailure(err, auth.TokenURL)}
 			return a.record(ctx, in, w, ev, res, a.now().Sub(fetched), nil, "", nil)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
@@ -127,10 +128,12 @@ func (t *Tokens) Token(ctx context.Context, webhookID int64, auth *model.Receive
 		cfg.EndpointParams = url.Values{"audience": {auth.Audience}}
 	}
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
-	if err == nil && !strings.EqualFold(tok.Type(), "Bearer") {
-		err = fmt.Errorf("the token endpoint issued a token of type %q; only Bearer tokens are sent", clipCode(tok.TokenType))
+	if err == nil {
+		err = checkToken(tok)
 	}
 	if err != nil {
+		// Not kept: the next attempt fetches again, so an endpoint that mends its answer is
+		// used at once.
 		e.failed, e.failedAt = err, time.Now()
 		return "", err
 	}
@@ -141,6 +144,26 @@ func (t *Tokens) Token(ctx context.Context, webhookID int64, auth *model.Receive
 		e.renewAt = now.Add(life - min(tokenMargin, life/2))
 	}
 	return e.token, nil
+}
+
+// tokenRefusal is a token that the endpoint issued and webhookd refuses to send: why, in words
+// that quote nothing of the token.
+type tokenRefusal struct{ why string }
+
+func (e *tokenRefusal) Error() string { return "the token endpoint issued " + e.why }
+
+// checkToken refuses a token that cannot go in the Authorization header as "Bearer <token>": of
+// another type, or not one header word (a control character such as a line break, which
+// net/http refuses to send, or a space or tab, which would split the credential). Issue 41: such a
+// token was kept for its whole life, and every attempt failed at the receiver's door.
+func checkToken(tok *oauth2.Token) error {
+	if !strings.EqualFold(tok.Type(), "Bearer") {
+		return &tokenRefusal{why: fmt.Sprintf("a token of type %q; only Bearer tokens are sent", clipCode(tok.TokenType))}
+	}
+	if !httpguts.ValidHeaderFieldValue(tok.AccessToken) || strings.ContainsAny(tok.AccessToken, " \t") {
+		return &tokenRefusal{why: "an access_token that is not a valid header value (it holds a control character such as a line break, or a space), which was not kept"}
+	}
+	return nil
 }
 
 // Invalidate drops token, which a receiver refused, from webhook webhookID's cache entry, unless
@@ -194,24 +217,43 @@ const redactedCredential = "••••••••"
 // tokenFailure says why a token could not be had, in words that quote neither the client secret
 // nor the token endpoint's answer (which may echo it): its status and OAuth error code, or how the
 // exchange failed.
-func tokenFailure(err error) string {
+// Each names the endpoint by tokenURL without its user information, query or fragment, which may
+// carry credentials.
+func tokenFailure(err error, tokenURL string) string {
 	const tail = "; nothing was sent to the receiver"
+	endpoint := "the token endpoint"
+	if named := endpointName(tokenURL); named != "" {
+		endpoint += " " + named
+	}
 	var re *oauth2.RetrieveError
-	if errors.As(err, &re) && re.Response != nil {
-		msg := fmt.Sprintf("the token endpoint answered %d", re.Response.StatusCode)
+	var refusal *tokenRefusal
+	switch class, msg := egress.Classify(err); {
+	case errors.As(err, &re) && re.Response != nil:
+		msg := fmt.Sprintf("%s answered %d", endpoint, re.Response.StatusCode)
 		if code := clipCode(re.ErrorCode); code != "" {
 			msg += " (" + code + ")"
 		}
 		return msg + tail
+	case errors.As(err, &refusal):
+		return endpoint + " issued " + refusal.why + tail
+	case errors.Is(err, egress.ErrTokenRedirect):
+		return endpoint + " answered with a redirect, which is not followed" + tail
+	case class == egress.ClassBlocked:
+		return endpoint + ": its address is not public, or its URL is not https; webhookd does not connect to it" + tail
+	default:
+		return "the token request failed (" + endpoint + "): " + strings.ReplaceAll(msg, "the receiver", "the token endpoint") + tail
 	}
-	if errors.Is(err, egress.ErrTokenRedirect) {
-		return egress.ErrTokenRedirect.Error() + tail
+}
+
+// endpointName is a token URL as a message names it: scheme, host and path, "" if it does not
+// parse.
+func endpointName(tokenURL string) string {
+	u, err := url.Parse(tokenURL)
+	if err != nil || u.Host == "" {
+		return ""
 	}
-	class, msg := egress.Classify(err)
-	if class == egress.ClassBlocked {
-		return "the token endpoint's address is not public, or its URL is not https; webhookd does not connect to it" + tail
-	}
-	return "the token request failed: " + strings.ReplaceAll(msg, "the receiver", "the token endpoint") + tail
+	named := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return named.String()
 }
 
 // clipCode keeps an OAuth error code or token type as a short word of letters, digits and _ - .,

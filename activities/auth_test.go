@@ -385,6 +385,51 @@ func TestDeliverOAuth2(t *testing.T) {
 		}
 	})
 
+	// Issue 41, defect 4: a token that cannot be a header value (a line break) was cached for its
+	// hour, and every attempt failed as network, then circuit_open, blaming the receiver.
+	t.Run("a token with a line break is refused, not cached", func(t *testing.T) {
+		// What the endpoint issues, one per request: a line break, then a space, then a good one.
+		issued := []string{"tok-bad\r\nX-Injected: 1", "tok-bad with-space", "tok-good"}
+		var asked atomic.Int64
+		idp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			token := issued[min(int(asked.Add(1)), len(issued))-1]
+			w.Header().Set("Content-Type", "application/json")
+			b, _ := json.Marshal(map[string]any{"access_token": token, "token_type": "Bearer", "expires_in": 3600})
+			_, _ = w.Write(b)
+		}))
+		t.Cleanup(idp.Close)
+		receiver := newAuthReceiver(t, bearerOf("tok-good"))
+		// A token URL with a query: the message names the endpoint without it.
+		config := strings.Replace(fmt.Sprintf(oauthConfig, idp.URL+"/oauth"), `/token"`, `/token?key=q-secret"`, 1)
+		f := newAuthFixture(t, receiver.Server, config, idp)
+		for i := range 2 {
+			res, entry := f.deliver(t)
+			if res.Delivered || res.ErrorClass != activities.ClassAuthFailed || res.StatusCode != 0 || receiver.posts.Load() != 0 {
+				t.Fatalf("attempt with bad token %d: %+v, %d POSTs; want auth_failed, nothing sent", i+1, res, receiver.posts.Load())
+			}
+			if entry.ErrorClass == nil || *entry.ErrorClass != activities.ClassAuthFailed || entry.Error == nil || *entry.Error != res.Error {
+				t.Fatalf("the attempt log recorded %+v", entry)
+			}
+			if !strings.Contains(res.Error, "the token endpoint "+idp.URL+"/oauth/token ") || strings.Contains(res.Error, "receiver answered") {
+				t.Fatalf("error %q; want it to name the token endpoint %s/oauth/token", res.Error, idp.URL)
+			}
+			for _, secret := range []string{"tok-bad", "X-Injected", "with-space", "q-secret", authClientSecret} {
+				if strings.Contains(res.Error, secret) || strings.Contains(f.logged.String(), secret) {
+					t.Fatalf("%q is in the error %q or the log output %s", secret, res.Error, f.logged.String())
+				}
+			}
+			// Not cached: each attempt asks the endpoint again.
+			if n := asked.Load(); n != int64(i+1) {
+				t.Fatalf("%d token requests after %d attempts; want one each (a refused token is not kept)", n, i+1)
+			}
+		}
+		// The endpoint mends its answer: the next attempt's new token is sent, no breaker having
+		// been opened by the endpoint's fault.
+		if res, _ := f.deliver(t); !res.Delivered || asked.Load() != 3 || receiver.posts.Load() != 1 {
+			t.Fatalf("the next attempt: %+v after %d token requests; want delivered with a new token", res, asked.Load())
+		}
+	})
+
 	t.Run("token endpoint refuses", func(t *testing.T) {
 		idp := newTokenServer(t)
 		receiver := newAuthReceiver(t, bearerOf("tok-1"))

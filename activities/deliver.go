@@ -84,7 +84,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// attempt fails as the webhook's own, through the failed-attempt path.
 		fetched := a.now()
 		if authz, err = a.authorize(ctx, w, auth, in.AttemptTimeout); err != nil {
-			res := DeliverResult{AttemptedAt: fetched, ErrorClass: ClassAuthFailed, Error: tokenFailure(err)}
+			res := DeliverResult{AttemptedAt: fetched, ErrorClass: ClassAuthFailed, Error: tokenFailure(err, auth.TokenURL)}
 			return a.record(ctx, in, w, ev, res, a.now().Sub(fetched), nil, "", nil)
 		}
 	}
@@ -312,9 +312,10 @@ func (a *Activities) signingSecrets(w *model.Webhook) ([]string, error) {
 	return secrets, nil
 }
 
-// addCustomHeaders adds a webhook's own headers (issue 31) after webhookd's, skipping any name
-// webhookd owns: they are refused when saved, and cannot override webhookd's headers even if one
-// were stored.
+// addCustomHeaders adds a webhook's own headers (issue 31) after webhookd's, skipping any refused
+// name (wire.HeaderRefusal): they are refused when saved, and one stored before its name was
+// refused can neither override webhookd's headers nor be shown by the attempt log as sent when Go's
+// client drops it (sentHeaders skips the same names).
 func addCustomHeaders(h http.Header, custom map[string]string) {
 	for name, value := range custom {
 		if !wire.ReservedHeader(name) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/wire"
 )
 
 // TestDeliverCustomHeaders (issue 31): an attempt sends the webhook's own headers after webhookd's,
@@ -109,4 +111,135 @@ func TestDeliverCustomHeaders(t *testing.T) {
 			t.Fatalf("%s holds a header's value: %s", what, text)
 		}
 	}
+}
+
+// refusedStored are custom headers that a webhook could hold from before issue 41, when only
+// webhookd's own names were refused: hop-by-hop names, and names that change what the request
+// means. Each is dropped when sent, and the attempt log shows what was sent.
+const refusedStored = `{"X-Api-Token":"tok-0123456789-abcd","Trailer":"X-Sum","Te":"gzip","Keep-Alive":"timeout=5",` +
+	`"Proxy-Connection":"keep-alive","Upgrade":"websocket","Expect":"100-continue","Date":"Tue, 01 Dec 2026 00:00:00 GMT",` +
+	`"Content-Encoding":"gzip","Content-Language":"en","Accept-Encoding":"br","Proxy-Authorization":"Basic eDp5"}`
+
+// TestDeliverHeadersAsSent (issue 41, defect 5): the attempt log's requestHeaders are what the
+// receiver got, over HTTP/1.1 and HTTP/2, for a webhook whose stored headers hold names that are
+// refused now: every name logged arrived, with its value (custom ones redacted in the log), and
+// every name that arrived is logged, except what Go's client adds itself (Content-Length,
+// Accept-Encoding: gzip) and the signature, which the log leaves out by design.
+func TestDeliverHeadersAsSent(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		http2 bool
+	}{{"HTTP/1.1", false}, {"HTTP/2", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			got := make(chan *http.Request, 1)
+			receiver := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				got <- r
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			receiver.EnableHTTP2 = c.http2
+			receiver.StartTLS()
+			t.Cleanup(receiver.Close)
+			res, logged := deliverStoredHeaders(t, receiver, refusedStored)
+			if !res.Delivered {
+				t.Fatalf("attempt: %+v; want delivered", res)
+			}
+			r := <-got
+			if want := map[bool]int{false: 1, true: 2}[c.http2]; r.ProtoMajor != want {
+				t.Fatalf("the receiver got %s, want HTTP/%d", r.Proto, want)
+			}
+			received := r.Header
+			if received.Get("X-Api-Token") != "tok-0123456789-abcd" || logged["X-Api-Token"] != "••••abcd" {
+				t.Errorf("X-Api-Token: logged %q, received %q", logged["X-Api-Token"], received.Get("X-Api-Token"))
+			}
+			var custom map[string]string
+			if err := json.Unmarshal([]byte(refusedStored), &custom); err != nil {
+				t.Fatal(err)
+			}
+			for name, value := range logged {
+				got, ok := received.Values(name), false
+				if _, ok = custom[name]; ok && len(got) == 1 {
+					got = []string{wire.Redacted(got[0])} // the log redacts a custom header's value
+				}
+				if strings.Join(got, ", ") != value {
+					t.Errorf("the attempt log shows %s: %q; the receiver got %q", name, value, received.Values(name))
+				}
+			}
+			byClient := map[string]string{"Content-Length": "", "Accept-Encoding": "gzip", "Webhook-Signature": ""}
+			for name := range received {
+				if want, ok := byClient[name]; ok && (want == "" || received.Get(name) == want) {
+					continue
+				}
+				if _, ok := logged[name]; !ok {
+					t.Errorf("the receiver got %s: %q, which the attempt log does not show", name, received.Values(name))
+				}
+			}
+			for _, name := range []string{"Trailer", "Te", "Keep-Alive", "Proxy-Connection", "Upgrade", "Expect", "Date",
+				"Content-Encoding", "Content-Language", "Proxy-Authorization"} {
+				if _, ok := logged[name]; ok || received.Get(name) != "" {
+					t.Errorf("%s: logged %v, received %q; want neither", name, ok, received.Get(name))
+				}
+			}
+		})
+	}
+}
+
+// deliverStoredHeaders makes one attempt of a webhook to receiver whose stored custom headers are
+// stored (a JSON object, sealed as webhooks.Service seals it, but written directly, as a row from
+// before a rule would be), and returns its result and the attempt log's requestHeaders.
+func deliverStoredHeaders(t *testing.T, receiver *httptest.Server, stored string) (activities.DeliverResult, map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	db := dbtest.SQLite(t)
+	box, err := model.NewSecretBox(bytes.Repeat([]byte{5}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sealed, err := box.NewSealedWebhookSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	headers, err := box.Seal(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, acc, err := model.CreateAPIKey(ctx, db, "sent@example.com", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := model.Now()
+	w := &model.Webhook{AccountID: acc.ID, Variant: model.VariantA, URL: receiver.URL + "/hook", EventType: "campaign.created",
+		Status: model.VariantA.InitialStatus(), Secret: sealed, Headers: &headers, CreatedAt: now, UpdatedAt: now}
+	if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: `{}`, OnlyWebhook: w.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ins.Deliveries[0]
+	out, err := egress.New(egress.Options{Policy: egress.AddressPolicy{AllowPrivate: true}, RootCAs: rootsOf(receiver), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &activities.Activities{DB: db, Secrets: box, Egress: out, UserAgent: "webhookd/test"}
+	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	v, err := env.ExecuteActivity(a.Deliver, activities.DeliverInput{DeliveryID: d.ID, EventID: d.EventID, WebhookID: w.ID, Attempt: 1, AttemptTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res activities.DeliverResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	view, err := model.GetDelivery(ctx, db, w.ID, d.ID)
+	if err != nil || len(view.Log) != 1 || view.Log[0].RequestHeaders == nil {
+		t.Fatalf("delivery %+v, %v", view, err)
+	}
+	var logged map[string]string
+	if err := json.Unmarshal([]byte(*view.Log[0].RequestHeaders), &logged); err != nil {
+		t.Fatal(err)
+	}
+	return res, logged
 }

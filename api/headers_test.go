@@ -74,6 +74,9 @@ func TestWebhookHeaders(t *testing.T) {
 		}
 		e.do(t, "PATCH", one, auth, `{"headers":{`+strings.Join(twenty, ",")+`}}`).expect(t, http.StatusOK, "")
 		e.do(t, "PATCH", one, auth, `{"headers":{"X-Long":"`+strings.Repeat("v", 1024)+`"}}`).expect(t, http.StatusOK, "")
+		e.do(t, "PATCH", one, auth, `{"headers":{"X-`+strings.Repeat("n", 254)+`":"v"}}`).expect(t, http.StatusOK, "") // a name of 256 bytes
+		// Names that resemble refused ones but are the receiver's own.
+		e.do(t, "PATCH", one, auth, `{"headers":{"X-Date":"d","Accept":"application/json","X-Content-Encoding":"e","Tenant":"t"}}`).expect(t, http.StatusOK, "")
 		shows("PATCH before the refusals", e.do(t, "PATCH", one, auth, `{"headers":{"X-Kept":"kept-value-1234"}}`), `{"X-Kept":"••••1234"}`)
 		sealed := *loadWebhook(t, e, id).Headers
 
@@ -93,6 +96,25 @@ func TestWebhookHeaders(t *testing.T) {
 			{"webhook-* lower case", `{"webhook-custom":"x"}`, http.StatusBadRequest, "headers.webhook-custom"},
 			{"21 headers", "{" + strings.Join(many, ",") + "}", http.StatusUnprocessableEntity, "headers"},
 			{"1025-byte value", `{"X-Long":"` + strings.Repeat("v", 1025) + `"}`, http.StatusUnprocessableEntity, "headers.X-Long"},
+			// Issue 41: hop-by-hop names, and names that would change what the request means or
+			// that Go's client drops or sets itself.
+			{"Content-Encoding", `{"Content-Encoding":"gzip"}`, http.StatusBadRequest, "headers.Content-Encoding"},
+			{"another Content-*", `{"content-language":"en"}`, http.StatusBadRequest, "headers.content-language"},
+			{"Expect", `{"Expect":"100-continue"}`, http.StatusBadRequest, "headers.Expect"},
+			{"Upgrade", `{"Upgrade":"websocket"}`, http.StatusBadRequest, "headers.Upgrade"},
+			{"TE", `{"TE":"trailers"}`, http.StatusBadRequest, "headers.TE"},
+			{"Trailer", `{"Trailer":"X-Sum"}`, http.StatusBadRequest, "headers.Trailer"},
+			{"Keep-Alive", `{"Keep-Alive":"timeout=5"}`, http.StatusBadRequest, "headers.Keep-Alive"},
+			{"Proxy-Connection", `{"Proxy-Connection":"keep-alive"}`, http.StatusBadRequest, "headers.Proxy-Connection"},
+			{"Proxy-Authorization", `{"Proxy-Authorization":"Basic eDp5"}`, http.StatusBadRequest, "headers.Proxy-Authorization"},
+			{"Proxy-Authenticate", `{"proxy-authenticate":"Basic"}`, http.StatusBadRequest, "headers.proxy-authenticate"},
+			{"Date", `{"Date":"Tue, 01 Dec 2026 00:00:00 GMT"}`, http.StatusBadRequest, "headers.Date"},
+			{"Accept-Encoding", `{"Accept-Encoding":"br"}`, http.StatusBadRequest, "headers.Accept-Encoding"},
+			{"Host", `{"HOST":"other.example.com"}`, http.StatusBadRequest, "headers.HOST"},
+			{"a refused name among good ones", `{"X-A":"1","Trailer":"X-A"}`, http.StatusBadRequest, "headers.Trailer"},
+			// A refusal echoes at most 64 characters of the field (api's clip).
+			{"257-byte name", `{"X-` + strings.Repeat("n", 255) + `":"v"}`, http.StatusBadRequest, "headers.X-" + strings.Repeat("n", 54) + "..."},
+			{"5000-byte name", `{"X-` + strings.Repeat("n", 4998) + `":"v"}`, http.StatusBadRequest, "headers.X-" + strings.Repeat("n", 54) + "..."},
 			{"bad name", `{"X Bad":"v"}`, http.StatusBadRequest, "headers.X Bad"},
 			{"non-string value", `{"X-Num":12}`, http.StatusBadRequest, "headers.X-Num"},
 			{"control character", `{"X-Nl":"a\nb"}`, http.StatusBadRequest, "headers.X-Nl"},

@@ -13,9 +13,12 @@ import (
 	"github.com/webhookd/webhookd/wire"
 )
 
-// The limits of a webhook's custom headers (issue 31): how many, and how long a value may be.
+// The limits of a webhook's custom headers (issue 31): how many, how long a name may be (issue 41:
+// a name of 5,000 bytes was stored; real ones are a few dozen, and receivers' servers commonly
+// refuse a request whose header lines are over a few KiB), and how long a value may be.
 const (
 	MaxHeaders          = 20
+	MaxHeaderNameBytes  = 256
 	MaxHeaderValueBytes = 1 << 10
 )
 
@@ -29,7 +32,8 @@ type HeadersEdit struct {
 
 // checkHeaders parses and judges a webhook's custom headers as sent, nil for none. A refusal names
 // the header (headers.X-Foo) and never quotes its value: malformed (not an object, a value not a
-// string, a name not an HTTP token, a reserved name, one name twice) is 400, beyond a limit 422.
+// string, a name not an HTTP token or over MaxHeaderNameBytes, a reserved name, one name twice) is
+// 400, too many headers or a value too long 422.
 func checkHeaders(raw json.RawMessage) (map[string]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -46,11 +50,14 @@ func checkHeaders(raw json.RawMessage) (map[string]string, error) {
 	headers := make(map[string]string, len(names))
 	for _, name := range names {
 		field := "headers." + clip(name)
+		if len(name) > MaxHeaderNameBytes {
+			return nil, malformed(field, "%s: a header name may be at most %d bytes; this one is %d", field, MaxHeaderNameBytes, len(name))
+		}
 		if !httpguts.ValidHeaderFieldName(name) {
 			return nil, malformed(field, "%s: a header name must be an HTTP token (letters, digits and !#$%%&'*+-.^_`|~)", field)
 		}
-		if wire.ReservedHeader(name) {
-			return nil, malformed(field, "%s: webhookd sets this header itself (Content-Type, Content-Length, Host, Connection, Transfer-Encoding, User-Agent, X-Service-Event, traceparent, tracestate and webhook-*)", field)
+		if why := wire.HeaderRefusal(name); why != "" {
+			return nil, malformed(field, "%s: %s (docs/api.md, \"Custom headers\", lists the names refused)", field, why)
 		}
 		lower := strings.ToLower(name)
 		if other, ok := seen[lower]; ok {

@@ -38,19 +38,51 @@ func DeliveryHeader(msgID, eventType, userAgent string, signedAt time.Time) http
 // SignatureField is the field of a LayoutB body that holds SignBodyB's signature, always last.
 const SignatureField = "signature"
 
-// reservedHeaders are the headers webhookd sets on a delivery, or that only the HTTP client may
-// set: a webhook's own headers (issue 31) may not name them, nor any webhook-* (Reserved).
-var reservedHeaders = map[string]bool{
-	"content-type": true, "content-length": true, "host": true, "connection": true,
-	"transfer-encoding": true, "user-agent": true, "x-service-event": true,
-	"traceparent": true, "tracestate": true,
+// Why a webhook's own header (issue 31) may not carry a name: the phrases of HeaderRefusal.
+const (
+	refusedOwned      = "webhookd sets this header itself"
+	refusedClient     = "Go's HTTP client sets this header itself from the request"
+	refusedConnection = "this header concerns the connection, not the receiver: Go's HTTP client drops it or fails the request, and an HTTP/2 receiver may refuse it"
+	refusedProxy      = "this header is addressed to a proxy, not the receiver"
+	refusedContent    = "Content-* headers describe the body, which webhookd makes: JSON, not compressed"
+	refusedExpect     = "this header would make the request wait for 100 Continue, or be refused with 417"
+	refusedEncoding   = "Go's HTTP client asks for gzip itself and decompresses the answer, which the attempt log keeps"
+	refusedDate       = "a fixed Date would be false on every attempt; webhook-timestamp carries the attempt's time"
+)
+
+// reservedHeaders are, by lower-case name, the headers a webhook's own may not name (issue 41 added
+// the names of HTTP itself): those webhookd sets on a delivery; those Go's client sets, drops or
+// refuses, which the attempt log would show as sent when they were not; and those that would
+// change what the request means. Any content-* and webhook-* are refused as well (HeaderRefusal).
+var reservedHeaders = map[string]string{
+	"content-type": refusedOwned, "user-agent": refusedOwned, "x-service-event": refusedOwned,
+	"traceparent": refusedOwned, "tracestate": refusedOwned,
+	"host": refusedClient, "content-length": refusedClient,
+	"connection": refusedConnection, "keep-alive": refusedConnection, "proxy-connection": refusedConnection,
+	"te": refusedConnection, "trailer": refusedConnection, "transfer-encoding": refusedConnection, "upgrade": refusedConnection,
+	"proxy-authorization": refusedProxy, "proxy-authenticate": refusedProxy,
+	"expect": refusedExpect, "accept-encoding": refusedEncoding, "date": refusedDate,
 }
 
-// ReservedHeader reports whether name, in any case, is one webhookd owns on a delivery or that
-// would break the HTTP exchange: such a custom header is refused when saved and skipped when sent.
-func ReservedHeader(name string) bool {
+// HeaderRefusal says why a webhook's own header may not be called name (in any case), "" if it
+// may: such a header is refused when saved, and skipped when sent (and then not in the attempt
+// log) if one was stored before the rule.
+func HeaderRefusal(name string) string {
 	lower := strings.ToLower(name)
-	return reservedHeaders[lower] || strings.HasPrefix(lower, "webhook-")
+	switch {
+	case reservedHeaders[lower] != "":
+		return reservedHeaders[lower]
+	case strings.HasPrefix(lower, "webhook-"):
+		return refusedOwned
+	case strings.HasPrefix(lower, "content-"):
+		return refusedContent
+	}
+	return ""
+}
+
+// ReservedHeader reports whether a webhook's own header may not be called name (HeaderRefusal).
+func ReservedHeader(name string) bool {
+	return HeaderRefusal(name) != ""
 }
 
 // Redacted is what every representation of a webhook's custom header shows instead of its value:

@@ -84,6 +84,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// attempt fails as the webhook's own, through the failed-attempt path.
 		fetched := a.now()
 		if authz, err = a.authorize(ctx, w, auth, in.AttemptTimeout); err != nil {
+			if held := a.Egress.ProxyHold(ctx, err); held != nil {
+				return a.heldByProxy(ctx, in, held), nil
+			}
 			res := DeliverResult{AttemptedAt: fetched, ErrorClass: ClassAuthFailed, Error: tokenFailure(err, auth.TokenURL)}
 			return a.record(ctx, in, w, ev, res, a.now().Sub(fetched), nil, "", nil)
 		}
@@ -147,6 +150,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if postErr == nil {
 		resp, postErr = turn.Post(postCtx, header, body)
 	}
+	if errors.As(postErr, &held) {
+		// The egress proxy failed: no receiver was reached, and the attempt is held, not failed.
+		a.endPost(ctx, postSpan, in, w.ID, ev.EventType, DeliverResult{ErrorClass: ClassProxy})
+		return a.heldByProxy(ctx, in, held), nil
+	}
 	latency := a.now().Sub(started)
 	var status int
 	var respBody []byte
@@ -161,7 +169,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// The owner's message leaves the proxy out; the operator's log names it.
 		var proxyErr *egress.ProxyError
 		if errors.As(postErr, &proxyErr) {
-			activity.GetLogger(ctx).Warn("egress proxy failed", "delivery", in.DeliveryID, "error_class", res.ErrorClass, "err", proxyErr.Error())
+			activity.GetLogger(ctx).Warn("egress proxy could not reach the receiver", "delivery", in.DeliveryID, "error_class", res.ErrorClass, "err", proxyErr.Error())
 		}
 	case status >= 300 && status < 400:
 		res.ErrorClass, res.Error = ClassRedirect, fmt.Sprintf("receiver answered %d (redirects are not followed)", status)
@@ -176,6 +184,18 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 
 	return a.record(ctx, in, w, ev, res, latency, resp, sent, respBody)
+}
+
+// heldByProxy is the result of an attempt that met a failure of the egress proxy itself: the
+// operator's outage, not the receiver's. Nothing reached the receiver, so nothing is recorded: the
+// attempt is held (DeliverResult.HostBusy) and made again at its appointment, as one held by a
+// busy host is, and the delivery keeps its place in its schedule (egress/proxygate.go). The
+// operator's log names the proxy's failure; the webhook's owner sees a wait.
+func (a *Activities) heldByProxy(ctx context.Context, in DeliverInput, held *egress.HeldError) DeliverResult {
+	if held.Cause != nil {
+		activity.GetLogger(ctx).Warn("egress proxy failed; the attempt is held", "delivery", in.DeliveryID, "err", held.Cause.Error(), "retry_in", held.RetryIn)
+	}
+	return DeliverResult{HostBusy: true, HeldBy: string(held.Reason), Error: held.Error(), RetryIn: held.RetryIn}
 }
 
 // record writes attempt res of delivery in, which took latency, with what was sent and answered,

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +23,11 @@ import (
 // connectProxy is a CONNECT proxy on loopback that requires credentials and records every CONNECT
 // target and the local address of every connection it opens to a target.
 type connectProxy struct {
-	ln       net.Listener
-	auth     string
+	ln   net.Listener
+	auth string
+	// down, while set, makes it drop every connection at once: an outage of the proxy.
+	down     atomic.Bool
+	dropped  atomic.Int64
 	mu       sync.Mutex
 	targets  []string
 	outbound []string
@@ -73,6 +78,10 @@ func (p *connectProxy) track(c net.Conn) {
 
 func (p *connectProxy) tunnel(c net.Conn) {
 	defer c.Close()
+	if p.down.Load() {
+		p.dropped.Add(1)
+		return
+	}
 	br := bufio.NewReader(c)
 	req, err := http.ReadRequest(br)
 	if err != nil {
@@ -176,4 +185,71 @@ func TestEgressProxy(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests over %d tunnels, all through the proxy", len(reqs), len(targets))
+}
+
+// TestEgressProxyOutage is issue 41's second defect: an outage of the operator's egress proxy is
+// not the customers' failure. With the proxy dropping every connection for longer than the whole
+// retry schedule, no delivery is exhausted, no attempt is recorded, no webhook moves to failing,
+// and no owner gets a notice or an e-mail; once the proxy is back, every delivery is delivered.
+// Before the fix, every delivery was exhausted with class proxy, the webhook was failing and its
+// owner was e-mailed.
+func TestEgressProxyOutage(t *testing.T) {
+	proxy := startConnectProxy(t, "webhookd", "proxy-secret")
+	proxyURL := &url.URL{Scheme: "http", Host: proxy.ln.Addr().String(), User: url.UserPassword("webhookd", "proxy-secret")}
+	st := newStack(t, stackOptions{allowPrivate: true, proxy: proxyURL, schedule: []time.Duration{500 * time.Millisecond, 500 * time.Millisecond},
+		disable: model.DisableRule{After: time.Second, MinExhausted: 1}})
+	proxy.down.Store(true)
+	hook, _ := st.createWebhook(t, "A", st.rc.url("/behind-proxy"), "campaign.created")
+	var events []int64
+	for range 3 {
+		events = append(events, st.publish(t, "A", "campaign.created", campaign))
+	}
+	// The outage outlasts the schedule (three attempts 0.5 s apart) many times over: the proxy
+	// keeps being probed, for at least 8 s.
+	began := time.Now()
+	eventually(t, 60*time.Second, "the proxy probed through an outage of 8 s", func() bool {
+		return proxy.dropped.Load() >= 3 && time.Since(began) >= 8*time.Second
+	})
+	for _, ev := range events {
+		d := st.delivery(t, ev, hook)
+		if d.State == model.DeliveryExhausted || d.Attempts != 0 {
+			t.Errorf("during the proxy's outage delivery %d is %s after %d attempts (%s), want held: no attempt recorded", d.ID, d.State, d.Attempts, deref(d.LastError))
+		}
+	}
+	if w := st.webhook(t, hook); w.Status == model.StatusFailing || w.Status == model.StatusFailed || w.Disabled() {
+		t.Errorf("during the proxy's outage the webhook is %s (disabled %v), want neither failing nor disabled", w.Status, w.Disabled())
+	}
+	if n := len(st.mb.messages()); n != 0 {
+		t.Errorf("during the proxy's outage the owner got %d e-mails, want none", n)
+	}
+	var notices int
+	if err := st.db.NewSelect().TableExpr("events").Where("about_webhook_id = ?", hook).ColumnExpr("COUNT(*)").Scan(context.Background(), &notices); err != nil {
+		t.Fatal(err)
+	}
+	if notices != 0 {
+		t.Errorf("during the proxy's outage %d notices were recorded about the webhook, want none", notices)
+	}
+	if got := st.counter(t, "webhookd_egress_proxy_up"); got != 0 {
+		t.Errorf("webhookd_egress_proxy_up = %v during the outage, want 0", got)
+	}
+	t.Logf("outage of %s: %d connections dropped by the proxy, %d failures counted", time.Since(began).Round(time.Second),
+		proxy.dropped.Load(), int(st.counter(t, "webhookd_egress_proxy_failures_total")))
+
+	proxy.down.Store(false)
+	eventually(t, 90*time.Second, "every delivery delivered once the proxy is back", func() bool {
+		for _, ev := range events {
+			if st.delivery(t, ev, hook).State != model.DeliveryDelivered {
+				return false
+			}
+		}
+		return true
+	})
+	for _, ev := range events {
+		if d := st.delivery(t, ev, hook); d.Attempts != 1 {
+			t.Errorf("delivery %d took %d attempts, want 1: the outage must not use up its schedule", d.ID, d.Attempts)
+		}
+	}
+	if got := st.counter(t, "webhookd_egress_proxy_up"); got != 1 {
+		t.Errorf("webhookd_egress_proxy_up = %v after the outage, want 1", got)
+	}
 }

@@ -464,7 +464,7 @@ func (st *stack) counter(t *testing.T, name string, labels ...string) float64 {
 				match = match && have[labels[i]] == labels[i+1]
 			}
 			if match {
-				sum += m.GetCounter().GetValue()
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}

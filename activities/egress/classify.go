@@ -46,10 +46,13 @@ const (
 	HeldByRateLimit HoldReason = "rate_limit"
 	// HeldByBreaker: a probe of the endpoint or its host was in flight, and its outcome decides.
 	HeldByBreaker HoldReason = "breaker"
+	// HeldByProxy: the egress proxy failed, or is down and another exchange probes it: the
+	// operator's outage, not the receiver's (proxygate.go).
+	HeldByProxy HoldReason = "proxy"
 )
 
 // HoldReasons are every HoldReason, in the order the docs list them.
-var HoldReasons = []HoldReason{HeldByHostCap, HeldByEndpointCap, HeldByRateLimit, HeldByBreaker}
+var HoldReasons = []HoldReason{HeldByHostCap, HeldByEndpointCap, HeldByRateLimit, HeldByBreaker, HeldByProxy}
 
 // Phrase says the reason in a few words, for the Web UI and the attempt's messages.
 func (r HoldReason) Phrase() string {
@@ -62,6 +65,8 @@ func (r HoldReason) Phrase() string {
 		return "endpoint rate limit"
 	case HeldByBreaker:
 		return "breaker probe in flight"
+	case HeldByProxy:
+		return "egress proxy down"
 	}
 	return string(r)
 }
@@ -73,6 +78,9 @@ type HeldError struct {
 	Reason  HoldReason
 	Host    string
 	RetryIn time.Duration
+	// Cause is the failure that held the exchange back, if one did (the egress proxy's), for the
+	// operator's log; Error leaves it out.
+	Cause error
 }
 
 func (e *HeldError) Error() string {

@@ -92,6 +92,8 @@ type Client struct {
 	proxy   string
 	timeout time.Duration
 	hosts   *hosts
+	// gate holds exchanges back while the egress proxy is down; nil without one.
+	gate *proxyGate
 	// tls holds the clients of webhooks with TLS settings of their own (tlsconfig.go).
 	tls *tlsClients
 }
@@ -157,13 +159,20 @@ func New(o Options) (*Client, error) {
 		ResponseHeaderTimeout:  0, // the per-exchange context bounds the whole exchange
 		MaxResponseHeaderBytes: MaxResponseRead,
 	}
-	return &Client{
+	c := &Client{
 		http:    &http.Client{Transport: transport, CheckRedirect: noRedirects},
 		proxy:   proxyName,
 		timeout: o.Timeout,
 		hosts:   hs,
 		tls:     newTLSClients(transport, roots),
-	}, nil
+	}
+	if o.Proxy != nil {
+		if err := m.registerProxy(o.Registerer); err != nil {
+			return nil, err
+		}
+		c.gate = newProxyGate(proxyName, o, m)
+	}
+	return c, nil
 }
 
 func (o Options) withDefaults() Options {
@@ -268,6 +277,8 @@ type Turn struct {
 	url     string
 	timeout time.Duration
 	done    bool
+	// proxyProbe: this exchange probes the egress proxy, which is down (proxyGate).
+	proxyProbe bool
 }
 
 // Post sends body to rawURL with header for an anonymous endpoint and returns the reply; it never
@@ -305,13 +316,19 @@ func (c *Client) Take(ctx context.Context, r Request) (*Turn, error) {
 			return nil, err
 		}
 	}
+	// The proxy first: while it is down, an exchange takes no slot at the receiver's host.
+	probe, err := c.gate.admit()
+	if err != nil {
+		return nil, err
+	}
 	ep := r.Endpoint
 	ep.key = fmt.Sprintf("%d %s", ep.Webhook, r.URL)
 	t, err := c.hosts.acquire(ctx, key, ep, r.Wait, r.QuickWait, r.Key)
 	if err != nil {
+		c.gate.abandon(probe)
 		return nil, err
 	}
-	return &Turn{c: c, t: t, http: hc, url: r.URL, timeout: timeout}, nil
+	return &Turn{c: c, t: t, http: hc, url: r.URL, timeout: timeout, proxyProbe: probe}, nil
 }
 
 // Post makes the exchange: body to the turn's URL with header. A reply whose body does not finish
@@ -323,6 +340,13 @@ func (t *Turn) Post(ctx context.Context, header http.Header, body []byte) (*Resp
 	t.done = true
 	resp, err := t.c.exchange(ctx, t.http, t.timeout, t.url, header, body)
 	t.c.hosts.release(ctx, t.t, resp, err)
+	// A failure of the egress proxy itself comes back as a *HeldError: no receiver was reached.
+	if err = t.c.gate.observe(ctx, t.proxyProbe, err); err != nil {
+		var held *HeldError
+		if errors.As(err, &held) {
+			return nil, err
+		}
+	}
 	return resp, err
 }
 
@@ -333,6 +357,7 @@ func (t *Turn) Cancel() {
 	}
 	t.done = true
 	t.c.hosts.cancel(t.t)
+	t.c.gate.abandon(t.proxyProbe)
 }
 
 // Timeout is the ceiling of one exchange.

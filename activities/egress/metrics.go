@@ -16,6 +16,9 @@ type metrics struct {
 	waitSeconds      *prometheus.HistogramVec
 	circuitOpenTotal *prometheus.CounterVec
 	circuitsOpen     *prometheus.GaugeVec
+	// proxyUpGauge and proxyFailures are registered only with an egress proxy (proxyGate).
+	proxyUpGauge  prometheus.Gauge
+	proxyFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -25,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		waitsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhookd_egress_waits_total",
-			Help: "Exchanges held back, without a connection, by reason: host_cap (the host's slots were taken and went to accounts holding fewer), endpoint_cap, rate_limit, breaker (a probe was in flight). A held exchange is a wait, never a failure.",
+			Help: "Exchanges held back, without a connection, by reason: host_cap (the host's slots were taken and went to accounts holding fewer), endpoint_cap, rate_limit, breaker (a probe was in flight), proxy (the egress proxy failed or is down). A held exchange is a wait, never a failure.",
 		}, []string{"reason"}),
 		waitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "webhookd_egress_wait_seconds",
@@ -55,6 +58,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// registerProxy registers the egress proxy's series: there are none without a proxy.
+func (m *metrics) registerProxy(reg prometheus.Registerer) error {
+	if m == nil {
+		return nil
+	}
+	m.proxyUpGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "webhookd_egress_proxy_up",
+		Help: "1 while the egress proxy (WEBHOOKD_EGRESS_PROXY) works as this process sees it, 0 while it is down: deliveries are then held, not failed, and one exchange at a time probes it.",
+	})
+	m.proxyFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "webhookd_egress_proxy_failures_total",
+		Help: "Exchanges that met a failure of the egress proxy itself (not reachable, its TLS, our credentials refused, no tunnel in time); each was held, not failed.",
+	})
+	for _, c := range []prometheus.Collector{m.proxyUpGauge, m.proxyFailures} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register egress proxy metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // registerEndpoints registers the breaker state of each endpoint whose breaker is not closed, read
@@ -100,6 +124,22 @@ func (m *metrics) held(r HoldReason, waited time.Duration) {
 	if m != nil {
 		m.waitsTotal.WithLabelValues(string(r)).Inc()
 		m.waitSeconds.WithLabelValues(string(r)).Observe(waited.Seconds())
+	}
+}
+
+func (m *metrics) proxyUp(up bool) {
+	if m != nil && m.proxyUpGauge != nil {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		m.proxyUpGauge.Set(v)
+	}
+}
+
+func (m *metrics) proxyFailed() {
+	if m != nil && m.proxyFailures != nil {
+		m.proxyFailures.Inc()
 	}
 }
 

@@ -20,6 +20,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // connectProxy is a small CONNECT proxy: it records every CONNECT target, can require
@@ -271,8 +274,12 @@ func TestProxyOverTLS(t *testing.T) {
 	// Without the proxy's root, its TLS fails, and that is the proxy's failure.
 	c = newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: x509.NewCertPool(), Proxy: proxy.url(nil)})
 	_, err := c.Post(context.Background(), srv.URL, testHeader, nil)
-	if class, msg := Classify(err); class != ClassProxy || !strings.Contains(msg, "TLS") {
-		t.Fatalf("untrusted proxy: %v (class %q, %q), want class %q naming TLS", err, class, msg, ClassProxy)
+	var held *HeldError
+	if !errors.As(err, &held) || held.Reason != HeldByProxy {
+		t.Fatalf("untrusted proxy: %v, want the exchange held by the proxy", err)
+	}
+	if class, msg := Classify(held.Cause); class != ClassProxy || !strings.Contains(msg, "TLS") {
+		t.Fatalf("untrusted proxy: %v (class %q, %q), want class %q naming TLS", held.Cause, class, msg, ClassProxy)
 	}
 }
 
@@ -403,6 +410,16 @@ func TestProxyFailuresAreNamed(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cl := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Proxy: c.proxy, Timeout: c.timeout})
 			_, err := cl.Post(context.Background(), c.url, testHeader, nil)
+			// A failure of the proxy itself holds the exchange, with the failure as its cause.
+			var held *HeldError
+			if errors.As(err, &held) {
+				if held.Reason != HeldByProxy || held.Cause == nil || held.RetryIn <= 0 {
+					t.Fatalf("held %+v, want a hold by the proxy with its cause and an appointment", held)
+				}
+				err = held.Cause
+			} else if c.want == ClassProxy {
+				t.Fatalf("got %v, want a hold by the proxy", err)
+			}
 			class, msg := Classify(err)
 			if class != c.want {
 				t.Fatalf("got %v (class %q, %q), want class %q", err, class, msg, c.want)
@@ -504,5 +521,86 @@ func TestCheckProxyURL(t *testing.T) {
 	d, err := newProxyDialer(&url.URL{Scheme: "https", Host: "proxy.example.com"}, AddressPolicy{}, net.DefaultResolver, nil)
 	if err != nil || d.proxy != "proxy.example.com:443" || d.tls == nil || d.tls.ServerName != "proxy.example.com" || d.tls.InsecureSkipVerify || d.tls.MinVersion != tls.VersionTLS12 {
 		t.Fatalf("https proxy dialer %+v, %v", d, err)
+	}
+}
+
+// TestProxyOutageHolds: an egress proxy that fails holds exchanges back instead of failing them
+// (issue 41): the first failure turns the proxy down (webhookd_egress_proxy_up 0); while it is
+// down, exchanges are held without a connection until its pause is over, then one probes it, and
+// each failed probe doubles the pause; the first probe that gets through turns it up again and
+// exchanges go on. Nothing reaches the receiver meanwhile, and no breaker counts the outage.
+func TestProxyOutageHolds(t *testing.T) {
+	srv, requests := newH2Server(t, http.StatusOK)
+	proxy := newConnectProxy(t, "", "")
+	proxy.answer = http.StatusForbidden // refuses every tunnel, as a proxy with our credentials revoked would
+	clock := newFakeClock()
+	reg := prometheus.NewRegistry()
+	c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Proxy: proxy.url(nil),
+		BreakerFailures: 1, Registerer: reg, Now: clock.Now})
+	up := func() float64 { return testutil.ToFloat64(c.gate.metrics.proxyUpGauge) }
+	if up() != 1 {
+		t.Fatalf("webhookd_egress_proxy_up = %v before any exchange, want 1", up())
+	}
+	post := func() (*HeldError, error) {
+		t.Helper()
+		_, err := c.Post(context.Background(), srv.URL, testHeader, nil)
+		var held *HeldError
+		if errors.As(err, &held) {
+			if held.Reason != HeldByProxy {
+				t.Fatalf("held by %s, want %s", held.Reason, HeldByProxy)
+			}
+			return held, nil
+		}
+		return nil, err
+	}
+
+	held, err := post()
+	if held == nil || held.Cause == nil {
+		t.Fatalf("an exchange through a failing proxy: %v, want it held with the proxy's failure as cause", err)
+	}
+	if up() != 0 {
+		t.Fatalf("webhookd_egress_proxy_up = %v after the failure, want 0", up())
+	}
+	for i := range 5 {
+		held, err := post()
+		if held == nil || held.Cause != nil || held.RetryIn < proxyPauseMin {
+			t.Fatalf("exchange %d while the proxy is down: %+v, %v; want held without a connection, after the pause", i, held, err)
+		}
+	}
+	if accepted, _ := proxy.seen(); accepted != 1 {
+		t.Fatalf("the proxy got %d connections, want 1: exchanges held while it is down must not dial it", accepted)
+	}
+
+	// The pause is over: one probe, which fails again and doubles the pause.
+	clock.Advance(proxyPauseMin)
+	held, err = post()
+	if held == nil || held.Cause == nil || held.RetryIn < 2*proxyPauseMin {
+		t.Fatalf("the probe: %+v, %v; want held by the proxy's failure, with the pause doubled", held, err)
+	}
+	if accepted, _ := proxy.seen(); accepted != 2 {
+		t.Fatalf("the proxy got %d connections, want 2 (one probe)", accepted)
+	}
+	if held, _ := post(); held == nil {
+		t.Fatal("an exchange right after the failed probe was not held")
+	}
+
+	// The proxy works again: the next probe gets through, and so does what follows.
+	proxy.mu.Lock()
+	proxy.answer = 0
+	proxy.mu.Unlock()
+	clock.Advance(2 * proxyPauseMin)
+	for i := range 3 {
+		if held, err := post(); held != nil || err != nil {
+			t.Fatalf("exchange %d once the proxy works: held %+v, err %v", i, held, err)
+		}
+	}
+	if up() != 1 {
+		t.Fatalf("webhookd_egress_proxy_up = %v once the proxy works, want 1", up())
+	}
+	if got := testutil.ToFloat64(c.gate.metrics.proxyFailures); got != 2 {
+		t.Fatalf("webhookd_egress_proxy_failures_total = %v, want 2", got)
+	}
+	if n := len(requests()); n != 3 {
+		t.Fatalf("the receiver got %d requests, want 3", n)
 	}
 }

@@ -104,8 +104,11 @@ type endpoint struct {
 	next    time.Time
 	last    time.Time // the turn of the last exchange the limit let go
 	retimed chan struct{}
-	// checking: one of its waiters is reading its limit anew (Endpoint.RecheckRateLimit).
-	checking bool
+	// checking: one of its waiters is reading its limit anew (Endpoint.RecheckRateLimit), the
+	// last read having begun at checkedAt (the process's clock: it paces reads of the database,
+	// not turns).
+	checking  bool
+	checkedAt time.Time
 	// tail is the latest appointment given to an exchange the endpoint's cap held back.
 	tail     time.Time
 	lastUsed time.Time
@@ -171,7 +174,7 @@ const (
 	// tens of milliseconds to a second, which at 50 turns a second would leave gaps.
 	rateLead = time.Second
 	// rateRecheck is how often the exchanges waiting here for a turn under an endpoint's rate
-	// limit read the limit anew (one of them at a time).
+	// limit read the limit anew (one of them at a time), and how long at most each sleeps.
 	rateRecheck = time.Second
 )
 
@@ -526,12 +529,16 @@ func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, name st
 			return &HeldError{Reason: HeldByRateLimit, Host: h.key, RetryIn: turn.Sub(now) - early}
 		}
 		waited = true
-		// The first of the endpoint's waiters to sleep rechecks the limit about once a second, so
-		// that a change reaches the exchanges waiting here (those held back hear of it from their
-		// workflow's limits signal).
-		sleep, check := turn.Sub(now), false
-		if ep.RecheckRateLimit != nil && !e.checking && sleep > rateRecheck {
-			sleep, check, e.checking = rateRecheck, true, true
+		// Every waiter whose turn is further out than rateRecheck wakes at least that often, and
+		// the first to wake after rateRecheck reads the limit anew (one read at a time, at most one
+		// per rateRecheck for the endpoint), so that a change reaches the exchanges waiting here
+		// within about that, whichever of them are still here (those held back hear of it from
+		// their workflow's limits signal). Issue 41: only the first waiter to sleep read it, and
+		// once its turn came the others slept on to theirs under the old limit.
+		sleep := turn.Sub(now)
+		recheck := ep.RecheckRateLimit != nil && sleep > rateRecheck
+		if recheck {
+			sleep = rateRecheck
 		}
 		retimed := e.retimed
 		hs.mu.Unlock()
@@ -546,8 +553,16 @@ func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, name st
 			err = ctx.Err()
 		}
 		timer.Stop()
+		check := false
+		if recheck && err == nil {
+			hs.mu.Lock()
+			if check = !e.checking && time.Since(e.checkedAt) >= rateRecheck; check {
+				e.checking, e.checkedAt = true, time.Now()
+			}
+			hs.mu.Unlock()
+		}
 		rate, recheckErr := 0, error(nil)
-		if check && err == nil {
+		if check {
 			rate, recheckErr = ep.RecheckRateLimit(ctx)
 		}
 		hs.mu.Lock()
@@ -563,7 +578,7 @@ func (hs *hosts) rateLimit(ctx context.Context, key string, ep Endpoint, name st
 			return nil // the limit was removed
 		case check && recheckErr == nil:
 			hs.setRate(e, rate, now)
-		case !check && fired && b.rateTurn.Equal(turn):
+		case !recheck && fired && b.rateTurn.Equal(turn):
 			e.last = later(e.last, turn)
 			hs.metrics.held(HeldByRateLimit, now.Sub(start))
 			return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -295,6 +296,69 @@ func TestRateLimitRecheckRetimesWaiters(t *testing.T) {
 	// start): the next free turn is 100ms after the start.
 	if rate != 50 || next != 100*time.Millisecond {
 		t.Fatalf("after the recheck: rate %d, next turn %v after the start; want 50 and 100ms (was 5s at 1/s)", rate, next)
+	}
+}
+
+// TestRateLimitRecheckOutlivesTheChecker: a change of the limit reaches every exchange waiting in
+// the worker within about a second, not only while the waiter that reads the limit is still there
+// (issue 41: lowered from 5/s to 1/s under load, the change was not applied for 2.8 and 4.6 s).
+// The first waiter reads the limit, then its turn comes and it goes; the second, whose turn is
+// further out, must read the limit again before its turn.
+func TestRateLimitRecheckOutlivesTheChecker(t *testing.T) {
+	hs, clock := testHosts(Options{HostConcurrency: 64, EndpointConcurrency: 64})
+	ep := endpointOf(1, 10)
+	ep.RateLimit = 1
+	var mu sync.Mutex
+	limit, checks := 1, 0
+	checked := make(chan struct{}, 64)
+	ep.RecheckRateLimit = func(context.Context) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		checks++
+		checked <- struct{}{}
+		return limit, nil
+	}
+	ask1 := func(name string) {
+		t.Helper()
+		if _, _, err := ask(hs, ep, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask1("delivery 0") // now
+	ask1("delivery 1") // +1s
+	first := make(chan error, 1)
+	go func() { // +2s: waits here, and reads the limit each second
+		_, err := hs.acquire(context.Background(), testHost, ep, time.Minute, 0, "waiter 1")
+		first <- err
+	}()
+	<-checked
+	for i := range 4 { // +3s to +6s, held back
+		ask1(fmt.Sprint("delivery ", 2+i))
+	}
+	second := make(chan error, 1)
+	go func() { // +7s: waits here too
+		_, err := hs.acquire(context.Background(), testHost, ep, time.Minute, 0, "waiter 2")
+		second <- err
+	}()
+	// The first waiter's turn comes: it goes. Then the limit is removed.
+	clock.Advance(2 * time.Second)
+	if err := <-first; err != nil {
+		t.Fatalf("the first waiter at its turn: %v", err)
+	}
+	mu.Lock()
+	before := checks
+	limit = 0
+	mu.Unlock()
+	select {
+	case err := <-second:
+		mu.Lock()
+		after := checks
+		mu.Unlock()
+		if err != nil || after == before {
+			t.Fatalf("the second waiter ended (%v) after %d reads of the limit since the change, want it to read the limit before its turn", err, after-before)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second waiter never went")
 	}
 }
 

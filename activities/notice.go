@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -74,6 +75,23 @@ func noticeDetails(d model.NoticeData) string {
 	return b.String()
 }
 
+// noticeMessageID is the Message-ID of the mail of notice eventID to the e-mail channel channelID:
+// the delivery's webhook-id, at the host of the service's public URL (WEBHOOKD_PUBLIC_URL), which
+// names the installation: a staging and a production that share a sender must not share ids, or a
+// mail client would hide one's mail as a copy of the other's. Without a public URL, the sender's
+// domain (Mail.MessageID).
+func noticeMessageID(l Links, eventID, channelID int64) string {
+	id := wire.MessageID(eventID, channelID)
+	u, err := url.Parse(l.APIBaseURL)
+	if err != nil || u.Hostname() == "" {
+		return id
+	}
+	if host := u.Hostname(); strings.Contains(host, ":") {
+		return id + "@[" + host + "]" // an IPv6 address, as a domain literal
+	}
+	return id + "@" + u.Hostname()
+}
+
 // deliverMail makes one attempt of a notice to the owner's e-mail (a notification endpoint of kind
 // KindNoticeEmail) and records it like any attempt: a mail server that does not take it fails the
 // attempt, and the schedule tries again.
@@ -82,6 +100,7 @@ func (a *Activities) deliverMail(ctx context.Context, in DeliverInput, t *model.
 	started := a.now()
 	res := DeliverResult{AttemptedAt: started, Delivered: true}
 	m := noticeMail(a.Links, strings.TrimPrefix(w.URL, "mailto:"), ev)
+	m.MessageID = noticeMessageID(a.Links, ev.ID, w.ID)
 	if err := a.Mailer.Send(ctx, m); err != nil {
 		res.Delivered, res.ErrorClass, res.Error = false, ClassMail, "the mail server did not take the notice: "+err.Error()
 	}

@@ -87,12 +87,12 @@ func TestHealthNotices(t *testing.T) {
 
 	st.publish(t, "A", "campaign.created", campaign)
 	eventually(t, 60*time.Second, "webhook.failing at every channel", func() bool {
-		return len(st.rc.requests("/ops")) == 1 && len(st.rc.requests("/chat")) == 1 && len(st.mb.messages()) == 1
+		return len(st.rc.requests("/ops")) == 1 && len(st.rc.requests("/chat")) == 1 && len(st.mb.Messages()) == 1
 	})
 	failing.Store(false)
 	st.publish(t, "A", "campaign.created", campaign)
 	eventually(t, 60*time.Second, "webhook.recovered at every channel", func() bool {
-		return len(st.rc.requests("/ops")) == 2 && len(st.rc.requests("/chat")) == 2 && len(st.mb.messages()) == 2
+		return len(st.rc.requests("/ops")) == 2 && len(st.rc.requests("/chat")) == 2 && len(st.mb.Messages()) == 2
 	})
 	// More successes, and time for anything sent twice to arrive: nothing more.
 	st.publish(t, "A", "campaign.created", campaign)
@@ -129,8 +129,8 @@ func TestHealthNotices(t *testing.T) {
 			t.Errorf("chat message %d = %s (%v), want {\"text\": one line naming webhook %d}", i, r.Body, err, hook)
 		}
 	}
-	mails := st.mb.messages()
-	if failingMail, recoveredMail := mails[0].text(t), mails[1].text(t); !strings.Contains(failingMail, fmt.Sprintf("webhook %d is failing", hook)) ||
+	mails := st.mb.Messages()
+	if failingMail, recoveredMail := mails[0].Text(t), mails[1].Text(t); !strings.Contains(failingMail, fmt.Sprintf("webhook %d is failing", hook)) ||
 		!strings.Contains(recoveredMail, "webhook.recovered") {
 		t.Errorf("mails:\n%s\n---\n%s", failingMail, recoveredMail)
 	}
@@ -151,12 +151,12 @@ func TestOperationalEndpointDownIsToldByEmail(t *testing.T) {
 	hook, _ := st.createWebhook(t, "A", st.rc.url("/flaky"), "campaign.created")
 	st.publish(t, "A", "campaign.created", campaign)
 	eventually(t, 60*time.Second, "the owner told of the webhook and of the operational endpoint", func() bool {
-		return len(st.mb.messages()) == 2
+		return len(st.mb.Messages()) == 2
 	})
 	time.Sleep(2 * time.Second) // a wait for a notice that must not come
 	var subjects []string
-	for _, m := range st.mb.messages() {
-		subjects = append(subjects, strings.SplitN(m.text(t), "\n", 2)[0])
+	for _, m := range st.mb.Messages() {
+		subjects = append(subjects, strings.SplitN(m.Text(t), "\n", 2)[0])
 	}
 	want := []string{
 		fmt.Sprintf("Subject: [webhookd] webhook %d is failing (campaign.created)", hook),
@@ -196,7 +196,7 @@ func TestConcurrentFailuresGiveOneNotice(t *testing.T) {
 	if got := noticeTypes(noticesAt(t, st.rc, "/ops", hook)); !slices.Equal(got, []string{"webhook.failing"}) {
 		t.Fatalf("notices = %v, want one webhook.failing", got)
 	}
-	if n := len(st.mb.messages()); n != 1 {
+	if n := len(st.mb.Messages()); n != 1 {
 		t.Fatalf("%d e-mails, want one", n)
 	}
 }

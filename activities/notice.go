@@ -39,6 +39,8 @@ func noticeMail(l Links, to string, ev *model.Event) Mail {
 	switch {
 	case ev.EventType == model.NoticeTest:
 		return Mail{To: to, Subject: "[webhookd] test notice", Body: model.NoticeLine(ev) + "\n"}
+	case d.Summary != nil:
+		return summaryMail(l, to, ev.EventType, d)
 	case d.Channel != "":
 		return channelMail(to, ev.EventType, d, lastError)
 	case ev.EventType == model.NoticeFailing:
@@ -63,6 +65,54 @@ func channelMail(to, noticeType string, d model.NoticeData, lastError string) Ma
 	b.WriteString("Notices meant for it are not delivered while it fails. Fix the receiver, or change the\n")
 	b.WriteString("endpoint at " + d.Variant.Spec().APIPrefix + "/notification-endpoints.\n")
 	return Mail{To: to, Subject: fmt.Sprintf("[webhookd] notification endpoint %d: %s", d.WebhookID, noticeType), Body: b.String()}
+}
+
+// summaryMail is the e-mail of a summary of the account rule: the webhooks whose notices of type t
+// were held from the e-mail in a quiet period, a line each, and what to do. For webhook.failing it
+// is the spec's failing e-mail (3.2, 6.4) of each webhook it names: which failed, with what error,
+// and the retry call.
+func summaryMail(l Links, to, t string, d model.NoticeData) Mail {
+	s := d.Summary
+	collection, auth := collectionOf(d.Variant)
+	base := strings.TrimSuffix(l.APIBaseURL, "/")
+	headline := model.SummaryHeadline(t, s)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s since %s.\n", headline, s.Since.UTC().Format(time.RFC3339))
+	b.WriteString("Notices of one kind are gathered into one e-mail per quiet period, so that an outage across\n")
+	b.WriteString("many webhooks sends a few e-mails, not one per webhook.\n\n")
+	for _, e := range s.Listed {
+		fmt.Fprintf(&b, "  webhook %d, %s, %s: status %q now", e.WebhookID, e.EventType, e.URL, e.Status)
+		if t == model.NoticeExhausted {
+			fmt.Fprintf(&b, ", %d deliveries", e.Notices)
+		}
+		b.WriteString("\n")
+		if e.LastError != nil && t != model.NoticeRecovered && t != model.NoticeEnabled {
+			fmt.Fprintf(&b, "    last error: %s\n", e.LastError.Message)
+		}
+	}
+	if more := s.Webhooks - len(s.Listed); more > 0 {
+		fmt.Fprintf(&b, "  and %d more: GET %s%s?status=%s lists the failing ones.\n", more, base, collection, d.Variant.Spec().FailingStatus)
+	}
+	b.WriteString("\n")
+	switch t {
+	case model.NoticeFailing, model.NoticeDisabling, model.NoticeExhausted:
+		b.WriteString("Once a receiver is fixed, retry its webhook's failed deliveries:\n\n")
+		fmt.Fprintf(&b, "  curl -X POST %s%s/<webhook>/retry -H '%s'\n\n", base, collection, auth)
+		fmt.Fprintf(&b, "A webhook's delivery log is at GET %s%s/<webhook>/deliveries.\n", base, collection)
+		if l.TemporalUIURL != "" {
+			fmt.Fprintf(&b, "\nOperators: in the Temporal Web UI (%s/namespaces/%s/workflows) search\n", strings.TrimSuffix(l.TemporalUIURL, "/"), l.TemporalNSpace)
+			b.WriteString("  WebhookId=<webhook> AND DeliveryState=\"exhausted\"\nand send the signal \"retry\" to a delivery.\n")
+		}
+	case model.NoticeDisabled:
+		b.WriteString("webhookd makes no further delivery attempts to them. Once a receiver is fixed, re-enable its\n")
+		b.WriteString("webhook (this resends nothing), or retry its deliveries (this re-enables it too):\n\n")
+		fmt.Fprintf(&b, "  curl -X POST %s%s/<webhook>/enable -H '%s'\n", base, collection, auth)
+		fmt.Fprintf(&b, "  curl -X POST %s%s/<webhook>/retry -H '%s'\n", base, collection, auth)
+	}
+	if d.PortalURL != "" {
+		fmt.Fprintf(&b, "\nPortal:        %s\n", d.PortalURL)
+	}
+	return Mail{To: to, Subject: "[webhookd] " + headline, Body: b.String()}
 }
 
 func noticeDetails(d model.NoticeData) string {

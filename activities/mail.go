@@ -8,10 +8,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	netmail "net/mail"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	mail "github.com/wneessen/go-mail"
@@ -22,6 +24,10 @@ type Mail struct {
 	To      string
 	Subject string
 	Body    string
+	// MessageID is the Message-ID header without its angle brackets. A notice's mail derives it from
+	// the notice, so that a repeat (a retry after a crash) carries the same one and a mail client
+	// shows one message; without a host part, the sender's domain is added. Empty: a random one.
+	MessageID string
 }
 
 // Mailer sends e-mail alerts.
@@ -121,6 +127,24 @@ func message(from string, m Mail) (*mail.Msg, error) {
 	msg.Subject(m.Subject)
 	msg.SetBodyString(mail.TypeTextPlain, m.Body)
 	msg.SetDate()
-	msg.SetMessageID()
+	switch {
+	case m.MessageID == "":
+		msg.SetMessageID()
+	case strings.Contains(m.MessageID, "@"):
+		msg.SetMessageIDWithValue(m.MessageID)
+	default:
+		msg.SetMessageIDWithValue(m.MessageID + "@" + senderDomain(from))
+	}
 	return msg, nil
+}
+
+// senderDomain is the domain of the address from ("webhookd <alerts@example.com>": example.com),
+// or "webhookd.invalid" when it has none.
+func senderDomain(from string) string {
+	if a, err := netmail.ParseAddress(from); err == nil {
+		if _, domain, ok := strings.Cut(a.Address, "@"); ok && domain != "" {
+			return domain
+		}
+	}
+	return "webhookd.invalid"
 }

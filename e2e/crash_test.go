@@ -20,6 +20,7 @@ import (
 
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/smtptest"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
@@ -83,7 +84,7 @@ func TestCrashAfterCommitLosesNothing(t *testing.T) {
 
 	// A worker comes up after the crash, on a Temporal that is reachable now.
 	st.tc = temporaltest.Start(t).Client(t)
-	st.mb = startMailbox(t)
+	st.mb = smtptest.Start(t)
 	st.registry = prometheus.NewRegistry()
 	st.queue = fmt.Sprintf("crash-%d", time.Now().UnixNano())
 	st.starter = &dispatch.Dispatcher{Client: st.tc, TaskQueue: st.queue, Schedule: []time.Duration{time.Second}, RetryWindow: time.Hour, AttemptTimeout: 2 * time.Second}

@@ -245,13 +245,13 @@ func TestExhaustionAlertsOnceThenRecovers(t *testing.T) {
 			t.Fatalf("%s status = %s, want %s", variant, w.Status, want)
 		}
 		// The alert is a notice, delivered to the owner's e-mail by its own workflow right after.
-		eventually(t, 30*time.Second, variant+" alert e-mail", func() bool { return len(st.mb.messages()) >= i+1 })
-		mails := st.mb.messages()
+		eventually(t, 30*time.Second, variant+" alert e-mail", func() bool { return len(st.mb.Messages()) >= i+1 })
+		mails := st.mb.Messages()
 		if len(mails) != i+1 {
 			t.Fatalf("after %s exhaustion: %d e-mails, want %d", variant, len(mails), i+1)
 		}
 		m := mails[i]
-		text := m.text(t)
+		text := m.Text(t)
 		// Variant B's move into failing came first from its failed test event.
 		alertType := map[string]string{"A": et, "B": model.EventTest}[variant]
 		for _, want := range []string{fmt.Sprintf("webhook %d", id), st.rc.url("/dead/" + variant), alertType, "receiver answered 503",
@@ -287,13 +287,13 @@ func TestExhaustionAlertsOnceThenRecovers(t *testing.T) {
 		})
 	}
 	// Healed, each webhook's owner is told once that it recovered.
-	eventually(t, 30*time.Second, "recovery e-mails", func() bool { return len(st.mb.messages()) >= 4 })
-	mails := st.mb.messages()
+	eventually(t, 30*time.Second, "recovery e-mails", func() bool { return len(st.mb.Messages()) >= 4 })
+	mails := st.mb.Messages()
 	if n := len(mails); n != 4 {
 		t.Fatalf("%d e-mails in total, want 4 (failing and recovered, each variant)", n)
 	}
 	for _, m := range mails[2:] {
-		if text := m.text(t); !strings.Contains(text, "webhook.recovered") {
+		if text := m.Text(t); !strings.Contains(text, "webhook.recovered") {
 			t.Fatalf("e-mail after the retry is not a recovery:\n%s", text)
 		}
 	}
@@ -339,7 +339,7 @@ func TestTestEventFailureAlertsAtOnce(t *testing.T) {
 	if w := st.webhook(t, id); w.Status != model.StatusFailing || w.FailureCount != 1 || *w.LastStatus != model.LastStatusFailed {
 		t.Fatalf("webhook after failed test: %+v", w)
 	}
-	eventually(t, 10*time.Second, "alert", func() bool { return len(st.mb.messages()) == 1 })
+	eventually(t, 10*time.Second, "alert", func() bool { return len(st.mb.Messages()) == 1 })
 	eventID := st.publish(t, "B", "lead.captured", sampleData["lead.captured"])
 	eventually(t, 30*time.Second, "healed by a success", func() bool { return st.webhook(t, id).Status == model.StatusActive })
 	if d := st.delivery(t, eventID, id); d.State != model.DeliveryDelivered {

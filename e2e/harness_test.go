@@ -5,104 +5,16 @@ package e2e
 import (
 	"encoding/pem"
 	"io"
-	"mime/quotedprintable"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/mail"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	smtp "github.com/emersion/go-smtp"
 )
-
-// mailbox is a real SMTP server in the test process: alerts travel over SMTP to it.
-type mailbox struct {
-	addr string
-	mu   sync.Mutex
-	msgs []receivedMail
-}
-
-type receivedMail struct {
-	From string
-	To   []string
-	Data string
-}
-
-func startMailbox(t *testing.T) *mailbox {
-	t.Helper()
-	mb := &mailbox{}
-	srv := smtp.NewServer(mb)
-	srv.Domain = "localhost"
-	srv.AllowInsecureAuth = true
-	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb.addr = ln.Addr().String()
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return mb
-}
-
-func (mb *mailbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &mailSession{mb: mb}, nil }
-
-func (mb *mailbox) messages() []receivedMail {
-	mb.mu.Lock()
-	defer mb.mu.Unlock()
-	return append([]receivedMail(nil), mb.msgs...)
-}
-
-type mailSession struct {
-	mb   *mailbox
-	from string
-	to   []string
-}
-
-func (s *mailSession) Reset()        { s.from, s.to = "", nil }
-func (s *mailSession) Logout() error { return nil }
-func (s *mailSession) Mail(from string, _ *smtp.MailOptions) error {
-	s.from = from
-	return nil
-}
-func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
-	s.to = append(s.to, to)
-	return nil
-}
-func (s *mailSession) Data(r io.Reader) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	s.mb.mu.Lock()
-	s.mb.msgs = append(s.mb.msgs, receivedMail{From: s.from, To: s.to, Data: string(b)})
-	s.mb.mu.Unlock()
-	return nil
-}
-
-// text returns the decoded plain-text body of a received message.
-func (m receivedMail) text(t *testing.T) string {
-	t.Helper()
-	msg, err := mail.ReadMessage(strings.NewReader(m.Data))
-	if err != nil {
-		t.Fatalf("parse mail: %v", err)
-	}
-	var body io.Reader = msg.Body
-	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
-		body = quotedprintable.NewReader(body)
-	}
-	b, err := io.ReadAll(body)
-	if err != nil {
-		t.Fatalf("read mail body: %v", err)
-	}
-	return "Subject: " + msg.Header.Get("Subject") + "\n\n" + string(b)
-}
 
 // receiver is a real HTTPS endpoint. Its behaviour per request is set by the test; every request
 // it gets is recorded.

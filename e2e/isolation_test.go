@@ -322,8 +322,8 @@ func TestDisableStopsPendingRetries(t *testing.T) {
 	if n := countMail(t, st, "webhook.disabled"); n != 1 {
 		t.Errorf("%d e-mails about a disable the owner made, want one webhook.disabled", n)
 	}
-	for _, m := range st.mb.messages() {
-		if text := m.text(t); strings.Contains(text, "webhook.disabled") && !strings.Contains(text, "(by api)") {
+	for _, m := range st.mb.Messages() {
+		if text := m.Text(t); strings.Contains(text, "webhook.disabled") && !strings.Contains(text, "(by api)") {
 			t.Errorf("the disable e-mail does not say the API did it:\n%s", text)
 		}
 	}
@@ -332,8 +332,8 @@ func TestDisableStopsPendingRetries(t *testing.T) {
 func countMail(t *testing.T, st *stack, subject string) int {
 	t.Helper()
 	n := 0
-	for _, m := range st.mb.messages() {
-		if strings.Contains(strings.SplitN(m.text(t), "\n", 2)[0], subject) {
+	for _, m := range st.mb.Messages() {
+		if strings.Contains(strings.SplitN(m.Text(t), "\n", 2)[0], subject) {
 			n++
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/internal/smtptest"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
@@ -87,12 +88,12 @@ func TestHealthNotices(t *testing.T) {
 
 	st.publish(t, "A", "campaign.created", campaign)
 	eventually(t, 60*time.Second, "webhook.failing at every channel", func() bool {
-		return len(st.rc.requests("/ops")) == 1 && len(st.rc.requests("/chat")) == 1 && len(st.mb.messages()) == 1
+		return len(st.rc.requests("/ops")) == 1 && len(st.rc.requests("/chat")) == 1 && len(st.mb.Messages()) == 1
 	})
 	failing.Store(false)
 	st.publish(t, "A", "campaign.created", campaign)
 	eventually(t, 60*time.Second, "webhook.recovered at every channel", func() bool {
-		return len(st.rc.requests("/ops")) == 2 && len(st.rc.requests("/chat")) == 2 && len(st.mb.messages()) == 2
+		return len(st.rc.requests("/ops")) == 2 && len(st.rc.requests("/chat")) == 2 && len(st.mb.Messages()) == 2
 	})
 	// More successes, and time for anything sent twice to arrive: nothing more.
 	st.publish(t, "A", "campaign.created", campaign)
@@ -129,8 +130,8 @@ func TestHealthNotices(t *testing.T) {
 			t.Errorf("chat message %d = %s (%v), want {\"text\": one line naming webhook %d}", i, r.Body, err, hook)
 		}
 	}
-	mails := st.mb.messages()
-	if failingMail, recoveredMail := mails[0].text(t), mails[1].text(t); !strings.Contains(failingMail, fmt.Sprintf("webhook %d is failing", hook)) ||
+	mails := st.mb.Messages()
+	if failingMail, recoveredMail := mails[0].Text(t), mails[1].Text(t); !strings.Contains(failingMail, fmt.Sprintf("webhook %d is failing", hook)) ||
 		!strings.Contains(recoveredMail, "webhook.recovered") {
 		t.Errorf("mails:\n%s\n---\n%s", failingMail, recoveredMail)
 	}
@@ -151,12 +152,12 @@ func TestOperationalEndpointDownIsToldByEmail(t *testing.T) {
 	hook, _ := st.createWebhook(t, "A", st.rc.url("/flaky"), "campaign.created")
 	st.publish(t, "A", "campaign.created", campaign)
 	eventually(t, 60*time.Second, "the owner told of the webhook and of the operational endpoint", func() bool {
-		return len(st.mb.messages()) == 2
+		return len(st.mb.Messages()) == 2
 	})
 	time.Sleep(2 * time.Second) // a wait for a notice that must not come
 	var subjects []string
-	for _, m := range st.mb.messages() {
-		subjects = append(subjects, strings.SplitN(m.text(t), "\n", 2)[0])
+	for _, m := range st.mb.Messages() {
+		subjects = append(subjects, strings.SplitN(m.Text(t), "\n", 2)[0])
 	}
 	want := []string{
 		fmt.Sprintf("Subject: [webhookd] webhook %d is failing (campaign.created)", hook),
@@ -196,7 +197,7 @@ func TestConcurrentFailuresGiveOneNotice(t *testing.T) {
 	if got := noticeTypes(noticesAt(t, st.rc, "/ops", hook)); !slices.Equal(got, []string{"webhook.failing"}) {
 		t.Fatalf("notices = %v, want one webhook.failing", got)
 	}
-	if n := len(st.mb.messages()); n != 1 {
+	if n := len(st.mb.Messages()); n != 1 {
 		t.Fatalf("%d e-mails, want one", n)
 	}
 }
@@ -357,4 +358,124 @@ func TestNoticeLatency(t *testing.T) {
 	pick := func(q float64) time.Duration { return latencies[int(q*float64(len(latencies)-1))] }
 	t.Logf("transition to notice over %d transitions: p50 %v, p99 %v, max %v",
 		len(latencies), pick(0.50).Round(time.Millisecond), pick(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+}
+
+// noticeDeliveriesSettled reports whether every delivery of the notices of account has ended
+// (delivered or exhausted): what the notices' channels will receive has arrived.
+func noticeDeliveriesSettled(t *testing.T, db *model.DB, account int64) bool {
+	t.Helper()
+	n, err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
+		Where("e.account_id = ?", account).Where("e.about_webhook_id IS NOT NULL").
+		Where("d.state NOT IN (?, ?)", model.DeliveryDelivered, model.DeliveryExhausted).Count(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 0
+}
+
+// TestAccountStormGivesOneMailAndOneChatPost: one receiver goes down under the 50 webhooks of an
+// account (issue 41, defect 6). The operational webhook, a machine, gets one webhook.failing per
+// webhook; the owner's e-mail and chat get the first failure at once and, when the account's quiet
+// period ends, one summary that names the 49 others: two e-mails and two chat posts in all, not 50
+// of each. Another account's failure in the same minute reaches its owner at once. The quiet period
+// is an hour; the test ends it by moving its end into the past, as the sweeper then finds it.
+func TestAccountStormGivesOneMailAndOneChatPost(t *testing.T) {
+	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{200 * time.Millisecond}, quiet: time.Hour})
+	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
+		if strings.HasPrefix(path, "/down/") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	ctx := context.Background()
+	acc, _, err := model.Authenticate(ctx, st.db, st.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addChannel(t, st, "A", "webhook", st.rc.url("/ops"))
+	addChannel(t, st, "A", "chat", st.rc.url("/chat"))
+	const hooks = 50
+	urls := map[int64]string{}
+	for i := range hooks {
+		u := st.rc.url(fmt.Sprintf("/down/%d/", i)) // no URL a prefix of another
+		id, _ := st.createWebhook(t, "A", u, "campaign.created")
+		urls[id] = u
+	}
+	otherKey, otherAcc, err := model.CreateAPIKey(ctx, st.db, "other@example.com", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := *st
+	other.key = otherKey
+	otherHook, _ := other.createWebhook(t, "A", st.rc.url("/down/other"), "campaign.created")
+
+	mailsTo := func(to string) []smtptest.Mail {
+		var out []smtptest.Mail
+		for _, m := range st.mb.Messages() {
+			if slices.Contains(m.To, to) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	started := time.Now()
+	st.publish(t, "A", "campaign.created", campaign)
+	other.publish(t, "A", "campaign.created", campaign)
+	eventually(t, 2*time.Minute, "a webhook.failing per webhook at the operational webhook", func() bool {
+		return len(noticesAt(t, st.rc, "/ops", 0)) >= hooks
+	})
+	eventually(t, time.Minute, "every notice delivered", func() bool {
+		return noticeDeliveriesSettled(t, st.db, acc.ID) && noticeDeliveriesSettled(t, st.db, otherAcc.ID)
+	})
+	owner, chat := mailsTo("owner@example.com"), st.rc.requests("/chat")
+	t.Logf("50 failing webhooks, within the quiet period (%v): %d e-mails and %d chat posts to the owner, %d webhook.failing at the operational webhook",
+		time.Since(started).Round(time.Millisecond), len(owner), len(chat), len(noticesAt(t, st.rc, "/ops", 0)))
+	if got := noticeTypes(noticesAt(t, st.rc, "/ops", 0)); len(got) != hooks || slices.ContainsFunc(got, func(s string) bool { return s != model.NoticeFailing }) {
+		t.Fatalf("operational webhook got %v, want %d webhook.failing, one per webhook", got, hooks)
+	}
+	if len(owner) != 1 || len(chat) != 1 {
+		t.Fatalf("the owner got %d e-mails and %d chat posts in the quiet period, want the first failure's one of each", len(owner), len(chat))
+	}
+	first := owner[0].Text(t)
+	if !strings.Contains(first, "is failing") {
+		t.Fatalf("first e-mail:\n%s", first)
+	}
+	if got := mailsTo("other@example.com"); len(got) != 1 || !strings.Contains(got[0].Text(t), fmt.Sprintf("webhook %d is failing", otherHook)) {
+		t.Fatalf("the other account's owner got %d e-mails, want its webhook's failing at once", len(got))
+	}
+
+	// The period ends: one summary of the 49 others, to the e-mail and the chat.
+	if _, err := st.db.NewUpdate().Table("notice_quiet").Set("quiet_until = ?", model.Now().Add(-time.Second)).
+		Where("account_id = ?", acc.ID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the summary at the e-mail and the chat", func() bool {
+		return len(mailsTo("owner@example.com")) == 2 && len(st.rc.requests("/chat")) == 2
+	})
+	eventually(t, time.Minute, "every notice delivered", func() bool { return noticeDeliveriesSettled(t, st.db, acc.ID) })
+	owner, chat = mailsTo("owner@example.com"), st.rc.requests("/chat")
+	if len(owner) != 2 || len(chat) != 2 {
+		t.Fatalf("after the quiet period the owner got %d e-mails and %d chat posts in all, want 2 of each", len(owner), len(chat))
+	}
+	summary := owner[1].Text(t)
+	var post map[string]string
+	if err := json.Unmarshal(chat[1].Body, &post); err != nil {
+		t.Fatal(err)
+	}
+	named := 0
+	for id, u := range urls {
+		if strings.Contains(first, u) {
+			continue // the first failure, told at once
+		}
+		if !strings.Contains(summary, fmt.Sprintf("webhook %d, campaign.created, %s: status \"failed\" now", id, u)) {
+			t.Errorf("the summary e-mail does not name webhook %d (%s)", id, u)
+		}
+		if strings.Contains(post["text"], u+",") {
+			named++
+		}
+	}
+	if !strings.Contains(summary, "49 webhooks") || named != 20 || !strings.Contains(post["text"], "and 29 more") {
+		t.Errorf("summary e-mail:\n%s\nchat post (names %d webhooks): %s", summary, named, post["text"])
+	}
+	t.Logf("after the quiet period: %d e-mails and %d chat posts in all; the summary e-mail: %q; chat: %.200s...",
+		len(owner), len(chat), strings.SplitN(summary, "\n", 2)[0], post["text"])
 }

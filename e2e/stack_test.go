@@ -30,6 +30,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/smtptest"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
@@ -47,7 +48,7 @@ type stack struct {
 	queue    string
 	apiURL   string
 	rc       *receiver
-	mb       *mailbox
+	mb       *smtptest.Mailbox
 	registry *prometheus.Registry
 	starter  *dispatch.Dispatcher
 	key      string
@@ -119,7 +120,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		tc:       temporaltest.Start(t).Client(t, o.interceptors...),
 		queue:    "it-" + unsafeQueueChars.ReplaceAllString(t.Name(), "-") + fmt.Sprintf("-%d", time.Now().UnixNano()),
 		rc:       startReceiver(t),
-		mb:       startMailbox(t),
+		mb:       smtptest.Start(t),
 		registry: prometheus.NewRegistry(),
 	}
 	// Registered before the worker starts, so that it runs after the worker stopped.
@@ -221,7 +222,7 @@ func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.A
 	if err != nil {
 		t.Fatal(err)
 	}
-	mailer, err := activities.NewMailer("smtp://"+st.mb.addr, "webhookd <alerts@example.com>", "", nil)
+	mailer, err := activities.NewMailer("smtp://"+st.mb.Addr, "webhookd <alerts@example.com>", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,6 +110,9 @@ type NoticeData struct {
 	Suppressed int `json:"suppressed,omitempty"`
 	// Message is a sentence for a person; a notice.test carries one, the other notices none.
 	Message string `json:"message,omitempty"`
+	// Summary is set on a summary of the account rule: the notices it gathers. The fields above
+	// then describe the first webhook it names.
+	Summary *NoticeSummary `json:"summary,omitempty"`
 }
 
 // Notice is one notice to record, by the transition that makes it.
@@ -140,8 +143,10 @@ func (w *Webhook) Wants(t string) bool {
 // the account's notification endpoints of the webhook's variant that want its type: the e-mail
 // (created on first use, on unless the owner deleted it), operational webhooks and chat. A notice
 // about a notification endpoint goes to the e-mail alone, and one about the e-mail nowhere: no
-// channel reports on itself. It returns nil when no endpoint wants the notice; otherwise its
-// deliveries start after the commit like any event's (or the sweeper starts them).
+// channel reports on itself. Within the account's quiet period the e-mail and chats do not get it
+// now: it is held for the period's summary (holdFromPeople). It returns nil when no endpoint gets
+// the notice now; otherwise its deliveries start after the commit like any event's (or the
+// sweeper starts them).
 func RecordNotice(ctx context.Context, db bun.IDB, rules NoticeRules, n Notice) (*PublishResult, error) {
 	w := n.Webhook
 	if w.Kind == KindNoticeEmail {
@@ -166,6 +171,10 @@ func RecordNotice(ctx context.Context, db bun.IDB, rules NoticeRules, n Notice) 
 	if len(to) == 0 {
 		return nil, nil
 	}
+	to, held, err := holdFromPeople(ctx, db, rules, n, to)
+	if err != nil {
+		return nil, err
+	}
 	data, err := json.Marshal(noticeData(rules, n))
 	if err != nil {
 		return nil, fmt.Errorf("encode notice: %w", err)
@@ -174,9 +183,21 @@ func RecordNotice(ctx context.Context, db bun.IDB, rules NoticeRules, n Notice) 
 	if err != nil {
 		return nil, fmt.Errorf("encode notice: %w", err)
 	}
-	return insertEvent(ctx, db, statementsOf(db), NewEvent{
+	pr, err := insertEvent(ctx, db, statementsOf(db), NewEvent{
 		AccountID: w.AccountID, Variant: w.Variant, EventType: n.Type, Data: string(canonical), Notice: w.ID, Channels: to,
 	})
+	if err != nil {
+		return nil, err
+	}
+	if held {
+		if err := holdNotice(ctx, db, pr.Event, w); err != nil {
+			return nil, err
+		}
+	}
+	if len(pr.Deliveries) == 0 {
+		return nil, nil // held from every channel that wants it: its summary will tell it
+	}
+	return pr, nil
 }
 
 func noticeData(rules NoticeRules, n Notice) NoticeData {
@@ -330,6 +351,9 @@ func NoticeLine(ev *Event) string {
 	if ev.EventType == NoticeTest {
 		return fmt.Sprintf("webhookd: notification endpoint %d: %s", d.WebhookID, d.Message)
 	}
+	if d.Summary != nil {
+		return summaryLine(ev.EventType, d)
+	}
 	what := map[string]string{
 		NoticeFailing:   "is failing",
 		NoticeRecovered: "has recovered: deliveries succeed again",
@@ -356,4 +380,52 @@ func NoticeLine(ev *Event) string {
 		fmt.Fprintf(&b, " %s", d.PortalURL)
 	}
 	return b.String()
+}
+
+// SummaryLineNamed is how many webhooks the line of a summary names; the e-mail names every one
+// the summary lists.
+const SummaryLineNamed = 20
+
+// summaryLine says summary d of type t in one line: how many webhooks, since when, the first
+// SummaryLineNamed of them, and how many more.
+func summaryLine(t string, d NoticeData) string {
+	s := d.Summary
+	var b strings.Builder
+	fmt.Fprintf(&b, "webhookd: %s since %s: ", SummaryHeadline(t, s), s.Since.UTC().Format(time.RFC3339))
+	for i, e := range s.Listed[:min(len(s.Listed), SummaryLineNamed)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d (%s, %s)", e.WebhookID, e.URL, e.EventType)
+	}
+	if more := s.Webhooks - min(len(s.Listed), SummaryLineNamed); more > 0 {
+		fmt.Fprintf(&b, " and %d more", more)
+	}
+	if d.PortalURL != "" {
+		fmt.Fprintf(&b, " %s", d.PortalURL)
+	}
+	return b.String()
+}
+
+// SummaryHeadline says what a summary of type t tells: "49 webhooks moved to failing".
+func SummaryHeadline(t string, s *NoticeSummary) string {
+	webhooks, were := fmt.Sprintf("%d webhooks", s.Webhooks), "were"
+	if s.Webhooks == 1 {
+		webhooks, were = "1 webhook", "was"
+	}
+	switch t {
+	case NoticeFailing:
+		return webhooks + " moved to failing"
+	case NoticeRecovered:
+		return webhooks + " recovered: deliveries succeed again"
+	case NoticeDisabling:
+		return webhooks + " will be disabled soon unless a delivery succeeds"
+	case NoticeDisabled:
+		return webhooks + " " + were + " disabled"
+	case NoticeEnabled:
+		return webhooks + " " + were + " enabled again"
+	case NoticeExhausted:
+		return fmt.Sprintf("%d deliveries of %s ran out of retries", s.Notices, webhooks)
+	}
+	return webhooks + ": " + t
 }

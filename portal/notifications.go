@@ -43,6 +43,8 @@ type noticeRow struct {
 	Line      string
 	// Channel: the notice is about a channel (its test, its failure), which has no endpoint page.
 	Channel bool
+	// Summary is how many endpoints a summary of the account rule tells of; 0 for a notice about one.
+	Summary int
 }
 
 // channelRow is one channel as the page lists it, its kind and types in the API's words.
@@ -97,8 +99,11 @@ func (h *notificationHandlers) renderPage(c echo.Context, status int, form chann
 	notices := make([]noticeRow, len(evs))
 	for i := range evs {
 		ev := &evs[i]
-		notices[i] = noticeRow{ID: ev.ID, Type: ev.EventType, CreatedAt: ev.CreatedAt, Line: model.NoticeLine(ev),
-			Channel: model.DecodeNoticeData(ev).Channel != ""}
+		d := model.DecodeNoticeData(ev)
+		notices[i] = noticeRow{ID: ev.ID, Type: ev.EventType, CreatedAt: ev.CreatedAt, Line: model.NoticeLine(ev), Channel: d.Channel != ""}
+		if d.Summary != nil {
+			notices[i].Summary = d.Summary.Webhooks
+		}
 		if ev.AboutWebhookID != nil {
 			notices[i].WebhookID = *ev.AboutWebhookID
 		}

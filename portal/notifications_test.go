@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -118,6 +119,24 @@ func TestNotifications(t *testing.T) {
 		failing, test := strings.Index(body, "<td>"+model.NoticeFailing+"</td>"), strings.Index(body, "<td>"+model.NoticeTest+"</td>")
 		if failing < 0 || test < 0 || failing > test || !strings.Contains(body, fmt.Sprintf(`<a href="/portal/webhooks/%d">`, w.ID)) || !strings.Contains(body, "is failing") {
 			t.Fatalf("the notices are not listed newest first with their webhook:\n%s", body)
+		}
+
+		// A summary of the account rule: about the endpoints it names, in the chat's words.
+		quiet := model.NoticeRules{Quiet: time.Hour}
+		for _, u := range []string{"https://receiver.example.com/first", "https://receiver.example.com/held"} {
+			if _, err := model.RecordNotice(t.Context(), e.db, quiet, model.Notice{Type: model.NoticeFailing, Webhook: e.webhook(t, account.ID, v, u)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.db.NewUpdate().Table("notice_quiet").Set("quiet_until = ?", model.Now().Add(-time.Second)).Where("account_id = ?", account.ID).Exec(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if summaries, err := model.EndAccountQuietPeriods(t.Context(), e.db, quiet, 10); err != nil || len(summaries) != 1 {
+			t.Fatalf("summaries %v, %v; want one", summaries, err)
+		}
+		body = e.do(t, "GET", "/portal/notifications", cookie, nil).Body.String()
+		if !strings.Contains(body, "<td>1 endpoint</td>") || !strings.Contains(body, "1 webhook moved to failing since") || !strings.Contains(body, "https://receiver.example.com/held") {
+			t.Fatalf("the summary is not listed:\n%s", body)
 		}
 
 		// Delete the e-mail: it is gone, and not made again.

@@ -152,7 +152,8 @@ const claimGraceSweeps = 6
 // to their workflows the deliveries that a manual retry claimed more than claimGraceSweeps sweep
 // intervals (minAge) ago and never handed over. It returns how many it started and how many it
 // handed over. Last, it ends the storm rule's quiet periods that are over
-// (model.EndQuietPeriods) and starts the notices that makes.
+// (model.EndQuietPeriods), then the account rule's (model.EndAccountQuietPeriods), and starts the
+// notices and summaries that makes.
 func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.Duration, rules model.NoticeRules) (started, repaired int, err error) {
 	// One replica sweeps at a time; the others skip this round.
 	unlock, ok, err := model.LockSweep(ctx, db)
@@ -178,12 +179,20 @@ func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.
 		return started, repaired, err
 	}
 	// The storm rule's quiet periods that are over: a webhook that failed meanwhile is told now.
-	notices, err := model.EndQuietPeriods(ctx, db, rules, 200)
-	for _, n := range notices {
-		if err := s.Start(ctx, db, n.Refs(), dispatch.StartedBySweeper); err != nil {
+	// Then the account rule's: the notices held from the e-mail and chats are summarised.
+	for _, end := range []func(context.Context, bun.IDB, model.NoticeRules, int64) ([]*model.PublishResult, error){
+		model.EndQuietPeriods, model.EndAccountQuietPeriods,
+	} {
+		notices, err := end(ctx, db, rules, 200)
+		for _, n := range notices {
+			if err := s.Start(ctx, db, n.Refs(), dispatch.StartedBySweeper); err != nil {
+				return started, repaired, err
+			}
+			started += len(n.Deliveries)
+		}
+		if err != nil {
 			return started, repaired, err
 		}
-		started += len(n.Deliveries)
 	}
-	return started, repaired, err
+	return started, repaired, nil
 }

@@ -219,7 +219,7 @@ func TestEgressProxyOutage(t *testing.T) {
 	if w := st.webhook(t, hook); w.Status == model.StatusFailing || w.Status == model.StatusFailed || w.Disabled() {
 		t.Errorf("during the proxy's outage the webhook is %s (disabled %v), want neither failing nor disabled", w.Status, w.Disabled())
 	}
-	if n := len(st.mb.messages()); n != 0 {
+	if n := len(st.mb.Messages()); n != 0 {
 		t.Errorf("during the proxy's outage the owner got %d e-mails, want none", n)
 	}
 	var notices int

@@ -28,15 +28,7 @@ import (
 func TestConcurrentResendsAndRecovers(t *testing.T) {
 	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{}})
 	st.rc.setRespond(func(_ int, _ string, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
-	receipts := func(path string, eventID, hookID int64) int {
-		n := 0
-		for _, r := range st.rc.requests(path) {
-			if r.Header.Get("Webhook-Id") == wire.MessageID(eventID, hookID) {
-				n++
-			}
-		}
-		return n
-	}
+	receipts := st.rc.receipts
 
 	// 50 resends of one exhausted delivery.
 	hook, _ := st.createWebhook(t, "A", st.rc.url("/resend"), "campaign.failed")
@@ -100,6 +92,18 @@ func TestConcurrentResendsAndRecovers(t *testing.T) {
 			t.Errorf("event %d reached the receiver %d times more after the recoveries, want once", e, got-beforeRecovery[e])
 		}
 	}
+}
+
+// receipts counts the requests on path that carried the delivery of event eventID to webhook
+// hookID (its webhook-id).
+func (rc *receiver) receipts(path string, eventID, hookID int64) int {
+	n := 0
+	for _, r := range rc.requests(path) {
+		if r.Header.Get("Webhook-Id") == wire.MessageID(eventID, hookID) {
+			n++
+		}
+	}
+	return n
 }
 
 type answer struct {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/wire"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -33,15 +32,7 @@ func TestRecoverCoversAttemptsInFlight(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})
-	receipts := func(path string, eventID, hookID int64) int {
-		n := 0
-		for _, r := range st.rc.requests(path) {
-			if r.Header.Get("Webhook-Id") == wire.MessageID(eventID, hookID) {
-				n++
-			}
-		}
-		return n
-	}
+	receipts := st.rc.receipts
 	recoverSince := func(hook int64, since time.Time) (float64, string) {
 		t.Helper()
 		status, body, _ := st.call(t, "A", "POST", fmt.Sprintf("/api/svc/v2/webhooks/%d/recover", hook),

@@ -30,6 +30,9 @@ type ProxyError struct {
 	// Status is the answer's status line text ("407 Proxy Authentication Required").
 	Status string
 	Err    error
+	// asked: the CONNECT had been sent when the exchange failed, so the proxy was there and
+	// heard which receiver it was asked for.
+	asked bool
 }
 
 func (e *ProxyError) Error() string {
@@ -60,6 +63,28 @@ func (e *ProxyError) reason() string {
 		return "the TLS handshake with it failed"
 	}
 	return "the connection to it failed"
+}
+
+// outage says whether the failure is the proxy's whatever receiver it was asked for, so that
+// every exchange through it would fail the same way: no connection to it, its TLS, a request it
+// could not take, our credentials refused (407), or a connection it broke without an answer. Its
+// answers about one receiver are not: a refusal by its rules (403 and the others), its word that
+// the receiver is unreachable (502, 503, 504), or no answer in time while it waits on the receiver
+// (a proxy that is there waits for the receiver's connection before it answers). Those fail that
+// exchange alone, so that no account's receiver can make the proxy look down for every account.
+func (e *ProxyError) outage() bool {
+	var netErr net.Error
+	switch {
+	case e.StatusCode == http.StatusProxyAuthRequired:
+		return true
+	case e.StatusCode != 0:
+		return false
+	case !e.asked:
+		return true
+	case errors.Is(e.Err, context.DeadlineExceeded), errors.As(e.Err, &netErr) && netErr.Timeout():
+		return false
+	}
+	return true
 }
 
 // upstream says whether the proxy answered that it could not reach the receiver (502, 503, 504)
@@ -186,10 +211,14 @@ func (d *proxyDialer) connect(ctx context.Context, target string) (_ net.Conn, e
 	if ts != nil {
 		ts.Store(tunnelOpening)
 		defer func() {
-			if err != nil {
-				ts.Store(tunnelFailed)
-			} else {
+			var pe *ProxyError
+			switch {
+			case err == nil:
 				ts.Store(tunnelOpen)
+			case errors.As(err, &pe) && pe.asked:
+				ts.Store(tunnelAskedFailed)
+			default:
+				ts.Store(tunnelFailed)
 			}
 		}()
 	}
@@ -224,15 +253,18 @@ func (d *proxyDialer) connect(ctx context.Context, target string) (_ net.Conn, e
 	if err := req.Write(conn); err != nil {
 		return nil, fail(contextErr(ctx, err))
 	}
+	if ts != nil {
+		ts.Store(tunnelAsked)
+	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		return nil, fail(contextErr(ctx, err))
+		return nil, &ProxyError{Proxy: d.name, Err: contextErr(ctx, err), asked: true}
 	}
 	// The body is never read: after a 2xx the bytes are the receiver's, and otherwise the
 	// connection is closed.
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, &ProxyError{Proxy: d.name, StatusCode: resp.StatusCode, Status: resp.Status}
+		return nil, &ProxyError{Proxy: d.name, StatusCode: resp.StatusCode, Status: resp.Status, asked: true}
 	}
 	if !stop() {
 		return nil, fail(ctx.Err())
@@ -257,8 +289,10 @@ type tunnelStateKey struct{}
 const (
 	tunnelUnknown int32 = iota
 	tunnelOpening
+	tunnelAsked // the CONNECT was sent; its answer is awaited
 	tunnelOpen
 	tunnelFailed
+	tunnelAskedFailed // failed after the CONNECT was sent
 )
 
 // blame returns err as a *ProxyError when the exchange failed before its proxy opened the tunnel.
@@ -267,15 +301,17 @@ func (ts *tunnelState) blame(proxy string, err error) error {
 	if err == nil || errors.As(err, &pe) {
 		return err
 	}
-	if s := ts.Load(); s != tunnelOpening && s != tunnelFailed {
+	s := ts.Load()
+	if s != tunnelOpening && s != tunnelAsked && s != tunnelFailed && s != tunnelAskedFailed {
 		return err
 	}
+	asked := s == tunnelAsked || s == tunnelAskedFailed
 	// The request's URL stays outside, where Classify drops it: its query may hold a credential.
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {
-		return &url.Error{Op: urlErr.Op, URL: urlErr.URL, Err: &ProxyError{Proxy: proxy, Err: fmt.Errorf("no tunnel in time: %w", urlErr.Err)}}
+		return &url.Error{Op: urlErr.Op, URL: urlErr.URL, Err: &ProxyError{Proxy: proxy, Err: fmt.Errorf("no tunnel in time: %w", urlErr.Err), asked: asked}}
 	}
-	return &ProxyError{Proxy: proxy, Err: fmt.Errorf("no tunnel in time: %w", err)}
+	return &ProxyError{Proxy: proxy, Err: fmt.Errorf("no tunnel in time: %w", err), asked: asked}
 }
 
 // contextErr prefers the context's error to the I/O error its deadline caused.

@@ -32,8 +32,12 @@ type connectProxy struct {
 	ln     net.Listener
 	scheme string
 	auth   string // the Proxy-Authorization it requires; "" for none
-	// answer, when set, is the status it answers every CONNECT with, without dialing.
+	// answer, when set, is the status it answers every CONNECT with, without dialing; deny, the
+	// status it answers for some targets (its rules); hang, the targets it never answers for (an
+	// upstream that does not answer, waited on longer than the client waits).
 	answer int
+	deny   map[string]int
+	hang   map[string]bool
 
 	mu       sync.Mutex
 	accepted int
@@ -134,7 +138,15 @@ func (p *connectProxy) handle(c net.Conn) {
 	p.mu.Lock()
 	p.targets = append(p.targets, req.RequestURI)
 	answer := p.answer
+	if denied := p.deny[req.RequestURI]; denied != 0 {
+		answer = denied
+	}
+	hang := p.hang[req.RequestURI]
 	p.mu.Unlock()
+	if hang {
+		_, _ = io.Copy(io.Discard, br) // until the client gives up
+		return
+	}
 	if answer != 0 {
 		_, _ = fmt.Fprintf(c, "HTTP/1.1 %d %s\r\n\r\n", answer, http.StatusText(answer))
 		return
@@ -373,7 +385,8 @@ func TestProxySSRF(t *testing.T) {
 }
 
 // TestProxyFailuresAreNamed: a failure of the proxy is the proxy's (class proxy, or
-// proxy_upstream when it says it could not reach the receiver) and counts against no breaker; a
+// proxy_upstream when it says it could not reach the receiver) and counts against no breaker; an
+// outage of the proxy holds the exchange, with the failure as its cause (TestProxyOutageHolds); a
 // failure of the receiver behind an open tunnel is the receiver's. No error names the
 // credentials.
 func TestProxyFailuresAreNamed(t *testing.T) {
@@ -395,30 +408,33 @@ func TestProxyFailuresAreNamed(t *testing.T) {
 		proxy     *url.URL
 		timeout   time.Duration
 		want      string
+		held      bool
 	}{
-		{"wrong credentials", srv.URL, authProxy.url(url.UserPassword("webhookd", "hunter2-wrong")), 0, ClassProxy},
-		{"no credentials", srv.URL, authProxy.url(nil), 0, ClassProxy},
-		{"CONNECT forbidden", srv.URL, refusing.url(url.UserPassword("webhookd", "hunter2")), 0, ClassProxy},
-		{"proxy down", srv.URL, deadProxy, 0, ClassProxy},
-		{"proxy's TLS fails", srv.URL, tlsToPlain, 0, ClassProxy},
-		{"proxy never answers CONNECT", srv.URL, &url.URL{Scheme: "http", Host: hanging.Addr().String(), User: url.UserPassword("webhookd", "hunter2")}, 500 * time.Millisecond, ClassProxy},
-		{"receiver refuses: the proxy says so", hostURL(closedPort(t)), authProxy.url(url.UserPassword("webhookd", "hunter2")), 0, ClassProxyUpstream},
-		{"receiver hangs behind the tunnel", hostURL(hangingReceiver.Addr().String()), authProxy.url(url.UserPassword("webhookd", "hunter2")), 500 * time.Millisecond, ClassTimeout},
-		{"receiver closes behind the tunnel", hostURL(closing), authProxy.url(url.UserPassword("webhookd", "hunter2")), 0, ClassNetwork},
-		{"delivered", hostURL(receiver), authProxy.url(url.UserPassword("webhookd", "hunter2")), 0, ""},
+		// An outage of the proxy holds the exchange (held); its answers about one receiver fail it.
+		{"wrong credentials", srv.URL, authProxy.url(url.UserPassword("webhookd", "hunter2-wrong")), 0, ClassProxy, true},
+		{"no credentials", srv.URL, authProxy.url(nil), 0, ClassProxy, true},
+		{"CONNECT forbidden", srv.URL, refusing.url(url.UserPassword("webhookd", "hunter2")), 0, ClassProxy, false},
+		{"proxy down", srv.URL, deadProxy, 0, ClassProxy, true},
+		{"proxy's TLS fails", srv.URL, tlsToPlain, 0, ClassProxy, true},
+		{"proxy never answers CONNECT", srv.URL, &url.URL{Scheme: "http", Host: hanging.Addr().String(), User: url.UserPassword("webhookd", "hunter2")}, 500 * time.Millisecond, ClassProxy, false},
+		{"receiver refuses: the proxy says so", hostURL(closedPort(t)), authProxy.url(url.UserPassword("webhookd", "hunter2")), 0, ClassProxyUpstream, false},
+		{"receiver hangs behind the tunnel", hostURL(hangingReceiver.Addr().String()), authProxy.url(url.UserPassword("webhookd", "hunter2")), 500 * time.Millisecond, ClassTimeout, false},
+		{"receiver closes behind the tunnel", hostURL(closing), authProxy.url(url.UserPassword("webhookd", "hunter2")), 0, ClassNetwork, false},
+		{"delivered", hostURL(receiver), authProxy.url(url.UserPassword("webhookd", "hunter2")), 0, "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cl := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Proxy: c.proxy, Timeout: c.timeout})
 			_, err := cl.Post(context.Background(), c.url, testHeader, nil)
 			// A failure of the proxy itself holds the exchange, with the failure as its cause.
 			var held *HeldError
-			if errors.As(err, &held) {
+			if isHeld := errors.As(err, &held); isHeld != c.held {
+				t.Fatalf("got %v: held %v, want %v", err, isHeld, c.held)
+			}
+			if held != nil {
 				if held.Reason != HeldByProxy || held.Cause == nil || held.RetryIn <= 0 {
 					t.Fatalf("held %+v, want a hold by the proxy with its cause and an appointment", held)
 				}
 				err = held.Cause
-			} else if c.want == ClassProxy {
-				t.Fatalf("got %v, want a hold by the proxy", err)
 			}
 			class, msg := Classify(err)
 			if class != c.want {
@@ -532,7 +548,7 @@ func TestCheckProxyURL(t *testing.T) {
 func TestProxyOutageHolds(t *testing.T) {
 	srv, requests := newH2Server(t, http.StatusOK)
 	proxy := newConnectProxy(t, "", "")
-	proxy.answer = http.StatusForbidden // refuses every tunnel, as a proxy with our credentials revoked would
+	proxy.answer = http.StatusProxyAuthRequired // refuses every tunnel: our credentials were revoked
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
 	c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Proxy: proxy.url(nil),
@@ -602,5 +618,36 @@ func TestProxyOutageHolds(t *testing.T) {
 	}
 	if n := len(requests()); n != 3 {
 		t.Fatalf("the receiver got %d requests, want 3", n)
+	}
+}
+
+// TestProxyFailuresOfOneDestinationHoldNoOther: what the proxy does for one destination is that
+// exchange's failure, never the proxy's outage: a 403 from its rules for one receiver, or a
+// CONNECT it leaves unanswered while it waits on an unresponsive receiver, fail those exchanges
+// (class proxy, as before) and hold nobody else's: the next exchange, to another receiver, goes
+// through. Otherwise one account's receiver could hold every account's deliveries.
+func TestProxyFailuresOfOneDestinationHoldNoOther(t *testing.T) {
+	srv, requests := newH2Server(t, http.StatusOK)
+	hanging := hangingListener(t)
+	denied := closingListener(t)
+	proxy := newConnectProxy(t, "", "")
+	proxy.deny = map[string]int{denied: http.StatusForbidden}
+	proxy.hang = map[string]bool{hanging.Addr().String(): true}
+	c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, RootCAs: trust(t, srv), Proxy: proxy.url(nil), Timeout: 500 * time.Millisecond})
+	for _, target := range []string{denied, hanging.Addr().String()} {
+		_, err := c.Post(context.Background(), hostURL(target), testHeader, nil)
+		var held *HeldError
+		if errors.As(err, &held) {
+			t.Fatalf("CONNECT %s: held (%v), want the exchange's own failure", target, err)
+		}
+		if class, _ := Classify(err); class != ClassProxy && class != ClassProxyUpstream {
+			t.Fatalf("CONNECT %s: %v (class %q), want a failure named the proxy's", target, err, class)
+		}
+	}
+	if _, err := c.Post(context.Background(), srv.URL, testHeader, nil); err != nil {
+		t.Fatalf("another receiver after those failures: %v, want it delivered", err)
+	}
+	if n := len(requests()); n != 1 {
+		t.Fatalf("the receiver got %d requests, want 1", n)
 	}
 }

@@ -9,9 +9,12 @@ import (
 	"time"
 )
 
-// The egress proxy is the operator's, not a receiver's: when it fails (it refuses or drops the
-// connection, its TLS fails, it refuses our credentials, it opens no tunnel in time), no
-// receiver was reached, and the attempt is held, not failed (issue 41). A held attempt keeps its
+// The egress proxy is the operator's, not a receiver's: when it fails whatever receiver it is
+// asked for (ProxyError.outage: it cannot be reached, its TLS fails, it breaks the connection
+// without an answer, it refuses our credentials), no receiver was reached, and the attempt is
+// held, not failed (issue 41). Its answers about one receiver (a refusal by its rules, no answer
+// while it waits on the receiver) fail that attempt alone, so that no account's receiver can make
+// the proxy look down for the others. A held attempt keeps its
 // place in its delivery's schedule, so an outage of the proxy exhausts no delivery, moves no
 // webhook to failing, notifies no owner, and counts toward no auto-disable, however long it lasts;
 // the operator is told instead (webhookd_egress_proxy_up, the WebhookdEgressProxyDown alert, and
@@ -76,8 +79,13 @@ func (g *proxyGate) observe(ctx context.Context, probe bool, err error) error {
 	var pe *ProxyError
 	proxyFailed := errors.As(err, &pe)
 	switch {
-	case proxyFailed && !pe.upstream() && ctx.Err() == nil:
+	case proxyFailed && pe.outage() && ctx.Err() == nil:
 		return g.failed(pe)
+	case proxyFailed && !pe.upstream():
+		// The proxy's answer about this receiver alone (its rules refused it, or it waited on it
+		// past our time): this exchange's failure. The proxy is there, but whether it works for
+		// others this does not say.
+		return err
 	case err != nil && !proxyFailed:
 		// The receiver failed, or the exchange did before it reached the proxy: nothing learned
 		// of the proxy (a probe's pause is over, so the next exchange probes).

@@ -43,10 +43,13 @@ func WebhooksDocument() ([]byte, error) {
 				"Retries follow 1m, 5m, 15m, 1h and 6h after a failed attempt; any 2xx answer within the attempt timeout is success (docs/api.md).",
 		},
 		JSONSchemaDialect: JSONSchemaDialect,
+		Servers:           receiverServers(),
+		Security:          deliverySecurity(),
 		Webhooks:          hooks,
 		Components: map[string]any{
-			"schemas":    schemas,
-			"parameters": deliveryHeaders(),
+			"schemas":         schemas,
+			"parameters":      deliveryHeaders(),
+			"securitySchemes": deliverySecuritySchemes(),
 			"responses": map[string]any{
 				"Accepted": map[string]any{"description": "Any 2xx status acknowledges the delivery; the body is ignored (the attempt log keeps its first 4 KiB)."},
 				"Failed":   map[string]any{"description": "Any other status, no answer within the attempt timeout, a redirect (never followed) or a connection failure fails the attempt; it is retried on the schedule."},
@@ -64,8 +67,54 @@ type webhooksDoc struct {
 	OpenAPI           string         `yaml:"openapi"`
 	Info              map[string]any `yaml:"info"`
 	JSONSchemaDialect string         `yaml:"jsonSchemaDialect"`
+	Servers           []any          `yaml:"servers"`
+	Security          []any          `yaml:"security"`
 	Webhooks          map[string]any `yaml:"webhooks"`
 	Components        map[string]any `yaml:"components"`
+}
+
+// receiverServers is the document's servers: the one server its requests go to is the receiver,
+// at the URL registered for the webhook, which webhookd POSTs to as it is. The document has no
+// paths: nothing in it is served by webhookd.
+func receiverServers() []any {
+	return []any{map[string]any{
+		"url": "{webhookUrl}",
+		"description": "The receiver: each delivery is a POST to the URL registered for its webhook, as registered (no path of this document's is added). " +
+			"webhookd serves nothing described here; its management API is docs/openapi.yaml.",
+		"variables": map[string]any{"webhookUrl": map[string]any{
+			"default":     "https://receiver.example.org/webhooks",
+			"description": "The webhook's url: an absolute https URL whose host is public (docs/api.md).",
+		}},
+	}}
+}
+
+// deliverySecurity is how a receiver knows a delivery is webhookd's: every delivery is signed
+// (webhook-signature), and a webhook with `auth` also carries its Authorization. Each entry is one
+// webhook's case; all of them hold the signature.
+func deliverySecurity() []any {
+	return []any{
+		map[string]any{"webhookSignature": []any{}},
+		map[string]any{"webhookSignature": []any{}, "receiverBasic": []any{}},
+		map[string]any{"webhookSignature": []any{}, "receiverBearer": []any{}},
+	}
+}
+
+func deliverySecuritySchemes() map[string]any {
+	return map[string]any{
+		"webhookSignature": map[string]any{
+			"type": "apiKey", "in": "header", "name": wire.HeaderSignature,
+			"description": "Not a key: the Standard Webhooks signature of the attempt, v1,<base64 HMAC-SHA256> over `<webhook-id>.<webhook-timestamp>.<body>` keyed with the webhook's secret (whsec_...). " +
+				"The receiver recomputes it and refuses the delivery when none matches; variant B's body also carries `signature` (docs/signatures.md). Every delivery has it.",
+		},
+		"receiverBasic": map[string]any{
+			"type": "http", "scheme": "basic",
+			"description": "Sent when the webhook's `auth` is {type: basic}: its username and password, for a receiver behind a gateway (docs/api.md, \"Authentication to the receiver\").",
+		},
+		"receiverBearer": map[string]any{
+			"type": "http", "scheme": "bearer",
+			"description": "Sent when the webhook's `auth` is {type: oauth2}: a token webhookd obtains with the client-credentials grant from the webhook's tokenUrl (docs/api.md, \"Authentication to the receiver\").",
+		},
+	}
 }
 
 // schemaName is a component name for an event type: campaign.created is CampaignCreated.

@@ -33,13 +33,23 @@ func WebhooksDocument() ([]byte, error) {
 			hooks["variant-"+string(v)+"/"+typ] = map[string]any{"post": deliveryOperation(v, typ, name)}
 		}
 	}
+	for _, typ := range NoticeTypesDocumented() {
+		s, err := NoticeSchema(typ)
+		if err != nil {
+			return nil, err
+		}
+		name := schemaName(typ) + "Notice"
+		schemas[name] = s
+		hooks["notice/"+typ] = map[string]any{"post": noticeOperation(typ, name)}
+	}
 	doc := webhooksDoc{
 		OpenAPI: "3.1.0",
 		Info: map[string]any{
 			"title":   "webhookd deliveries",
 			"version": "1",
-			"description": "What webhookd POSTs to a webhook's URL, per variant and event type: the body and the headers. " +
-				"Generated from the table that validates events at intake (sources/eventdata.go); the management API is docs/openapi.yaml. " +
+			"description": "What webhookd POSTs to a webhook's URL, per variant and event type: the body and the headers; " +
+				"and the notices it POSTs to an operational webhook (a notification endpoint of kind webhook), per notice type (notice/...). " +
+				"Generated from the table that validates events at intake (sources/eventdata.go) and from the notices' data (model.NoticeData); the management API is docs/openapi.yaml. " +
 				"Retries follow 1m, 5m, 15m, 1h and 6h after a failed attempt; any 2xx answer within the attempt timeout is success (docs/api.md).",
 		},
 		JSONSchemaDialect: JSONSchemaDialect,
@@ -127,16 +137,28 @@ func schemaName(eventType string) string {
 }
 
 func deliveryOperation(v model.Variant, typ, schema string) map[string]any {
-	params := []any{ref("parameters", "WebhookId"), ref("parameters", "WebhookTimestamp"), ref("parameters", "WebhookSignature"),
-		ref("parameters", "ServiceEvent"), ref("parameters", "Traceparent"), ref("parameters", "UserAgent")}
 	summary := fmt.Sprintf("A %s event, variant %s", typ, strings.ToUpper(string(v)))
 	desc := eventDescription(typ)
 	if typ == model.EventTest {
 		desc += " Its data is {message, webhookId}."
 	}
 	desc += " A webhook's own headers (`headers`) and its authentication (`auth`: Authorization) are sent beside these."
+	return postOperation("deliver"+schemaName(typ)+strings.ToUpper(string(v)), summary, desc, schema)
+}
+
+// noticeOperation is a notice to an operational webhook: signed and retried as a delivery is, with
+// the same headers.
+func noticeOperation(typ, schema string) map[string]any {
+	desc := noticeDescriptions[typ] + " Sent, in either variant, to the account's notification endpoints of kind webhook that want it, " +
+		"signed with the endpoint's own secret and retried on the deliveries' schedule (docs/notifications.md). A chat endpoint receives {\"text\": <one line>} instead."
+	return postOperation("notice"+schemaName(typ), fmt.Sprintf("A %s notice, to an operational webhook", typ), desc, schema)
+}
+
+func postOperation(id, summary, desc, schema string) map[string]any {
+	params := []any{ref("parameters", "WebhookId"), ref("parameters", "WebhookTimestamp"), ref("parameters", "WebhookSignature"),
+		ref("parameters", "ServiceEvent"), ref("parameters", "Traceparent"), ref("parameters", "UserAgent")}
 	return map[string]any{
-		"operationId": "deliver" + schemaName(typ) + strings.ToUpper(string(v)),
+		"operationId": id,
 		"summary":     summary,
 		"description": desc,
 		"parameters":  params,
@@ -157,13 +179,13 @@ func deliveryHeaders() map[string]any {
 		return map[string]any{"name": name, "in": "header", "required": required, "description": desc, "schema": schema}
 	}
 	return map[string]any{
-		"WebhookId": header(wire.HeaderID, "The Standard Webhooks message id, msg_<eventId>_<webhookId>: the same on every attempt of one delivery, so receivers deduplicate by it.",
+		"WebhookId": header(wire.HeaderID, "The Standard Webhooks message id, msg_<eventId>_<webhookId> (a notice's: msg_<noticeId>_<endpointId>): the same on every attempt of one delivery, so receivers deduplicate by it.",
 			true, map[string]any{"type": "string", "pattern": `^msg_[0-9]+_[0-9]+$`}),
 		"WebhookTimestamp": header(wire.HeaderTimestamp, "Unix seconds when this attempt was signed; refuse values far from your clock (docs/signatures.md).",
 			true, map[string]any{"type": "string", "pattern": `^[0-9]+$`}),
 		"WebhookSignature": header(wire.HeaderSignature, "v1,<base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`>, one per secret during a rotation, separated by spaces (docs/signatures.md).",
 			true, map[string]any{"type": "string", "pattern": `^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)*$`}),
-		"ServiceEvent": header("X-Service-Event", "The event type, the body's eventType (A) or event (B).",
+		"ServiceEvent": header("X-Service-Event", "The event type, the body's eventType (A) or event (B); a notice's type.",
 			true, map[string]any{"type": "string"}),
 		"Traceparent": header("traceparent", "W3C trace context of the attempt, when webhookd runs with tracing on (docs/operations.md).",
 			false, map[string]any{"type": "string"}),

@@ -42,6 +42,7 @@ type field struct {
 	name     string
 	kind     kind
 	nullable bool
+	optional bool     // may be left out; never in event data, whose fields are all required
 	fields   []field  // kindObject
 	enum     []string // kindEnum
 }
@@ -50,7 +51,8 @@ type field struct {
 // these structs, and intake validates against the table read from them (eventData). A field's json
 // tag names it, in the order receivers get the fields; its data tag gives its rule (the kinds above:
 // "id", "text", "enum:a,b"...); a pointer may be null; a struct is a nested object, an embedded one
-// adds its fields in place.
+// adds its fields in place. (A field tagged omitempty may be left out, and is never null: the
+// notices' data, model.NoticeData, has such fields; event data has none.)
 
 // campaignData is CampaignData of spec 2.3, the data of every campaign.* event, fields in the spec's
 // order.
@@ -183,11 +185,12 @@ func fieldsOf(t reflect.Type) []field {
 			fields = append(fields, fieldsOf(sf.Type)...)
 			continue
 		}
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		f := field{name: name}
+		name, options, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		f := field{name: name, optional: slices.Contains(strings.Split(options, ","), "omitempty")}
 		ft := sf.Type
 		if ft.Kind() == reflect.Pointer {
-			f.nullable, ft = true, ft.Elem()
+			// encoding/json leaves out a nil pointer tagged omitempty, and writes null for another.
+			f.nullable, ft = !f.optional, ft.Elem()
 		}
 		tag := sf.Tag.Get("data")
 		k, ok := kindNames[tag]
@@ -247,6 +250,9 @@ func checkObject(path string, v any, fields []field) error {
 		val, present := obj[f.name]
 		p := path + "." + f.name
 		if !present {
+			if f.optional {
+				continue
+			}
 			return &model.DataError{Field: p, Reason: "is required"}
 		}
 		if val == nil {

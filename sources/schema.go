@@ -143,10 +143,12 @@ func EnvelopeSchema(l wire.Layout, eventType string, d Dialect) (map[string]any,
 
 func objectSchema(fields []field, d Dialect) map[string]any {
 	props := make(map[string]any, len(fields))
-	required := make([]string, len(fields))
-	for i, f := range fields {
+	required := make([]string, 0, len(fields))
+	for _, f := range fields {
 		props[f.name] = fieldSchema(f, d)
-		required[i] = f.name
+		if !f.optional {
+			required = append(required, f.name)
+		}
 	}
 	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
 }

@@ -195,7 +195,8 @@ func deliveryHeaders() map[string]any {
 
 // DataComponents is the block of docs/openapi.yaml between "# BEGIN generated event data" and
 // "# END generated event data": the schemas of the event data that POST <prefix>/events takes,
-// in OpenAPI 3.0, indented to sit under components.schemas. The campaign.* types share one shape,
+// and of the fan intake's bodies (LeadReport, PresaveReport, AnalyticsCount: fanbodies.go), in
+// OpenAPI 3.0, indented to sit under components.schemas. The campaign.* types share one shape,
 // CampaignData; every other type's is <Type>Data. TestOpenAPIEventDataIsCurrent in package docs
 // fails when the block differs.
 func DataComponents() ([]byte, error) {
@@ -210,6 +211,9 @@ func DataComponents() ([]byte, error) {
 			}
 			schemas[name] = s
 		}
+	}
+	for name, s := range fanBodyComponents() {
+		schemas[name] = s
 	}
 	out, err := yamlOf(schemas)
 	if err != nil {

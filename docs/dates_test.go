@@ -176,3 +176,19 @@ func errText(err error) string {
 	}
 	return s
 }
+
+// TestCampaignDateInputIsIntakesPattern: the campaign creation's and PATCH's dates
+// (CampaignDateInput, written by hand in docs/openapi.yaml) state the pattern intake checks every
+// timestamp with (sources.ParseTime), the one generated into the event data's time fields; the
+// api test TestCampaignBodyDatesAgree runs the dates through the handlers.
+func TestCampaignDateInputIsIntakesPattern(t *testing.T) {
+	doc := load(t)
+	input := doc.Components.Schemas["CampaignDateInput"]
+	generated := doc.Components.Schemas["WebsitePublishedData"].Value.Properties["publishedAt"]
+	if input == nil || generated == nil {
+		t.Fatal("docs/openapi.yaml has no CampaignDateInput, or WebsitePublishedData no publishedAt")
+	}
+	if input.Value.Pattern != generated.Value.Pattern {
+		t.Fatalf("CampaignDateInput's pattern is not intake's:\n  %s\nwant\n  %s", input.Value.Pattern, generated.Value.Pattern)
+	}
+}

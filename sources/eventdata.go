@@ -355,8 +355,8 @@ func checkString(path, s string, f field) error {
 			return bad("must not be empty")
 		}
 	case kindTime:
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil || !rfc3339Pattern.MatchString(s) {
+		t, ok := ParseTime(s)
+		if !ok {
 			return bad("must be an ISO 8601 timestamp such as 2026-01-02T15:04:05Z")
 		}
 		if !model.TimeInRange(t) {
@@ -393,6 +393,14 @@ func checkString(path, s string, f field) error {
 		}
 	}
 	return nil
+}
+
+// ParseTime reads s as intake reads every timestamp: RFC 3339 as time.Parse takes it and as the
+// schemas' pattern states it (an offset of at most 23:59). False when s is not one; whether it
+// falls in the years 0001 to 9999 is the caller's check (model.TimeInRange).
+func ParseTime(s string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil && rfc3339Pattern.MatchString(s)
 }
 
 // Normalize brings a lead as a form reports it to lead.captured's rules: the phone in E.164 (a

@@ -46,6 +46,17 @@ promtool:
 	@echo "==> checking for promtool (installed with apt when absent: about 15 seconds)"
 	deployments/dev/ensure-promtool.sh
 
+# The tests of docs/ (docs/tools_test.go, tag integration) read the two OpenAPI documents with the
+# tools integrators use: Redocly's linter and three TypeScript client generators, compiled with tsc.
+# Pinned in deployments/dev/npm (package.json and its lock) and installed once with the machine's npm.
+bin/node_modules: deployments/dev/npm/package.json deployments/dev/npm/package-lock.json
+	@echo "==> installing the OpenAPI tools from npm into bin/node_modules (once: Redocly CLI, openapi-typescript, @hey-api/openapi-ts, orval, TypeScript; about 30 seconds, 130 MB; Node.js and npm with apt when absent)"
+	deployments/dev/ensure-node.sh
+	mkdir -p bin
+	cp deployments/dev/npm/package.json deployments/dev/npm/package-lock.json bin/
+	npm ci --prefix bin --no-audit --no-fund --loglevel=error
+	touch bin/node_modules
+
 # A test drives Chromium headless through the Temporal Web UI (e2e/webui_test.go).
 chromium:
 	@echo "==> checking for Chromium (installed with apt when absent: about a minute)"
@@ -79,7 +90,7 @@ bin/temporal-ui:
 # tag the system tests (e2e/).
 # They run after the other packages, not beside them: on 2 cores the api package's tests (their own
 # dev servers, -race) beside the system tests slowed the kill test's setup past its bounds.
-test: lint build bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium
+test: lint build bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium bin/node_modules
 	go test -tags integration -race -count=1 -timeout 20m ./...
 	go test -tags e2e -race -count=1 -timeout 20m ./e2e/
 	cd deployments/kubernetes && go test -count=1 ./...

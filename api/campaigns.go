@@ -183,8 +183,8 @@ func checkBudget(b *float64, required bool) error {
 	return nil
 }
 
-// parseCampaignDate accepts any ISO 8601 timestamp in the years 0001 to 9999 (UTC); it is stored to
-// the millisecond in UTC, as CampaignData carries it.
+// parseCampaignDate accepts an ISO 8601 timestamp as intake reads every one (sources.ParseTime) in
+// the years 0001 to 9999 (UTC); it is stored to the millisecond in UTC, as CampaignData carries it.
 func parseCampaignDate(field string, s *string, required bool) (time.Time, error) {
 	if s == nil {
 		if required {
@@ -192,8 +192,8 @@ func parseCampaignDate(field string, s *string, required bool) (time.Time, error
 		}
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, *s)
-	if err != nil {
+	t, ok := sources.ParseTime(*s)
+	if !ok {
 		return time.Time{}, validationFailed(field, "%s must be an ISO 8601 timestamp such as 2026-03-01T00:00:00.000Z", field)
 	}
 	t = t.UTC().Truncate(time.Millisecond)

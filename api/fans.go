@@ -83,8 +83,8 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 		return validationFailed("metric", "signups are counted by webhookd from leads and pre-saves")
 	case !slices.Contains(sources.CountedMetrics, req.Metric):
 		return validationFailed("metric", "metric must be one of %s", strings.Join(sources.CountedMetrics, ", "))
-	case req.Increment == nil || *req.Increment < 1 || *req.Increment > 1_000_000:
-		return validationFailed("increment", "increment must be an integer from 1 to 1000000")
+	case req.Increment == nil || *req.Increment < 1 || *req.Increment > sources.MaxIncrement:
+		return validationFailed("increment", "increment must be an integer from 1 to %d", sources.MaxIncrement)
 	}
 	var value int64
 	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {

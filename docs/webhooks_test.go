@@ -38,7 +38,8 @@ func TestWebhooksDocumentIsCurrent(t *testing.T) {
 
 // TestWebhooksDocumentIsValidOpenAPI31: kin-openapi loads and validates the document as OpenAPI
 // 3.1, and it describes a delivery of every event type of both variants, webhook.test included,
-// each with the Standard Webhooks headers.
+// and every notice an operational webhook receives, notice.test included, each with the Standard
+// Webhooks headers.
 func TestWebhooksDocumentIsValidOpenAPI31(t *testing.T) {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(docs.Webhooks)
@@ -51,21 +52,28 @@ func TestWebhooksDocumentIsValidOpenAPI31(t *testing.T) {
 	if err := doc.Validate(context.Background()); err != nil {
 		t.Fatalf("webhooks.yaml is not valid OpenAPI 3.1: %v", err)
 	}
+	var keys []string
 	for _, v := range []model.Variant{model.VariantA, model.VariantB} {
 		for _, typ := range append(v.EventTypes(), model.EventTest) {
-			item := doc.Webhooks["variant-"+string(v)+"/"+typ]
-			if item == nil || item.Post == nil {
-				t.Errorf("no delivery of %s in variant %s", typ, v)
-				continue
-			}
-			var names []string
-			for _, p := range item.Post.Parameters {
-				names = append(names, strings.ToLower(p.Value.Name))
-			}
-			for _, h := range []string{"webhook-id", "webhook-timestamp", "webhook-signature", "x-service-event", "traceparent"} {
-				if !strings.Contains(strings.Join(names, " "), h) {
-					t.Errorf("%s/%s: no %s header", v, typ, h)
-				}
+			keys = append(keys, "variant-"+string(v)+"/"+typ)
+		}
+	}
+	for _, typ := range append(model.NoticeTypes, model.NoticeTest) {
+		keys = append(keys, "notice/"+typ)
+	}
+	for _, key := range keys {
+		item := doc.Webhooks[key]
+		if item == nil || item.Post == nil {
+			t.Errorf("no webhooks entry %s", key)
+			continue
+		}
+		var names []string
+		for _, p := range item.Post.Parameters {
+			names = append(names, strings.ToLower(p.Value.Name))
+		}
+		for _, h := range []string{"webhook-id", "webhook-timestamp", "webhook-signature", "x-service-event", "traceparent"} {
+			if !strings.Contains(strings.Join(names, " "), h) {
+				t.Errorf("%s: no %s header", key, h)
 			}
 		}
 	}

@@ -79,40 +79,43 @@ func (r NoticeRules) warnLead() time.Duration {
 
 // NoticeError is the last failure a notice reports.
 type NoticeError struct {
-	Class      string `json:"class"`
-	StatusCode *int   `json:"statusCode"`
-	Message    string `json:"message"`
+	Class      string `json:"class" data:"text"`
+	StatusCode *int   `json:"statusCode" data:"count"`
+	Message    string `json:"message" data:"string"`
 	// EventType is the type of the event whose delivery failed: the webhook's, or webhook.test.
-	EventType string `json:"eventType,omitempty"`
+	EventType string `json:"eventType,omitempty" data:"text"`
 }
 
-// NoticeData is a notice's data, as channels receive it.
+// NoticeData is a notice's data, as channels receive it. Its data tags are the rules of the
+// notices' schemas in docs/webhooks.yaml (package sources reads them as it reads event data's).
 type NoticeData struct {
-	AccountID    int64        `json:"accountId"`
-	Variant      Variant      `json:"variant"`
-	WebhookID    int64        `json:"webhookId"`
-	URL          string       `json:"url"`
-	EventType    string       `json:"eventType"`
-	Status       string       `json:"status"`
-	At           time.Time    `json:"at"`
+	AccountID    int64        `json:"accountId" data:"id"`
+	Variant      Variant      `json:"variant" data:"enum:A,B"`
+	WebhookID    int64        `json:"webhookId" data:"id"`
+	URL          string       `json:"url" data:"url"`
+	EventType    string       `json:"eventType" data:"string"`
+	Status       string       `json:"status" data:"enum:pending,processing,failed,finished,active,failing,disabled"`
+	At           time.Time    `json:"at" data:"time"`
 	LastError    *NoticeError `json:"lastError"`
-	FailureCount int          `json:"failureCount"`
+	FailureCount int          `json:"failureCount" data:"count"`
 	// FailingSince is the start of the oldest failed attempt since the last success.
-	FailingSince *time.Time `json:"failingSince"`
+	FailingSince *time.Time `json:"failingSince" data:"time"`
 	// Channel is set when the webhook is a notification endpoint: its kind.
-	Channel    string     `json:"channel,omitempty"`
-	PortalURL  string     `json:"portalUrl,omitempty"`
-	By         string     `json:"by,omitempty"`
-	DisableAt  *time.Time `json:"disableAt,omitempty"`
-	DeliveryID int64      `json:"deliveryId,omitempty"`
-	EventID    int64      `json:"eventId,omitempty"`
-	// Suppressed counts the failing transitions the storm rule kept quiet before this notice.
-	Suppressed int `json:"suppressed,omitempty"`
+	Channel    string     `json:"channel,omitempty" data:"enum:notice-webhook,notice-chat,notice-email"`
+	PortalURL  string     `json:"portalUrl,omitempty" data:"url"`
+	By         string     `json:"by,omitempty" data:"enum:rule,api,portal"`
+	DisableAt  *time.Time `json:"disableAt,omitempty" data:"time"`
+	DeliveryID int64      `json:"deliveryId,omitempty" data:"id"`
+	EventID    int64      `json:"eventId,omitempty" data:"id"`
+	// Suppressed counts the failing transitions the storm rule kept quiet before this notice;
+	// left out when none, so at least 1 when present.
+	Suppressed int `json:"suppressed,omitempty" data:"id"`
 	// Message is a sentence for a person; a notice.test carries one, the other notices none.
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" data:"text"`
 	// Summary is set on a summary of the account rule: the notices it gathers. The fields above
-	// then describe the first webhook it names.
-	Summary *NoticeSummary `json:"summary,omitempty"`
+	// then describe the first webhook it names. Summaries go to the e-mail and chats alone, never
+	// to an operational webhook, so docs/webhooks.yaml leaves it out (data:"-").
+	Summary *NoticeSummary `json:"summary,omitempty" data:"-"`
 }
 
 // Notice is one notice to record, by the transition that makes it.

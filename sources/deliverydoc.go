@@ -33,20 +33,33 @@ func WebhooksDocument() ([]byte, error) {
 			hooks["variant-"+string(v)+"/"+typ] = map[string]any{"post": deliveryOperation(v, typ, name)}
 		}
 	}
+	for _, typ := range NoticeTypesDocumented() {
+		s, err := NoticeSchema(typ)
+		if err != nil {
+			return nil, err
+		}
+		name := schemaName(typ) + "Notice"
+		schemas[name] = s
+		hooks["notice/"+typ] = map[string]any{"post": noticeOperation(typ, name)}
+	}
 	doc := webhooksDoc{
 		OpenAPI: "3.1.0",
 		Info: map[string]any{
 			"title":   "webhookd deliveries",
 			"version": "1",
-			"description": "What webhookd POSTs to a webhook's URL, per variant and event type: the body and the headers. " +
-				"Generated from the table that validates events at intake (sources/eventdata.go); the management API is docs/openapi.yaml. " +
+			"description": "What webhookd POSTs to a webhook's URL, per variant and event type: the body and the headers; " +
+				"and the notices it POSTs to an operational webhook (a notification endpoint of kind webhook), per notice type (notice/...). " +
+				"Generated from the table that validates events at intake (sources/eventdata.go) and from the notices' data (model.NoticeData); the management API is docs/openapi.yaml. " +
 				"Retries follow 1m, 5m, 15m, 1h and 6h after a failed attempt; any 2xx answer within the attempt timeout is success (docs/api.md).",
 		},
 		JSONSchemaDialect: JSONSchemaDialect,
+		Servers:           receiverServers(),
+		Security:          deliverySecurity(),
 		Webhooks:          hooks,
 		Components: map[string]any{
-			"schemas":    schemas,
-			"parameters": deliveryHeaders(),
+			"schemas":         schemas,
+			"parameters":      deliveryHeaders(),
+			"securitySchemes": deliverySecuritySchemes(),
 			"responses": map[string]any{
 				"Accepted": map[string]any{"description": "Any 2xx status acknowledges the delivery; the body is ignored (the attempt log keeps its first 4 KiB)."},
 				"Failed":   map[string]any{"description": "Any other status, no answer within the attempt timeout, a redirect (never followed) or a connection failure fails the attempt; it is retried on the schedule."},
@@ -64,8 +77,54 @@ type webhooksDoc struct {
 	OpenAPI           string         `yaml:"openapi"`
 	Info              map[string]any `yaml:"info"`
 	JSONSchemaDialect string         `yaml:"jsonSchemaDialect"`
+	Servers           []any          `yaml:"servers"`
+	Security          []any          `yaml:"security"`
 	Webhooks          map[string]any `yaml:"webhooks"`
 	Components        map[string]any `yaml:"components"`
+}
+
+// receiverServers is the document's servers: the one server its requests go to is the receiver,
+// at the URL registered for the webhook, which webhookd POSTs to as it is. The document has no
+// paths: nothing in it is served by webhookd.
+func receiverServers() []any {
+	return []any{map[string]any{
+		"url": "{webhookUrl}",
+		"description": "The receiver: each delivery is a POST to the URL registered for its webhook, as registered (no path of this document's is added). " +
+			"webhookd serves nothing described here; its management API is docs/openapi.yaml.",
+		"variables": map[string]any{"webhookUrl": map[string]any{
+			"default":     "https://receiver.example.org/webhooks",
+			"description": "The webhook's url: an absolute https URL whose host is public (docs/api.md).",
+		}},
+	}}
+}
+
+// deliverySecurity is how a receiver knows a delivery is webhookd's: every delivery is signed
+// (webhook-signature), and a webhook with `auth` also carries its Authorization. Each entry is one
+// webhook's case; all of them hold the signature.
+func deliverySecurity() []any {
+	return []any{
+		map[string]any{"webhookSignature": []any{}},
+		map[string]any{"webhookSignature": []any{}, "receiverBasic": []any{}},
+		map[string]any{"webhookSignature": []any{}, "receiverBearer": []any{}},
+	}
+}
+
+func deliverySecuritySchemes() map[string]any {
+	return map[string]any{
+		"webhookSignature": map[string]any{
+			"type": "apiKey", "in": "header", "name": wire.HeaderSignature,
+			"description": "Not a key: the Standard Webhooks signature of the attempt, v1,<base64 HMAC-SHA256> over `<webhook-id>.<webhook-timestamp>.<body>` keyed with the webhook's secret (whsec_...). " +
+				"The receiver recomputes it and refuses the delivery when none matches; variant B's body also carries `signature` (docs/signatures.md). Every delivery has it.",
+		},
+		"receiverBasic": map[string]any{
+			"type": "http", "scheme": "basic",
+			"description": "Sent when the webhook's `auth` is {type: basic}: its username and password, for a receiver behind a gateway (docs/api.md, \"Authentication to the receiver\").",
+		},
+		"receiverBearer": map[string]any{
+			"type": "http", "scheme": "bearer",
+			"description": "Sent when the webhook's `auth` is {type: oauth2}: a token webhookd obtains with the client-credentials grant from the webhook's tokenUrl (docs/api.md, \"Authentication to the receiver\").",
+		},
+	}
 }
 
 // schemaName is a component name for an event type: campaign.created is CampaignCreated.
@@ -78,16 +137,28 @@ func schemaName(eventType string) string {
 }
 
 func deliveryOperation(v model.Variant, typ, schema string) map[string]any {
-	params := []any{ref("parameters", "WebhookId"), ref("parameters", "WebhookTimestamp"), ref("parameters", "WebhookSignature"),
-		ref("parameters", "ServiceEvent"), ref("parameters", "Traceparent"), ref("parameters", "UserAgent")}
 	summary := fmt.Sprintf("A %s event, variant %s", typ, strings.ToUpper(string(v)))
 	desc := eventDescription(typ)
 	if typ == model.EventTest {
 		desc += " Its data is {message, webhookId}."
 	}
 	desc += " A webhook's own headers (`headers`) and its authentication (`auth`: Authorization) are sent beside these."
+	return postOperation("deliver"+schemaName(typ)+strings.ToUpper(string(v)), summary, desc, schema)
+}
+
+// noticeOperation is a notice to an operational webhook: signed and retried as a delivery is, with
+// the same headers.
+func noticeOperation(typ, schema string) map[string]any {
+	desc := noticeDescriptions[typ] + " Sent, in either variant, to the account's notification endpoints of kind webhook that want it, " +
+		"signed with the endpoint's own secret and retried on the deliveries' schedule (docs/notifications.md). A chat endpoint receives {\"text\": <one line>} instead."
+	return postOperation("notice"+schemaName(typ), fmt.Sprintf("A %s notice, to an operational webhook", typ), desc, schema)
+}
+
+func postOperation(id, summary, desc, schema string) map[string]any {
+	params := []any{ref("parameters", "WebhookId"), ref("parameters", "WebhookTimestamp"), ref("parameters", "WebhookSignature"),
+		ref("parameters", "ServiceEvent"), ref("parameters", "Traceparent"), ref("parameters", "UserAgent")}
 	return map[string]any{
-		"operationId": "deliver" + schemaName(typ) + strings.ToUpper(string(v)),
+		"operationId": id,
 		"summary":     summary,
 		"description": desc,
 		"parameters":  params,
@@ -108,13 +179,13 @@ func deliveryHeaders() map[string]any {
 		return map[string]any{"name": name, "in": "header", "required": required, "description": desc, "schema": schema}
 	}
 	return map[string]any{
-		"WebhookId": header(wire.HeaderID, "The Standard Webhooks message id, msg_<eventId>_<webhookId>: the same on every attempt of one delivery, so receivers deduplicate by it.",
+		"WebhookId": header(wire.HeaderID, "The Standard Webhooks message id, msg_<eventId>_<webhookId> (a notice's: msg_<noticeId>_<endpointId>): the same on every attempt of one delivery, so receivers deduplicate by it.",
 			true, map[string]any{"type": "string", "pattern": `^msg_[0-9]+_[0-9]+$`}),
 		"WebhookTimestamp": header(wire.HeaderTimestamp, "Unix seconds when this attempt was signed; refuse values far from your clock (docs/signatures.md).",
 			true, map[string]any{"type": "string", "pattern": `^[0-9]+$`}),
 		"WebhookSignature": header(wire.HeaderSignature, "v1,<base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`>, one per secret during a rotation, separated by spaces (docs/signatures.md).",
 			true, map[string]any{"type": "string", "pattern": `^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)*$`}),
-		"ServiceEvent": header("X-Service-Event", "The event type, the body's eventType (A) or event (B).",
+		"ServiceEvent": header("X-Service-Event", "The event type, the body's eventType (A) or event (B); a notice's type.",
 			true, map[string]any{"type": "string"}),
 		"Traceparent": header("traceparent", "W3C trace context of the attempt, when webhookd runs with tracing on (docs/operations.md).",
 			false, map[string]any{"type": "string"}),
@@ -124,7 +195,8 @@ func deliveryHeaders() map[string]any {
 
 // DataComponents is the block of docs/openapi.yaml between "# BEGIN generated event data" and
 // "# END generated event data": the schemas of the event data that POST <prefix>/events takes,
-// in OpenAPI 3.0, indented to sit under components.schemas. The campaign.* types share one shape,
+// and of the fan intake's bodies (LeadReport, PresaveReport, AnalyticsCount: fanbodies.go), in
+// OpenAPI 3.0, indented to sit under components.schemas. The campaign.* types share one shape,
 // CampaignData; every other type's is <Type>Data. TestOpenAPIEventDataIsCurrent in package docs
 // fails when the block differs.
 func DataComponents() ([]byte, error) {
@@ -139,6 +211,9 @@ func DataComponents() ([]byte, error) {
 			}
 			schemas[name] = s
 		}
+	}
+	for name, s := range fanBodyComponents() {
+		schemas[name] = s
 	}
 	out, err := yamlOf(schemas)
 	if err != nil {

@@ -42,6 +42,7 @@ type field struct {
 	name     string
 	kind     kind
 	nullable bool
+	optional bool     // may be left out; never in event data, whose fields are all required
 	fields   []field  // kindObject
 	enum     []string // kindEnum
 }
@@ -50,7 +51,8 @@ type field struct {
 // these structs, and intake validates against the table read from them (eventData). A field's json
 // tag names it, in the order receivers get the fields; its data tag gives its rule (the kinds above:
 // "id", "text", "enum:a,b"...); a pointer may be null; a struct is a nested object, an embedded one
-// adds its fields in place.
+// adds its fields in place. (A field tagged omitempty may be left out, and is never null: the
+// notices' data, model.NoticeData, has such fields; event data has none.)
 
 // campaignData is CampaignData of spec 2.3, the data of every campaign.* event, fields in the spec's
 // order.
@@ -183,11 +185,15 @@ func fieldsOf(t reflect.Type) []field {
 			fields = append(fields, fieldsOf(sf.Type)...)
 			continue
 		}
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		f := field{name: name}
+		if sf.Tag.Get("data") == "-" {
+			continue // in no body a schema describes (model.NoticeData.Summary: people's channels only)
+		}
+		name, options, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		f := field{name: name, optional: slices.Contains(strings.Split(options, ","), "omitempty")}
 		ft := sf.Type
 		if ft.Kind() == reflect.Pointer {
-			f.nullable, ft = true, ft.Elem()
+			// encoding/json leaves out a nil pointer tagged omitempty, and writes null for another.
+			f.nullable, ft = !f.optional, ft.Elem()
 		}
 		tag := sf.Tag.Get("data")
 		k, ok := kindNames[tag]
@@ -206,9 +212,13 @@ func fieldsOf(t reflect.Type) []field {
 	return fields
 }
 
+// Intake checks a time with time.Parse and with the pattern its schema states (schema.go), so the
+// two agree but for what only time.Parse can tell: the 29th of February of a year that is not a
+// leap year (docs/events.md, "Schemas").
 var (
 	e164Pattern       = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
-	timeMillisPattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$`)
+	rfc3339Pattern    = regexp.MustCompile(timePattern)
+	timeMillisPattern = regexp.MustCompile(timeMillisSchemaPattern)
 )
 
 // ValidateEventData checks data against the shape of eventType's newest version (the only one
@@ -243,6 +253,9 @@ func checkObject(path string, v any, fields []field) error {
 		val, present := obj[f.name]
 		p := path + "." + f.name
 		if !present {
+			if f.optional {
+				continue
+			}
 			return &model.DataError{Field: p, Reason: "is required"}
 		}
 		if val == nil {
@@ -345,8 +358,8 @@ func checkString(path, s string, f field) error {
 			return bad("must not be empty")
 		}
 	case kindTime:
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
+		t, ok := ParseTime(s)
+		if !ok {
 			return bad("must be an ISO 8601 timestamp such as 2026-01-02T15:04:05Z")
 		}
 		if !model.TimeInRange(t) {
@@ -383,6 +396,14 @@ func checkString(path, s string, f field) error {
 		}
 	}
 	return nil
+}
+
+// ParseTime reads s as intake reads every timestamp: RFC 3339 as time.Parse takes it and as the
+// schemas' pattern states it (an offset of at most 23:59). False when s is not one; whether it
+// falls in the years 0001 to 9999 is the caller's check (model.TimeInRange).
+func ParseTime(s string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil && rfc3339Pattern.MatchString(s)
 }
 
 // Normalize brings a lead as a form reports it to lead.captured's rules: the phone in E.164 (a

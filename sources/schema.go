@@ -35,12 +35,20 @@ const (
 	notNUL = `^[^\x00]*$`
 	// textPattern: a text has a character other than white space, and no U+0000.
 	textPattern = `^[^\x00]*[^\x00\s][^\x00]*$`
-	// timePattern: RFC 3339 as Go's time.Parse reads it, years 0001 to 9999.
-	timePattern = `^([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
+	// datePart: a year from 0001 to 9999, a month from 01 to 12 and a day that month has, the 29th
+	// of February in every year (a pattern does not count leap years: intake refuses 2026-02-29,
+	// and so does format: date-time where a validator asserts formats).
+	datePart = `([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-` +
+		`((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-9])|(0[13-9]|1[0-2])-30|(0[13578]|1[02])-31)`
+	// clockPart: 00:00:00 to 23:59:59; no leap second, which Go's time.Parse refuses.
+	clockPart = `([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]`
+	// timePattern: RFC 3339 as Go's time.Parse reads it, years 0001 to 9999, an offset of at most
+	// 23:59 (time.Parse would take +24:00; intake checks this pattern too).
+	timePattern = `^` + datePart + `T` + clockPart + `(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 	// timeMillisSchemaPattern: UTC with exactly three decimals, years 0001 to 9999.
-	timeMillisSchemaPattern = `^([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$`
+	timeMillisSchemaPattern = `^` + datePart + `T` + clockPart + `\.[0-9]{3}Z$`
 	// timeSecondsPattern: variant B's delivery timestamp, UTC without a fraction (spec 6.1).
-	timeSecondsPattern = `^([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`
+	timeSecondsPattern = `^` + datePart + `T` + clockPart + `Z$`
 	// urlPattern: an absolute http(s) URL with a host; the scheme's case is free, as url.Parse's.
 	// No control character anywhere, as url.Parse refuses them.
 	urlPattern = `^[hH][tT][tT][pP][sS]?://[^/?#\s\x00-\x1f\x7f]+([/?#][^\x00-\x1f\x7f]*)?$`
@@ -135,10 +143,12 @@ func EnvelopeSchema(l wire.Layout, eventType string, d Dialect) (map[string]any,
 
 func objectSchema(fields []field, d Dialect) map[string]any {
 	props := make(map[string]any, len(fields))
-	required := make([]string, len(fields))
-	for i, f := range fields {
+	required := make([]string, 0, len(fields))
+	for _, f := range fields {
 		props[f.name] = fieldSchema(f, d)
-		required[i] = f.name
+		if !f.optional {
+			required = append(required, f.name)
+		}
 	}
 	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -86,10 +87,15 @@ func NoticeBody(noticeType string, data json.RawMessage, occurred time.Time) []b
 }
 
 // ChatBody is the body a chat's incoming webhook takes (Slack's shape, which Mattermost, Teams'
-// Workflows and most others accept): {"text": text}.
+// Workflows and most others accept): {"text": text}, with &, < and > escaped as &amp;, &lt; and
+// &gt;, as Slack asks: there they are its markup (<url|label>, <@user>), and a URL's & or a
+// receiver's <html> would be read as such. Nothing else is escaped.
 func ChatBody(text string) []byte {
+	text = chatEscaper.Replace(text)
 	return append(appendJSString(append(make([]byte, 0, len(text)+16), `{"text":`...), text), '}')
 }
+
+var chatEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // Body is the delivery body of layout l. secret signs LayoutB's, and is not used by LayoutA's.
 func Body(l Layout, eventType string, data json.RawMessage, occurred time.Time, secret string) []byte {

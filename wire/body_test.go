@@ -268,3 +268,20 @@ func nodeCanonical(t *testing.T, line string) string {
 	}
 	return s
 }
+
+// TestChatBody: a chat's text escapes &, < and > as Slack's incoming webhooks ask (&amp;, &lt;,
+// &gt;, & first so that an escape is never escaped again), and nothing else: quotes, non-ASCII and
+// a line break stay as JSON writes them.
+func TestChatBody(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"webhook 1 is failing", `{"text":"webhook 1 is failing"}`},
+		{"https://r.example.com/?a=1&b=2", `{"text":"https://r.example.com/?a=1&amp;b=2"}`},
+		{"<html> & </html>", `{"text":"&lt;html&gt; &amp; &lt;/html&gt;"}`},
+		{"already &amp; escaped", `{"text":"already &amp;amp; escaped"}`},
+		{"\"Köln\"\n'x' * _y_ `z`", `{"text":"\"Köln\"\n'x' * _y_ ` + "`z`" + `"}`},
+	} {
+		if got := string(ChatBody(c.text)); got != c.want {
+			t.Errorf("ChatBody(%q) = %s, want %s", c.text, got, c.want)
+		}
+	}
+}

@@ -166,10 +166,13 @@ func New(o Options) (*Client, error) {
 		hosts:   hs,
 		tls:     newTLSClients(transport, roots),
 	}
+	// The proxy's series are there without one too (up, no failures), so that dashboards and
+	// alerts read the same names on every worker.
+	if err := m.registerProxy(o.Registerer); err != nil {
+		return nil, err
+	}
+	m.proxyUp(true)
 	if o.Proxy != nil {
-		if err := m.registerProxy(o.Registerer); err != nil {
-			return nil, err
-		}
 		c.gate = newProxyGate(proxyName, o, m)
 	}
 	return c, nil

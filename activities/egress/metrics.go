@@ -16,7 +16,7 @@ type metrics struct {
 	waitSeconds      *prometheus.HistogramVec
 	circuitOpenTotal *prometheus.CounterVec
 	circuitsOpen     *prometheus.GaugeVec
-	// proxyUpGauge and proxyFailures are registered only with an egress proxy (proxyGate).
+	// proxyUpGauge and proxyFailures are the egress proxy's (proxyGate); without one, up and none.
 	proxyUpGauge  prometheus.Gauge
 	proxyFailures prometheus.Counter
 }
@@ -60,14 +60,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// registerProxy registers the egress proxy's series: there are none without a proxy.
+// registerProxy registers the egress proxy's series.
 func (m *metrics) registerProxy(reg prometheus.Registerer) error {
 	if m == nil {
 		return nil
 	}
 	m.proxyUpGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "webhookd_egress_proxy_up",
-		Help: "1 while the egress proxy (WEBHOOKD_EGRESS_PROXY) works as this process sees it, 0 while it is down: deliveries are then held, not failed, and one exchange at a time probes it.",
+		Help: "0 while the egress proxy (WEBHOOKD_EGRESS_PROXY) is down as this process sees it: deliveries are then held, not failed, and one exchange at a time probes it; 1 otherwise, and without a proxy.",
 	})
 	m.proxyFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "webhookd_egress_proxy_failures_total",

@@ -42,7 +42,6 @@ type proxyGate struct {
 }
 
 func newProxyGate(name string, o Options, m *metrics) *proxyGate {
-	m.proxyUp(true)
 	return &proxyGate{name: name, now: o.Now, log: o.Logger, metrics: m}
 }
 

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -546,79 +544,6 @@ func (g *generator) digits(n int) {
 // strconvFormat writes f with the shortest digits that read back as f, in the given format.
 func strconvFormat(f float64, format byte) string {
 	return strconv.FormatFloat(f, format, -1, 64)
-}
-
-func TestCanonicalJSONMatchesNode(t *testing.T) {
-	cases := append(nodeCorpus(), randomPayloads(200)...)
-	var reqs []map[string]string
-	type check struct {
-		name, what, in, want string
-	}
-	var checks []check
-	for _, p := range cases {
-		got, err := CanonicalJSON([]byte(p.in))
-		if err != nil {
-			t.Fatalf("%s: CanonicalJSON(%.200q): %v", p.name, p.in, err)
-		}
-		if !utf8.Valid(got) {
-			t.Errorf("%s: output is not valid UTF-8: %q", p.name, got)
-		}
-		want := string(got)
-		if !p.lossy {
-			reqs = append(reqs, map[string]string{"canonical": p.in})
-			checks = append(checks, check{p.name, "JSON.stringify(JSON.parse(input))", p.in, want})
-		}
-		// What we deliver must survive a receiver's parse and re-serialization unchanged.
-		reqs = append(reqs, map[string]string{"canonical": string(got)})
-		checks = append(checks, check{p.name, "JSON.stringify(JSON.parse(output))", string(got), want})
-	}
-
-	got := runNode(t, reqs)
-	for i, c := range checks {
-		if node := nodeCanonical(t, got[i]); node != c.want {
-			t.Errorf("%s: %s differs for input %.300q\nnode %.400q\ngo   %.400q", c.name, c.what, c.in, node, c.want)
-		}
-	}
-	t.Logf("compared %d CanonicalJSON outputs with node (%d payloads)", len(checks), len(cases))
-}
-
-// requireNode finds node. Receivers verify with JavaScript, so these tests are the point of the
-// canonical form and must not be skipped.
-func requireNode(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node (Node.js) is required to check signatures the way receivers do, and was not found on PATH: %v", err)
-	}
-	return path
-}
-
-// runNode sends all requests to one node process and returns its answer lines, one per request.
-func runNode(t *testing.T, reqs []map[string]string) []string {
-	t.Helper()
-	requireNode(t)
-	var in bytes.Buffer
-	for _, r := range reqs {
-		line, err := json.Marshal(r)
-		if err != nil {
-			t.Fatalf("marshal node request: %v", err)
-		}
-		in.Write(line)
-		in.WriteByte('\n')
-	}
-	cmd := exec.Command("node", filepath.Join("testdata", "verify-signature.mjs"))
-	cmd.Stdin = &in
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node verify-signature.mjs: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if len(lines) != len(reqs) {
-		t.Fatalf("node answered %d lines to %d requests\n%s", len(lines), len(reqs), stderr.String())
-	}
-	return lines
 }
 
 // FuzzCanonicalJSON checks what must hold for any input: no panic, and when the input is accepted,

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package prometheus_test checks the Prometheus configuration and alerting rules beside it with
 // promtool: they parse, and alerts_test.yml fires and clears each alert as it expects.
 package prometheus_test

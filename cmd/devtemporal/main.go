@@ -1,7 +1,7 @@
 // Command devtemporal prepares the Temporal dev server's SQLite file that `make run` and the
 // benchmarks keep (deployments/dev/temporal-dev.sh runs it once the server answers):
 //
-//	devtemporal trim-visibility <database file>
+//	devtemporal trim-visibility [-cli <path of the Temporal CLI>] <database file>
 //
 // The dev server's visibility table carries an index for every column an operator might filter
 // or sort on, about 45, each of which leads with the close time: a workflow's start writes them
@@ -11,13 +11,20 @@
 // namespaces' custom search attributes (webhookd's WebhookId, EventType, Variant,
 // DeliveryState). A query on another column still answers, by reading the namespace's rows.
 // Dropping is idempotent; the server keeps running, and a production cluster's schema is not
-// touched (make cluster runs the server's own).
+// touched (make cluster runs the server's own). It names every index it drops. With -cli it first
+// reads the CLI's build information and refuses (exit status 3, nothing touched) a CLI other than
+// the pinned one, whose dev server may lay out its visibility table otherwise.
+//
+// Its callers never depend on it: make run warns and goes on when it fails or refuses
+// (deployments/dev/run.sh); the server then keeps its indexes and only costs more CPU.
 package main
 
 import (
 	"context"
 	"database/sql"
+	"debug/buildinfo"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -30,17 +37,52 @@ import (
 // kept are the visibility indexes that serve the Web UI's list and its common filters.
 var kept = []string{"default_idx", "by_workflow_id", "by_workflow_type", "by_status"}
 
+// pinnedCLI is the Temporal CLI whose dev server's visibility table the trim was written for: the
+// Makefile's TEMPORAL_CLI_VERSION (TestPinnedCLIIsTheMakefiles keeps the two equal).
+const pinnedCLI = "v1.5.1"
+
 func main() {
-	if len(os.Args) != 3 || os.Args[1] != "trim-visibility" {
-		fmt.Fprintln(os.Stderr, "usage: devtemporal trim-visibility <Temporal dev server database file>")
+	usage := func() {
+		fmt.Fprintln(os.Stderr, "usage: devtemporal trim-visibility [-cli <Temporal CLI>] <Temporal dev server database file>")
 		os.Exit(2)
 	}
-	dropped, err := trimVisibility(context.Background(), os.Args[2])
+	if len(os.Args) < 2 || os.Args[1] != "trim-visibility" {
+		usage()
+	}
+	fs := flag.NewFlagSet("trim-visibility", flag.ExitOnError)
+	cli := fs.String("cli", "", "the Temporal CLI that runs the dev server: refuse any but "+pinnedCLI)
+	_ = fs.Parse(os.Args[2:]) // ExitOnError
+	if fs.NArg() != 1 {
+		usage()
+	}
+	path := fs.Arg(0)
+	if *cli != "" {
+		if err := checkCLI(*cli); err != nil {
+			fmt.Fprintf(os.Stderr, "devtemporal: not trimming %s: %v\n", path, err)
+			os.Exit(3)
+		}
+	}
+	dropped, err := trimVisibility(context.Background(), path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devtemporal:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "devtemporal: %s: dropped %d visibility indexes\n", os.Args[2], len(dropped))
+	fmt.Fprintf(os.Stderr, "devtemporal: %s: dropped %d visibility indexes: %s\n", path, len(dropped), strings.Join(dropped, ", "))
+}
+
+// checkCLI refuses a Temporal CLI other than pinnedCLI, read from the binary's Go build
+// information (the version `go install ...@v1.5.1` records; `temporal --version` of such a build
+// says 0.0.0-DEV).
+func checkCLI(path string) error {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read the build information of %s: %w", path, err)
+	}
+	if info.Main.Path != "github.com/temporalio/cli" || info.Main.Version != pinnedCLI {
+		return fmt.Errorf("%s is %s %s, not the pinned Temporal CLI github.com/temporalio/cli %s, whose dev server's visibility table the trim knows",
+			path, info.Main.Path, info.Main.Version, pinnedCLI)
+	}
+	return nil
 }
 
 // trimVisibility drops the visibility indexes that serve neither the Web UI's list nor a custom

@@ -31,6 +31,9 @@ func TestTrimVisibility(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := checkCLI(cli); err != nil {
+		t.Fatalf("the tests' Temporal CLI is refused: %v", err)
+	}
 	path := filepath.Join(t.TempDir(), "temporal.db")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

@@ -171,7 +171,7 @@ start_stack() {
   deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >>"$dir/temporal.log" 2>&1 &
   pids+=($!)
   wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"
-  bin/devtemporal trim-visibility "$dir/temporal.db" 2>>"$dir/temporal.log" ||
+  bin/devtemporal trim-visibility -cli bin/temporal "$dir/temporal.db" 2>>"$dir/temporal.log" ||
     fail "trimming the dev server's visibility table failed" "$dir/temporal.log"
 
   key_b=$("$webhookd" apikey create --owner-email b@bench.localhost --name "bench B (hanging)" | tail -n 1)

@@ -50,9 +50,11 @@ for _ in $(seq 1 120); do
   kill -0 "${pids[0]}" 2>/dev/null || { echo "Temporal dev server exited; see $data/temporal.log" >&2; tail -20 "$data/temporal.log" >&2; exit 1; }
   sleep 0.5
 done
-# The visibility indexes nothing uses go (cmd/devtemporal, deployments/dev/temporal-dev.sh).
-bin/devtemporal trim-visibility "$data/temporal.db" 2>>"$data/temporal.log" ||
-  { echo "trimming the dev server's visibility table failed; see $data/temporal.log" >&2; tail -5 "$data/temporal.log" >&2; exit 1; }
+# The visibility indexes nothing uses go (cmd/devtemporal, deployments/dev/temporal-dev.sh). A
+# failure, or a refusal of a CLI other than the pinned one, costs the dev server some CPU, never the
+# stack: warn and go on.
+bin/devtemporal trim-visibility -cli bin/temporal "$data/temporal.db" 2>>"$data/temporal.log" ||
+  { echo "warning: the dev server's visibility table was not trimmed (it works, with more CPU per workflow); see $data/temporal.log:" >&2; tail -1 "$data/temporal.log" >&2; }
 
 key=$("$webhookd" apikey create --owner-email "${WEBHOOKD_DEV_OWNER:-dev@localhost}" --name "make run" | tail -n 1)
 

@@ -130,9 +130,9 @@ func retrySignal(ctx context.Context) any {
 // resumes from its heartbeat and signals again, and signals that wait together are one retry. A
 // workflow that has ended since leaves the delivery to the claim of the states it may have ended
 // in; a pending one whose workflow has not started yet makes its attempts when the sweeper starts
-// it. It returns the ids it retried.
+// it. ctx is a recovery's (RecoverDeliveries marks it), so its signals ask only for a delivery that
+// has not succeeded. It returns the ids it retried.
 func (d *Dispatcher) retryInFlight(ctx context.Context, db bun.IDB, r model.DeliveryRef) ([]int64, error) {
-	ctx = context.WithValue(ctx, unlessDeliveredKey{}, true)
 	id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
 	err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalRetry, retrySignal(ctx))
 	var nf *serviceerror.NotFound

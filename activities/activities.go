@@ -133,6 +133,9 @@ type DeliverResult struct {
 	// Notices are the events (notices, docs/notifications.md) the attempt recorded: the
 	// webhook.recovered of a success that ended a failure. The workflow starts their deliveries.
 	Notices []int64
+	// Recorded is true when the attempt had already delivered, and its outcome was recorded, when it
+	// ran again (model.DeliveryTarget.AlreadyDelivered): nothing was sent again.
+	Recorded bool
 }
 
 // outcomePhrases say what an attempt that got no HTTP answer ran into, in a few words.
@@ -165,6 +168,8 @@ func (r DeliverResult) Outcome() string {
 		return "receiver host busy"
 	case r.StatusCode != 0:
 		return fmt.Sprintf("%d from receiver", r.StatusCode)
+	case r.Recorded:
+		return "delivered, as recorded before"
 	}
 	if p, ok := outcomePhrases[r.ErrorClass]; ok {
 		return p

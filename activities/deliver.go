@@ -35,6 +35,12 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if err != nil {
 		return DeliverResult{}, fmt.Errorf("load delivery %d: %w", in.DeliveryID, err)
 	}
+	if target.AlreadyDelivered(in.Attempt) {
+		// This attempt delivered, and ran again because its result was lost: the receiver is not
+		// sent the event a second time.
+		activity.GetLogger(ctx).Info("delivery attempt already recorded as delivered; not sent again", "delivery", in.DeliveryID, "attempt", in.Attempt)
+		return DeliverResult{Delivered: true, Recorded: true}, nil
+	}
 	w := &target.Webhook
 	if w.DeletedAt != nil {
 		if err := model.CancelDelivery(ctx, a.DB, in.DeliveryID); err != nil {

@@ -35,6 +35,18 @@ type Attempt struct {
 type DeliveryTarget struct {
 	Event   Event
 	Webhook Webhook
+	// State and Attempts are the delivery's, as recorded: AlreadyDelivered reads them.
+	State    string
+	Attempts int
+}
+
+// AlreadyDelivered reports whether attempt was recorded as the one that delivered: the attempt runs
+// again after its outcome was written and its result lost (a first attempt, run as a local
+// activity, whose workflow task was failed by a signal that came in meanwhile; a worker that died
+// before it reported the activity's completion). A resend's attempt is numbered after the one that
+// delivered, and is made.
+func (t *DeliveryTarget) AlreadyDelivered(attempt int) bool {
+	return t.State == DeliveryDelivered && attempt > 0 && t.Attempts >= attempt
 }
 
 // deliveryTargetRow is one row of LoadDeliveryTarget's query: the webhook, its event, and one of
@@ -44,6 +56,9 @@ type deliveryTargetRow struct {
 
 	Ev   Event          `bun:"embed:ev_"`
 	Prev PreviousSecret `bun:"embed:prev_"`
+
+	DState    string `bun:"d_state"`
+	DAttempts int    `bun:"d_attempts"`
 }
 
 // LoadDeliveryTarget loads a delivery's event and webhook, with the webhook's previous secrets
@@ -59,7 +74,7 @@ func LoadDeliveryTarget(ctx context.Context, db bun.IDB, deliveryID int64) (*Del
 	if len(rows) == 0 {
 		return nil, ErrNotFound
 	}
-	t := &DeliveryTarget{Webhook: rows[0].Webhook, Event: rows[0].Ev}
+	t := &DeliveryTarget{Webhook: rows[0].Webhook, Event: rows[0].Ev, State: rows[0].DState, Attempts: rows[0].DAttempts}
 	t.Webhook.PreviousSecrets = []PreviousSecret{}
 	for _, r := range rows {
 		if r.Prev.ID != 0 {

@@ -68,9 +68,9 @@ func newHotText(bdb *bun.DB) hotText {
 	t.authenticate = `SELECT k.id AS key_id, k.key_hash, ` + columns(gen, accounts, "a", "") + ` FROM api_keys AS k ` +
 		`JOIN accounts AS a ON a.id = k.account_id WHERE (k.lookup = ?) AND (k.revoked_at IS NULL)`
 	// deliveryTargetRow's columns: the webhook's, and those of its event and previous secrets
-	// under their prefixes.
+	// under their prefixes, and the delivery's state and attempts.
 	t.deliveryTarget = `SELECT ` + columns(gen, webhooks, "webhook", "") + `, ` + columns(gen, events, "e", "ev_") + `, ` +
-		columns(gen, secrets, "p", "prev_") +
+		columns(gen, secrets, "p", "prev_") + `, d.state AS d_state, d.attempts AS d_attempts` +
 		` FROM "webhooks" AS "webhook" JOIN deliveries AS d ON d.webhook_id = webhook.id ` +
 		`JOIN events AS e ON e.id = d.event_id LEFT JOIN webhook_previous_secrets AS p ON p.webhook_id = webhook.id ` +
 		`WHERE (d.id = ?) ORDER BY p.expires_at DESC, p.id DESC`

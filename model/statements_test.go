@@ -291,7 +291,7 @@ func TestPreparedStatementsRefuseNUL(t *testing.T) {
 
 // TestDeliveryTargetColumnsAreTheModels: LoadDeliveryTarget's statement returns exactly the columns
 // its row scans, and those are every column bun knows of a Webhook, and of an Event and a
-// PreviousSecret under their prefixes: a field added to one of the models is loaded for an
+// PreviousSecret under their prefixes, and the delivery's state and attempts: a field added to one of the models is loaded for an
 // attempt, and a column the statement returns that the row lacks fails here, not in a delivery.
 func TestDeliveryTargetColumnsAreTheModels(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *model.DB) {
@@ -299,7 +299,7 @@ func TestDeliveryTargetColumnsAreTheModels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want []string
+		want := []string{"d_state", "d_attempts"}
 		for _, m := range []struct {
 			typ    reflect.Type
 			prefix string

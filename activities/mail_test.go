@@ -71,9 +71,10 @@ func TestRepeatedNoticeMailKeepsItsMessageID(t *testing.T) {
 		t.Fatalf("notice %d: deliveries %v, %v; want one, to the e-mail", notice, deliveries, err)
 	}
 	mail := deliveries[0]
-	// The first attempt twice (the activity retried after a crash that lost its record), then the
-	// schedule's second attempt.
-	for _, attempt := range []int{1, 1, 2} {
+	// Three copies: the first attempt, then two more (resends). An attempt that runs again after it
+	// was recorded as delivered sends nothing (TestAttemptThatDeliveredIsNotSentAgain); one whose
+	// record a crash lost is sent again, as these are.
+	for _, attempt := range []int{1, 2, 3} {
 		in := activities.DeliverInput{DeliveryID: mail.ID, EventID: notice, WebhookID: mail.WebhookID, Attempt: attempt}
 		val, err := env.ExecuteActivity(a.Deliver, in)
 		if err != nil {
@@ -97,7 +98,7 @@ func TestRepeatedNoticeMailKeepsItsMessageID(t *testing.T) {
 
 	// Without a public URL, the host part is the sender's domain.
 	a.Links = activities.Links{}
-	if _, err := env.ExecuteActivity(a.Deliver, activities.DeliverInput{DeliveryID: mail.ID, EventID: notice, WebhookID: mail.WebhookID, Attempt: 3}); err != nil {
+	if _, err := env.ExecuteActivity(a.Deliver, activities.DeliverInput{DeliveryID: mail.ID, EventID: notice, WebhookID: mail.WebhookID, Attempt: 4}); err != nil {
 		t.Fatal(err)
 	}
 	want = fmt.Sprintf("<%s@example.com>", wire.MessageID(notice, mail.WebhookID))

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -140,19 +139,4 @@ func noticeMessageID(l Links, eventID, channelID int64) string {
 		return id + "@[" + host + "]" // an IPv6 address, as a domain literal
 	}
 	return id + "@" + u.Hostname()
-}
-
-// deliverMail makes one attempt of a notice to the owner's e-mail (a notification endpoint of kind
-// KindNoticeEmail) and records it like any attempt: a mail server that does not take it fails the
-// attempt, and the schedule tries again.
-func (a *Activities) deliverMail(ctx context.Context, in DeliverInput, t *model.DeliveryTarget) (DeliverResult, error) {
-	w, ev := &t.Webhook, &t.Event
-	started := a.now()
-	res := DeliverResult{AttemptedAt: started, Delivered: true}
-	m := noticeMail(a.Links, strings.TrimPrefix(w.URL, "mailto:"), ev)
-	m.MessageID = noticeMessageID(a.Links, ev.ID, w.ID)
-	if err := a.Mailer.Send(ctx, m); err != nil {
-		res.Delivered, res.ErrorClass, res.Error = false, ClassMail, "the mail server did not take the notice: "+err.Error()
-	}
-	return a.record(ctx, in, w, ev, res, a.now().Sub(started), nil, "", nil)
 }

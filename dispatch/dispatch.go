@@ -51,7 +51,7 @@ type Dispatcher struct {
 	// Marks, when set, records a request's starts (StartEvent) off the request's path, many requests'
 	// per write, in its own database (StartEvent's db is then not used for them); nil records them
 	// in db before StartEvent returns. Fan-outs and sweeps always record their own.
-	Marks *model.DispatchMarks
+	Marks *Marks
 
 	// shares bounds each account's starts in flight (accountStarts).
 	shares startShares

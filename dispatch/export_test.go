@@ -21,3 +21,10 @@ func StartsWaiting(d *Dispatcher, account int64) int {
 	}
 	return sh.users - len(sh.slots)
 }
+
+// Pending is how many ids m holds that no write has taken yet.
+func (m *Marks) Pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pending)
+}

@@ -6,10 +6,11 @@ import (
 
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
+	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/workflows"
 )
 
-func TestMain(m *testing.M) { temporaltest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
 
 // TestActivityNamesMatchWorkflows: the workflows call this package's activities by name, and the
 // worker registers Activities, whose method names are the registered names. A renamed method

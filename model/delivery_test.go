@@ -10,7 +10,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
-	"github.com/webhookd/webhookd/model/dbtest"
 )
 
 func newWebhook(t testing.TB, db bun.IDB, accountID int64, v model.Variant, eventType string) *model.Webhook {
@@ -372,66 +371,6 @@ func TestWebhookRowWrittenOnlyOnChange(t *testing.T) {
 		attempt(t, db, w, d, 5, true, at)
 		if got := reload(t, db, w.ID); !got.LastTriggeredAt.Equal(at) {
 			t.Fatalf("lastTriggered %v after a success %s later, want %v", got.LastTriggeredAt, model.StatusResolution, at)
-		}
-	})
-}
-
-// TestDispatchMarksNoLingerBehindABacklog: a batch that is full already goes out at once, however
-// long the linger: only a batch that could still grow waits for it.
-func TestDispatchMarksNoLingerBehindABacklog(t *testing.T) {
-	db := dbtest.SQLite(t)
-	marks := &model.DispatchMarks{DB: db, Linger: time.Hour}
-	ids := make([]int64, 1000) // two full batches; no such deliveries, so the writes change nothing
-	for i := range ids {
-		ids[i] = int64(1_000_000 + i)
-	}
-	marks.Add(ids)
-	deadline := time.Now().Add(time.Minute)
-	for marks.Pending() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d ids still pending after a minute: the writer lingered behind a full batch", marks.Pending())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestDispatchMarks: ids handed over from many requests at once are all marked by Wait, and the
-// sweeper then finds none of them; the event rows hold their matched count as inserted.
-func TestDispatchMarks(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, db *model.DB) {
-		ctx := context.Background()
-		_, acc, _ := model.CreateAPIKey(ctx, db, "marks@example.com", "")
-		for range 2 {
-			newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
-		}
-		marks := &model.DispatchMarks{DB: db, Linger: model.DispatchMarkLinger}
-		const events = 40
-		errs := make(chan error, events)
-		for range events {
-			go func() {
-				res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: `{}`})
-				if err == nil {
-					ids := make([]int64, len(res.Deliveries))
-					for i, d := range res.Deliveries {
-						ids[i] = d.ID
-					}
-					marks.Add(ids)
-				}
-				errs <- err
-			}()
-		}
-		for range events {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-		marks.Wait()
-		if refs, err := model.UndispatchedDeliveries(ctx, db, model.Now().Add(time.Second), 100); err != nil || len(refs) != 0 {
-			t.Fatalf("undispatched after Wait = %d, %v; want none", len(refs), err)
-		}
-		var wrong int
-		if err := db.NewSelect().Model((*model.Event)(nil)).Where("account_id = ?", acc.ID).Where("matched <> 2").ColumnExpr("count(*)").Scan(ctx, &wrong); err != nil || wrong != 0 {
-			t.Fatalf("events whose stored matched count is not 2: %d, %v", wrong, err)
 		}
 	})
 }

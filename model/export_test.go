@@ -12,13 +12,6 @@ func HasPreparedStatements(db *DB) bool {
 	return db.stmts.isPrepared()
 }
 
-// Pending is how many ids m holds that no write has taken yet.
-func (m *DispatchMarks) Pending() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.pending)
-}
-
 // DeliveryTargetColumns returns the columns that LoadDeliveryTarget's statement, run on db, returns,
 // and those of the row it scans them into, as bun knows them.
 func DeliveryTargetColumns(ctx context.Context, db *DB) (selected, scanned []string, err error) {

@@ -199,8 +199,8 @@ func newServeDispatcher(cfg Config, role string, tc client.Client, db *bun.DB, r
 	if err != nil {
 		return nil, err
 	}
-	// A request's starts are recorded behind its answer, many per write (DispatchMarks).
-	marks := &model.DispatchMarks{DB: db, Log: logger, Linger: model.DispatchMarkLinger}
+	// A request's starts are recorded behind its answer, many per write (dispatch.Marks).
+	marks := &dispatch.Marks{DB: db, Log: logger, Linger: dispatch.MarkLinger}
 	down.at(flushMarks, marks.Wait)
 	return newDispatcher(cfg, tc, dispatchServing{
 		// The API and the worker share this process and its client: the first task of a workflow
@@ -366,7 +366,7 @@ func startWorker(ctx context.Context, cfg Config, p serveParts, errc chan<- erro
 type dispatchServing struct {
 	eager  bool
 	starts *prometheus.CounterVec
-	marks  *model.DispatchMarks
+	marks  *dispatch.Marks
 }
 
 // newDispatcher is the Dispatcher of cfg's task queues and delivery settings: serve's, and the operator

@@ -1,4 +1,4 @@
-package model
+package dispatch
 
 import (
 	"context"
@@ -7,22 +7,24 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/model"
 )
 
-// dispatchMarkTimeout bounds one write of DispatchMarks, and maxDispatchMarkBatch its ids.
+// markTimeout bounds one write of Marks, and maxMarkBatch its ids.
 const (
-	dispatchMarkTimeout  = 10 * time.Second
-	maxDispatchMarkBatch = 500
+	markTimeout  = 10 * time.Second
+	maxMarkBatch = 500
 )
 
-// DispatchMarkLinger is how long DispatchMarks gathers ids before each write. Without it a write
+// MarkLinger is how long Marks gathers ids before each write. Without it a write
 // took what came in during the one before, a few milliseconds: one or two requests' ids per
 // statement and commit, 5% of webhookd's CPU per delivery in a profile. A linger far below the
 // sweeper's minimum age (its interval, 5 s by default) costs nothing: the sweeper never looks at a
 // delivery that young.
-const DispatchMarkLinger = 250 * time.Millisecond
+const MarkLinger = 250 * time.Millisecond
 
-// DispatchMarks records deliveries dispatched (MarkDispatched) off the caller's path, and many per
+// Marks records deliveries dispatched (MarkDispatched) off the caller's path, and many per
 // statement: a request that started its workflows hands their ids over and answers at once, and
 // the ids that come in within Linger of each other go out together. Under load that is one write
 // for many events instead of one each (docs/performance.md).
@@ -30,12 +32,12 @@ const DispatchMarkLinger = 250 * time.Millisecond
 // The mark is only the outbox's bookkeeping: one that is never written (the process died first)
 // costs the sweeper one start that Temporal refuses as a duplicate, and the sweeper then writes
 // it. Nothing is lost either way.
-type DispatchMarks struct {
+type Marks struct {
 	DB bun.IDB
 	// Log reports a failed write; nil logs nothing.
 	Log *slog.Logger
 	// Linger is how long ids are gathered before each write; zero writes at once.
-	// DispatchMarkLinger is the serving default.
+	// MarkLinger is the serving default.
 	Linger time.Duration
 
 	mu      sync.Mutex
@@ -45,7 +47,7 @@ type DispatchMarks struct {
 }
 
 // Add hands ids over to be marked; it does not wait for the write.
-func (m *DispatchMarks) Add(ids []int64) {
+func (m *Marks) Add(ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
@@ -60,16 +62,16 @@ func (m *DispatchMarks) Add(ids []int64) {
 
 // write marks what is pending, batch after batch, until nothing is. It lingers before a batch
 // that is not full yet, never behind a backlog.
-func (m *DispatchMarks) write() {
+func (m *Marks) write() {
 	for {
 		m.mu.Lock()
-		full := len(m.pending) >= maxDispatchMarkBatch
+		full := len(m.pending) >= maxMarkBatch
 		m.mu.Unlock()
 		if m.Linger > 0 && !full {
 			time.Sleep(m.Linger)
 		}
 		m.mu.Lock()
-		batch := m.pending[:min(len(m.pending), maxDispatchMarkBatch)]
+		batch := m.pending[:min(len(m.pending), maxMarkBatch)]
 		m.pending = m.pending[len(batch):]
 		if len(batch) == 0 {
 			m.writing = false
@@ -77,8 +79,8 @@ func (m *DispatchMarks) write() {
 			return
 		}
 		m.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), dispatchMarkTimeout)
-		err := MarkDispatched(ctx, m.DB, batch)
+		ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
+		err := model.MarkDispatched(ctx, m.DB, batch)
 		cancel()
 		if err != nil && m.Log != nil {
 			m.Log.Warn("mark deliveries dispatched; the sweeper will", "deliveries", len(batch), "err", err)
@@ -87,4 +89,4 @@ func (m *DispatchMarks) write() {
 }
 
 // Wait returns once every id handed over so far is written (or its write failed).
-func (m *DispatchMarks) Wait() { m.writers.Wait() }
+func (m *Marks) Wait() { m.writers.Wait() }

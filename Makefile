@@ -155,8 +155,8 @@ bench-cluster:
 
 # webhookd beside Convoy (issue 33): BENCH_PAIRS (3) alternating pairs of the tiers' (c) and Convoy
 # measured by convoybench, same events and publishers, then a table and the medians of the ratios.
-# Needs CONVOY_DIR: a Convoy set up once outside the repository (see docs/performance.md, "Beside
-# Convoy (issue 33)"). ARGS='-events 200' passes loadtest flags (and convoybench's -n, -c),
+# Needs CONVOY_DIR: a Convoy set up once outside the repository (see docs/performance-history.md,
+# "Beside Convoy (issue 33)"). ARGS='-events 200' passes loadtest flags (and convoybench's -n, -c),
 # BENCH_POSTGRES=1 runs webhookd on PostgreSQL, WEBHOOKD_BIN=... measures another build.
 .PHONY: bench-convoy
 bench-convoy:

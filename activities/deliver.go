@@ -141,9 +141,9 @@ func (a *Activities) record(ctx context.Context, in DeliverInput, w *model.Webho
 // at a receiver that is busy but quick (its host or endpoint at its cap, the next turn due within
 // this). Handing the attempt back instead costs a regular activity: an activity task and a second
 // workflow task, which measured 1.2 ms of the Temporal server's CPU per delivery when 15% of a
-// quick endpoint's first attempts met its cap (docs/performance.md). A turn further out than this
-// (a slow or hanging receiver) is handed back at once, as before, and Activities.LocalWaits bounds
-// how many wait at once, so neither holds a workflow task for long.
+// quick endpoint's first attempts met its cap (docs/performance-history.md). A turn further out
+// than this (a slow or hanging receiver) is handed back at once, as before, and
+// Activities.LocalWaits bounds how many wait at once, so neither holds a workflow task for long.
 const localTurnWait = 200 * time.Millisecond
 
 // takeTurn takes the attempt's turn at its receiver (egress.Client.Take). A local attempt, while a

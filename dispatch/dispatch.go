@@ -187,7 +187,7 @@ func (d *Dispatcher) Start(ctx context.Context, db bun.IDB, refs []model.Deliver
 // goes straight to this process's worker, past matching and so past fairness. A fan-out's or the
 // sweeper's hundreds would queue in the worker ahead of other accounts' first tasks; measured, a
 // healthy account's event waited 7-10 s behind another account's fan-out to a hanging receiver,
-// and 1-3 s without (docs/performance.md).
+// and 1-3 s without (docs/performance-history.md).
 func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by StartedBy) ([]int64, error) {
 	eager := d.EagerStart && by == StartedByRequest
 	if len(refs) == 1 {

@@ -27,7 +27,7 @@ const MarkLinger = 250 * time.Millisecond
 // Marks records deliveries dispatched (MarkDispatched) off the caller's path, and many per
 // statement: a request that started its workflows hands their ids over and answers at once, and
 // the ids that come in within Linger of each other go out together. Under load that is one write
-// for many events instead of one each (docs/performance.md).
+// for many events instead of one each (docs/performance-history.md).
 //
 // The mark is only the outbox's bookkeeping: one that is never written (the process died first)
 // costs the sweeper one start that Temporal refuses as a duplicate, and the sweeper then writes

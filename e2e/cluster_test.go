@@ -161,11 +161,11 @@ func awaitAccepted(t *testing.T, rc *receiver, path, prefix string, accepted *sy
 
 // TestClusterRoleAll runs make cluster with CLUSTER_ROLES=all: two replicas that each serve the API
 // and run a worker, so that the deliveries of an event start eagerly on the replica that accepted it
-// (docs/performance.md, "Tiers on the production-shaped cluster"). Their first workflow tasks never
-// pass through Temporal's matching: the replicas poll far fewer workflow tasks than they deliver
-// (TestProductionCluster's split topology, the control, polls one per delivery). Then one replica
-// is killed with SIGKILL under publishing load: every accepted event arrives, a duplicate under its
-// first delivery's webhook-id.
+// (docs/performance-history.md, "Tiers on the production-shaped cluster"). Their first workflow
+// tasks never pass through Temporal's matching: the replicas poll far fewer workflow tasks than
+// they deliver (TestProductionCluster's split topology, the control, polls one per delivery). Then
+// one replica is killed with SIGKILL under publishing load: every accepted event arrives, a
+// duplicate under its first delivery's webhook-id.
 func TestClusterRoleAll(t *testing.T) {
 	bin := webhookdBinary(t)
 	rc := startReceiver(t)

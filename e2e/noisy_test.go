@@ -20,8 +20,8 @@ import (
 )
 
 // TestNoisyNeighbourSettingsAndReads is the correctness side of two rows of issue 40's
-// noisy-neighbour matrix (docs/performance.md) on the real stack, beside the rows other system
-// tests hold (TestSharedHostIsolation, TestSharedHostBurstIsolation):
+// noisy-neighbour matrix (docs/performance-history.md) on the real stack, beside the rows other
+// system tests hold (TestSharedHostIsolation, TestSharedHostBurstIsolation):
 //   - settings: account C's webhook reaches a host that requires a client certificate with its
 //     own TLS settings; account B's webhooks on the same host have none, and fail their handshakes
 //     until their breakers open. Those failures depend on B's settings, so they never open the

@@ -73,7 +73,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		}
 		// database/sql keeps two idle connections unless told: the other six were closed after
 		// each use and opened again, pragmas and all, which was 15% of webhookd's CPU per delivery
-		// in a profile (docs/performance.md).
+		// in a profile (docs/performance-history.md).
 		sqldb.SetMaxOpenConns(maxSQLiteConns)
 		sqldb.SetMaxIdleConns(maxSQLiteConns)
 		db = bun.NewDB(sqldb, sqlitedialect.New())

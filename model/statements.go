@@ -332,7 +332,7 @@ func (s *statements) exec(ctx context.Context, db bun.IDB, query string, args ..
 // the connection's last rowid instead: it runs RETURNING as a trigger, and a statement with a
 // trigger in a transaction keeps a statement journal, a 64 KiB buffer allocated and freed with every
 // page the insert touched copied into it, 8% of webhookd's CPU per delivery in a profile
-// (docs/performance.md).
+// (docs/performance-history.md).
 func (s *statements) insertRow(ctx context.Context, db bun.IDB, insert string, args ...any) (int64, error) {
 	if IsPostgres(db) {
 		var ids []int64

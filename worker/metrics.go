@@ -68,7 +68,8 @@ const maxCachedMetrics = 4096
 // for. The SDK asks on every task (WithTags, then Counter, Gauge or Timer by name), and the
 // OpenTelemetry handler builds an attribute set and looks the instrument up in its meter each
 // time: 5% of webhookd's CPU per delivery and an eighth of its allocations in a profile
-// (docs/performance.md). A cached instrument records into the same series as a new one would.
+// (docs/performance-history.md). A cached instrument records into the same series as a new
+// one would.
 type cachedMetrics struct {
 	inner client.MetricsHandler
 	// tags is the chain of WithTags calls that made this handler, each call's tags in key order.

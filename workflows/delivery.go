@@ -457,7 +457,7 @@ func (r *deliveryRun) awaitRetry() (bool, error) {
 // sets all of them. One delivered at its first attempt, the common case, is never indexed: each
 // search attribute set or upserted makes the Temporal server write the run's visibility row again,
 // and the start's and the delivered upsert's were 0.9 ms of its CPU per delivery
-// (docs/performance.md). webhookd's own delivery log lists every delivery.
+// (docs/performance-history.md). webhookd's own delivery log lists every delivery.
 func (r *deliveryRun) setState(s string) error {
 	r.st.State = s
 	return r.upsertState(r.ctx, s)

@@ -6,14 +6,14 @@
 // The dev server's visibility table carries an index for every column an operator might filter
 // or sort on, about 45, each of which leads with the close time: a workflow's start writes them
 // all and its close moves every one. That was about 40% of the dev server's CPU per delivery
-// (issue 33, docs/performance.md). trim-visibility drops all but the indexes of the Web UI's list
-// (newest first), of the workflow id, type and status, and of the columns that hold the
-// namespaces' custom search attributes (webhookd's WebhookId, EventType, Variant,
-// DeliveryState). A query on another column still answers, by reading the namespace's rows.
-// Dropping is idempotent; the server keeps running, and a production cluster's schema is not
-// touched (make cluster runs the server's own). It names every index it drops. With -cli it first
-// reads the CLI's build information and refuses (exit status 3, nothing touched) a CLI other than
-// the pinned one, whose dev server may lay out its visibility table otherwise.
+// (issue 33, docs/performance-history.md). trim-visibility drops all but the indexes of the Web
+// UI's list (newest first), of the workflow id, type and status, and of the columns that hold the
+// namespaces' custom search attributes (webhookd's WebhookId, EventType, Variant, DeliveryState). A
+// query on another column still answers, by reading the namespace's rows. Dropping is idempotent;
+// the server keeps running, and a production cluster's schema is not touched (make cluster runs the
+// server's own). It names every index it drops. With -cli it first reads the CLI's build
+// information and refuses (exit status 3, nothing touched) a CLI other than the pinned one, whose
+// dev server may lay out its visibility table otherwise.
 //
 // Its callers never depend on it: make run warns and goes on when it fails or refuses
 // (deployments/dev/run.sh); the server then keeps its indexes and only costs more CPU.

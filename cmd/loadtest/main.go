@@ -12,9 +12,10 @@
 //   - hanging: issue 7's experiment. Account B's webhooks point at a receiver that accepts the
 //     connection and never answers; account C's one webhook points at a healthy receiver. It reports
 //     C's event-to-receipt time while idle, then while B's deliveries hang.
-//   - isolation: the benchmark behind docs/performance.md. C publishes at a steady open-loop rate,
-//     first alone, then while B publishes as much to a receiver that answers at once (the control),
-//     then to one that never answers; it reports C's p50, p99 and max event-to-receipt per phase.
+//   - isolation: the benchmark behind docs/performance-history.md. C publishes at a steady
+//     open-loop rate, first alone, then while B publishes as much to a receiver that answers at
+//     once (the control), then to one that never answers; it reports C's p50, p99 and max
+//     event-to-receipt per phase.
 //   - sharedhost: issue 17's experiment. One receiver, one host and port, serves C's one webhook
 //     (/ok, answers at once) and B's 100 (/hang/<i>, never answer). C publishes -probes events on
 //     the idle stack; then B publishes -noisy-events events and, -pause later (time for a breaker

@@ -48,8 +48,8 @@ type Config struct {
 	TaskQueue string         `env:"WEBHOOKD_TASK_QUEUE" envDefault:"webhookd"`
 	// TemporalCompression is the gRPC compression of requests to the Temporal frontend. The SDK's
 	// default, gzip, cost webhookd about 6% of its CPU per delivery, and the server as much again to
-	// inflate, for payloads of a few ids (docs/performance.md): off unless asked for, as over a
-	// slow or metered link to Temporal Cloud.
+	// inflate, for payloads of a few ids (docs/performance-history.md): off unless asked for, as
+	// over a slow or metered link to Temporal Cloud.
 	TemporalCompression string `env:"WEBHOOKD_TEMPORAL_COMPRESSION" envDefault:"none" check:"none|gzip"`
 	// SecretKey is nil when unset: see secretKey.
 	SecretKey           []byte  `env:"WEBHOOKD_SECRET_KEY"`

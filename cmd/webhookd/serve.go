@@ -54,7 +54,7 @@ func withPortal(api, p http.Handler) http.Handler {
 // serveGCPercent is the garbage collector's target that serve sets unless GOGC is: the heap may
 // grow to three times what is live before a collection rather than twice. webhookd's live heap is
 // small (12 MB under load), and at Go's default it collected three times a second under load,
-// 6% of its CPU per delivery in a profile (docs/performance.md).
+// 6% of its CPU per delivery in a profile (docs/performance-history.md).
 const serveGCPercent = 200
 
 // serve runs the API, the worker, or both until ctx ends, then shuts down gracefully, in the

@@ -14,7 +14,8 @@
 #   WEBHOOKD_*           passed to every webhookd replica (e.g. WEBHOOKD_ALLOW_PRIVATE_TARGETS)
 #   CLUSTER_ROLES        split (default): api-1 and api-2 (--role api), worker-1 and worker-2
 #                        (--role worker); all: all-1 and all-2 (--role all, API and worker in one
-#                        process, on the API ports), whose starts can be eager (docs/performance.md)
+#                        process, on the API ports), whose starts can be eager
+#                        (docs/performance-history.md)
 #
 # Ports, on 127.0.0.1, as offsets from CLUSTER_PORT_BASE:
 #   +0       PostgreSQL

@@ -7,8 +7,8 @@
 #   CONVOY_DIR=/work/convoy deployments/dev/bench-convoy.sh [loadtest flags, e.g. -events 200]
 #   CONVOY_DIR=/work/convoy BENCH_POSTGRES=1 BENCH_PAIRS=7 deployments/dev/bench-convoy.sh
 #
-# Convoy is set up once beforehand, outside the repository (docs/performance.md, "Beside Convoy
-# (issue 33)"); nothing is fetched or built from the network here. CONVOY_DIR holds:
+# Convoy is set up once beforehand, outside the repository (docs/performance-history.md, "Beside
+# Convoy (issue 33)"); nothing is fetched or built from the network here. CONVOY_DIR holds:
 #   convoy        the Convoy binary (go build -o convoy ./cmd in its sources)
 #   convoybench   built from convoybench.go (the shared benchmark notes)
 #   convoy.env    KEY=value lines: Convoy's environment (CONVOY_*, PORT, AGENT_PORT, SSL_CERT_FILE),
@@ -34,7 +34,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 
-convoy_dir=${CONVOY_DIR:?set CONVOY_DIR to the directory holding convoy, convoybench, convoy.env and pg/data (docs/performance.md, "Beside Convoy (issue 33)")}
+convoy_dir=${CONVOY_DIR:?set CONVOY_DIR to the directory holding convoy, convoybench, convoy.env and pg/data (docs/performance-history.md, "Beside Convoy (issue 33)")}
 convoy_dir=$(realpath "$convoy_dir")
 pairs=${BENCH_PAIRS:-3}
 idle_wait=${BENCH_IDLE_WAIT:-600}

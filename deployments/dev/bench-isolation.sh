@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The receiver isolation benchmark behind `make bench-isolation` (docs/performance.md, issues 7 and
-# 17). For each scenario of cmd/loadtest it starts a throwaway stack, a Temporal dev server and
-# webhookd on SQLite as run.sh does, on ports of its own so that it runs beside a `make run`, with
-# two accounts: B, whose webhooks hang, and C, whose webhook is healthy. It prints the results and
-# stops everything on exit.
+# The receiver isolation benchmark behind `make bench-isolation` (docs/performance-history.md,
+# issues 7 and 17). For each scenario of cmd/loadtest it starts a throwaway stack, a Temporal dev
+# server and webhookd on SQLite as run.sh does, on ports of its own so that it runs beside a `make
+# run`, with two accounts: B, whose webhooks hang, and C, whose webhook is healthy. It prints the
+# results and stops everything on exit.
 #
 #   deployments/dev/bench-isolation.sh [all|hanging|isolation|sharedhost|matrix|ratelimit|throughput] [loadtest flags, e.g. -rate 5]
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-isolation.sh     # measure another build
@@ -38,9 +38,9 @@
 # until webhookd and the Temporal dev server are quiet (their pids are passed; 8 minutes at most).
 # The stack has a 5 s delivery timeout (the default, set here so that the table says what it
 # measured) and WEBHOOKD_MAX_WEBHOOKS=200, so that B's 100-webhook rows fit beside the webhook of
-# its data set. -matrix-rows picks rows, the -matrix-* flags set their scale (docs/performance.md,
-# "Noisy neighbours"); C waits 90 s at most for a delivery (-timeout). Left out of `all`: it runs
-# about 20 minutes (2 shared cores).
+# its data set. -matrix-rows picks rows, the -matrix-* flags set their scale
+# (docs/performance-history.md, "Noisy neighbours"); C waits 90 s at most for a delivery (-timeout).
+# Left out of `all`: it runs about 20 minutes (2 shared cores).
 #
 # ratelimit (issue 27) measures a webhook's own rateLimit with a backlog: for each of -rates
 # (1,2,5,50), a fresh webhook of account C and -events (40) events published at once, the rates one

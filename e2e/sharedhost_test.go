@@ -316,7 +316,9 @@ func TestSharedHostIsolation(t *testing.T) {
 // B's that reached the receiver, which failed before (8.8 for each, against 2.5 after); the CPU the
 // stack (this process, which runs webhookd, and the Temporal server under it) spent per such
 // attempt, against what one of C's deliveries costs; and C's worst event-to-receipt under the
-// pressure while B's backlog is held, against its worst under the same pressure with B idle.
+// pressure while B's backlog is held, against its worst under the same pressure with B idle. The
+// test judges the count (held attempts come back once per turn); it logs the two ratios, which the
+// benchmark judges (make bench-isolation SCENARIO=sharedhost).
 func TestSharedHostIsolationUnderCPUPressure(t *testing.T) {
 	const timeout = 5 * time.Second
 	asks := &firstAsks{by: map[string]*asked{}, sleepsOver: activities.AttemptBudget{Timeout: timeout}.Attempt()}
@@ -399,18 +401,11 @@ func TestSharedHostIsolationUnderCPUPressure(t *testing.T) {
 		t.Errorf("B's held backlog was held or waited %.0f times for %d attempts that reached the receiver, %.1f each: held attempts come back more than once per turn",
 			waited, useful, perAttempt)
 	}
-	// So an attempt of B's that reaches the receiver costs its hold, its turn and its exchange: a
-	// few plain deliveries' worth.
-	if ratio := float64(perUseful) / float64(perDelivery); ratio > 5 {
-		t.Errorf("each of B's attempts that reached the receiver cost %v of the stack's CPU, %.1f times a plain delivery's %v: the held backlog spends CPU while it waits",
-			perUseful, ratio, perDelivery)
-	}
-	// A receipt a few times slower than idle is noise on a busy machine (tens of milliseconds); one
-	// that is both ten times slower and over a second waited behind something.
-	if ratio := float64(loaded) / float64(idle); ratio > 10 && loaded > time.Second {
-		t.Errorf("C's worst under CPU pressure was %v with B's backlog held, %.1f times its %v with B idle: the held backlog takes the CPU C needs",
-			loaded, ratio, idle)
-	}
+	// What an attempt of B's that reaches the receiver costs in CPU, against a plain delivery of C's,
+	// and C's worst receipt with B's backlog held against B idle, are logged above and are not
+	// judged here: ratios of CPU and latency are the benchmark's (`make bench-isolation
+	// SCENARIO=sharedhost ARGS='-pressure 3 -steady 20s'` prints both), since a shared CI machine
+	// moves them more than a defect would (issue 42, point 5).
 }
 
 // stackCPU is the CPU time of this process (the stack's webhookd: API, worker, receivers) and its

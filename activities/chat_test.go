@@ -19,6 +19,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // TestChatNoticeEscapesText (issue 41): a chat endpoint (Slack's incoming webhooks and those that
@@ -102,7 +103,7 @@ func TestChatNoticeEscapesText(t *testing.T) {
 	if err := json.Unmarshal(raw, &body); err != nil {
 		t.Fatalf("chat body %s: %v", raw, err)
 	}
-	line := model.NoticeLine(&notice)
+	line := notices.Line(&notice)
 	want := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(line)
 	if body.Text != want {
 		t.Fatalf("the chat got\n  %s\nwant\n  %s", body.Text, want)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -18,7 +19,7 @@ const ClassMail = "mail"
 // operational webhook the notice itself (wire.NoticeBody), a chat one line for a person.
 func noticeBody(kind string, ev *model.Event) []byte {
 	if kind == model.KindNoticeChat {
-		return wire.ChatBody(model.NoticeLine(ev))
+		return wire.ChatBody(notices.Line(ev))
 	}
 	return wire.NoticeBody(ev.EventType, json.RawMessage(ev.Data), ev.OccurredAt)
 }
@@ -37,7 +38,7 @@ func noticeMail(l Links, to string, ev *model.Event) Mail {
 	}
 	switch {
 	case ev.EventType == model.NoticeTest:
-		return Mail{To: to, Subject: "[webhookd] test notice", Body: model.NoticeLine(ev) + "\n"}
+		return Mail{To: to, Subject: "[webhookd] test notice", Body: notices.Line(ev) + "\n"}
 	case d.Summary != nil:
 		return summaryMail(l, to, ev.EventType, d)
 	case d.Channel != "":
@@ -51,7 +52,7 @@ func noticeMail(l Links, to string, ev *model.Event) Mail {
 	case ev.EventType == model.NoticeDisabled && d.By == model.ActorRule:
 		return disabledMail(l, to, w, eventType, lastError)
 	}
-	line := model.NoticeLine(ev)
+	line := notices.Line(ev)
 	return Mail{To: to, Subject: fmt.Sprintf("[webhookd] webhook %d: %s", d.WebhookID, ev.EventType), Body: line + "\n\n" + noticeDetails(d)}
 }
 
@@ -74,7 +75,7 @@ func summaryMail(l Links, to, t string, d model.NoticeData) Mail {
 	s := d.Summary
 	collection, auth := collectionOf(d.Variant)
 	base := strings.TrimSuffix(l.APIBaseURL, "/")
-	headline := model.SummaryHeadline(t, s)
+	headline := notices.Headline(t, s)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s since %s.\n", headline, s.Since.UTC().Format(time.RFC3339))
 	b.WriteString("Notices of one kind are gathered into one e-mail per quiet period, so that an outage across\n")

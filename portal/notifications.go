@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/webhooks"
 )
 
@@ -96,20 +97,20 @@ func (h *notificationHandlers) renderPage(c echo.Context, status int, form chann
 	for i := range chs {
 		channels[i] = channelRow{Webhook: &chs[i], KindName: webhooks.ChannelKind(&chs[i]), Types: webhooks.ChannelTypes(&chs[i])}
 	}
-	notices := make([]noticeRow, len(evs))
+	rows := make([]noticeRow, len(evs))
 	for i := range evs {
 		ev := &evs[i]
 		d := model.DecodeNoticeData(ev)
-		notices[i] = noticeRow{ID: ev.ID, Type: ev.EventType, CreatedAt: ev.CreatedAt, Line: model.NoticeLine(ev), Channel: d.Channel != ""}
+		rows[i] = noticeRow{ID: ev.ID, Type: ev.EventType, CreatedAt: ev.CreatedAt, Line: notices.Line(ev), Channel: d.Channel != ""}
 		if d.Summary != nil {
-			notices[i].Summary = d.Summary.Webhooks
+			rows[i].Summary = d.Summary.Webhooks
 		}
 		if ev.AboutWebhookID != nil {
-			notices[i].WebhookID = *ev.AboutWebhookID
+			rows[i].WebhookID = *ev.AboutWebhookID
 		}
 	}
 	return h.render(c, status, "notifications", map[string]any{
-		"Title": "Notifications", "Notices": notices, "Channels": channels, "Form": form, "Notice": notice,
+		"Title": "Notifications", "Notices": rows, "Channels": channels, "Form": form, "Notice": notice,
 		"Kinds": []string{webhooks.ChannelWebhook, webhooks.ChannelChat},
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -63,6 +64,7 @@ type envConfig struct {
 	api.Config
 	MaxWebhooks int64
 	Disable     model.DisableRule
+	TrialTime   time.Duration
 }
 
 type serverOption func(*envConfig)
@@ -87,7 +89,7 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks, Disable: cfg.Disable})
+	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks, Disable: cfg.Disable, TrialTime: cfg.TrialTime})
 	srv, err := api.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,9 @@ type Config struct {
 	// resend, a recovery): what is not started within it the worker's sweeper starts
 	// (WEBHOOKD_TEMPORAL_REQUEST_TIMEOUT).
 	RequestTimeout time.Duration
+	// TrialTime bounds the work of one filter trial; zero is MaxTrialTime. A test that judges the
+	// trial's byte bound lengthens it, so that a loaded machine cannot end the trial by time first.
+	TrialTime time.Duration
 	// Notices are the rules of the notices a use case records (a person's disable or enable),
 	// the worker's own (docs/notifications.md); Health reads their auto-disable rule to tell an
 	// owner when it would disable a failing webhook.
@@ -91,7 +95,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
 		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, notices: cfg.Notices,
-		trialTime: MaxTrialTime,
+		trialTime: cmp.Or(cfg.TrialTime, MaxTrialTime),
 		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger,
 			FilterSkips: cfg.FilterSkips, FilterOverruns: cfg.FilterOverruns},
 	}, nil

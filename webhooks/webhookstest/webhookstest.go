@@ -28,6 +28,8 @@ type Config struct {
 	Dispatcher  *dispatch.Dispatcher
 	MaxWebhooks int64
 	Disable     model.DisableRule
+	// TrialTime bounds a filter trial (webhooks.Config.TrialTime); zero is webhooks.MaxTrialTime.
+	TrialTime time.Duration
 }
 
 // New is the Service over db and box, judging URLs offline, with serve's request timeout.
@@ -35,7 +37,7 @@ func New(t testing.TB, db *model.DB, box *model.SecretBox, logger *slog.Logger, 
 	t.Helper()
 	s, err := webhooks.New(webhooks.Config{
 		DB: db, Dispatcher: c.Dispatcher, Secrets: box, Resolver: OfflineResolver, Logger: logger,
-		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: model.NoticeRules{Disable: c.Disable},
+		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: model.NoticeRules{Disable: c.Disable}, TrialTime: c.TrialTime,
 	})
 	if err != nil {
 		t.Fatal(err)

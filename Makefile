@@ -88,11 +88,13 @@ bin/temporal-ui:
 # binaries too. A plain `go test ./...` is the hermetic unit tier (SQLite, the SDK's testsuite); the
 # integration tag adds the tests on a Temporal dev server and PostgreSQL in every package, and the e2e
 # tag the system tests (e2e/).
+# Each tier's output is a plain run's (the packages' results, a failed test's whole output), then
+# its slowest tests (internal/testreport): where the time of `make test` goes.
 # They run after the other packages, not beside them: on 2 cores the api package's tests (their own
 # dev servers, -race) beside the system tests slowed the kill test's setup past its bounds.
 test: lint build bin/temporal bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium bin/node_modules
-	go test -tags integration -race -count=1 -timeout 20m ./...
-	go test -tags e2e -race -count=1 -timeout 20m ./e2e/
+	go test -tags integration -race -count=1 -timeout 20m -json ./... | go run ./internal/testreport -slowest 15
+	go test -tags e2e -race -count=1 -timeout 20m -json ./e2e/ | go run ./internal/testreport -slowest 30
 	cd deployments/kubernetes && go test -count=1 ./...
 
 # Static analysis, the first step of `make test`: gofmt, go vet, staticcheck (its default checks;

@@ -19,10 +19,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/webhookd/webhookd/api"
+	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/docs/openapitest"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
@@ -62,6 +64,9 @@ type testEnv struct {
 // envConfig is the API's Config with what tests give the use cases, which they set as options too.
 type envConfig struct {
 	api.Config
+	// Dispatcher starts deliveries and websites' publication timers; nil leaves starts to a
+	// sweeper and refuses schedules.
+	Dispatcher  *dispatch.Dispatcher
 	MaxWebhooks int64
 	Disable     model.DisableRule
 	TrialTime   time.Duration
@@ -84,12 +89,20 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	cfg := envConfig{Config: api.Config{
 		DB: db, Temporal: tc, Secrets: box,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		RateLimit: 1000, RateBurst: 1000, SiteBaseURL: "https://sites.example.com",
+		RateLimit: 1000, RateBurst: 1000,
 	}, MaxWebhooks: 100}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks, Disable: cfg.Disable, TrialTime: cfg.TrialTime})
+	sc := sources.Config{DB: db, Publisher: cfg.Webhooks, SiteBaseURL: "https://sites.example.com",
+		RequestTimeout: cfg.Webhooks.RequestTimeout(), Logger: cfg.Logger}
+	if cfg.Dispatcher != nil {
+		sc.Timers = cfg.Dispatcher
+	}
+	if cfg.Sources, err = sources.New(sc); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := api.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)

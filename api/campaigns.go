@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -75,17 +74,10 @@ func (h *campaignHandlers) create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !end.After(start) {
-		return validationFailed("endDate", "endDate must be after startDate")
-	}
-	now := model.Now()
-	camp := &sources.Campaign{AccountID: accountOf(c).ID, Name: *req.Name, Platform: *req.Platform, Status: sources.CampaignActive,
-		Budget: *req.Budget, StartDate: start, EndDate: end, CreatedAt: now, UpdatedAt: now}
-	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		return sources.CreateCampaign(ctx, cs, camp)
-	})
+	camp, err := h.sources.CreateCampaign(c.Request().Context(), accountOf(c).ID, sources.NewCampaign{
+		Name: *req.Name, Platform: *req.Platform, Budget: *req.Budget, StartDate: start, EndDate: end})
 	if err != nil {
-		return err
+		return campaignError(err)
 	}
 	return c.JSON(http.StatusCreated, variantA.success(presentCampaign(camp), "Campaign created"))
 }
@@ -113,19 +105,19 @@ func (h *campaignHandlers) patch(c echo.Context) error {
 		}
 		ch.EndDate = &end
 	}
-	var camp *sources.Campaign
-	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		var err error
-		camp, err = sources.ChangeCampaign(ctx, cs, accountOf(c).ID, id, ch)
-		return err
-	})
+	camp, err := h.sources.ChangeCampaign(c.Request().Context(), accountOf(c).ID, id, ch)
+	if err != nil {
+		return campaignError(err)
+	}
+	return c.JSON(http.StatusOK, variantA.success(presentCampaign(camp), "Campaign updated"))
+}
+
+// campaignError words the refusals of a campaign's change.
+func campaignError(err error) error {
 	if errors.Is(err, sources.ErrEndBeforeStart) {
 		return validationFailed("endDate", "endDate must be after startDate")
 	}
-	if err != nil {
-		return notFoundAs(err, "campaign")
-	}
-	return c.JSON(http.StatusOK, variantA.success(presentCampaign(camp), "Campaign updated"))
+	return notFoundAs(err, "campaign")
 }
 
 func (h *campaignHandlers) get(c echo.Context) error {
@@ -133,7 +125,7 @@ func (h *campaignHandlers) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	camp, err := sources.GetCampaign(c.Request().Context(), h.db, accountOf(c).ID, id)
+	camp, err := h.sources.Campaign(c.Request().Context(), accountOf(c).ID, id)
 	if err != nil {
 		return notFoundAs(err, "campaign")
 	}
@@ -145,7 +137,7 @@ func (h *campaignHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cs, err := sources.ListCampaigns(c.Request().Context(), h.db, accountOf(c).ID, after, limit+1)
+	cs, err := h.sources.Campaigns(c.Request().Context(), accountOf(c).ID, after, limit+1)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -22,12 +21,12 @@ func (h *websiteHandlers) lead(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := req.Normalize(); err != nil {
-		return dataFieldError(err)
+	id, err := pathID(c, "website")
+	if err != nil {
+		return err
 	}
-	return h.fanEvent(c, "lead.captured", func(w *sources.Website) any {
-		return sources.LeadCaptured{WebsiteID: w.ID, BrandID: w.BrandID, Lead: req}
-	})
+	res, err := h.sources.CaptureLead(c.Request().Context(), accountOf(c).ID, id, req)
+	return h.fanAnswer(c, res, err)
 }
 
 // presave is POST /websites/<id>/presaves: emits presave.completed.
@@ -36,24 +35,17 @@ func (h *websiteHandlers) presave(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	return h.fanEvent(c, "presave.completed", func(w *sources.Website) any {
-		return sources.PresaveCompleted{WebsiteID: w.ID, BrandID: w.BrandID, Presave: req}
-	})
-}
-
-// fanEvent validates the event data built from a website, then stores the event with a signup
-// counted (and any threshold that crossed) in one transaction.
-func (h *websiteHandlers) fanEvent(c echo.Context, eventType string, build func(*sources.Website) any) error {
 	id, err := pathID(c, "website")
 	if err != nil {
 		return err
 	}
-	var first *model.PublishResult
-	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		var err error
-		first, err = sources.FanEvent(ctx, cs, accountOf(c).ID, id, eventType, build)
-		return err
-	})
+	res, err := h.sources.CompletePresave(c.Request().Context(), accountOf(c).ID, id, req)
+	return h.fanAnswer(c, res, err)
+}
+
+// fanAnswer answers a fan's event: the event stored with a signup counted (and any threshold
+// that crossed) in one transaction, or the refusal.
+func (h *websiteHandlers) fanAnswer(c echo.Context, first *model.PublishResult, err error) error {
 	var notPublished *sources.NotPublishedError
 	switch {
 	case errors.As(err, &notPublished):
@@ -86,12 +78,7 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	case req.Increment == nil || *req.Increment < 1 || *req.Increment > sources.MaxIncrement:
 		return validationFailed("increment", "increment must be an integer from 1 to %d", sources.MaxIncrement)
 	}
-	var value int64
-	err = h.webhooks.Change(c.Request().Context(), func(ctx context.Context, cs *model.ChangeSet) error {
-		var err error
-		value, err = sources.CountVisit(ctx, cs, accountOf(c).ID, id, req.Metric, int64(*req.Increment))
-		return err
-	})
+	value, err := h.sources.CountVisit(c.Request().Context(), accountOf(c).ID, id, req.Metric, int64(*req.Increment))
 	if err != nil {
 		return notFoundAs(err, "website")
 	}

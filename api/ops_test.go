@@ -15,6 +15,7 @@ import (
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 )
 
@@ -156,21 +157,26 @@ func TestNewRefusesMissingLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sites, err := sources.New(sources.Config{DB: db, Publisher: svc, RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		field string
 		clear func(*api.Config)
 	}{
 		{"Webhooks", func(c *api.Config) { c.Webhooks = nil }},
+		{"Sources", func(c *api.Config) { c.Sources = nil }},
 		{"RateLimit", func(c *api.Config) { c.RateLimit = 0 }},
 		{"RateBurst", func(c *api.Config) { c.RateBurst = 0 }},
 	} {
-		cfg := api.Config{DB: db, Webhooks: svc, RateLimit: 20, RateBurst: 40}
+		cfg := api.Config{DB: db, Webhooks: svc, Sources: sites, RateLimit: 20, RateBurst: 40}
 		c.clear(&cfg)
 		if _, err := api.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("without %s: New returned %v, want an error naming it", c.field, err)
 		}
 	}
-	if _, err := api.New(api.Config{DB: db, Webhooks: svc, RateLimit: 20, RateBurst: 40}); err != nil {
+	if _, err := api.New(api.Config{DB: db, Webhooks: svc, Sources: sites, RateLimit: 20, RateBurst: 40}); err != nil {
 		t.Fatalf("with every limit: %v", err)
 	}
 }

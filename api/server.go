@@ -21,9 +21,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
-	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/docs"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/tracing"
 	"github.com/webhookd/webhookd/webhooks"
 )
@@ -39,21 +39,20 @@ const (
 type Config struct {
 	DB       *model.DB
 	Temporal client.Client
-	// Dispatcher starts delivery workflows; nil leaves all starting to the worker's sweeper.
-	Dispatcher *dispatch.Dispatcher
-	Secrets    *model.SecretBox
+	Secrets  *model.SecretBox
 	// Webhooks runs the use cases of webhooks and their deliveries, shared with the portal and
 	// the CLI; it publishes every event the API's changes emit. Required.
 	Webhooks *webhooks.Service
-	Logger   *slog.Logger
+	// Sources runs the use cases of the event sources: campaigns, websites and their scheduled
+	// publication, fan intake. Required.
+	Sources *sources.Service
+	Logger  *slog.Logger
 	// Registry receives the API's metrics; Gatherer serves /metrics. Either may be nil.
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
 	// RateLimit is requests per second per API key, with RateBurst. Both are required.
 	RateLimit float64
 	RateBurst int
-	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
-	SiteBaseURL string
 	// PublicURL is where clients reach this server (WEBHOOKD_PUBLIC_URL): portal links point there.
 	// Empty makes them relative.
 	PublicURL string
@@ -66,15 +65,15 @@ type Config struct {
 
 // Server holds what the handlers need.
 type Server struct {
-	db         *model.DB
-	temporal   client.Client
-	dispatcher *dispatch.Dispatcher
+	db       *model.DB
+	temporal client.Client
 	// webhooks holds the use cases; its Change and Publish commit a change with the events it
 	// emits, then start their deliveries.
-	webhooks          *webhooks.Service
+	webhooks *webhooks.Service
+	// sources holds the sources' use cases, which publish through webhooks.
+	sources           *sources.Service
 	secrets           *model.SecretBox
 	log               *slog.Logger
-	siteBaseURL       string
 	publicURL         string
 	portal            bool
 	retryAfterSeconds int
@@ -89,6 +88,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Webhooks == nil {
 		return nil, errors.New("api: Webhooks is required")
 	}
+	if cfg.Sources == nil {
+		return nil, errors.New("api: Sources is required")
+	}
 	// The limits are the caller's to set (cmd/webhookd's Config has their defaults): a zero would
 	// refuse every request.
 	if cfg.RateLimit <= 0 || cfg.RateBurst <= 0 {
@@ -97,11 +99,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		db:                cfg.DB,
 		temporal:          cfg.Temporal,
-		dispatcher:        cfg.Dispatcher,
 		webhooks:          cfg.Webhooks,
+		sources:           cfg.Sources,
 		secrets:           cfg.Secrets,
 		log:               cfg.Logger,
-		siteBaseURL:       cfg.SiteBaseURL,
 		publicURL:         cfg.PublicURL,
 		portal:            !cfg.PortalOff,
 		retryAfterSeconds: int(math.Max(1, math.Ceil(1/cfg.RateLimit))),

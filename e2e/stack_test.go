@@ -34,6 +34,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/worker"
 	"github.com/webhookd/webhookd/workflows"
@@ -156,10 +157,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sites, err := sources.New(sources.Config{
+		DB: st.db, Publisher: uses, Timers: st.starter, SiteBaseURL: "https://sites.example.com",
+		RequestTimeout: 3 * time.Second, Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := api.New(api.Config{
-		DB: st.db, Temporal: st.tc, Dispatcher: st.starter, Secrets: box, Webhooks: uses,
+		DB: st.db, Temporal: st.tc, Secrets: box, Webhooks: uses, Sources: sites,
 		Logger: logger, Registry: st.registry, Gatherer: st.registry, RateLimit: 1000, RateBurst: 1000,
-		SiteBaseURL: "https://sites.example.com",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,12 +10,14 @@ import (
 	"github.com/webhookd/webhookd/wire"
 )
 
-// The changes below are the sources' use cases: each runs inside a change (model.ChangeSet, begun
-// by the caller through the engine's one publish call, webhooks.Service.Change) and emits the
-// events it causes into it, so a change and its events commit together or not at all. The API
-// binds and presents; what a change stores and emits is written here once.
+// The changes below are what the sources' use cases (Service) commit: each runs inside a change
+// (model.ChangeSet, begun through the engine's one publish call, the Service's Publisher, or
+// model.Change in the worker's scheduled publication) and emits the events it causes into it, so a
+// change and its events commit together or not at all. What a change stores and emits is written
+// here once.
 
-// ErrEndBeforeStart refuses a campaign change whose end date would not be after its start.
+// ErrEndBeforeStart refuses a campaign, or a change to one, whose end date would not be after its
+// start.
 var ErrEndBeforeStart = errors.New("endDate must be after startDate")
 
 // NotPublishedError refuses a fan's event for a website that is not published.
@@ -25,18 +27,18 @@ func (e *NotPublishedError) Error() string {
 	return "the website is " + e.Status + "; fans reach published websites only"
 }
 
-// CreateCampaign stores camp and emits its campaign.created.
-func CreateCampaign(ctx context.Context, cs *model.ChangeSet, camp *Campaign) error {
+// createCampaign stores camp and emits its campaign.created.
+func createCampaign(ctx context.Context, cs *model.ChangeSet, camp *Campaign) error {
 	if err := InsertCampaign(ctx, cs.Tx, camp); err != nil {
 		return err
 	}
 	return emitCampaign(ctx, cs, "campaign.created", camp)
 }
 
-// ChangeCampaign applies ch to the account's campaign id and emits campaign.updated when the change
+// changeCampaign applies ch to the account's campaign id and emits campaign.updated when the change
 // is one a receiver is told of (UpdateCampaign's notable); ErrEndBeforeStart when the end date
 // would not be after the start.
-func ChangeCampaign(ctx context.Context, cs *model.ChangeSet, accountID, id int64, ch CampaignChange) (*Campaign, error) {
+func changeCampaign(ctx context.Context, cs *model.ChangeSet, accountID, id int64, ch CampaignChange) (*Campaign, error) {
 	camp, notable, err := UpdateCampaign(ctx, cs.Tx, accountID, id, ch)
 	if err != nil {
 		return nil, err
@@ -60,10 +62,10 @@ func emitCampaign(ctx context.Context, cs *model.ChangeSet, eventType string, ca
 	return err
 }
 
-// FanEvent emits a fan's event (lead.captured, presave.completed) to the account's published
+// fanEvent emits a fan's event (lead.captured, presave.completed) to the account's published
 // website id, its data built from the website and checked as intake checks an event's, and counts
 // a signup with the thresholds it crosses. The result is the fan's event.
-func FanEvent(ctx context.Context, cs *model.ChangeSet, accountID, id int64, eventType string, build func(*Website) any) (*model.PublishResult, error) {
+func fanEvent(ctx context.Context, cs *model.ChangeSet, accountID, id int64, eventType string, build func(*Website) any) (*model.PublishResult, error) {
 	w, err := GetWebsite(ctx, cs.Tx, accountID, id, true)
 	if err != nil {
 		return nil, err
@@ -90,9 +92,9 @@ func FanEvent(ctx context.Context, cs *model.ChangeSet, accountID, id int64, eve
 	return res, err
 }
 
-// CountVisit adds n to metric of the account's website id and emits the threshold events it
+// countVisit adds n to metric of the account's website id and emits the threshold events it
 // causes; the counter's new value.
-func CountVisit(ctx context.Context, cs *model.ChangeSet, accountID, id int64, metric string, n int64) (int64, error) {
+func countVisit(ctx context.Context, cs *model.ChangeSet, accountID, id int64, metric string, n int64) (int64, error) {
 	w, err := GetWebsite(ctx, cs.Tx, accountID, id, true)
 	if err != nil {
 		return 0, err

@@ -6,6 +6,11 @@
 // which the table that validates intake (ValidateEventData) and builds the catalog's examples is
 // read.
 //
+// Service holds the sources' use cases, which the API calls with the caller's account: campaigns,
+// websites with their scheduled publication (schedule.go), and fans' intake. It publishes through a
+// Publisher and starts publication timers through Timers, both handed in from above (webhooks and
+// dispatch reach this package through activities, so it cannot import them).
+//
 // A source changes its rows and emits its events in one model.ChangeSet (model.Change, or
 // dispatch.Publisher.Change to start the deliveries after the commit), the engine's one publish
 // path. sources imports model; model never imports sources. Which event types a webhook of each

@@ -1,7 +1,8 @@
 // Package webhooks holds the use cases of an account's webhooks and of the deliveries made to them:
 // register, change, delete, reveal and rotate the secret, send a test, disable and enable, resend,
 // retry and recover, read a webhook's health, manage the notification endpoints (channels) that
-// receive an account's notices and list those notices, and publish what a change emits. The REST API, the portal and the operator's
+// receive an account's notices and list those notices, accept an event another system hands in
+// (the intake's rules), and publish what a change emits. The REST API, the portal and the operator's
 // CLI bind their input, call a Service method, and present or render its answer: each rule is
 // written here once, and errors.go is the one vocabulary of refusals that every surface words in
 // its own way.

@@ -135,7 +135,7 @@ func TestPortalMount(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	for _, on := range []bool{true, false} {
 		uses := testUseCases(t, db)
-		srv, err := api.New(api.Config{DB: db, Webhooks: uses, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080", PortalOff: !on})
+		srv, err := api.New(api.Config{DB: db, Webhooks: uses, Sources: testSources(t, db, uses), Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080", PortalOff: !on})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	uses := testUseCases(t, db)
-	srv, err := api.New(api.Config{DB: db, Webhooks: uses, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
+	srv, err := api.New(api.Config{DB: db, Webhooks: uses, Sources: testSources(t, db, uses), Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/tracing"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/worker"
@@ -274,11 +275,18 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	sites, err := sources.New(sources.Config{
+		DB: p.db, Publisher: uses, Timers: p.dispatcher, SiteBaseURL: cfg.SiteBaseURL,
+		RequestTimeout: cfg.TemporalRequestTimeout, Logger: p.logger.With("component", "sources"),
+	})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(api.Config{
-		DB: p.db, Temporal: p.temporal, Dispatcher: p.dispatcher, Secrets: p.secrets, Webhooks: uses,
+		DB: p.db, Temporal: p.temporal, Secrets: p.secrets, Webhooks: uses, Sources: sites,
 		Logger:   p.logger.With("component", "api"),
 		Registry: p.registry, Gatherer: p.registry,
-		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, SiteBaseURL: cfg.SiteBaseURL,
+		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal, Tracer: p.tracer,
 	})
 	if err != nil || !cfg.Portal {

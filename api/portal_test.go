@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -35,9 +36,9 @@ func TestPortalSessionLink(t *testing.T) {
 						ttl      time.Duration
 						readOnly bool
 					}{
-						{"", model.DefaultPortalLinkTTL, false},
-						{`{}`, model.DefaultPortalLinkTTL, false},
-						{`{"ttl":null}`, model.DefaultPortalLinkTTL, false},
+						{"", accounts.DefaultPortalLinkTTL, false},
+						{`{}`, accounts.DefaultPortalLinkTTL, false},
+						{`{"ttl":null}`, accounts.DefaultPortalLinkTTL, false},
 						{`{"ttl":600,"readOnly":true}`, 10 * time.Minute, true},
 						{`{"ttl":86400}`, 24 * time.Hour, false},
 					} {

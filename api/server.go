@@ -18,12 +18,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
-	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/docs"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/tracing"
 	"github.com/webhookd/webhookd/webhooks"
 )
@@ -37,15 +38,20 @@ const (
 
 // Config carries the API's dependencies and limits.
 type Config struct {
-	DB       *model.DB
-	Temporal client.Client
+	DB *model.DB
 	// Dispatcher starts delivery workflows; nil leaves all starting to the worker's sweeper.
 	Dispatcher *dispatch.Dispatcher
 	Secrets    *model.SecretBox
 	// Webhooks runs the use cases of webhooks and their deliveries, shared with the portal and
 	// the CLI; it publishes every event the API's changes emit. Required.
 	Webhooks *webhooks.Service
-	Logger   *slog.Logger
+	// Accounts authenticates each request's API key and issues portal links, under the same
+	// rules as the operator's CLI. Required.
+	Accounts *accounts.Service
+	// Readiness answers /readyz and the dependency gauge, and tells an outage from a defect.
+	// Required.
+	Readiness *readiness.Checker
+	Logger    *slog.Logger
 	// Registry receives the API's metrics; Gatherer serves /metrics. Either may be nil.
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
@@ -54,11 +60,9 @@ type Config struct {
 	RateBurst int
 	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
 	SiteBaseURL string
-	// PublicURL is where clients reach this server (WEBHOOKD_PUBLIC_URL): portal links point there.
-	// Empty makes them relative.
+	// PublicURL is where clients reach this server (WEBHOOKD_PUBLIC_URL): the JSON Schemas' $id
+	// start there. Empty makes them relative.
 	PublicURL string
-	// PortalOff answers POST <prefix>/portal-sessions with 404, as /portal/ does (WEBHOOKD_PORTAL=false).
-	PortalOff bool
 	// Tracer, when set, makes a server span of every request (tracing.ServerSpans), under which
 	// an event's delivery workflows start. Nil, no middleware is installed at all.
 	Tracer trace.Tracer
@@ -67,16 +71,16 @@ type Config struct {
 // Server holds what the handlers need.
 type Server struct {
 	db         *model.DB
-	temporal   client.Client
 	dispatcher *dispatch.Dispatcher
 	// webhooks holds the use cases; its Change and Publish commit a change with the events it
 	// emits, then start their deliveries.
 	webhooks          *webhooks.Service
+	accounts          *accounts.Service
+	readiness         *readiness.Checker
 	secrets           *model.SecretBox
 	log               *slog.Logger
 	siteBaseURL       string
 	publicURL         string
-	portal            bool
 	retryAfterSeconds int
 	echo              *echo.Echo
 }
@@ -86,8 +90,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Webhooks == nil {
+	switch {
+	case cfg.Webhooks == nil:
 		return nil, errors.New("api: Webhooks is required")
+	case cfg.Accounts == nil:
+		return nil, errors.New("api: Accounts is required")
+	case cfg.Readiness == nil:
+		return nil, errors.New("api: Readiness is required")
 	}
 	// The limits are the caller's to set (cmd/webhookd's Config has their defaults): a zero would
 	// refuse every request.
@@ -96,14 +105,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		db:                cfg.DB,
-		temporal:          cfg.Temporal,
 		dispatcher:        cfg.Dispatcher,
 		webhooks:          cfg.Webhooks,
+		accounts:          cfg.Accounts,
+		readiness:         cfg.Readiness,
 		secrets:           cfg.Secrets,
 		log:               cfg.Logger,
 		siteBaseURL:       cfg.SiteBaseURL,
 		publicURL:         cfg.PublicURL,
-		portal:            !cfg.PortalOff,
 		retryAfterSeconds: int(math.Max(1, math.Ceil(1/cfg.RateLimit))),
 	}
 	e := echo.New()
@@ -262,16 +271,5 @@ func (s *Server) readyz(c echo.Context) error {
 
 // checkDependencies asks the database and Temporal whether they answer: "ok" or "unavailable".
 func (s *Server) checkDependencies(ctx context.Context) (database, temporal string) {
-	database, temporal = "ok", "ok"
-	if err := s.db.PingContext(ctx); err != nil {
-		s.log.Warn("readiness: database", "err", err)
-		database = "unavailable"
-	}
-	if s.temporal == nil {
-		temporal = "unavailable"
-	} else if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		s.log.Warn("readiness: temporal", "err", err)
-		temporal = "unavailable"
-	}
-	return database, temporal
+	return s.readiness.Check(ctx)
 }

@@ -97,6 +97,8 @@ func TestPortalSessionRefusals(t *testing.T) {
 			{`{"ttl":0}`, http.StatusUnprocessableEntity, "ttl"},
 			{`{"ttl":-5}`, http.StatusUnprocessableEntity, "ttl"},
 			{`{"ttl":86401}`, http.StatusUnprocessableEntity, "ttl"},
+			// Seconds whose nanoseconds wrap an int64 to 0.29 s: out of range all the same.
+			{`{"ttl":18446744074}`, http.StatusUnprocessableEntity, "ttl"},
 		} {
 			r := e.do(t, "POST", portalPath(v), v.auth(key), tc.body)
 			r.expectError(t, v, tc.status, tc.field)

@@ -18,12 +18,14 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/docs/openapitest"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
@@ -59,6 +61,9 @@ type testEnv struct {
 	oa  *openapitest.Validator
 	// uses is the server's use cases, for a test that serves another surface (the portal) over them.
 	uses *webhooks.Service
+	// access and ready are the server's accounts and readiness, for the same surface.
+	access *accounts.Service
+	ready  *readiness.Checker
 }
 
 // envConfig is the API's Config with what tests give the use cases, which they set as options too.
@@ -70,6 +75,9 @@ type envConfig struct {
 	MaxWebhooks int64
 	Disable     model.DisableRule
 	TrialTime   time.Duration
+	// Temporal is what readiness asks; PortalOff turns the portal's links off.
+	Temporal  client.Client
+	PortalOff bool
 }
 
 type serverOption func(*envConfig)
@@ -87,10 +95,10 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	}
 	t.Cleanup(tc.Close)
 	cfg := envConfig{Config: api.Config{
-		DB: db, Temporal: tc, Secrets: box,
+		DB: db, Secrets: box,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		RateLimit: 1000, RateBurst: 1000,
-	}, MaxWebhooks: 100}
+	}, MaxWebhooks: 100, Temporal: tc}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -103,11 +111,17 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	if cfg.Sources, err = sources.New(sc); err != nil {
 		t.Fatal(err)
 	}
+	if cfg.Accounts, err = accounts.New(accounts.Config{DB: db, PublicURL: cfg.PublicURL, PortalOff: cfg.PortalOff}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Readiness, err = readiness.New(db, cfg.Temporal, cfg.Logger); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := api.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testEnv{db: db, srv: srv, oa: openapitest.New(t), uses: cfg.Webhooks}
+	return &testEnv{db: db, srv: srv, oa: openapitest.New(t), uses: cfg.Webhooks, access: cfg.Accounts, ready: cfg.Readiness}
 }
 
 // response is one recorded exchange, already checked against the OpenAPI document.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/readiness"
 )
 
 // TestBusyDatabaseIs503: a database refusing work because of other work (SQLite busy, PostgreSQL
@@ -60,7 +61,12 @@ func sqliteBusyError(t *testing.T, db *model.DB) error {
 // checkMapped sends err through the server's error handler, wrapped the way a handler wraps it.
 func checkMapped(t *testing.T, db *model.DB, err error, status int) {
 	t.Helper()
-	s := &Server{db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ready, readyErr := readiness.New(db, nil, log)
+	if readyErr != nil {
+		t.Fatal(readyErr)
+	}
+	s := &Server{db: db, readiness: ready, log: log}
 	rec := httptest.NewRecorder()
 	c := echo.New().NewContext(httptest.NewRequest(http.MethodPatch, "/api/svc/v2/campaigns/1", nil), rec)
 	s.handleError(fmt.Errorf("update campaign: %w", err), c)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -212,11 +211,5 @@ func useCaseError(err error) *apiError {
 // dependenciesUp tells an outage (503, retry later) from a defect (500): an unexpected error while
 // the database still answers is ours to fix.
 func (s *Server) dependenciesUp(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	var probe int
-	if err := s.db.NewRaw("SELECT 1").Scan(ctx, &probe); err != nil {
-		return false
-	}
-	return true
+	return s.readiness.DatabaseUp(ctx)
 }

@@ -202,7 +202,7 @@ func TestHealthQuiet(t *testing.T) {
 func TestHealthIsThePortals(t *testing.T) {
 	rule := model.DisableRule{After: 120 * time.Hour, MinExhausted: 1}
 	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.Disable = rule })
-	pages, err := portal.New(portal.Config{DB: e.db, Webhooks: e.uses, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	pages, err := portal.New(portal.Config{DB: e.db, Webhooks: e.uses, Accounts: e.access, Readiness: e.ready, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PublicURL: "http://127.0.0.1:8080", FrameAncestors: "'self'", RateLimit: 1000, RateBurst: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestHealthIsThePortals(t *testing.T) {
 // portalSession opens a portal session of the account and variant, as a signed link does.
 func portalSession(t *testing.T, db *model.DB, pages *portal.Server, accountID int64, v model.Variant) *http.Cookie {
 	t.Helper()
-	token, _, err := model.CreatePortalLink(t.Context(), db, model.NewPortalLink{AccountID: accountID, Variant: v})
+	token, _, err := model.CreatePortalLink(t.Context(), db, model.NewPortalLink{AccountID: accountID, Variant: v, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (s *Server) authenticate(v *variant) echo.MiddlewareFunc {
 				}
 				return aerr
 			}
-			account, keyID, err := model.Authenticate(c.Request().Context(), s.db, key)
+			account, keyID, err := s.accounts.Authenticate(c.Request().Context(), key)
 			if err != nil {
 				if v.spec.AuthScheme != "" {
 					c.Response().Header().Set("WWW-Authenticate", v.spec.AuthScheme+` realm="webhookd", error="invalid_token"`)

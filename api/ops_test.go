@@ -12,9 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 )
@@ -161,22 +163,32 @@ func TestNewRefusesMissingLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	access, err := accounts.New(accounts.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := readiness.New(db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		field string
 		clear func(*api.Config)
 	}{
 		{"Webhooks", func(c *api.Config) { c.Webhooks = nil }},
 		{"Sources", func(c *api.Config) { c.Sources = nil }},
+		{"Accounts", func(c *api.Config) { c.Accounts = nil }},
+		{"Readiness", func(c *api.Config) { c.Readiness = nil }},
 		{"RateLimit", func(c *api.Config) { c.RateLimit = 0 }},
 		{"RateBurst", func(c *api.Config) { c.RateBurst = 0 }},
 	} {
-		cfg := api.Config{DB: db, Webhooks: svc, Sources: sites, RateLimit: 20, RateBurst: 40}
+		cfg := api.Config{DB: db, Webhooks: svc, Sources: sites, Accounts: access, Readiness: ready, RateLimit: 20, RateBurst: 40}
 		c.clear(&cfg)
 		if _, err := api.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("without %s: New returned %v, want an error naming it", c.field, err)
 		}
 	}
-	if _, err := api.New(api.Config{DB: db, Webhooks: svc, Sources: sites, RateLimit: 20, RateBurst: 40}); err != nil {
+	if _, err := api.New(api.Config{DB: db, Webhooks: svc, Sources: sites, Accounts: access, Readiness: ready, RateLimit: 20, RateBurst: 40}); err != nil {
 		t.Fatalf("with every limit: %v", err)
 	}
 }

@@ -1,13 +1,15 @@
 package api
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/accounts"
 )
 
 // portalSessionRequest is the body of POST <prefix>/portal-sessions. ttl is whole seconds, as
@@ -22,32 +24,37 @@ type portalSessionResponse struct {
 	ExpiresAt isoTime `json:"expiresAt"`
 }
 
+// errPortalOff answers a portal link while the portal is turned off, as /portal/ does.
+var errPortalOff = &apiError{status: http.StatusNotFound, code: codeNotFound, message: "the portal is turned off on this server (WEBHOOKD_PORTAL=false)"}
+
 // createPortalSession is POST <prefix>/portal-sessions: a signed link to the owner's portal for the
 // caller's account and this variant (docs/portal.md). The link opens once, until expiresAt, and
 // records the caller's key: revoking the key refuses the link and ends the session it opened.
 func (h *deliveryHandlers) createPortalSession(c echo.Context) error {
-	if !h.portal {
-		return &apiError{status: http.StatusNotFound, code: codeNotFound, message: "the portal is turned off on this server (WEBHOOKD_PORTAL=false)"}
+	if err := h.accounts.PortalOn(); err != nil {
+		return errPortalOff
 	}
 	var req portalSessionRequest
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	var ttl time.Duration
+	r := accounts.PortalLinkRequest{AccountID: accountOf(c).ID, APIKeyID: c.Get(contextKeyID).(int64), Variant: h.v.model, ReadOnly: req.ReadOnly}
 	if req.TTL != nil {
-		max := int64(model.MaxPortalLinkTTL / time.Second)
-		if *req.TTL < 1 || int64(*req.TTL) > max {
-			return validationFailed("ttl", "ttl is in seconds, from 1 to %d (24 hours); default %d", max, int64(model.DefaultPortalLinkTTL/time.Second))
-		}
-		ttl = time.Duration(*req.TTL) * time.Second
+		// Clamped so that the product cannot wrap: what is out of range stays out of range.
+		ttl := time.Duration(max(min(int64(*req.TTL), math.MaxInt64/int64(time.Second)), 0)) * time.Second
+		r.TTL = &ttl
 	}
-	token, link, err := model.CreatePortalLink(c.Request().Context(), h.db, model.NewPortalLink{
-		AccountID: accountOf(c).ID, APIKeyID: c.Get(contextKeyID).(int64), Variant: h.v.model, ReadOnly: req.ReadOnly, TTL: ttl,
-	})
-	if err != nil {
+	link, err := h.accounts.IssuePortalLink(c.Request().Context(), r)
+	switch {
+	case errors.Is(err, accounts.ErrPortalTTLOutOfRange):
+		max := int64(accounts.MaxPortalLinkTTL / time.Second)
+		return validationFailed("ttl", "ttl is in seconds, from 1 to %d (24 hours); default %d", max, int64(accounts.DefaultPortalLinkTTL/time.Second))
+	case errors.Is(err, accounts.ErrPortalOff):
+		return errPortalOff
+	case err != nil:
 		return fmt.Errorf("create portal link: %w", err)
 	}
 	return c.JSON(http.StatusCreated, h.v.success(portalSessionResponse{
-		URL: model.PortalEnterURL(h.publicURL, token), ExpiresAt: isoTime(link.ExpiresAt),
+		URL: link.URL, ExpiresAt: isoTime(link.Link.ExpiresAt),
 	}, "Portal link created; it opens once"))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -35,9 +36,9 @@ func TestPortalSessionLink(t *testing.T) {
 						ttl      time.Duration
 						readOnly bool
 					}{
-						{"", model.DefaultPortalLinkTTL, false},
-						{`{}`, model.DefaultPortalLinkTTL, false},
-						{`{"ttl":null}`, model.DefaultPortalLinkTTL, false},
+						{"", accounts.DefaultPortalLinkTTL, false},
+						{`{}`, accounts.DefaultPortalLinkTTL, false},
+						{`{"ttl":null}`, accounts.DefaultPortalLinkTTL, false},
 						{`{"ttl":600,"readOnly":true}`, 10 * time.Minute, true},
 						{`{"ttl":86400}`, 24 * time.Hour, false},
 					} {
@@ -96,6 +97,8 @@ func TestPortalSessionRefusals(t *testing.T) {
 			{`{"ttl":0}`, http.StatusUnprocessableEntity, "ttl"},
 			{`{"ttl":-5}`, http.StatusUnprocessableEntity, "ttl"},
 			{`{"ttl":86401}`, http.StatusUnprocessableEntity, "ttl"},
+			// Seconds whose nanoseconds wrap an int64 to 0.29 s: out of range all the same.
+			{`{"ttl":18446744074}`, http.StatusUnprocessableEntity, "ttl"},
 		} {
 			r := e.do(t, "POST", portalPath(v), v.auth(key), tc.body)
 			r.expectError(t, v, tc.status, tc.field)

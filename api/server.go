@@ -18,11 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
-	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/docs"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/tracing"
 	"github.com/webhookd/webhookd/webhooks"
@@ -37,27 +38,30 @@ const (
 
 // Config carries the API's dependencies and limits.
 type Config struct {
-	DB       *model.DB
-	Temporal client.Client
-	Secrets  *model.SecretBox
+	DB      *model.DB
+	Secrets *model.SecretBox
 	// Webhooks runs the use cases of webhooks and their deliveries, shared with the portal and
 	// the CLI; it publishes every event the API's changes emit. Required.
 	Webhooks *webhooks.Service
 	// Sources runs the use cases of the event sources: campaigns, websites and their scheduled
 	// publication, fan intake. Required.
 	Sources *sources.Service
-	Logger  *slog.Logger
+	// Accounts authenticates each request's API key and issues portal links, under the same
+	// rules as the operator's CLI. Required.
+	Accounts *accounts.Service
+	// Readiness answers /readyz and the dependency gauge, and tells an outage from a defect.
+	// Required.
+	Readiness *readiness.Checker
+	Logger    *slog.Logger
 	// Registry receives the API's metrics; Gatherer serves /metrics. Either may be nil.
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
 	// RateLimit is requests per second per API key, with RateBurst. Both are required.
 	RateLimit float64
 	RateBurst int
-	// PublicURL is where clients reach this server (WEBHOOKD_PUBLIC_URL): portal links point there.
-	// Empty makes them relative.
+	// PublicURL is where clients reach this server (WEBHOOKD_PUBLIC_URL): the JSON Schemas' $id
+	// start there. Empty makes them relative.
 	PublicURL string
-	// PortalOff answers POST <prefix>/portal-sessions with 404, as /portal/ does (WEBHOOKD_PORTAL=false).
-	PortalOff bool
 	// Tracer, when set, makes a server span of every request (tracing.ServerSpans), under which
 	// an event's delivery workflows start. Nil, no middleware is installed at all.
 	Tracer trace.Tracer
@@ -65,17 +69,17 @@ type Config struct {
 
 // Server holds what the handlers need.
 type Server struct {
-	db       *model.DB
-	temporal client.Client
+	db *model.DB
 	// webhooks holds the use cases; its Change and Publish commit a change with the events it
 	// emits, then start their deliveries.
 	webhooks *webhooks.Service
 	// sources holds the sources' use cases, which publish through webhooks.
 	sources           *sources.Service
+	accounts          *accounts.Service
+	readiness         *readiness.Checker
 	secrets           *model.SecretBox
 	log               *slog.Logger
 	publicURL         string
-	portal            bool
 	retryAfterSeconds int
 	echo              *echo.Echo
 }
@@ -85,8 +89,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Webhooks == nil {
+	switch {
+	case cfg.Webhooks == nil:
 		return nil, errors.New("api: Webhooks is required")
+	case cfg.Accounts == nil:
+		return nil, errors.New("api: Accounts is required")
+	case cfg.Readiness == nil:
+		return nil, errors.New("api: Readiness is required")
 	}
 	if cfg.Sources == nil {
 		return nil, errors.New("api: Sources is required")
@@ -98,13 +107,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		db:                cfg.DB,
-		temporal:          cfg.Temporal,
 		webhooks:          cfg.Webhooks,
 		sources:           cfg.Sources,
+		accounts:          cfg.Accounts,
+		readiness:         cfg.Readiness,
 		secrets:           cfg.Secrets,
 		log:               cfg.Logger,
 		publicURL:         cfg.PublicURL,
-		portal:            !cfg.PortalOff,
 		retryAfterSeconds: int(math.Max(1, math.Ceil(1/cfg.RateLimit))),
 	}
 	e := echo.New()
@@ -263,16 +272,5 @@ func (s *Server) readyz(c echo.Context) error {
 
 // checkDependencies asks the database and Temporal whether they answer: "ok" or "unavailable".
 func (s *Server) checkDependencies(ctx context.Context) (database, temporal string) {
-	database, temporal = "ok", "ok"
-	if err := s.db.PingContext(ctx); err != nil {
-		s.log.Warn("readiness: database", "err", err)
-		database = "unavailable"
-	}
-	if s.temporal == nil {
-		temporal = "unavailable"
-	} else if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		s.log.Warn("readiness: temporal", "err", err)
-		temporal = "unavailable"
-	}
-	return database, temporal
+	return s.readiness.Check(ctx)
 }

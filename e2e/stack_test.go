@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
@@ -34,6 +35,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/worker"
@@ -164,8 +166,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	access, err := accounts.New(accounts.Config{DB: st.db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := readiness.New(st.db, st.tc, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := api.New(api.Config{
-		DB: st.db, Temporal: st.tc, Secrets: box, Webhooks: uses, Sources: sites,
+		DB: st.db, Secrets: box, Webhooks: uses, Sources: sites, Accounts: access, Readiness: ready,
 		Logger: logger, Registry: st.registry, Gatherer: st.registry, RateLimit: 1000, RateBurst: 1000,
 	})
 	if err != nil {

@@ -21,9 +21,6 @@ const (
 	// recognise one (and never mistake one for the other or for an API key).
 	PortalTokenPrefix   = "wpt_"
 	PortalSessionPrefix = "wps_"
-	// DefaultPortalLinkTTL and MaxPortalLinkTTL bound how long a link may wait to be opened.
-	DefaultPortalLinkTTL = time.Hour
-	MaxPortalLinkTTL     = 24 * time.Hour
 	// PortalSessionTTL is how long a session lasts from the link's exchange, whatever the link's
 	// ttl: the ttl is how long the link may sit in an e-mail or a page, not how long a person works.
 	PortalSessionTTL = 12 * time.Hour
@@ -35,10 +32,9 @@ const (
 // ErrPortalTokenInvalid (who holds it proved nothing); a genuine token opened before is
 // ErrPortalTokenUsed, so the page can tell a person that the link was single-use.
 var (
-	ErrPortalTokenInvalid  = errors.New("portal link is invalid or expired")
-	ErrPortalTokenUsed     = errors.New("portal link was already used")
-	ErrPortalSessionEnded  = errors.New("portal session is invalid, expired or revoked")
-	ErrPortalTTLOutOfRange = fmt.Errorf("portal link ttl must be more than 0 and at most %s", MaxPortalLinkTTL)
+	ErrPortalTokenInvalid = errors.New("portal link is invalid or expired")
+	ErrPortalTokenUsed    = errors.New("portal link was already used")
+	ErrPortalSessionEnded = errors.New("portal session is invalid, expired or revoked")
 )
 
 // PortalLink is a signed link's stored half: the hash of its single-use token and its scope.
@@ -79,8 +75,9 @@ func (s *PortalSession) Scope() WebhookScope {
 	return WebhookScope{AccountID: s.AccountID, Variant: s.Variant}
 }
 
-// NewPortalLink is what CreatePortalLink needs: the account, its variant, the link's ttl (0:
-// DefaultPortalLinkTTL), and the API key that asks for it (0: an operator, webhookd portal-link).
+// NewPortalLink is what CreatePortalLink stores: the account, its variant, how long the link may
+// wait to be opened (TTL; accounts.Service.IssuePortalLink holds its default and bounds), and the
+// API key that asks for it (0: an operator, webhookd portal-link).
 type NewPortalLink struct {
 	AccountID int64
 	APIKeyID  int64
@@ -91,16 +88,6 @@ type NewPortalLink struct {
 
 // CreatePortalLink stores a link and returns its plain token, shown once, with the link.
 func CreatePortalLink(ctx context.Context, db bun.IDB, nl NewPortalLink) (token string, link *PortalLink, err error) {
-	if !nl.Variant.Valid() {
-		return "", nil, fmt.Errorf("portal link: unknown variant %q", nl.Variant)
-	}
-	ttl := nl.TTL
-	if ttl == 0 {
-		ttl = DefaultPortalLinkTTL
-	}
-	if ttl < 0 || ttl > MaxPortalLinkTTL {
-		return "", nil, ErrPortalTTLOutOfRange
-	}
 	token, err = newToken(PortalTokenPrefix)
 	if err != nil {
 		return "", nil, err
@@ -108,7 +95,7 @@ func CreatePortalLink(ctx context.Context, db bun.IDB, nl NewPortalLink) (token 
 	now := Now()
 	link = &PortalLink{
 		AccountID: nl.AccountID, APIKeyID: nl.APIKeyID, Variant: nl.Variant, ReadOnly: nl.ReadOnly,
-		TokenHash: hashToken(token), CreatedAt: now, ExpiresAt: now.Add(ttl),
+		TokenHash: hashToken(token), CreatedAt: now, ExpiresAt: now.Add(nl.TTL),
 	}
 	if _, err := db.NewInsert().Model(link).Returning("id").Exec(ctx); err != nil {
 		return "", nil, fmt.Errorf("insert portal link: %w", err)

@@ -26,7 +26,7 @@ func TestPurgePortalAccess(t *testing.T) {
 			// when revoked is set, were revoked) at the given times.
 			link := func(expires time.Time, open bool, revoked *time.Time) (int64, int64) {
 				t.Helper()
-				token, l, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: acc.ID, Variant: model.VariantB})
+				token, l, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: acc.ID, Variant: model.VariantB, TTL: time.Hour})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -42,7 +42,7 @@ func BenchmarkPages(b *testing.B) {
 				}
 			}
 			e := newEnv(b, db)
-			token, _, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: acc.ID, Variant: model.VariantB})
+			token, _, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: acc.ID, Variant: model.VariantB, TTL: time.Hour})
 			if err != nil {
 				b.Fatal(err)
 			}

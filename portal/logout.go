@@ -4,15 +4,13 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/webhookd/webhookd/model"
 )
 
 // logout ends the session (a read-only one too: signing out changes nothing of the account's)
 // and clears its cookie. The session is ended in the database, not only forgotten by this browser,
 // so a copy of the cookie opens nothing either.
 func (s *Server) logout(c echo.Context) error {
-	if err := model.EndPortalSession(c.Request().Context(), s.db, sessionOf(c).ID); err != nil {
+	if err := s.accounts.EndPortalSession(c.Request().Context(), sessionOf(c)); err != nil {
 		return err
 	}
 	c.SetCookie(s.cookie.cleared())

@@ -1,13 +1,13 @@
 // Package portal is the owner's portal (issue 20): server-rendered pages at /portal/ where the owner
 // of an account sees and fixes its own webhooks, opened from a signed single-use link
-// (model.CreatePortalLink) that is exchanged for a session cookie. Pages come from html/template,
-// which escapes everything a user or a receiver wrote; the CSS is embedded in the binary and no page
-// needs JavaScript. Every change goes through the model functions (and dispatch) that the REST
-// handlers use, so the portal adds no rule of its own. docs/portal.md holds the decisions.
+// (accounts.Service.IssuePortalLink) that is exchanged for a session cookie. Pages come from
+// html/template, which escapes everything a user or a receiver wrote; the CSS is embedded in the
+// binary and no page needs JavaScript. Every change goes through the use cases (webhooks,
+// accounts) that the REST handlers call, so the portal adds no rule of its own. docs/portal.md
+// holds the decisions.
 package portal
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -30,7 +30,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/tracing"
 	"github.com/webhookd/webhookd/webhooks"
 )
@@ -56,7 +58,11 @@ type Config struct {
 	// Webhooks runs the use cases of webhooks and their deliveries, as it does for the API: the
 	// same rules, the same limits. Required.
 	Webhooks *webhooks.Service
-	Logger   *slog.Logger
+	// Accounts exchanges a link for a session, looks a session up and ends it. Required.
+	Accounts *accounts.Service
+	// Readiness tells an outage (503) from a defect (500). Required.
+	Readiness *readiness.Checker
+	Logger    *slog.Logger
 	// PublicURL (WEBHOOKD_PUBLIC_URL) decides the cookie's Secure flag: set unless it is http on a
 	// loopback address, where a browser would not send a Secure cookie back.
 	PublicURL string
@@ -75,13 +81,15 @@ type Config struct {
 
 // Server serves the portal's pages.
 type Server struct {
-	db       *model.DB
-	webhooks *webhooks.Service
-	log      *slog.Logger
-	cookie   cookiePolicy
-	csp      string
-	pages    map[string]*template.Template
-	echo     *echo.Echo
+	db        *model.DB
+	webhooks  *webhooks.Service
+	accounts  *accounts.Service
+	readiness *readiness.Checker
+	log       *slog.Logger
+	cookie    cookiePolicy
+	csp       string
+	pages     map[string]*template.Template
+	echo      *echo.Echo
 }
 
 // New builds the portal and its routes, all under Prefix.
@@ -91,6 +99,10 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.Webhooks == nil:
 		return nil, errors.New("portal: Webhooks is required")
+	case cfg.Accounts == nil:
+		return nil, errors.New("portal: Accounts is required")
+	case cfg.Readiness == nil:
+		return nil, errors.New("portal: Readiness is required")
 	case cfg.RateLimit <= 0 || cfg.RateBurst <= 0:
 		return nil, fmt.Errorf("portal: RateLimit %v, RateBurst %d: must be positive", cfg.RateLimit, cfg.RateBurst)
 	case cfg.FrameAncestors == "" || strings.ContainsAny(cfg.FrameAncestors, ";,\r\n"):
@@ -103,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		db: cfg.DB, webhooks: cfg.Webhooks, log: cfg.Logger,
+		db: cfg.DB, webhooks: cfg.Webhooks, accounts: cfg.Accounts, readiness: cfg.Readiness, log: cfg.Logger,
 		cookie: newCookiePolicy(cfg.PublicURL, cfg.FrameAncestors), pages: pages,
 		csp: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
 			"base-uri 'none'; form-action 'self'; frame-ancestors " + cfg.FrameAncestors,
@@ -223,8 +235,8 @@ func (s *Server) session(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return errNoSession
 		}
-		session, err := model.PortalSessionByID(c.Request().Context(), s.db, cookie.Value)
-		if errors.Is(err, model.ErrPortalSessionEnded) {
+		session, err := s.accounts.PortalSession(c.Request().Context(), cookie.Value)
+		if errors.Is(err, accounts.ErrSessionEnded) {
 			return errNoSession
 		}
 		if err != nil {
@@ -271,11 +283,11 @@ func (s *Server) writable(next echo.HandlerFunc) echo.HandlerFunc {
 // enter is GET /portal/enter?token=: the link's token for a session cookie, then the endpoints
 // page at a URL without the token, so it stays out of the history and of any Referer.
 func (s *Server) enter(c echo.Context) error {
-	sid, session, err := model.ExchangePortalToken(c.Request().Context(), s.db, c.QueryParam("token"))
+	sid, session, err := s.accounts.EnterPortal(c.Request().Context(), c.QueryParam("token"))
 	switch {
-	case errors.Is(err, model.ErrPortalTokenInvalid):
+	case errors.Is(err, accounts.ErrLinkInvalid):
 		return &pageError{status: http.StatusUnauthorized, title: "Link not valid", message: "This portal link is not valid or has expired. Ask for a new link."}
-	case errors.Is(err, model.ErrPortalTokenUsed):
+	case errors.Is(err, accounts.ErrLinkUsed):
 		return &pageError{status: http.StatusForbidden, title: "Link already used", message: "This portal link was already opened: a link opens once. Ask for a new link."}
 	case err != nil:
 		return err
@@ -389,9 +401,7 @@ func (s *Server) toPageError(c echo.Context, err error) *pageError {
 			message: "Deliveries cannot be queued right now; nothing was sent. Try again in a moment."}
 	}
 	unavailable := &pageError{status: http.StatusServiceUnavailable, title: "Unavailable", message: "The service is temporarily unavailable; nothing was changed. Try again in a moment."}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), time.Second)
-	defer cancel()
-	if model.IsBusy(err) || s.db.PingContext(ctx) != nil {
+	if model.IsBusy(err) || !s.readiness.DatabaseUp(c.Request().Context()) {
 		s.log.Warn("portal: unavailable", "path", c.Path(), "err", err)
 		return unavailable
 	}

@@ -20,11 +20,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/portal"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
@@ -68,6 +70,12 @@ func newEnv(t testing.TB, db *model.DB, opts ...func(*envConfig)) *env {
 		o(&cfg)
 	}
 	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks})
+	if cfg.Accounts, err = accounts.New(accounts.Config{DB: db}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Readiness, err = readiness.New(db, nil, cfg.Logger); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := portal.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +108,7 @@ func (e *env) account(t *testing.T) *model.Account {
 
 func (e *env) link(t *testing.T, accountID int64, v model.Variant, readOnly bool) string {
 	t.Helper()
-	token, _, err := model.CreatePortalLink(t.Context(), e.db, model.NewPortalLink{AccountID: accountID, Variant: v, ReadOnly: readOnly})
+	token, _, err := model.CreatePortalLink(t.Context(), e.db, model.NewPortalLink{AccountID: accountID, Variant: v, ReadOnly: readOnly, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +239,7 @@ func TestEnter(t *testing.T) {
 					t.Fatalf("forged %q: %s", forged, rec.Body)
 				}
 			}
-			expired, link, err := model.CreatePortalLink(t.Context(), e.db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantA})
+			expired, link, err := model.CreatePortalLink(t.Context(), e.db, model.NewPortalLink{AccountID: account.ID, Variant: model.VariantA, TTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

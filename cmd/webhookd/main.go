@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/workflows"
@@ -161,6 +162,12 @@ func openDB(ctx context.Context, cfg Config) (*model.DB, error) {
 	return db, nil
 }
 
+// newAccounts builds the use cases of accounts, API keys and portal access on db, for serve and
+// for the operator's commands alike.
+func newAccounts(cfg Config, db *model.DB) (*accounts.Service, error) {
+	return accounts.New(accounts.Config{DB: db, PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal})
+}
+
 const apikeyUsage = "usage: webhookd apikey create --owner-email E [--name N] | webhookd apikey list --owner-email E | webhookd apikey revoke ID"
 
 // apikeyCommand issues, lists and revokes API keys. A key is shown in full once, when issued;
@@ -200,17 +207,21 @@ func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stder
 		return err
 	}
 	defer db.Close()
+	access, err := newAccounts(cfg, db)
+	if err != nil {
+		return err
+	}
 	switch args[0] {
 	case "create":
-		key, account, err := model.CreateAPIKey(ctx, db, *email, *name)
+		key, account, err := access.CreateAPIKey(ctx, *email, *name)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "account %d (%s): new API key, shown once; store it now\n", account.ID, account.OwnerEmail)
 		fmt.Fprintln(stdout, key)
 	case "list":
-		keys, err := model.ListAPIKeys(ctx, db, *email)
-		if errors.Is(err, model.ErrNotFound) {
+		keys, err := access.APIKeys(ctx, *email)
+		if errors.Is(err, accounts.ErrNotFound) {
 			return fmt.Errorf("no account with owner e-mail %s", *email)
 		}
 		if err != nil {
@@ -225,8 +236,8 @@ func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stder
 			fmt.Fprintf(stdout, "%d\t%s...\t%s\t%s\t%s\n", k.ID, k.KeyID(), k.Name, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 		}
 	case "revoke":
-		key, ended, err := model.RevokeAPIKey(ctx, db, revokeID)
-		if errors.Is(err, model.ErrNotFound) {
+		key, ended, err := access.RevokeAPIKey(ctx, revokeID)
+		if errors.Is(err, accounts.ErrNotFound) {
 			return fmt.Errorf("no API key with id %d", revokeID)
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -22,7 +23,7 @@ func portalLinkCommand(ctx context.Context, cfg Config, args []string, stdout, s
 	email := fs.String("owner-email", "", "e-mail of the account owner (required)")
 	variant := fs.String("variant", "B", "the variant whose webhooks the portal shows: A or B")
 	readOnly := fs.Bool("read-only", false, "a session that sees everything and changes nothing")
-	ttl := fs.Duration("ttl", model.DefaultPortalLinkTTL, "how long the link may wait to be opened, at most 24h")
+	ttl := fs.Duration("ttl", accounts.DefaultPortalLinkTTL, "how long the link may wait to be opened, at most 24h")
 	revokeAll := fs.Bool("revoke-all", false, "end every portal session of the account and revoke its unused links")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -34,34 +35,37 @@ func portalLinkCommand(ctx context.Context, cfg Config, args []string, stdout, s
 	if !v.Valid() {
 		return fmt.Errorf("--variant: %q is not A or B", *variant)
 	}
-	if !*revokeAll && (*ttl <= 0 || *ttl > model.MaxPortalLinkTTL) {
-		return fmt.Errorf("--ttl: %s is not more than 0 and at most %s", *ttl, model.MaxPortalLinkTTL)
-	}
-	if !*revokeAll && !cfg.Portal {
-		return errors.New("the portal is turned off (WEBHOOKD_PORTAL=false): a link would open nothing")
-	}
 	db, err := openDB(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	account, err := model.AccountByEmail(ctx, db, *email)
-	if errors.Is(err, model.ErrNotFound) {
+	access, err := newAccounts(cfg, db)
+	if err != nil {
+		return err
+	}
+	account, err := access.Account(ctx, *email)
+	if errors.Is(err, accounts.ErrNotFound) {
 		return fmt.Errorf("no account with owner e-mail %s (webhookd apikey create makes one)", *email)
 	}
 	if err != nil {
 		return err
 	}
 	if *revokeAll {
-		n, err := model.RevokePortalAccess(ctx, db, account.ID)
+		n, err := access.RevokePortalAccess(ctx, account.ID)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "account %d (%s): %d portal sessions ended, %d unused links revoked\n", account.ID, account.OwnerEmail, n.Sessions, n.Links)
 		return nil
 	}
-	token, link, err := model.CreatePortalLink(ctx, db, model.NewPortalLink{AccountID: account.ID, Variant: v, ReadOnly: *readOnly, TTL: *ttl})
-	if err != nil {
+	link, err := access.IssuePortalLink(ctx, accounts.PortalLinkRequest{AccountID: account.ID, Variant: v, ReadOnly: *readOnly, TTL: ttl})
+	switch {
+	case errors.Is(err, accounts.ErrPortalTTLOutOfRange):
+		return fmt.Errorf("--ttl: %s is not more than 0 and at most %s", *ttl, accounts.MaxPortalLinkTTL)
+	case errors.Is(err, accounts.ErrPortalOff):
+		return errors.New("the portal is turned off (WEBHOOKD_PORTAL=false): a link would open nothing")
+	case err != nil:
 		return err
 	}
 	mode := "read-write"
@@ -69,7 +73,7 @@ func portalLinkCommand(ctx context.Context, cfg Config, args []string, stdout, s
 		mode = "read-only"
 	}
 	fmt.Fprintf(stdout, "account %d (%s), variant %s, %s: a portal link that opens once, until %s\n",
-		account.ID, account.OwnerEmail, v, mode, link.ExpiresAt.UTC().Format(time.RFC3339))
-	fmt.Fprintln(stdout, model.PortalEnterURL(cfg.PublicURL, token))
+		account.ID, account.OwnerEmail, v, mode, link.Link.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintln(stdout, link.URL)
 	return nil
 }

@@ -15,9 +15,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
@@ -135,13 +137,14 @@ func TestPortalMount(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	for _, on := range []bool{true, false} {
 		uses := testUseCases(t, db)
-		srv, err := api.New(api.Config{DB: db, Webhooks: uses, Sources: testSources(t, db, uses), Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080", PortalOff: !on})
+		access, ready := testAccess(t, Config{PublicURL: "http://127.0.0.1:8080", Portal: on}, db)
+		srv, err := api.New(api.Config{DB: db, Webhooks: uses, Sources: testSources(t, db, uses), Accounts: access, Readiness: ready, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var handler http.Handler = srv
 		if on {
-			p, err := portal.New(portal.Config{DB: db, Webhooks: uses, Logger: logger, PublicURL: "http://127.0.0.1:8080", RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"})
+			p, err := portal.New(portal.Config{DB: db, Webhooks: uses, Accounts: access, Readiness: ready, Logger: logger, PublicURL: "http://127.0.0.1:8080", RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,11 +202,12 @@ func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	uses := testUseCases(t, db)
-	srv, err := api.New(api.Config{DB: db, Webhooks: uses, Sources: testSources(t, db, uses), Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
+	access, ready := testAccess(t, cfg, db)
+	srv, err := api.New(api.Config{DB: db, Webhooks: uses, Sources: testSources(t, db, uses), Accounts: access, Readiness: ready, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := portal.New(portal.Config{DB: db, Webhooks: uses, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100, FrameAncestors: "'self'"})
+	p, err := portal.New(portal.Config{DB: db, Webhooks: uses, Accounts: access, Readiness: ready, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100, FrameAncestors: "'self'"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,6 +324,21 @@ func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
 }
 
 // testUseCases are the use cases of serve's defaults over db, without Temporal.
+// testAccess is serve's accounts and readiness on db, with cfg's public URL and portal switch, and
+// no Temporal.
+func testAccess(t *testing.T, cfg Config, db *model.DB) (*accounts.Service, *readiness.Checker) {
+	t.Helper()
+	access, err := newAccounts(cfg, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := readiness.New(db, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return access, ready
+}
+
 func testUseCases(t *testing.T, db *model.DB) *webhooks.Service {
 	t.Helper()
 	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))

@@ -30,6 +30,7 @@ import (
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
+	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/tracing"
 	"github.com/webhookd/webhookd/webhooks"
@@ -282,18 +283,26 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	access, err := newAccounts(cfg, p.db)
+	if err != nil {
+		return nil, err
+	}
+	ready, err := readiness.New(p.db, p.temporal, p.logger.With("component", "readiness"))
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(api.Config{
-		DB: p.db, Temporal: p.temporal, Secrets: p.secrets, Webhooks: uses, Sources: sites,
+		DB: p.db, Secrets: p.secrets, Webhooks: uses, Sources: sites, Accounts: access, Readiness: ready,
 		Logger:   p.logger.With("component", "api"),
 		Registry: p.registry, Gatherer: p.registry,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
-		PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal, Tracer: p.tracer,
+		PublicURL: cfg.PublicURL, Tracer: p.tracer,
 	})
 	if err != nil || !cfg.Portal {
 		return srv, err
 	}
 	portalSrv, err := portal.New(portal.Config{
-		DB: p.db, Webhooks: uses,
+		DB: p.db, Webhooks: uses, Accounts: access, Readiness: ready,
 		Logger: p.logger.With("component", "portal"), PublicURL: cfg.PublicURL, FrameAncestors: cfg.PortalFrameAncestors,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Registry: p.registry,
 		Tracer: p.tracer,

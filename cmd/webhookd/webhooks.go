@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 
+	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/webhooks"
 )
@@ -93,7 +94,18 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	}
 	defer db.Close()
 	if args[0] == "list" {
-		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), cfg.headerNames, cfg.authType, cfg.tlsKind, stdout)
+		access, err := newAccounts(cfg, db)
+		if err != nil {
+			return err
+		}
+		account, err := access.Account(ctx, *email)
+		if errors.Is(err, accounts.ErrNotFound) {
+			return fmt.Errorf("no account with owner e-mail %s", *email)
+		}
+		if err != nil {
+			return err
+		}
+		return listWebhooks(ctx, db.DB, account, model.Variant(*variant), cfg.headerNames, cfg.authType, cfg.tlsKind, stdout)
 	}
 	w, err := model.FindWebhook(ctx, db, id)
 	if errors.Is(err, model.ErrNotFound) {
@@ -196,14 +208,7 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 // scripts that cut the first five columns read what they always read. headers names a webhook's
 // custom headers, auth the type of its authentication to the receiver, tlsKind what its TLS
 // settings hold (the last column).
-func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
-	account, err := model.AccountByEmail(ctx, db, email)
-	if errors.Is(err, model.ErrNotFound) {
-		return fmt.Errorf("no account with owner e-mail %s", email)
-	}
-	if err != nil {
-		return err
-	}
+func listWebhooks(ctx context.Context, db *bun.DB, account *model.Account, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS")
 	for _, v := range model.Variants {
 		if only != "" && v != only {

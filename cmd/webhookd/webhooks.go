@@ -92,10 +92,16 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		return err
 	}
 	defer db.Close()
-	if args[0] == "list" {
-		return listWebhooks(ctx, db.DB, *email, model.Variant(*variant), cfg.headerNames, cfg.authType, cfg.tlsKind, stdout)
+	// Reading needs no Temporal: the use cases without a dispatcher serve the list and the lookup.
+	reads, err := webhooks.New(webhooks.Config{DB: db, Logger: logger, MaxWebhooks: cfg.MaxWebhooks,
+		RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules()})
+	if err != nil {
+		return err
 	}
-	w, err := model.FindWebhook(ctx, db, id)
+	if args[0] == "list" {
+		return listWebhooks(ctx, db.DB, reads, *email, model.Variant(*variant), cfg.headerNames, cfg.authType, cfg.tlsKind, stdout)
+	}
+	w, err := reads.Find(ctx, id)
 	if errors.Is(err, model.ErrNotFound) {
 		return fmt.Errorf("no webhook with id %d", id)
 	}
@@ -196,7 +202,7 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 // scripts that cut the first five columns read what they always read. headers names a webhook's
 // custom headers, auth the type of its authentication to the receiver, tlsKind what its TLS
 // settings hold (the last column).
-func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
+func listWebhooks(ctx context.Context, db *bun.DB, uses *webhooks.Service, email string, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
 	account, err := model.AccountByEmail(ctx, db, email)
 	if errors.Is(err, model.ErrNotFound) {
 		return fmt.Errorf("no account with owner e-mail %s", email)
@@ -211,7 +217,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, email string, only model.Vari
 		}
 		f := model.WebhookFilter{Limit: 200}
 		for {
-			hooks, err := model.ListWebhooks(ctx, db, model.WebhookScope{AccountID: account.ID, Variant: v}, f)
+			hooks, err := uses.List(ctx, model.WebhookScope{AccountID: account.ID, Variant: v}, f)
 			if err != nil {
 				return err
 			}

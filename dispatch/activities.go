@@ -27,7 +27,7 @@ const fanOutBatch = 100
 // recorded dispatched already: StartEvent did when it started this workflow. Its heartbeat carries
 // how many it has started, so a retry skips those.
 func (a *Activities) StartDeliveries(ctx context.Context, in workflows.FanOutInput) error {
-	refs, err := model.EventDeliveryRefs(ctx, a.DB, in.EventID)
+	refs, err := deliveryRefs(ctx, a.DB, model.DeliveryQuery{EventID: in.EventID})
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (a *Activities) StartDeliveries(ctx context.Context, in workflows.FanOutInp
 // website's scheduled publication) and records them dispatched. The sweeper would start them too;
 // starting them now saves its interval.
 func (a *Activities) StartEventDeliveries(ctx context.Context, eventID int64) error {
-	refs, err := model.EventDeliveryRefs(ctx, a.DB, eventID)
+	refs, err := deliveryRefs(ctx, a.DB, model.DeliveryQuery{EventID: eventID})
 	if err != nil {
 		return err
 	}

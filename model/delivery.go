@@ -8,18 +8,6 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// OpenDeliveries returns the deliveries of a webhook that have not ended (neither delivered nor
-// canceled): those whose workflows may still be running or waiting for a retry.
-func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
-	return readRefs(ctx, db, DeliveryQuery{WebhookID: webhookID, States: OpenStates}, "find open deliveries")
-}
-
-// UnderwayDeliveries returns a webhook's deliveries whose schedule is under way (pending,
-// delivering or retrying): those with an attempt held back for its turn at the receiver among them.
-func UnderwayDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
-	return readRefs(ctx, db, DeliveryQuery{WebhookID: webhookID, States: UnderwayStates}, "find deliveries under way")
-}
-
 // WebhookDeliveryRef returns the reference of one delivery of a webhook, for a retry of it alone,
 // or ErrNotFound when the webhook has no delivery of that id.
 func WebhookDeliveryRef(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (DeliveryRef, error) {

@@ -438,8 +438,3 @@ func StaleClaims(ctx context.Context, db bun.IDB, olderThan time.Time, limit int
 	}
 	return refs, nil
 }
-
-// EventDeliveryRefs returns the deliveries of one event, in id order: what a fan-out starts.
-func EventDeliveryRefs(ctx context.Context, db bun.IDB, eventID int64) ([]DeliveryRef, error) {
-	return readRefs(ctx, db, DeliveryQuery{EventID: eventID}, fmt.Sprintf("find the deliveries of event %d", eventID))
-}

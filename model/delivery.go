@@ -53,20 +53,6 @@ func (r Recovery) Query() DeliveryQuery {
 	return DeliveryQuery{WebhookID: r.WebhookID, States: RecoverableStates, Since: r.Since, Until: r.Until, UpTo: r.UpTo}
 }
 
-// CountRecoverable counts the deliveries r selects and returns the largest of their ids, the
-// recovery's UpTo (0 when there are none).
-func CountRecoverable(ctx context.Context, db bun.IDB, r Recovery) (count int, upTo int64, err error) {
-	return CountDeliveries(ctx, db, r.Query())
-}
-
-// RecoverableDeliveries returns up to limit of the deliveries r selects with ids above after, in id
-// order: one batch of a recovery.
-func RecoverableDeliveries(ctx context.Context, db bun.IDB, r Recovery, after, limit int64) ([]DeliveryRef, error) {
-	q := r.Query()
-	q.After, q.Limit = after, limit
-	return readRefs(ctx, db, q, "find recoverable deliveries")
-}
-
 // readRefs reads the references of the deliveries q selects; what names the read in its error.
 func readRefs(ctx context.Context, db bun.IDB, q DeliveryQuery, what string) ([]DeliveryRef, error) {
 	page, err := ReadDeliveries(ctx, db, q)

@@ -402,23 +402,6 @@ func UndispatchedDeliveries(ctx context.Context, db bun.IDB, olderThan time.Time
 		"find undispatched deliveries")
 }
 
-// CountExhausted counts the exhausted deliveries of a webhook, for a manual retry of them, and
-// returns the largest of their ids (0 when there are none): the retry covers those and not the
-// deliveries that are exhausted after it was asked for.
-func CountExhausted(ctx context.Context, db bun.IDB, webhookID int64) (count int, upTo int64, err error) {
-	return CountDeliveries(ctx, db, DeliveryQuery{WebhookID: webhookID, States: []string{DeliveryExhausted}})
-}
-
-// ExhaustedDeliveries returns up to limit exhausted deliveries of a webhook with ids above after
-// and at most upTo, in id order: one batch of a manual retry.
-func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID, upTo, after, limit int64) ([]DeliveryRef, error) {
-	if upTo <= 0 {
-		return nil, nil // a retry of none: upTo bounds the ids, and no id is at most 0
-	}
-	return readRefs(ctx, db, DeliveryQuery{WebhookID: webhookID, States: []string{DeliveryExhausted}, After: after, UpTo: upTo, Limit: limit},
-		"find exhausted deliveries")
-}
-
 // ClaimedRef is a delivery a claim holds, with the time of the claim.
 type ClaimedRef struct {
 	DeliveryRef

@@ -130,8 +130,8 @@ func (h *eventHandlers) resend(c echo.Context) error {
 }
 
 // confirmRecover is GET /portal/webhooks/:id/recover?since=: how many deliveries a recovery since
-// that time would resend (model.CountRecoverable, the count dispatch.Recover starts with), and the
-// form that confirms it. Without since, the last 24 hours.
+// that time would resend (webhooks.Service.CountRecoverable, the count dispatch.Recover starts
+// with), and the form that confirms it. Without since, the last 24 hours.
 func (h *eventHandlers) confirmRecover(c echo.Context) error {
 	w, err := h.loadWebhook(c)
 	if err != nil {

@@ -120,11 +120,23 @@ func (p *DeliveryPage) Refs() []DeliveryRef {
 var attemptLogSize = "(SELECT COALESCE(SUM(" + dataSize("a.response_body") + " + " + dataSize("a.request_headers") + " + " +
 	dataSize("a.error") + "), 0) FROM delivery_attempts AS a WHERE a.delivery_id = d.id)"
 
-// from selects the deliveries (d) q selects, with their event (e) and webhook (w) joined, in no
-// order and without a limit.
-func (q DeliveryQuery) from(db bun.IDB) *bun.SelectQuery {
-	s := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		Join("JOIN webhooks AS w ON w.id = d.webhook_id")
+// The joins a read of deliveries (d) may need: their events (e), their webhooks (w).
+const (
+	joinEvents = 1 << iota
+	joinWebhooks
+)
+
+// from selects the deliveries (d) q selects, in no order and without a limit, with their events
+// (e) and webhooks (w) joined as join asks; the scope joins the webhooks in any case. A count or a
+// plan needs neither: they read the deliveries alone.
+func (q DeliveryQuery) from(db bun.IDB, join int) *bun.SelectQuery {
+	s := db.NewSelect().TableExpr("deliveries AS d")
+	if join&joinEvents != 0 {
+		s = s.Join("JOIN events AS e ON e.id = d.event_id")
+	}
+	if join&joinWebhooks != 0 || q.Scope != nil {
+		s = s.Join("JOIN webhooks AS w ON w.id = d.webhook_id")
+	}
 	if sc := q.Scope; sc != nil {
 		s = s.Where("w.account_id = ?", sc.AccountID).Where("w.variant = ?", sc.Variant).
 			Where("w." + sc.kindClause()).Where("w.deleted_at IS NULL")
@@ -192,7 +204,7 @@ func ReadDeliveries(ctx context.Context, db bun.IDB, q DeliveryQuery) (*Delivery
 		if len(ids) == 0 {
 			return page, nil
 		}
-		if err := q.viewColumns(q.from(db)).Where("d.id IN (?)", bun.List(ids)).Scan(ctx, &page.Views); err != nil {
+		if err := q.viewColumns(q.from(db, joinEvents|joinWebhooks)).Where("d.id IN (?)", bun.List(ids)).Scan(ctx, &page.Views); err != nil {
 			return nil, fmt.Errorf("read deliveries: %w", err)
 		}
 		at := make(map[int64]int, len(ids))
@@ -202,7 +214,7 @@ func ReadDeliveries(ctx context.Context, db bun.IDB, q DeliveryQuery) (*Delivery
 		slices.SortFunc(page.Views, func(a, b DeliveryView) int { return at[a.ID] - at[b.ID] })
 		page.Last = ids[len(ids)-1]
 	} else {
-		s := q.ordered(q.viewColumns(q.from(db)))
+		s := q.ordered(q.viewColumns(q.from(db, joinEvents|joinWebhooks)))
 		if q.Limit > 0 {
 			s = s.Limit(q.Limit + 1)
 		}
@@ -226,7 +238,11 @@ func ReadDeliveries(ctx context.Context, db bun.IDB, q DeliveryQuery) (*Delivery
 // bounded by bytes, and fits the page.
 func (q DeliveryQuery) plan(ctx context.Context, db bun.IDB) ([]int64, bool, error) {
 	var rows []sizedRow
-	s := q.from(db).ColumnExpr("d.id")
+	join := 0
+	if q.Order == AccountTurns {
+		join = joinEvents // the turns are the events' accounts'
+	}
+	s := q.from(db, join).ColumnExpr("d.id")
 	if q.MaxBytes > 0 {
 		s = s.ColumnExpr(attemptLogSize + " AS size")
 	} else {
@@ -259,7 +275,7 @@ func CountDeliveries(ctx context.Context, db bun.IDB, q DeliveryQuery) (count in
 		N   int   `bun:"n"`
 		Max int64 `bun:"max_id"`
 	}
-	if err := q.from(db).ColumnExpr("COUNT(*) AS n, COALESCE(MAX(d.id), 0) AS max_id").Scan(ctx, &row); err != nil {
+	if err := q.from(db, 0).ColumnExpr("COUNT(*) AS n, COALESCE(MAX(d.id), 0) AS max_id").Scan(ctx, &row); err != nil {
 		return 0, 0, fmt.Errorf("count deliveries: %w", err)
 	}
 	return row.N, row.Max, nil

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/webhooks"
@@ -15,16 +14,16 @@ import (
 
 // webhooksCollector reports webhookd_webhooks{variant,status} and
 // webhookd_webhook_certificates_expiring from the database at scrape time, so the gauges are right
-// whichever process changed a webhook.
+// whichever process changed a webhook, through the use cases' counts.
 type webhooksCollector struct {
-	db       *bun.DB
+	uses     *webhooks.Service
 	log      *slog.Logger
 	desc     *prometheus.Desc
 	expiring *prometheus.Desc
 }
 
-func newWebhooksCollector(db *bun.DB, log *slog.Logger) *webhooksCollector {
-	return &webhooksCollector{db: db, log: log, desc: prometheus.NewDesc("webhookd_webhooks",
+func newWebhooksCollector(uses *webhooks.Service, log *slog.Logger) *webhooksCollector {
+	return &webhooksCollector{uses: uses, log: log, desc: prometheus.NewDesc("webhookd_webhooks",
 		"Registered webhooks by variant and status.", []string{"variant", "status"}, nil),
 		expiring: prometheus.NewDesc("webhookd_webhook_certificates_expiring",
 			"Webhooks whose TLS settings hold a certificate (client or CA) that expires within 14 days or has expired.", nil, nil)}
@@ -38,7 +37,7 @@ func (c *webhooksCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *webhooksCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	n, err := model.CountWebhooksWithCertificatesExpiring(ctx, c.db, model.Now().Add(webhooks.CertificateWarning))
+	n, err := c.uses.CountCertificatesExpiring(ctx)
 	if err == nil {
 		var m prometheus.Metric
 		if m, err = prometheus.NewConstMetric(c.expiring, prometheus.GaugeValue, float64(n)); err == nil {
@@ -48,7 +47,7 @@ func (c *webhooksCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		c.log.Warn("certificates gauge", "err", err)
 	}
-	counts, err := model.CountWebhooksByStatus(ctx, c.db)
+	counts, err := c.uses.CountByStatus(ctx)
 	if err != nil {
 		c.log.Warn("webhooks gauge", "err", err)
 		return

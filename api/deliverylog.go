@@ -85,7 +85,8 @@ func (h *deliveryHandlers) deliveries(c echo.Context) error {
 		}
 		before = n
 	}
-	page, err := model.ListDeliveries(c.Request().Context(), h.db, model.DeliveryFilter{WebhookID: w.ID, Before: before, Limit: limit, MaxBytes: MaxPageBytes})
+	page, err := h.webhooks.Deliveries(c.Request().Context(), h.scope(c), model.DeliveryQuery{
+		WebhookID: w.ID, Before: before, Order: model.NewestFirst, Limit: limit, MaxBytes: MaxPageBytes, Include: model.IncludeAttempts})
 	if err != nil {
 		return err
 	}
@@ -103,7 +104,7 @@ func (h *deliveryHandlers) delivery(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := model.GetDelivery(c.Request().Context(), h.db, w.ID, deliveryID)
+	_, v, err := h.webhooks.Delivery(c.Request().Context(), h.scope(c), w.ID, deliveryID, model.IncludeAttempts|model.IncludeEvent)
 	if err != nil {
 		return notFoundAs(err, "delivery")
 	}

@@ -132,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		e.Use(metrics)
-		if err := cfg.Registry.Register(newWebhooksCollector(cfg.DB.DB, cfg.Logger)); err != nil {
+		if err := cfg.Registry.Register(newWebhooksCollector(cfg.Webhooks, cfg.Logger)); err != nil {
 			return nil, fmt.Errorf("register webhooks gauge: %w", err)
 		}
 		if err := cfg.Registry.Register(dependencyCollector{s}); err != nil {

@@ -27,7 +27,7 @@ const fanOutBatch = 100
 // recorded dispatched already: StartEvent did when it started this workflow. Its heartbeat carries
 // how many it has started, so a retry skips those.
 func (a *Activities) StartDeliveries(ctx context.Context, in workflows.FanOutInput) error {
-	refs, err := model.EventDeliveryRefs(ctx, a.DB, in.EventID)
+	refs, err := deliveryRefs(ctx, a.DB, model.DeliveryQuery{EventID: in.EventID})
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (a *Activities) StartDeliveries(ctx context.Context, in workflows.FanOutInp
 // website's scheduled publication) and records them dispatched. The sweeper would start them too;
 // starting them now saves its interval.
 func (a *Activities) StartEventDeliveries(ctx context.Context, eventID int64) error {
-	refs, err := model.EventDeliveryRefs(ctx, a.DB, eventID)
+	refs, err := deliveryRefs(ctx, a.DB, model.DeliveryQuery{EventID: eventID})
 	if err != nil {
 		return err
 	}
@@ -68,9 +68,7 @@ const retryBatch = 100
 func (a *Activities) RecoverDeliveries(ctx context.Context, in workflows.RecoverInput) (int, error) {
 	ctx = context.WithValue(ctx, unlessDeliveredKey{}, true)
 	r := model.Recovery{WebhookID: in.WebhookID, Since: in.Since, Until: in.Until, UpTo: in.UpTo}
-	retried, err := a.retryInBatches(ctx, model.RecoverableStates, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
-		return model.RecoverableDeliveries(ctx, a.DB, r, after, retryBatch)
-	})
+	retried, err := a.retryInBatches(ctx, model.RecoverableStates, r.Query())
 	if err == nil {
 		activity.GetLogger(ctx).Info("recovery done", "webhook", in.WebhookID, "retried", retried)
 	}
@@ -80,9 +78,10 @@ func (a *Activities) RecoverDeliveries(ctx context.Context, in workflows.Recover
 // RetryExhausted retries the deliveries of a webhook-wide retry that are still exhausted, in id
 // order, and returns how many it retried.
 func (a *Activities) RetryExhausted(ctx context.Context, in workflows.RetryWebhookInput) (int, error) {
-	retried, err := a.retryInBatches(ctx, model.RetriableStates, func(ctx context.Context, after int64) ([]model.DeliveryRef, error) {
-		return model.ExhaustedDeliveries(ctx, a.DB, in.WebhookID, in.UpTo, after, retryBatch)
-	})
+	if in.UpTo < 1 {
+		return 0, nil // a retry of none: UpTo bounds the ids, and no id is below 1
+	}
+	retried, err := a.retryInBatches(ctx, model.RetriableStates, exhausted(in.WebhookID, in.UpTo))
 	if err == nil {
 		activity.GetLogger(ctx).Info("webhook retry done", "webhook", in.WebhookID, "retried", retried)
 	}
@@ -95,17 +94,24 @@ type batchProgress struct {
 	Retried int
 }
 
-// retryInBatches retries what next selects, retryBatch deliveries at a time in id order, claiming
+// exhausted is the read of a webhook's exhausted deliveries, up to upTo when it is set: what a
+// webhook-wide retry counts, then retries.
+func exhausted(webhookID, upTo int64) model.DeliveryQuery {
+	return model.DeliveryQuery{WebhookID: webhookID, States: []string{model.DeliveryExhausted}, UpTo: upTo}
+}
+
+// retryInBatches retries the deliveries q selects, retryBatch at a time in id order, claiming
 // each from the states from, and returns how many it retried. It heartbeats after each delivery,
 // so that when it runs again (its worker died) it resumes after the last one done; one it had
 // claimed and not handed over is the sweeper's (Dispatcher.RepairClaims).
-func (a *Activities) retryInBatches(ctx context.Context, from []string, next func(ctx context.Context, after int64) ([]model.DeliveryRef, error)) (int, error) {
+func (a *Activities) retryInBatches(ctx context.Context, from []string, q model.DeliveryQuery) (int, error) {
 	var p batchProgress
 	if activity.HasHeartbeatDetails(ctx) {
 		_ = activity.GetHeartbeatDetails(ctx, &p)
 	}
 	for {
-		refs, err := next(ctx, p.After)
+		q.After, q.Limit = p.After, retryBatch
+		refs, err := deliveryRefs(ctx, a.DB, q)
 		if err != nil || len(refs) == 0 {
 			return p.Retried, err
 		}

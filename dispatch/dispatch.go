@@ -366,7 +366,7 @@ func eachRunning(refs []model.DeliveryRef, verb string, do func(workflowID strin
 // has ended is skipped, and one whose attempt is not held ignores the signal. A signal not sent
 // only leaves a held attempt to come back at the turn it was given, to be re-timed then.
 func (d *Dispatcher) Retime(ctx context.Context, db bun.IDB, webhookID int64) (int, error) {
-	refs, err := model.UnderwayDeliveries(ctx, db, webhookID)
+	refs, err := deliveryRefs(ctx, db, model.DeliveryQuery{WebhookID: webhookID, States: model.UnderwayStates})
 	if err != nil {
 		return 0, err
 	}
@@ -411,7 +411,7 @@ func isAlreadyStarted(err error) bool {
 // gone whatever this returns: what it does not reach ends by itself, as any later attempt finds the
 // webhook deleted and cancels its delivery. The error is the caller's to log.
 func EndWebhookDeliveries(ctx context.Context, db bun.IDB, d *Dispatcher, webhookID int64, timeout time.Duration) error {
-	refs, err := model.OpenDeliveries(ctx, db, webhookID)
+	refs, err := deliveryRefs(ctx, db, model.DeliveryQuery{WebhookID: webhookID, States: model.OpenStates})
 	if err == nil {
 		err = model.CancelOpenDeliveries(ctx, db, webhookID)
 	}
@@ -427,4 +427,14 @@ func EndWebhookDeliveries(ctx context.Context, db bun.IDB, d *Dispatcher, webhoo
 		return fmt.Errorf("cancel delivery workflows of deleted webhook %d (%d of %d canceled): %w", webhookID, len(canceled), len(refs), err)
 	}
 	return nil
+}
+
+// deliveryRefs reads the references of the deliveries q selects (model.ReadDeliveries, the one
+// read of deliveries): what starting or signaling their workflows needs.
+func deliveryRefs(ctx context.Context, db bun.IDB, q model.DeliveryQuery) ([]model.DeliveryRef, error) {
+	page, err := model.ReadDeliveries(ctx, db, q)
+	if err != nil {
+		return nil, err
+	}
+	return page.Refs(), nil
 }

@@ -31,7 +31,7 @@ func (d *Dispatcher) RetryWebhook(ctx context.Context, db bun.IDB, webhookID int
 	if err := model.ReenableWebhook(ctx, db, webhookID); err != nil {
 		return 0, "", err
 	}
-	n, upTo, err := model.CountExhausted(ctx, db, webhookID)
+	n, upTo, err := model.CountDeliveries(ctx, db, exhausted(webhookID, 0))
 	if err != nil || n == 0 {
 		return 0, "", err
 	}
@@ -210,7 +210,7 @@ func (d *Dispatcher) Recover(ctx context.Context, db bun.IDB, r model.Recovery) 
 	if err := model.ReenableWebhook(ctx, db, r.WebhookID); err != nil {
 		return Recovering{}, err
 	}
-	n, upTo, err := model.CountRecoverable(ctx, db, r)
+	n, upTo, err := model.CountDeliveries(ctx, db, r.Query())
 	if err != nil {
 		return Recovering{}, err
 	}

@@ -34,7 +34,7 @@ func TestAttemptTimeoutComesFromTheWorkflowInput(t *testing.T) {
 		st.dumpDelivery(t, eventID, id)
 		t.Fatal("timed out after 30s waiting for both attempts to time out")
 	}
-	page, err := model.ListDeliveries(t.Context(), st.db, model.DeliveryFilter{WebhookID: id, Limit: 10})
+	page, err := model.ReadDeliveries(t.Context(), st.db, model.DeliveryQuery{WebhookID: id, Limit: 10, Order: model.NewestFirst, Include: model.IncludeAttempts})
 	if err != nil || len(page.Views) != 1 {
 		t.Fatalf("deliveries: %v %v", page, err)
 	}
@@ -114,7 +114,7 @@ func TestRetryAfterRetryWindow(t *testing.T) {
 		t.Fatalf("retried = %v, want 1 (%v)", got, body)
 	}
 	eventually(t, 30*time.Second, "delivered by the new run", func() bool { return st.delivery(t, eventID, id).State == model.DeliveryDelivered })
-	page, err := model.ListDeliveries(t.Context(), st.db, model.DeliveryFilter{WebhookID: id, Limit: 10})
+	page, err := model.ReadDeliveries(t.Context(), st.db, model.DeliveryQuery{WebhookID: id, Limit: 10, Order: model.NewestFirst, Include: model.IncludeAttempts})
 	if err != nil || len(page.Views) != 1 {
 		t.Fatalf("deliveries: %v %v", page, err)
 	}

@@ -8,36 +8,12 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// OpenDeliveries returns the deliveries of a webhook that have not ended (neither delivered nor
-// canceled): those whose workflows may still be running or waiting for a retry.
-func OpenDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
-	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.List(OpenStates)).
-		OrderExpr("d.id ASC").Scan(ctx, &refs)
-	if err != nil {
-		return nil, fmt.Errorf("find open deliveries: %w", err)
-	}
-	return refs, nil
-}
-
-// UnderwayDeliveries returns a webhook's deliveries whose schedule is under way (pending,
-// delivering or retrying): those with an attempt held back for its turn at the receiver among them.
-func UnderwayDeliveries(ctx context.Context, db bun.IDB, webhookID int64) ([]DeliveryRef, error) {
-	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state IN (?)", bun.List(UnderwayStates)).
-		OrderExpr("d.id ASC").Scan(ctx, &refs)
-	if err != nil {
-		return nil, fmt.Errorf("find deliveries under way: %w", err)
-	}
-	return refs, nil
-}
-
 // WebhookDeliveryRef returns the reference of one delivery of a webhook, for a retry of it alone,
 // or ErrNotFound when the webhook has no delivery of that id.
 func WebhookDeliveryRef(ctx context.Context, db bun.IDB, webhookID, deliveryID int64) (DeliveryRef, error) {
-	refs := make([]DeliveryRef, 0, 1)
-	if err := selectRefs(db).Where("d.id = ?", deliveryID).Where("d.webhook_id = ?", webhookID).Scan(ctx, &refs); err != nil {
-		return DeliveryRef{}, fmt.Errorf("find delivery: %w", err)
+	refs, err := readRefs(ctx, db, DeliveryQuery{WebhookID: webhookID, DeliveryID: deliveryID}, "find delivery")
+	if err != nil {
+		return DeliveryRef{}, err
 	}
 	if len(refs) == 0 {
 		return DeliveryRef{}, ErrNotFound
@@ -72,35 +48,16 @@ func (r Recovery) Check(now time.Time) error {
 	return nil
 }
 
-func (r Recovery) where(q *bun.SelectQuery) *bun.SelectQuery {
-	q = q.Where("d.webhook_id = ?", r.WebhookID).Where("d.state IN (?)", bun.List(RecoverableStates)).
-		Where("d.created_at >= ?", r.Since).Where("d.created_at < ?", r.Until)
-	if r.UpTo > 0 {
-		q = q.Where("d.id <= ?", r.UpTo)
-	}
-	return q
+// Query is the read of the deliveries r selects.
+func (r Recovery) Query() DeliveryQuery {
+	return DeliveryQuery{WebhookID: r.WebhookID, States: RecoverableStates, Since: r.Since, Until: r.Until, UpTo: r.UpTo}
 }
 
-// CountRecoverable counts the deliveries r selects and returns the largest of their ids, the
-// recovery's UpTo (0 when there are none).
-func CountRecoverable(ctx context.Context, db bun.IDB, r Recovery) (count int, upTo int64, err error) {
-	var row struct {
-		N   int   `bun:"n"`
-		Max int64 `bun:"max_id"`
+// readRefs reads the references of the deliveries q selects; what names the read in its error.
+func readRefs(ctx context.Context, db bun.IDB, q DeliveryQuery, what string) ([]DeliveryRef, error) {
+	page, err := ReadDeliveries(ctx, db, q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	q := db.NewSelect().TableExpr("deliveries AS d").ColumnExpr("COUNT(*) AS n, COALESCE(MAX(d.id), 0) AS max_id")
-	if err := r.where(q).Scan(ctx, &row); err != nil {
-		return 0, 0, fmt.Errorf("count recoverable deliveries: %w", err)
-	}
-	return row.N, row.Max, nil
-}
-
-// RecoverableDeliveries returns up to limit of the deliveries r selects with ids above after, in id
-// order: one batch of a recovery.
-func RecoverableDeliveries(ctx context.Context, db bun.IDB, r Recovery, after, limit int64) ([]DeliveryRef, error) {
-	var refs []DeliveryRef
-	if err := r.where(selectRefs(db)).Where("d.id > ?", after).OrderExpr("d.id ASC").Limit(limit).Scan(ctx, &refs); err != nil {
-		return nil, fmt.Errorf("find recoverable deliveries: %w", err)
-	}
-	return refs, nil
+	return page.Refs(), nil
 }

@@ -55,12 +55,33 @@ const MaxHourBuckets = 31 * 24
 // done by the database, grouped by the hour number since the Unix epoch, so at most
 // MaxHourBuckets rows come back.
 func EndpointHourly(ctx context.Context, db bun.IDB, accountID, webhookID int64, since, until time.Time) ([]HourBucket, error) {
-	exists, err := db.NewSelect().Model((*Webhook)(nil)).Where("id = ?", webhookID).Where("account_id = ?", accountID).Exists(ctx)
+	hours, err := EndpointsHourly(ctx, db, accountID, []int64{webhookID}, since, until)
+	if err != nil {
+		return nil, err
+	}
+	buckets, ok := hours[webhookID]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return buckets, nil
+}
+
+// EndpointsHourly is EndpointHourly for many webhooks of an account at once, in one query over
+// their attempts (a list page's webhooks): each live webhook of the account among webhookIDs gets
+// its buckets; another account's webhook, or a deleted one, is absent from the answer.
+func EndpointsHourly(ctx context.Context, db bun.IDB, accountID int64, webhookIDs []int64, since, until time.Time) (map[int64][]HourBucket, error) {
+	out := make(map[int64][]HourBucket, len(webhookIDs))
+	if len(webhookIDs) == 0 {
+		return out, nil
+	}
+	var live []int64
+	err := db.NewSelect().Model((*Webhook)(nil)).Column("id").Where("id IN (?)", bun.List(webhookIDs)).
+		Where("account_id = ?", accountID).Scan(ctx, &live)
 	if err != nil {
 		return nil, fmt.Errorf("load webhook: %w", err)
 	}
-	if !exists {
-		return nil, ErrNotFound
+	if len(live) == 0 {
+		return out, nil
 	}
 	first := since.UTC().Truncate(time.Hour)
 	until = until.UTC()
@@ -71,12 +92,15 @@ func EndpointHourly(ctx context.Context, db bun.IDB, accountID, webhookID int64,
 	if n > MaxHourBuckets {
 		return nil, &DataError{Field: "since", Reason: fmt.Sprintf("the window must span at most %d hours", MaxHourBuckets)}
 	}
-	buckets := make([]HourBucket, n)
-	for i := range buckets {
-		buckets[i].Hour = first.Add(time.Duration(i) * time.Hour)
+	for _, id := range live {
+		buckets := make([]HourBucket, n)
+		for i := range buckets {
+			buckets[i].Hour = first.Add(time.Duration(i) * time.Hour)
+		}
+		out[id] = buckets
 	}
 	if n == 0 {
-		return buckets, nil
+		return out, nil
 	}
 	// The hour number since the epoch: both dialects read their own timestamps (SQLite's text,
 	// with its zone, PostgreSQL's timestamptz) as UTC here.
@@ -86,18 +110,20 @@ func EndpointHourly(ctx context.Context, db bun.IDB, accountID, webhookID int64,
 	}
 	const last = "a.error_class IS NOT NULL AND a.attempt = d.attempts AND d.state = ?"
 	var rows []struct {
+		WebhookID int64 `bun:"webhook_id"`
 		Hour      int64 `bun:"hour"`
 		Delivered int   `bun:"delivered"`
 		Retried   int   `bun:"retried"`
 		Failed    int   `bun:"failed"`
 	}
-	err = windowAttempts(db, webhookID, first, until).
+	err = windowAttempts(db, live, first, until).
+		ColumnExpr("d.webhook_id").
 		ColumnExpr(hour+" AS hour").
 		ColumnExpr("SUM(CASE WHEN a.error_class IS NULL THEN 1 ELSE 0 END) AS delivered").
 		ColumnExpr("SUM(CASE WHEN "+last+" THEN 1 ELSE 0 END) AS failed", DeliveryExhausted).
 		ColumnExpr("SUM(CASE WHEN a.error_class IS NOT NULL AND NOT ("+last+" OR "+last+") THEN 1 ELSE 0 END) AS retried",
 			DeliveryExhausted, DeliveryCanceled).
-		GroupExpr("1").Scan(ctx, &rows)
+		GroupExpr("1, 2").Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("count attempts per hour: %w", err)
 	}
@@ -107,18 +133,18 @@ func EndpointHourly(ctx context.Context, db bun.IDB, accountID, webhookID int64,
 		if i < 0 || i >= int64(n) {
 			return nil, fmt.Errorf("count attempts per hour: hour %d outside the window", r.Hour)
 		}
-		b := &buckets[i]
+		b := &out[r.WebhookID][i]
 		b.Delivered, b.Retried, b.Failed = r.Delivered, r.Retried, r.Failed
 	}
-	return buckets, nil
+	return out, nil
 }
 
-// windowAttempts selects the attempts of one webhook that started in [since, until), through the
-// indexes EndpointHourly walks: the webhook's deliveries updated since the window began (an attempt
+// windowAttempts selects the attempts of webhooks that started in [since, until), through the
+// indexes EndpointHourly walks: the webhooks' deliveries updated since the window began (an attempt
 // sets its delivery's updated_at after it started), and their attempts.
-func windowAttempts(db bun.IDB, webhookID int64, since, until time.Time) *bun.SelectQuery {
+func windowAttempts(db bun.IDB, webhookIDs []int64, since, until time.Time) *bun.SelectQuery {
 	return db.NewSelect().TableExpr("deliveries AS d").Join("JOIN delivery_attempts AS a ON a.delivery_id = d.id").
-		Where("d.webhook_id = ?", webhookID).
+		Where("d.webhook_id IN (?)", bun.List(webhookIDs)).
 		Where("d.updated_at >= ?", since).
 		Where("a.started_at >= ?", since).Where("a.started_at < ?", until)
 }
@@ -160,7 +186,7 @@ func EndpointLatency(ctx context.Context, db bun.IDB, webhookID int64, since, un
 		return nil, err
 	}
 	var n int
-	if err := windowAttempts(db, webhookID, since, until).ColumnExpr("COUNT(*)").Scan(ctx, &n); err != nil {
+	if err := windowAttempts(db, []int64{webhookID}, since, until).ColumnExpr("COUNT(*)").Scan(ctx, &n); err != nil {
 		return nil, fmt.Errorf("count attempts: %w", err)
 	}
 	if n == 0 {
@@ -171,7 +197,7 @@ func EndpointLatency(ctx context.Context, db bun.IDB, webhookID int64, since, un
 		p  int
 		to *int64
 	}{{50, &l.P50}, {95, &l.P95}} {
-		err := windowAttempts(db, webhookID, since, until).ColumnExpr("a.latency_ms").
+		err := windowAttempts(db, []int64{webhookID}, since, until).ColumnExpr("a.latency_ms").
 			OrderExpr("a.latency_ms").Limit(1).Offset(int64(nearestRank(pick.p, n)-1)).Scan(ctx, pick.to)
 		if err != nil {
 			return nil, fmt.Errorf("latency percentile %d: %w", pick.p, err)
@@ -198,7 +224,7 @@ func LastFailedAttempt(ctx context.Context, db bun.IDB, webhookID int64, since, 
 		return nil, err
 	}
 	var f AttemptFailure
-	err := windowAttempts(db, webhookID, since, until).
+	err := windowAttempts(db, []int64{webhookID}, since, until).
 		ColumnExpr("a.started_at, a.error_class, a.status_code, a.error").
 		Where("a.error_class IS NOT NULL").
 		OrderExpr("a.started_at DESC, a.id DESC").Limit(1).Scan(ctx, &f)

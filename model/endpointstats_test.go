@@ -240,3 +240,51 @@ func TestLastFailedAttempt(t *testing.T) {
 		}
 	})
 }
+
+// TestEndpointsHourly: the hours of many webhooks read in one query are each webhook's own, as
+// EndpointHourly reads them one by one; another account's webhook and a deleted one are absent.
+func TestEndpointsHourly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "charts@example.com", "")
+		_, other, _ := model.CreateAPIKey(ctx, db, "other-charts@example.com", "")
+		w := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		sibling := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		idle := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		gone := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		foreign := newWebhook(t, db, other.ID, model.VariantA, "campaign.created")
+		t0 := model.Now().Truncate(time.Hour).Add(-3 * time.Hour)
+		for i, hook := range []*model.Webhook{w, sibling, gone, foreign} {
+			d := deliveryFor(t, db, hook.AccountID, hook)
+			for n := range i + 1 {
+				attempt(t, db, hook, d, n+1, n == i, t0.Add(time.Duration(n)*time.Hour))
+			}
+		}
+		if err := model.DeleteWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: model.VariantA}, gone.ID); err != nil {
+			t.Fatal(err)
+		}
+		until := model.Now()
+		hours, err := model.EndpointsHourly(ctx, db, acc.ID, []int64{w.ID, sibling.ID, idle.ID, gone.ID, foreign.ID}, t0, until)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hours) != 3 {
+			t.Fatalf("hours of %d webhooks, want w, sibling and idle: %v", len(hours), hours)
+		}
+		for _, hook := range []*model.Webhook{w, sibling, idle} {
+			one, err := model.EndpointHourly(ctx, db, acc.ID, hook.ID, t0, until)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(hourCounts(hours[hook.ID])) != fmt.Sprint(hourCounts(one)) {
+				t.Fatalf("webhook %d: %v together, %v alone", hook.ID, hourCounts(hours[hook.ID]), hourCounts(one))
+			}
+		}
+		if got := fmt.Sprint(hourCounts(hours[sibling.ID])); got != "[0/1/0 1/0/0 0/0/0 0/0/0]" {
+			t.Fatalf("sibling = %s", got)
+		}
+		if none, err := model.EndpointsHourly(ctx, db, acc.ID, nil, t0, until); err != nil || len(none) != 0 {
+			t.Fatalf("no webhooks = %v, %v", none, err)
+		}
+	})
+}

@@ -391,14 +391,6 @@ func (r *PublishResult) Refs() []DeliveryRef {
 	return refs
 }
 
-// selectRefs selects DeliveryRefs: deliveries (d) with their event's account, variant and type (e)
-// and their webhook's URL (w).
-func selectRefs(db bun.IDB) *bun.SelectQuery {
-	return db.NewSelect().TableExpr("deliveries AS d").Join("JOIN events AS e ON e.id = d.event_id").
-		Join("JOIN webhooks AS w ON w.id = d.webhook_id").
-		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, e.account_id, e.variant, e.event_type, w.url AS webhook_url, d.state, d.attempts")
-}
-
 // UndispatchedDeliveries returns deliveries created before olderThan whose workflow was never
 // started: the outbox a crash left behind.
 //
@@ -406,44 +398,8 @@ func selectRefs(db bun.IDB) *bun.SelectQuery {
 // on, so that one account's backlog of thousands does not hold back another account's one
 // delivery that missed its start.
 func UndispatchedDeliveries(ctx context.Context, db bun.IDB, olderThan time.Time, limit int64) ([]DeliveryRef, error) {
-	var refs []DeliveryRef
-	turns := selectRefs(db).ColumnExpr("ROW_NUMBER() OVER (PARTITION BY e.account_id ORDER BY d.id) AS turn").
-		Where("d.dispatched_at IS NULL").Where("d.created_at < ?", olderThan)
-	err := db.NewSelect().TableExpr("(?) AS u", turns).
-		ColumnExpr("delivery_id, event_id, webhook_id, account_id, variant, event_type, webhook_url, state, attempts").
-		OrderExpr("turn ASC, delivery_id ASC").Limit(limit).Scan(ctx, &refs)
-	if err != nil {
-		return nil, fmt.Errorf("find undispatched deliveries: %w", err)
-	}
-	return refs, nil
-}
-
-// CountExhausted counts the exhausted deliveries of a webhook, for a manual retry of them, and
-// returns the largest of their ids (0 when there are none): the retry covers those and not the
-// deliveries that are exhausted after it was asked for.
-func CountExhausted(ctx context.Context, db bun.IDB, webhookID int64) (count int, upTo int64, err error) {
-	var row struct {
-		N   int   `bun:"n"`
-		Max int64 `bun:"max_id"`
-	}
-	err = db.NewSelect().TableExpr("deliveries AS d").ColumnExpr("COUNT(*) AS n, COALESCE(MAX(d.id), 0) AS max_id").
-		Where("d.webhook_id = ?", webhookID).Where("d.state = ?", DeliveryExhausted).Scan(ctx, &row)
-	if err != nil {
-		return 0, 0, fmt.Errorf("count exhausted deliveries: %w", err)
-	}
-	return row.N, row.Max, nil
-}
-
-// ExhaustedDeliveries returns up to limit exhausted deliveries of a webhook with ids above after
-// and at most upTo, in id order: one batch of a manual retry.
-func ExhaustedDeliveries(ctx context.Context, db bun.IDB, webhookID, upTo, after, limit int64) ([]DeliveryRef, error) {
-	var refs []DeliveryRef
-	err := selectRefs(db).Where("d.webhook_id = ?", webhookID).Where("d.state = ?", DeliveryExhausted).
-		Where("d.id > ?", after).Where("d.id <= ?", upTo).OrderExpr("d.id ASC").Limit(limit).Scan(ctx, &refs)
-	if err != nil {
-		return nil, fmt.Errorf("find exhausted deliveries: %w", err)
-	}
-	return refs, nil
+	return readRefs(ctx, db, DeliveryQuery{Undispatched: true, Until: olderThan, Order: AccountTurns, Limit: limit},
+		"find undispatched deliveries")
 }
 
 // ClaimedRef is a delivery a claim holds, with the time of the claim.
@@ -455,20 +411,13 @@ type ClaimedRef struct {
 // StaleClaims returns up to limit deliveries claimed before olderThan, oldest claim first: those a
 // process claimed for a retry and died before it handed them to their workflows.
 func StaleClaims(ctx context.Context, db bun.IDB, olderThan time.Time, limit int64) ([]ClaimedRef, error) {
-	var refs []ClaimedRef
-	err := selectRefs(db).ColumnExpr("d.claimed_at").Where("d.claimed_at < ?", olderThan).
-		OrderExpr("d.claimed_at ASC, d.id ASC").Limit(limit).Scan(ctx, &refs)
+	page, err := ReadDeliveries(ctx, db, DeliveryQuery{ClaimedBefore: olderThan, Order: ClaimOrder, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("find stale claims: %w", err)
 	}
-	return refs, nil
-}
-
-// EventDeliveryRefs returns the deliveries of one event, in id order: what a fan-out starts.
-func EventDeliveryRefs(ctx context.Context, db bun.IDB, eventID int64) ([]DeliveryRef, error) {
-	var refs []DeliveryRef
-	if err := selectRefs(db).Where("d.event_id = ?", eventID).OrderExpr("d.id ASC").Scan(ctx, &refs); err != nil {
-		return nil, fmt.Errorf("find the deliveries of event %d: %w", eventID, err)
+	refs := make([]ClaimedRef, len(page.Views))
+	for i := range page.Views {
+		refs[i] = ClaimedRef{DeliveryRef: page.Views[i].Ref(), ClaimedAt: *page.Views[i].ClaimedAt}
 	}
 	return refs, nil
 }

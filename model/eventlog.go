@@ -119,9 +119,13 @@ func GetEvent(ctx context.Context, db bun.IDB, scope WebhookScope, id int64) (*E
 // EventDeliveries returns the deliveries of one event, in id order, those of webhooks deleted since
 // included: they are the event's history.
 func EventDeliveries(ctx context.Context, db bun.IDB, eventID int64) ([]Delivery, error) {
-	deliveries := []Delivery{}
-	if err := db.NewSelect().Model(&deliveries).Where("event_id = ?", eventID).OrderExpr("id ASC").Scan(ctx); err != nil {
+	page, err := ReadDeliveries(ctx, db, DeliveryQuery{EventID: eventID})
+	if err != nil {
 		return nil, fmt.Errorf("load the deliveries of event %d: %w", eventID, err)
+	}
+	deliveries := make([]Delivery, len(page.Views))
+	for i := range page.Views {
+		deliveries[i] = page.Views[i].Delivery
 	}
 	return deliveries, nil
 }

@@ -154,7 +154,7 @@ func TestListDeliveriesByteBudget(t *testing.T) {
 			{"limit first", 0, 1, 0, ids[:1], true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				page, err := model.ListDeliveries(ctx, db, model.DeliveryFilter{WebhookID: w.ID, Before: tc.before, Limit: tc.limit, MaxBytes: tc.max})
+				page, err := model.ReadDeliveries(ctx, db, model.DeliveryQuery{WebhookID: w.ID, Before: tc.before, Limit: tc.limit, MaxBytes: tc.max, Order: model.NewestFirst, Include: model.IncludeAttempts})
 				if err != nil {
 					t.Fatal(err)
 				}

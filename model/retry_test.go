@@ -168,17 +168,18 @@ func TestExhaustedBatches(t *testing.T) {
 			}
 		}
 		setState(t, db, deliveryFor(t, db, acc.ID, other), model.DeliveryExhausted)
-		n, upTo, err := model.CountExhausted(ctx, db, w.ID)
+		n, upTo, err := model.CountDeliveries(ctx, db, model.DeliveryQuery{WebhookID: w.ID, States: []string{model.DeliveryExhausted}})
 		if err != nil || n != 3 || upTo != want[2] {
 			t.Fatalf("count = %d up to %d (%v), want 3 up to %d", n, upTo, err, want[2])
 		}
 		setState(t, db, deliveryFor(t, db, acc.ID, w), model.DeliveryExhausted) // after the count
 		var got []int64
 		for after := int64(0); ; {
-			refs, err := model.ExhaustedDeliveries(ctx, db, w.ID, upTo, after, 2)
+			page, err := model.ReadDeliveries(ctx, db, model.DeliveryQuery{WebhookID: w.ID, States: []string{model.DeliveryExhausted}, UpTo: upTo, After: after, Limit: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
+			refs := page.Refs()
 			if len(refs) == 0 {
 				break
 			}
@@ -222,17 +223,20 @@ func TestRecoverable(t *testing.T) {
 		setState(t, db, deliveryFor(t, db, acc.ID, w), model.DeliveryExhausted)
 
 		r := model.Recovery{WebhookID: w.ID, Since: since, Until: until}
-		n, upTo, err := model.CountRecoverable(ctx, db, r)
+		n, upTo, err := model.CountDeliveries(ctx, db, r.Query())
 		if err != nil || n != len(want) || upTo != want[len(want)-1] {
 			t.Fatalf("count = %d up to %d (%v), want %d up to %d", n, upTo, err, len(want), want[len(want)-1])
 		}
 		r.UpTo = upTo
 		var got []int64
 		for after := int64(0); ; {
-			refs, err := model.RecoverableDeliveries(ctx, db, r, after, 2)
+			q := r.Query()
+			q.After, q.Limit = after, 2
+			page, err := model.ReadDeliveries(ctx, db, q)
 			if err != nil {
 				t.Fatal(err)
 			}
+			refs := page.Refs()
 			if len(refs) == 0 {
 				break
 			}
@@ -251,7 +255,7 @@ func TestRecoverable(t *testing.T) {
 		}
 		// A delivery that failed after the recovery was asked for is not its business.
 		r.Until = model.Now().Add(time.Second)
-		if n, _, _ := model.CountRecoverable(ctx, db, r); n != len(want) {
+		if n, _, _ := model.CountDeliveries(ctx, db, r.Query()); n != len(want) {
 			t.Fatalf("count up to %d with the window widened = %d, want %d", r.UpTo, n, len(want))
 		}
 	})

@@ -37,37 +37,25 @@ type attemptRow struct {
 // liveStates are the states of a delivery whose page follows it (follow.js): more may happen.
 var liveStates = model.UnderwayStates
 
-// loadDelivery reads the :id delivery within the session's scope: its webhook must be one the
-// session sees (model.GetWebhook: its account, its variant, not deleted), as the REST API reaches
-// a delivery only through its webhook. Any other id is 404.
-func (h *eventHandlers) loadDelivery(c echo.Context) (*model.Webhook, int64, error) {
+// loadDelivery reads the :id delivery within the session's scope, with what include asks for, and
+// its webhook: the read itself is scoped (the session's account and variant, a live webhook of
+// it), as the REST API reaches a delivery only through its webhook. Any other id is 404.
+func (h *eventHandlers) loadDelivery(c echo.Context, include model.DeliveryInclude) (*model.Webhook, *model.DeliveryView, error) {
 	id, ok := webhookID(c)
 	if !ok {
-		return nil, 0, errNotFound
+		return nil, nil, errNotFound
 	}
-	ctx := c.Request().Context()
-	target, err := model.LoadDeliveryTarget(ctx, h.db, id)
-	if err != nil {
-		return nil, 0, err
-	}
-	w, err := h.webhooks.Get(ctx, sessionOf(c).Scope(), target.Webhook.ID)
-	if err != nil {
-		return nil, 0, err
-	}
-	return w, id, nil
+	return h.webhooks.Delivery(c.Request().Context(), sessionOf(c).Scope(), 0, id, include)
 }
 
 // delivery is GET /portal/deliveries/:id: the delivery's state and every attempt, the headers each
 // sent without the signature, and the body its next attempt sends.
 func (h *eventHandlers) delivery(c echo.Context) error {
-	w, id, err := h.loadDelivery(c)
+	w, v, err := h.loadDelivery(c, model.IncludeAttempts|model.IncludeEvent)
 	if err != nil {
 		return err
 	}
-	v, err := model.GetDelivery(c.Request().Context(), h.db, w.ID, id)
-	if err != nil {
-		return err
-	}
+	id := v.ID
 	attempts := make([]attemptRow, len(v.Log))
 	for i, a := range v.Log {
 		attempts[i] = attemptRow{Attempt: a}
@@ -129,10 +117,11 @@ func sentHeaders(raw string) ([]header, error) {
 // POST .../deliveries/:deliveryId/retry does, then the delivery page follows it.
 func (h *eventHandlers) resend(c echo.Context) error {
 	asked := model.Now()
-	w, id, err := h.loadDelivery(c)
+	w, v, err := h.loadDelivery(c, 0)
 	if err != nil {
 		return err
 	}
+	id := v.ID
 	// As the API's: resends that arrive together are one.
 	if _, err = h.webhooks.Resend(c.Request().Context(), w, id, asked); err != nil {
 		return err
@@ -141,8 +130,8 @@ func (h *eventHandlers) resend(c echo.Context) error {
 }
 
 // confirmRecover is GET /portal/webhooks/:id/recover?since=: how many deliveries a recovery since
-// that time would resend (model.CountRecoverable, the count dispatch.Recover starts with), and the
-// form that confirms it. Without since, the last 24 hours.
+// that time would resend (webhooks.Service.CountRecoverable, the count dispatch.Recover starts
+// with), and the form that confirms it. Without since, the last 24 hours.
 func (h *eventHandlers) confirmRecover(c echo.Context) error {
 	w, err := h.loadWebhook(c)
 	if err != nil {

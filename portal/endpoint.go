@@ -1,7 +1,6 @@
 package portal
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
@@ -36,9 +34,6 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 	g.POST("/webhooks/:id/tls", h.tls, write...)
 	g.POST("/webhooks/:id/version", h.version, write...)
 }
-
-// rateWindow is the window of the success rate on the endpoints and the endpoint page.
-const rateWindow = 24 * time.Hour
 
 // successRate is the share of an endpoint's attempts that were delivered, from the chart's counts
 // summed (webhooks.Tally), so the bar and the chart cannot disagree.
@@ -70,25 +65,6 @@ func (r successRate) Bar() template.HTML {
 	return template.HTML(fmt.Sprintf(
 		`<span class="rate"><meter min="0" max="100" low="80" high="99" optimum="100" value="%d" title="%d of %d attempts delivered in the last 24 hours">%d %%</meter> %d %% of %d</span>`,
 		p, r.Delivered, r.Total, p, p, r.Total))
-}
-
-// successRates is the last 24 hours' success rate of each webhook of the account, one
-// EndpointHourly query per webhook (the list holds at most the account's limit of webhooks).
-func successRates(ctx context.Context, db bun.IDB, accountID int64, ids []int64) (map[int64]successRate, error) {
-	now := model.Now()
-	since := now.Add(-rateWindow)
-	rates := make(map[int64]successRate, len(ids))
-	for _, id := range ids {
-		buckets, err := model.EndpointHourly(ctx, db, accountID, id, since, now)
-		if errors.Is(err, model.ErrNotFound) {
-			continue // deleted since the list was read
-		}
-		if err != nil {
-			return nil, err
-		}
-		rates[id] = rateOf(webhooks.Tally(buckets, since))
-	}
-	return rates, nil
 }
 
 // detailView is what the endpoint page shows beyond the webhook: the secret only in the answer to
@@ -162,7 +138,7 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 		"Versions": sources.VersionsOf(w.EventType), "VersionError": v.versionError, "VersionNotice": v.versionNotice,
 		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": health.LastAttempt,
 		"Chart": ChartSVG(health.Hours, chartTitle), "Range": rangeName,
-		"Rate":      rateOf(health.TotalsSince(health.To.Add(-rateWindow))),
+		"Rate":      rateOf(health.TotalsSince(health.To.Add(-webhooks.RateWindow))),
 		"Latency":   health.Latency,
 		"DisableAt": health.DisableAt,
 		"Snippets":  SignatureSnippets(session.Variant),

@@ -97,17 +97,14 @@ func (h *endpointHandlers) renderList(c echo.Context, status int, formURL, formT
 	for i := range hooks {
 		ids[i] = hooks[i].ID
 	}
-	last, err := model.LastAttempts(ctx, h.db, ids)
-	if err != nil {
-		return err
-	}
-	rates, err := successRates(ctx, h.db, session.AccountID, ids)
+	recent, err := h.webhooks.Recent(ctx, session.Scope(), ids)
 	if err != nil {
 		return err
 	}
 	rows := make([]endpointRow, len(hooks))
 	for i := range hooks {
-		rows[i] = endpointRow{Webhook: &hooks[i], LastAttempt: last[hooks[i].ID], Rate: rates[hooks[i].ID]}
+		r := recent[hooks[i].ID]
+		rows[i] = endpointRow{Webhook: &hooks[i], LastAttempt: r.LastAttempt, Rate: rateOf(r.Day)}
 	}
 	return h.render(c, status, "endpoints", map[string]any{
 		"Title": "Endpoints", "Endpoints": rows, "Catalog": sources.EventCatalog(session.Variant),

@@ -312,7 +312,7 @@ func TestRecoverCount(t *testing.T) {
 		cookie := e.enter(t, e.link(t, account.ID, v, false))
 		since := model.Now().Add(-time.Hour).Format("2006-01-02T15:04:05")
 		// The pending one is covered too: its attempt may be in flight (issue 41).
-		n, _, err := model.CountRecoverable(t.Context(), e.db, model.Recovery{WebhookID: w.ID, Since: model.Now().Add(-time.Hour), Until: model.Now()})
+		n, _, err := model.CountDeliveries(t.Context(), e.db, model.Recovery{WebhookID: w.ID, Since: model.Now().Add(-time.Hour), Until: model.Now()}.Query())
 		if err != nil || n != 4 {
 			t.Fatalf("CountRecoverable = %d, %v; want 4", n, err)
 		}

@@ -125,6 +125,6 @@ func (s *Service) CountRecoverable(ctx context.Context, w *model.Webhook, r Reco
 	if m.Until.IsZero() {
 		m.Until = model.Now()
 	}
-	n, _, err := model.CountRecoverable(ctx, s.db, m)
+	n, _, err := model.CountDeliveries(ctx, s.db, m.Query())
 	return n, err
 }

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uptrace/bun"
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 
@@ -93,6 +92,12 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		return err
 	}
 	defer db.Close()
+	// Reading needs no Temporal: the use cases without a dispatcher serve the list and the lookup.
+	reads, err := webhooks.New(webhooks.Config{DB: db, Logger: logger, MaxWebhooks: cfg.MaxWebhooks,
+		RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules()})
+	if err != nil {
+		return err
+	}
 	if args[0] == "list" {
 		access, err := newAccounts(cfg, db)
 		if err != nil {
@@ -105,9 +110,9 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		if err != nil {
 			return err
 		}
-		return listWebhooks(ctx, db.DB, account, model.Variant(*variant), cfg.headerNames, cfg.authType, cfg.tlsKind, stdout)
+		return listWebhooks(ctx, reads, account, model.Variant(*variant), cfg.headerNames, cfg.authType, cfg.tlsKind, stdout)
 	}
-	w, err := model.FindWebhook(ctx, db, id)
+	w, err := reads.Find(ctx, id)
 	if errors.Is(err, model.ErrNotFound) {
 		return fmt.Errorf("no webhook with id %d", id)
 	}
@@ -208,7 +213,7 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 // scripts that cut the first five columns read what they always read. headers names a webhook's
 // custom headers, auth the type of its authentication to the receiver, tlsKind what its TLS
 // settings hold (the last column).
-func listWebhooks(ctx context.Context, db *bun.DB, account *model.Account, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
+func listWebhooks(ctx context.Context, uses *webhooks.Service, account *model.Account, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS")
 	for _, v := range model.Variants {
 		if only != "" && v != only {
@@ -216,7 +221,7 @@ func listWebhooks(ctx context.Context, db *bun.DB, account *model.Account, only 
 		}
 		f := model.WebhookFilter{Limit: 200}
 		for {
-			hooks, err := model.ListWebhooks(ctx, db, model.WebhookScope{AccountID: account.ID, Variant: v}, f)
+			hooks, err := uses.List(ctx, model.WebhookScope{AccountID: account.ID, Variant: v}, f)
 			if err != nil {
 				return err
 			}

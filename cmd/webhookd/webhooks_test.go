@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -19,7 +20,10 @@ import (
 func TestWebhooksCommands(t *testing.T) {
 	ctx := context.Background()
 	key := bytes.Repeat([]byte{9}, 32)
-	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db"), SecretKey: key}
+	// MaxWebhooks and TemporalRequestTimeout as loadConfig's defaults: the commands read through the
+	// use cases, which need both.
+	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db"), SecretKey: key,
+		MaxWebhooks: 100, TemporalRequestTimeout: 3 * time.Second}
 	cmd := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		err := webhooksCommand(ctx, cfg, args, &out, io.Discard, slog.New(slog.DiscardHandler))

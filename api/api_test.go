@@ -95,7 +95,6 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	}
 	t.Cleanup(tc.Close)
 	cfg := envConfig{Config: api.Config{
-		DB: db, Secrets: box,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		RateLimit: 1000, RateBurst: 1000,
 	}, MaxWebhooks: 100, Temporal: tc}

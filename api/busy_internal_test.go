@@ -66,7 +66,7 @@ func checkMapped(t *testing.T, db *model.DB, err error, status int) {
 	if readyErr != nil {
 		t.Fatal(readyErr)
 	}
-	s := &Server{db: db, readiness: ready, log: log}
+	s := &Server{readiness: ready, log: log}
 	rec := httptest.NewRecorder()
 	c := echo.New().NewContext(httptest.NewRequest(http.MethodPatch, "/api/svc/v2/campaigns/1", nil), rec)
 	s.handleError(fmt.Errorf("update campaign: %w", err), c)

@@ -202,7 +202,7 @@ func TestHealthQuiet(t *testing.T) {
 func TestHealthIsThePortals(t *testing.T) {
 	rule := model.DisableRule{After: 120 * time.Hour, MinExhausted: 1}
 	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.Disable = rule })
-	pages, err := portal.New(portal.Config{DB: e.db, Webhooks: e.uses, Accounts: e.access, Readiness: e.ready, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	pages, err := portal.New(portal.Config{Webhooks: e.uses, Accounts: e.access, Readiness: e.ready, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PublicURL: "http://127.0.0.1:8080", FrameAncestors: "'self'", RateLimit: 1000, RateBurst: 1000})
 	if err != nil {
 		t.Fatal(err)

@@ -182,13 +182,13 @@ func TestNewRefusesMissingLimits(t *testing.T) {
 		{"RateLimit", func(c *api.Config) { c.RateLimit = 0 }},
 		{"RateBurst", func(c *api.Config) { c.RateBurst = 0 }},
 	} {
-		cfg := api.Config{DB: db, Webhooks: svc, Sources: sites, Accounts: access, Readiness: ready, RateLimit: 20, RateBurst: 40}
+		cfg := api.Config{Webhooks: svc, Sources: sites, Accounts: access, Readiness: ready, RateLimit: 20, RateBurst: 40}
 		c.clear(&cfg)
 		if _, err := api.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("without %s: New returned %v, want an error naming it", c.field, err)
 		}
 	}
-	if _, err := api.New(api.Config{DB: db, Webhooks: svc, Sources: sites, Accounts: access, Readiness: ready, RateLimit: 20, RateBurst: 40}); err != nil {
+	if _, err := api.New(api.Config{Webhooks: svc, Sources: sites, Accounts: access, Readiness: ready, RateLimit: 20, RateBurst: 40}); err != nil {
 		t.Fatalf("with every limit: %v", err)
 	}
 }

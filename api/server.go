@@ -22,7 +22,6 @@ import (
 
 	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/docs"
-	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/tracing"
@@ -38,8 +37,6 @@ const (
 
 // Config carries the API's dependencies and limits.
 type Config struct {
-	DB      *model.DB
-	Secrets *model.SecretBox
 	// Webhooks runs the use cases of webhooks and their deliveries, shared with the portal and
 	// the CLI; it publishes every event the API's changes emit. Required.
 	Webhooks *webhooks.Service
@@ -69,7 +66,6 @@ type Config struct {
 
 // Server holds what the handlers need.
 type Server struct {
-	db *model.DB
 	// webhooks holds the use cases; its Change and Publish commit a change with the events it
 	// emits, then start their deliveries.
 	webhooks *webhooks.Service
@@ -77,7 +73,6 @@ type Server struct {
 	sources           *sources.Service
 	accounts          *accounts.Service
 	readiness         *readiness.Checker
-	secrets           *model.SecretBox
 	log               *slog.Logger
 	publicURL         string
 	retryAfterSeconds int
@@ -106,12 +101,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api: RateLimit %v, RateBurst %d: must be positive", cfg.RateLimit, cfg.RateBurst)
 	}
 	s := &Server{
-		db:                cfg.DB,
 		webhooks:          cfg.Webhooks,
 		sources:           cfg.Sources,
 		accounts:          cfg.Accounts,
 		readiness:         cfg.Readiness,
-		secrets:           cfg.Secrets,
 		log:               cfg.Logger,
 		publicURL:         cfg.PublicURL,
 		retryAfterSeconds: int(math.Max(1, math.Ceil(1/cfg.RateLimit))),

@@ -175,7 +175,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{
-		DB: st.db, Secrets: box, Webhooks: uses, Sources: sites, Accounts: access, Readiness: ready,
+		Webhooks: uses, Sources: sites, Accounts: access, Readiness: ready,
 		Logger: logger, Registry: st.registry, Gatherer: st.registry, RateLimit: 1000, RateBurst: 1000,
 	})
 	if err != nil {

@@ -54,7 +54,6 @@ var staticFiles embed.FS
 
 // Config carries the portal's dependencies.
 type Config struct {
-	DB *model.DB
 	// Webhooks runs the use cases of webhooks and their deliveries, as it does for the API: the
 	// same rules, the same limits. Required.
 	Webhooks *webhooks.Service
@@ -81,7 +80,6 @@ type Config struct {
 
 // Server serves the portal's pages.
 type Server struct {
-	db        *model.DB
 	webhooks  *webhooks.Service
 	accounts  *accounts.Service
 	readiness *readiness.Checker
@@ -115,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		db: cfg.DB, webhooks: cfg.Webhooks, accounts: cfg.Accounts, readiness: cfg.Readiness, log: cfg.Logger,
+		webhooks: cfg.Webhooks, accounts: cfg.Accounts, readiness: cfg.Readiness, log: cfg.Logger,
 		cookie: newCookiePolicy(cfg.PublicURL, cfg.FrameAncestors), pages: pages,
 		csp: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
 			"base-uri 'none'; form-action 'self'; frame-ancestors " + cfg.FrameAncestors,

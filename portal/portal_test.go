@@ -63,7 +63,7 @@ func newEnv(t testing.TB, db *model.DB, opts ...func(*envConfig)) *env {
 		t.Fatal(err)
 	}
 	cfg := envConfig{Config: portal.Config{
-		DB: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PublicURL: "http://127.0.0.1:8080", FrameAncestors: frameAncestors, RateLimit: 1000, RateBurst: 1000,
 	}, MaxWebhooks: 3}
 	for _, o := range opts {

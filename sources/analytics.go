@@ -32,9 +32,9 @@ type Threshold struct {
 	CreatedAt time.Time  `bun:"created_at,notnull"`
 }
 
-// SetThreshold adds a threshold. One the counter has already reached is recorded as crossed: it
+// setThreshold adds a threshold. One the counter has already reached is recorded as crossed: it
 // marks a crossing to come, and that one has passed.
-func SetThreshold(ctx context.Context, db bun.IDB, websiteID int64, metric string, value int64) (*Threshold, error) {
+func setThreshold(ctx context.Context, db bun.IDB, websiteID int64, metric string, value int64) (*Threshold, error) {
 	th := &Threshold{WebsiteID: websiteID, Metric: metric, Value: value, CreatedAt: model.Now()}
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := GetWebsite(ctx, tx, 0, websiteID, true); err != nil {
@@ -57,8 +57,8 @@ func SetThreshold(ctx context.Context, db bun.IDB, websiteID int64, metric strin
 	return th, err
 }
 
-// ListThresholds returns the thresholds of one website, or of all when websiteID is 0.
-func ListThresholds(ctx context.Context, db bun.IDB, websiteID int64) ([]Threshold, error) {
+// listThresholds returns the thresholds of one website, or of all when websiteID is 0.
+func listThresholds(ctx context.Context, db bun.IDB, websiteID int64) ([]Threshold, error) {
 	var ths []Threshold
 	q := db.NewSelect().Model(&ths).OrderExpr("website_id, metric, value")
 	if websiteID != 0 {

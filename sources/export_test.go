@@ -28,3 +28,6 @@ func (o *object) Get(name string) json.RawMessage    { return o.get(name) }
 func (o *object) Set(name string, v json.RawMessage) { o.set(name, v) }
 func (o *object) Remove(name string)                 { o.remove(name) }
 func (o *object) Encode() json.RawMessage            { return o.encode() }
+
+// SetThreshold is setThreshold, for the tests that set thresholds on a database directly.
+var SetThreshold = setThreshold

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/webhookd/webhookd/model"
@@ -238,4 +240,23 @@ func (s *Service) CountVisit(ctx context.Context, accountID, id int64, metric st
 		return err
 	})
 	return value, err
+}
+
+// ErrInvalidThreshold refuses a threshold whose website, metric or value is not one (the
+// operator's `webhookd threshold set`).
+var ErrInvalidThreshold = fmt.Errorf("a threshold needs a website id, a metric (one of %s) and a value, a positive integer of at most 2^53-1",
+	strings.Join(AnalyticsMetrics, ", "))
+
+// SetThreshold adds an analytics threshold to a website of any account: the operator's. One the
+// counter has already reached is recorded as crossed (Threshold.CrossedAt): it will not fire.
+func (s *Service) SetThreshold(ctx context.Context, websiteID int64, metric string, value int64) (*Threshold, error) {
+	if websiteID < 1 || !slices.Contains(AnalyticsMetrics, metric) || value < 1 || !model.SafeInteger(value) {
+		return nil, ErrInvalidThreshold
+	}
+	return setThreshold(ctx, s.db, websiteID, metric, value)
+}
+
+// Thresholds lists the thresholds of one website, or of every website when websiteID is 0.
+func (s *Service) Thresholds(ctx context.Context, websiteID int64) ([]Threshold, error) {
+	return listThresholds(ctx, s.db, websiteID)
 }

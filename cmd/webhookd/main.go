@@ -23,6 +23,7 @@ import (
 	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
+	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -164,6 +165,16 @@ func openDB(ctx context.Context, cfg Config) (*model.DB, error) {
 
 // newAccounts builds the use cases of accounts, API keys and portal access on db, for serve and
 // for the operator's commands alike.
+// operatorSources are the sources' use cases for the operator's commands, which publish nothing
+// and need no Temporal.
+func operatorSources(cfg Config, db *model.DB) (*sources.Service, error) {
+	uses, err := webhooks.New(webhooks.Config{DB: db, MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules()})
+	if err != nil {
+		return nil, err
+	}
+	return sources.New(sources.Config{DB: db, Publisher: uses, SiteBaseURL: cfg.SiteBaseURL, RequestTimeout: cfg.TemporalRequestTimeout})
+}
+
 func newAccounts(cfg Config, db *model.DB) (*accounts.Service, error) {
 	return accounts.New(accounts.Config{DB: db, PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal})
 }
@@ -271,13 +282,17 @@ func thresholdCommand(ctx context.Context, cfg Config, args []string, stdout, st
 		return err
 	}
 	defer db.Close()
+	sites, err := operatorSources(cfg, db)
+	if err != nil {
+		return err
+	}
 	if args[0] == "set" {
-		if *website < 1 || !slices.Contains(sources.AnalyticsMetrics, *metric) || *value < 1 || !model.SafeInteger(*value) {
-			return fmt.Errorf("--website must be a website id, --metric one of %s, --value a positive integer of at most 2^53-1", strings.Join(sources.AnalyticsMetrics, ", "))
-		}
-		th, err := sources.SetThreshold(ctx, db, *website, *metric, *value)
+		th, err := sites.SetThreshold(ctx, *website, *metric, *value)
 		if errors.Is(err, model.ErrNotFound) {
 			return fmt.Errorf("website %d not found", *website)
+		}
+		if errors.Is(err, sources.ErrInvalidThreshold) {
+			return fmt.Errorf("--website must be a website id, --metric one of %s, --value a positive integer of at most 2^53-1", strings.Join(sources.AnalyticsMetrics, ", "))
 		}
 		if err != nil {
 			return err
@@ -289,7 +304,7 @@ func thresholdCommand(ctx context.Context, cfg Config, args []string, stdout, st
 		fmt.Fprintf(stdout, "threshold set: website %d, %s reaching %d%s\n", *website, *metric, *value, note)
 		return nil
 	}
-	ths, err := sources.ListThresholds(ctx, db, *website)
+	ths, err := sites.Thresholds(ctx, *website)
 	if err != nil {
 		return err
 	}

@@ -138,13 +138,13 @@ func TestPortalMount(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		uses := testUseCases(t, db)
 		access, ready := testAccess(t, Config{PublicURL: "http://127.0.0.1:8080", Portal: on}, db)
-		srv, err := api.New(api.Config{DB: db, Webhooks: uses, Sources: testSources(t, db, uses), Accounts: access, Readiness: ready, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080"})
+		srv, err := api.New(api.Config{Webhooks: uses, Sources: testSources(t, db, uses), Accounts: access, Readiness: ready, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: "http://127.0.0.1:8080"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var handler http.Handler = srv
 		if on {
-			p, err := portal.New(portal.Config{DB: db, Webhooks: uses, Accounts: access, Readiness: ready, Logger: logger, PublicURL: "http://127.0.0.1:8080", RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"})
+			p, err := portal.New(portal.Config{Webhooks: uses, Accounts: access, Readiness: ready, Logger: logger, PublicURL: "http://127.0.0.1:8080", RateLimit: 20, RateBurst: 40, FrameAncestors: "'self'"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,11 +203,11 @@ func TestAPIKeyRevokeEndsPortalAccess(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	uses := testUseCases(t, db)
 	access, ready := testAccess(t, cfg, db)
-	srv, err := api.New(api.Config{DB: db, Webhooks: uses, Sources: testSources(t, db, uses), Accounts: access, Readiness: ready, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
+	srv, err := api.New(api.Config{Webhooks: uses, Sources: testSources(t, db, uses), Accounts: access, Readiness: ready, Logger: logger, RateLimit: 100, RateBurst: 100, PublicURL: cfg.PublicURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := portal.New(portal.Config{DB: db, Webhooks: uses, Accounts: access, Readiness: ready, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100, FrameAncestors: "'self'"})
+	p, err := portal.New(portal.Config{Webhooks: uses, Accounts: access, Readiness: ready, Logger: logger, PublicURL: cfg.PublicURL, RateLimit: 100, RateBurst: 100, FrameAncestors: "'self'"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -292,7 +292,7 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 		return nil, err
 	}
 	srv, err := api.New(api.Config{
-		DB: p.db, Secrets: p.secrets, Webhooks: uses, Sources: sites, Accounts: access, Readiness: ready,
+		Webhooks: uses, Sources: sites, Accounts: access, Readiness: ready,
 		Logger:   p.logger.With("component", "api"),
 		Registry: p.registry, Gatherer: p.registry,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
@@ -302,7 +302,7 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 		return srv, err
 	}
 	portalSrv, err := portal.New(portal.Config{
-		DB: p.db, Webhooks: uses, Accounts: access, Readiness: ready,
+		Webhooks: uses, Accounts: access, Readiness: ready,
 		Logger: p.logger.With("component", "portal"), PublicURL: cfg.PublicURL, FrameAncestors: cfg.PortalFrameAncestors,
 		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Registry: p.registry,
 		Tracer: p.tracer,

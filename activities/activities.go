@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // Error types of application errors raised by activities. Both are non-retryable.
@@ -42,7 +43,7 @@ const (
 // Activities carries what the activities need. Build it once per worker process.
 type Activities struct {
 	DB      *model.DB
-	Secrets *model.SecretBox
+	Secrets *secretbox.Box
 	// Egress is the one shared delivery client: keep-alive, no redirects, dial-time address
 	// checks, bounded replies and per-host limits. Its timeout bounds one delivery attempt.
 	Egress *egress.Client

@@ -22,6 +22,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 const (
@@ -90,7 +91,7 @@ func newAuthFixture(t *testing.T, receiver *httptest.Server, auth string, server
 	t.Helper()
 	ctx := context.Background()
 	db := dbtest.SQLite(t)
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{6}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{6}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/notices"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // TestChatNoticeEscapesText (issue 41): a chat endpoint (Slack's incoming webhooks and those that
@@ -38,7 +39,7 @@ func TestChatNoticeEscapesText(t *testing.T) {
 	}))
 	t.Cleanup(receiver.Close)
 
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{5}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{5}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

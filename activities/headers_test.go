@@ -19,6 +19,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -41,7 +42,7 @@ func TestDeliverCustomHeaders(t *testing.T) {
 	}))
 	t.Cleanup(receiver.Close)
 
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{5}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{5}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func deliverStoredHeaders(t *testing.T, receiver *httptest.Server, stored string
 	t.Helper()
 	ctx := context.Background()
 	db := dbtest.SQLite(t)
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{5}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{5}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

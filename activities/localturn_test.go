@@ -19,6 +19,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // TestLocalAttemptWaitsForQuickTurn: a first attempt (a local activity) that finds its endpoint at
@@ -37,7 +38,7 @@ func TestLocalAttemptWaitsForQuickTurn(t *testing.T) {
 	}))
 	t.Cleanup(receiver.Close)
 
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{3}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{3}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // TestDeliverPermanentErrors: a missing delivery row and a secret the current key cannot open end
@@ -30,7 +31,7 @@ func TestDeliverPermanentErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := model.NewSecretBox(bytes.Repeat([]byte{1}, 32))
+	other, err := secretbox.New(bytes.Repeat([]byte{1}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestDeliverPermanentErrors(t *testing.T) {
 	}
 	d := res.Deliveries[0]
 
-	current, err := model.NewSecretBox(bytes.Repeat([]byte{2}, 32))
+	current, err := secretbox.New(bytes.Repeat([]byte{2}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

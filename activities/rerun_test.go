@@ -15,6 +15,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // TestAttemptThatDeliveredIsNotSentAgain: an attempt that delivered and runs again with the same
@@ -31,7 +32,7 @@ func TestAttemptThatDeliveredIsNotSentAgain(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(receiver.Close)
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{5}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{5}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/wire"
 )
 
 // TestSigningSecretsAcrossRotations (issue 8, #5): the current secret signs first, then every
 // rotated-out secret still inside its own overlap, newest first; an expired one no longer signs.
 func TestSigningSecretsAcrossRotations(t *testing.T) {
-	box, err := model.NewSecretBox(make([]byte, 32))
+	box, err := secretbox.New(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestSigningSecretsAcrossRotations(t *testing.T) {
 // TestSecretPrefixesAgree: secrets are made and checked with model's prefix and read by wire's,
 // which may not import model; the two must be one string.
 func TestSecretPrefixesAgree(t *testing.T) {
-	if wire.SecretPrefix != model.SecretPrefix {
-		t.Fatalf("wire.SecretPrefix %q, model.SecretPrefix %q", wire.SecretPrefix, model.SecretPrefix)
+	if wire.SecretPrefix != secretbox.SecretPrefix {
+		t.Fatalf("wire.SecretPrefix %q, secretbox.SecretPrefix %q", wire.SecretPrefix, secretbox.SecretPrefix)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/readiness"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
@@ -84,7 +85,7 @@ type serverOption func(*envConfig)
 
 func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	t.Helper()
-	box, err := model.NewSecretBox(testKey)
+	box, err := secretbox.New(testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -292,7 +293,7 @@ func TestRotateWithOwnSecret(t *testing.T) {
 			_, _ = rand.Read(b)
 			return b
 		}
-		mine := model.SecretPrefix + base64.StdEncoding.EncodeToString(random(24))
+		mine := secretbox.SecretPrefix + base64.StdEncoding.EncodeToString(random(24))
 
 		r := e.do(t, "POST", one+"/secret/rotate", auth, fmt.Sprintf(`{"secret":%q}`, mine))
 		r.expect(t, http.StatusOK, "")
@@ -314,7 +315,7 @@ func TestRotateWithOwnSecret(t *testing.T) {
 		r = e.do(t, "POST", one+"/secret/rotate", auth, `{"secret":null}`)
 		r.expect(t, http.StatusOK, "")
 		current := r.data(t)["secret"].(string)
-		if current == mine || !strings.HasPrefix(current, model.SecretPrefix) {
+		if current == mine || !strings.HasPrefix(current, secretbox.SecretPrefix) {
 			t.Fatalf("rotate with null made %q", current)
 		}
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/api"
-	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/readiness"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 )
@@ -151,7 +151,7 @@ func TestWrongMethodIs405(t *testing.T) {
 // request. (The webhook limit is the use cases' own: webhooks.TestNewRefusesMissingLimits.)
 func TestNewRefusesMissingLimits(t *testing.T) {
 	db := dbtest.SQLite(t)
-	box, err := model.NewSecretBox(testKey)
+	box, err := secretbox.New(testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // TestSecondRotationKeepsFirstOverlap (issue 8, #5): rotating twice within the overlap keeps both
 // rotated-out secrets, each until the previousSecretExpiresAt its own rotation answered; once
 // model.MaxPreviousSecrets still sign, a further rotation is 409 conflict and changes nothing.
 func TestSecondRotationKeepsFirstOverlap(t *testing.T) {
-	box, err := model.NewSecretBox(testKey)
+	box, err := secretbox.New(testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // TestCrashAfterCommitLosesNothing runs the real binary as the API with Temporal unreachable, so
@@ -88,7 +89,7 @@ func TestCrashAfterCommitLosesNothing(t *testing.T) {
 	st.registry = prometheus.NewRegistry()
 	st.queue = fmt.Sprintf("crash-%d", time.Now().UnixNano())
 	st.starter = &dispatch.Dispatcher{Client: st.tc, TaskQueue: st.queue, Schedule: []time.Duration{time.Second}, RetryWindow: time.Hour, AttemptTimeout: 2 * time.Second}
-	box, _ := model.NewSecretBox(testSecretKey)
+	box, _ := secretbox.New(testSecretKey)
 	st.startWorker(t, box, egress.AddressPolicy{AllowPrivate: true}, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	eventually(t, 60*time.Second, "delivery after the crash", func() bool { return len(rc.requests("/after-crash")) == 1 })

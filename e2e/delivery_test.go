@@ -20,6 +20,7 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/wire"
 	"github.com/webhookd/webhookd/workflows"
 )
@@ -458,7 +459,7 @@ func TestDialTimeAddressCheck(t *testing.T) {
 	_, port, _ := strings.Cut(strings.TrimPrefix(st.rc.srv.URL, "https://"), ":")
 	// Registration would refuse localhost; a name that resolved publicly at registration and
 	// rebinds later reaches the engine the same way: already stored.
-	box, _ := model.NewSecretBox(testSecretKey)
+	box, _ := secretbox.New(testSecretKey)
 	sealed, _ := box.Seal("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	acc, _, err := model.Authenticate(context.Background(), st.db, st.key)
 	if err != nil {

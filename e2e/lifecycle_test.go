@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -139,7 +140,7 @@ func TestUnreadableSecretEndsDeliveryVisibly(t *testing.T) {
 	st := newStack(t, stackOptions{allowPrivate: true})
 	id, _ := st.createWebhook(t, "A", st.rc.url("/sealed"), "campaign.created")
 	good := st.webhook(t, id).Secret
-	other, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	other, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/readiness"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/worker"
@@ -56,7 +57,7 @@ type stack struct {
 	starter  *dispatch.Dispatcher
 	key      string
 
-	box        *model.SecretBox
+	box        *secretbox.Box
 	policy     egress.AddressPolicy
 	timeout    time.Duration
 	logger     *slog.Logger
@@ -128,7 +129,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	// Registered before the worker starts, so that it runs after the worker stopped.
 	t.Cleanup(func() { st.endWorkflows(t) })
-	box, err := model.NewSecretBox(testSecretKey)
+	box, err := secretbox.New(testSecretKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func uniqueIDs(t *testing.T, db *model.DB) {
 const stackDeliverySlots = 50
 
 // startWorker runs a worker until the test ends or the returned stop is called.
-func (st *stack) startWorker(t *testing.T, box *model.SecretBox, policy egress.AddressPolicy, timeout time.Duration, logger *slog.Logger) (stop func()) {
+func (st *stack) startWorker(t *testing.T, box *secretbox.Box, policy egress.AddressPolicy, timeout time.Duration, logger *slog.Logger) (stop func()) {
 	t.Helper()
 	roots, err := egress.RootCAs(st.rc.caFile)
 	if err != nil {

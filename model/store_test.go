@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -233,39 +232,4 @@ func TestWebhookLimitUnderConcurrency(t *testing.T) {
 			t.Fatalf("created %d, refused %d; want %d and %d", ok, refused, limit, tries-limit)
 		}
 	})
-}
-
-func TestSecretBox(t *testing.T) {
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{1}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, err := model.NewWebhookSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := box.Seal(secret)
-	b, _ := box.Seal(secret)
-	if a == b {
-		t.Fatal("two seals of one secret are equal: the nonce is not random")
-	}
-	if strings.Contains(a, secret) || strings.Contains(a, secret[len("whsec_"):]) {
-		t.Fatal("sealed value contains the secret")
-	}
-	if got, err := box.Open(a); err != nil || got != secret {
-		t.Fatalf("Open = %q, %v", got, err)
-	}
-	other, _ := model.NewSecretBox(bytes.Repeat([]byte{2}, 32))
-	if _, err := other.Open(a); err == nil {
-		t.Fatal("a different key opened the secret")
-	}
-	tampered := a[:len(a)-2] + "AA"
-	if tampered != a {
-		if _, err := box.Open(tampered); err == nil {
-			t.Fatal("a tampered ciphertext opened")
-		}
-	}
-	if _, err := model.NewSecretBox([]byte("short")); err == nil {
-		t.Fatal("a short key was accepted")
-	}
 }

@@ -24,7 +24,7 @@ type Webhook struct {
 	// newest for a zero.
 	Version int    `bun:"version,notnull"`
 	Status  string `bun:"status,notnull"`
-	// Secret holds SecretBox ciphertext, never the plain secret.
+	// Secret holds secretbox.Box ciphertext, never the plain secret.
 	Secret string `bun:"secret,notnull"`
 	// PreviousSecrets are the rotated-out secrets, newest first, loaded by LoadDeliveryTarget
 	// only; expired ones may still be among them until the next rotation prunes them.
@@ -51,14 +51,14 @@ type Webhook struct {
 	// Filter is the webhook's payload filter as stored (canonical JSON, docs/filters.md), nil for
 	// none: an event its filter refuses gets no delivery to it.
 	Filter *string `bun:"filter"`
-	// Headers holds SecretBox ciphertext of the webhook's custom headers (a JSON object of names
-	// and values, SecretBox.WebhookHeaders), nil for none; never the plain values.
+	// Headers holds secretbox.Box ciphertext of the webhook's custom headers (a JSON object of names
+	// and values, secretbox.Box.WebhookHeaders), nil for none; never the plain values.
 	Headers *string `bun:"headers"`
-	// Auth holds SecretBox ciphertext of the webhook's authentication to its receiver (a JSON
-	// ReceiverAuth, SecretBox.WebhookAuth), nil for none; never the plain password or secret.
+	// Auth holds secretbox.Box ciphertext of the webhook's authentication to its receiver (a JSON
+	// ReceiverAuth, secretbox.Box.WebhookAuth), nil for none; never the plain password or secret.
 	Auth *string `bun:"auth"`
-	// TLS holds SecretBox ciphertext of the webhook's TLS settings toward its receiver (a JSON
-	// ReceiverTLS, SecretBox.WebhookTLS), nil for none; never the plain private key.
+	// TLS holds secretbox.Box ciphertext of the webhook's TLS settings toward its receiver (a JSON
+	// ReceiverTLS, secretbox.Box.WebhookTLS), nil for none; never the plain private key.
 	TLS *string `bun:"tls"`
 	// TLSExpiresAt is the earliest notAfter of the certificates in TLS, nil without TLS.
 	TLSExpiresAt *time.Time `bun:"tls_expires_at"`
@@ -207,21 +207,21 @@ type FilterChange struct {
 }
 
 // HeadersChange changes a webhook's custom headers: Set false keeps them, Set with a nil To removes
-// them. To is their SecretBox ciphertext, never the plain object.
+// them. To is their secretbox.Box ciphertext, never the plain object.
 type HeadersChange struct {
 	Set bool
 	To  *string
 }
 
 // AuthChange changes a webhook's authentication to its receiver: Set false keeps it, Set with a
-// nil To removes it. To is its SecretBox ciphertext, never the plain object.
+// nil To removes it. To is its secretbox.Box ciphertext, never the plain object.
 type AuthChange struct {
 	Set bool
 	To  *string
 }
 
 // TLSChange changes a webhook's TLS settings toward its receiver: Set false keeps them, Set with a
-// nil To removes them. To is their SecretBox ciphertext, never the plain object; ExpiresAt is the
+// nil To removes them. To is their secretbox.Box ciphertext, never the plain object; ExpiresAt is the
 // earliest notAfter of their certificates.
 type TLSChange struct {
 	Set       bool
@@ -357,7 +357,7 @@ type PreviousSecret struct {
 
 	ID        int64 `bun:"id,pk,autoincrement"`
 	WebhookID int64 `bun:"webhook_id,notnull"`
-	// Secret holds SecretBox ciphertext, never the plain secret.
+	// Secret holds secretbox.Box ciphertext, never the plain secret.
 	Secret    string    `bun:"secret,notnull"`
 	ExpiresAt time.Time `bun:"expires_at,notnull"`
 	CreatedAt time.Time `bun:"created_at,notnull"`

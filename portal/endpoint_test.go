@@ -13,12 +13,13 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/wire"
 )
 
-func testBox(t *testing.T) *model.SecretBox {
+func testBox(t *testing.T) *secretbox.Box {
 	t.Helper()
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -26,7 +27,7 @@ const xssData = `{"note":"</pre><script>alert(1)</script>"}`
 // signed as the activity signs them; it returns the webhook and its secret.
 func (e *env) signedWebhook(t *testing.T, accountID int64, v model.Variant, rawURL string) (*model.Webhook, string) {
 	t.Helper()
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

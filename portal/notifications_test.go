@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // channelsOf lists an account's notification endpoints as stored.
@@ -58,7 +59,7 @@ func TestNotifications(t *testing.T) {
 			t.Fatalf("channels after the add: %+v", chs)
 		}
 		ops := chs[1]
-		sealer, _ := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+		sealer, _ := secretbox.New(bytes.Repeat([]byte{7}, 32))
 		secret, err := sealer.Open(ops.Secret)
 		if err != nil || !strings.HasPrefix(secret, "whsec_") || !strings.Contains(html.UnescapeString(rec.Body.String()), secret) {
 			t.Fatalf("the created page does not show the secret (%v):\n%s", err, rec.Body)

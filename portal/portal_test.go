@@ -27,6 +27,7 @@ import (
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/portal"
 	"github.com/webhookd/webhookd/readiness"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
@@ -58,7 +59,7 @@ type envConfig struct {
 
 func newEnv(t testing.TB, db *model.DB, opts ...func(*envConfig)) *env {
 	t.Helper()
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +327,7 @@ func TestEndpoints(t *testing.T) {
 		if w.URL != "https://receiver.example.com/hooks" || w.EventType != v.EventTypes()[1] || w.Status != v.InitialStatus() {
 			t.Fatalf("created %+v", w)
 		}
-		box, _ := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+		box, _ := secretbox.New(bytes.Repeat([]byte{7}, 32))
 		secret, err := box.Open(w.Secret)
 		if err != nil || !strings.Contains(html.UnescapeString(rec.Body.String()), secret) {
 			t.Fatalf("the created page does not show the secret (%v)", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
@@ -21,7 +22,7 @@ import (
 // timers when given (a nil one is left unset).
 func newService(t *testing.T, db *model.DB, timers *dispatch.Dispatcher) *sources.Service {
 	t.Helper()
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

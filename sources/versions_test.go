@@ -22,6 +22,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/internal/schematest"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
@@ -175,7 +176,7 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		}))
 		t.Cleanup(receiver.Close)
-		box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+		box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 		if err != nil {
 			t.Fatal(err)
 		}

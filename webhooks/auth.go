@@ -163,7 +163,7 @@ func (s *Service) checkTokenURL(ctx context.Context, raw string) error {
 }
 
 // sealAuth turns the authentication of a request into the model's change, checked and sealed as
-// one JSON object (model.SecretBox.WebhookAuth opens it).
+// one JSON object (secretbox.Box.WebhookAuth opens it).
 func (s *Service) sealAuth(ctx context.Context, e AuthEdit) (model.AuthChange, error) {
 	if !e.Set {
 		return model.AuthChange{}, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/webhooks"
 )
 
@@ -24,7 +25,7 @@ func TestChannelUseCases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	box, _ := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	box, _ := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if plain, err := box.Open(c.Secret); err != nil || plain != secret || c.Secret == secret {
 		t.Fatalf("sealed secret opens to %q (%v), want the returned %q", plain, err, secret)
 	}

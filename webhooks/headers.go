@@ -83,7 +83,7 @@ func checkHeaders(raw json.RawMessage) (map[string]string, error) {
 }
 
 // sealHeaders turns the headers of a request into the model's change: checked, then sealed as one
-// JSON object (model.SecretBox.WebhookHeaders opens it); headers are the plain ones, nil for none.
+// JSON object (secretbox.Box.WebhookHeaders opens it); headers are the plain ones, nil for none.
 func (s *Service) sealHeaders(e HeadersEdit) (change model.HeadersChange, headers map[string]string, err error) {
 	if !e.Set {
 		return model.HeadersChange{}, nil, nil

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // Secret is w's current signing secret in the clear (to sign a body as an attempt would).
@@ -38,7 +39,7 @@ type Rotation struct {
 }
 
 // RotateSecret gives webhook id a new signing secret: own when given (as Svix and Stripe take one,
-// checked by model.CheckWebhookSecret), else one made here. The current secret keeps signing
+// checked by secretbox.CheckWebhookSecret), else one made here. The current secret keeps signing
 // beside it for SecretOverlap; beyond MaxPreviousSecrets such secrets the answer is a
 // *RotationLimitError.
 func (s *Service) RotateSecret(ctx context.Context, scope model.WebhookScope, id int64, own *string) (Rotation, error) {
@@ -48,7 +49,7 @@ func (s *Service) RotateSecret(ctx context.Context, scope model.WebhookScope, id
 	}
 	var secret, sealed string
 	if own != nil {
-		if err := model.CheckWebhookSecret(*own); err != nil {
+		if err := secretbox.CheckWebhookSecret(*own); err != nil {
 			// The message says what is wrong, never the value: it is a secret.
 			return Rotation{}, invalid("secret", "secret %v", err)
 		}

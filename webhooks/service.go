@@ -21,6 +21,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // Config carries the use cases' dependencies and limits. Its values come from cmd/webhookd's
@@ -33,7 +34,7 @@ type Config struct {
 	Dispatcher *dispatch.Dispatcher
 	// Secrets seals and opens signing secrets. Nil for a caller that neither registers webhooks
 	// nor shows or rotates a secret (the operator's retry and recover): those use cases then fail.
-	Secrets *model.SecretBox
+	Secrets *secretbox.Box
 	// Policy judges a receiver's URL at registration, resolving its host with Resolver (nil:
 	// net.DefaultResolver), as the delivery client judges it at dial time.
 	Policy   egress.AddressPolicy
@@ -66,7 +67,7 @@ type Service struct {
 	db          *model.DB
 	dispatcher  *dispatch.Dispatcher
 	publisher   *dispatch.Publisher
-	secrets     *model.SecretBox
+	secrets     *secretbox.Box
 	policy      egress.AddressPolicy
 	resolver    *net.Resolver
 	log         *slog.Logger
@@ -123,7 +124,7 @@ func (s *Service) Publish(ctx context.Context, ne model.NewEvent) (*model.Publis
 var errNoSecrets = errors.New("webhooks: this Service has no secret box (Config.Secrets)")
 
 // box is the secret box, or errNoSecrets.
-func (s *Service) box() (*model.SecretBox, error) {
+func (s *Service) box() (*secretbox.Box, error) {
 	if s.secrets == nil {
 		return nil, errNoSecrets
 	}

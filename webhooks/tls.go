@@ -161,7 +161,7 @@ func pemCertificates(field, text string, now time.Time) ([]*x509.Certificate, er
 }
 
 // sealTLS turns the TLS settings of a request into the model's change, checked and sealed as one
-// JSON object (model.SecretBox.WebhookTLS opens it).
+// JSON object (secretbox.Box.WebhookTLS opens it).
 func (s *Service) sealTLS(e TLSEdit) (model.TLSChange, error) {
 	if !e.Set {
 		return model.TLSChange{}, nil

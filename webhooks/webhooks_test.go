@@ -13,13 +13,14 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
 func newService(t testing.TB, db *model.DB, maxWebhooks int64) *webhooks.Service {
 	t.Helper()
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func scopeOf(t *testing.T, db *model.DB, v model.Variant) model.WebhookScope {
 // Config without one is refused, naming it, rather than refusing every webhook.
 func TestNewRefusesMissingLimits(t *testing.T) {
 	db := dbtest.SQLite(t)
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// SecretPrefix marks a webhook signing secret, as in Standard Webhooks and Svix. model.SecretPrefix
+// SecretPrefix marks a webhook signing secret, as in Standard Webhooks and Svix. secretbox.SecretPrefix
 // is the same string, where secrets are made and checked; a test in activities holds the two equal.
 const SecretPrefix = "whsec_"
 

@@ -20,6 +20,7 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
 	"github.com/webhookd/webhookd/readiness"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
@@ -341,7 +342,7 @@ func testAccess(t *testing.T, cfg Config, db *model.DB) (*accounts.Service, *rea
 
 func testUseCases(t *testing.T, db *model.DB) *webhooks.Service {
 	t.Helper()
-	box, err := model.NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/portal"
 	"github.com/webhookd/webhookd/readiness"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/tracing"
 	"github.com/webhookd/webhookd/webhooks"
@@ -109,7 +110,7 @@ func serve(ctx context.Context, cfg Config, role string, logger *slog.Logger) er
 // serveParts are what the API and the worker share.
 type serveParts struct {
 	db       *model.DB
-	secrets  *model.SecretBox
+	secrets  *secretbox.Box
 	registry *prometheus.Registry
 	// filterSkips counts the webhooks payload filters kept an event from, wherever it is accepted.
 	filterSkips *prometheus.CounterVec
@@ -155,7 +156,7 @@ func newServeParts(ctx context.Context, cfg Config, role string, logger *slog.Lo
 }
 
 // openStores opens the secret box and the database, closed last.
-func openStores(ctx context.Context, cfg Config, down *shutdown) (*model.SecretBox, *model.DB, error) {
+func openStores(ctx context.Context, cfg Config, down *shutdown) (*secretbox.Box, *model.DB, error) {
 	secrets, err := openSecrets(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -169,12 +170,12 @@ func openStores(ctx context.Context, cfg Config, down *shutdown) (*model.SecretB
 }
 
 // openSecrets is the secret box of WEBHOOKD_SECRET_KEY (or of the dev key in the data directory).
-func openSecrets(cfg Config) (*model.SecretBox, error) {
+func openSecrets(cfg Config) (*secretbox.Box, error) {
 	key, err := cfg.secretKey()
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := model.NewSecretBox(key)
+	secrets, err := secretbox.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("WEBHOOKD_SECRET_KEY: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/webhooks"
 )
 
@@ -307,14 +308,14 @@ func (c Config) tlsKind(w *model.Webhook) string {
 }
 
 // listBox is the SecretBox of the server key, for the list's sealed columns; it makes no key.
-func (c Config) listBox() (*model.SecretBox, error) {
+func (c Config) listBox() (*secretbox.Box, error) {
 	key := c.SecretKey
 	if key == nil && strings.HasPrefix(c.DatabaseURL, "sqlite:") {
 		if _, err := os.Stat(filepath.Join(c.DataDir, "secret.key")); err == nil {
 			key, _ = c.secretKey() // unreadable: shown sealed
 		}
 	}
-	return model.NewSecretBox(key)
+	return secretbox.New(key)
 }
 
 // limit shows a webhook's own limit, or "-" when the worker's default applies.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 )
 
 // TestWebhooksCommands: list shows an account's live webhooks of both variants, or of one, with
@@ -41,7 +42,7 @@ func TestWebhooksCommands(t *testing.T) {
 	_, other, _ := model.CreateAPIKey(ctx, db, "other@example.com", "")
 	rate, inFlight := 50, 4
 	filter := `{"data":{"source":{"country":"DE"}}}`
-	box, err := model.NewSecretBox(key)
+	box, err := secretbox.New(key)
 	if err != nil {
 		t.Fatal(err)
 	}

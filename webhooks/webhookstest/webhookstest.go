@@ -12,6 +12,7 @@ import (
 
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/webhooks"
 )
 
@@ -33,7 +34,7 @@ type Config struct {
 }
 
 // New is the Service over db and box, judging URLs offline, with serve's request timeout.
-func New(t testing.TB, db *model.DB, box *model.SecretBox, logger *slog.Logger, c Config) *webhooks.Service {
+func New(t testing.TB, db *model.DB, box *secretbox.Box, logger *slog.Logger, c Config) *webhooks.Service {
 	t.Helper()
 	s, err := webhooks.New(webhooks.Config{
 		DB: db, Dispatcher: c.Dispatcher, Secrets: box, Resolver: OfflineResolver, Logger: logger,

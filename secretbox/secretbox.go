@@ -1,4 +1,8 @@
-package model
+// Package secretbox seals what webhookd keeps secret at rest (webhooks' signing secrets, custom
+// header values, receiver credentials, private keys) with AES-256-GCM under the server key
+// (WEBHOOKD_SECRET_KEY), opens a webhook's sealed settings for the attempt and for the owner's
+// reveal, and makes and checks signing secrets.
+package secretbox
 
 import (
 	"crypto/aes"
@@ -9,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/webhookd/webhookd/model"
 )
 
 // SecretPrefix marks a webhook signing secret, as in Standard Webhooks and Svix.
@@ -17,14 +23,14 @@ const SecretPrefix = "whsec_"
 // sealedPrefix versions the ciphertext format so the server key or cipher can change later.
 const sealedPrefix = "v1:"
 
-// SecretBox encrypts webhook secrets at rest with AES-256-GCM under the server key
+// Box encrypts webhook secrets at rest with AES-256-GCM under the server key
 // (WEBHOOKD_SECRET_KEY). A stolen database dump alone does not reveal any secret.
-type SecretBox struct {
+type Box struct {
 	aead cipher.AEAD
 }
 
-// NewSecretBox builds a SecretBox from a 32-byte key.
-func NewSecretBox(key []byte) (*SecretBox, error) {
+// New builds a Box from a 32-byte key.
+func New(key []byte) (*Box, error) {
 	if len(key) != 32 {
 		return nil, fmt.Errorf("secret key must be 32 bytes, got %d", len(key))
 	}
@@ -36,11 +42,11 @@ func NewSecretBox(key []byte) (*SecretBox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	return &SecretBox{aead: aead}, nil
+	return &Box{aead: aead}, nil
 }
 
 // Seal encrypts plain with a fresh random nonce and returns "v1:" + base64(nonce || ciphertext).
-func (b *SecretBox) Seal(plain string) (string, error) {
+func (b *Box) Seal(plain string) (string, error) {
 	nonce := make([]byte, b.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", fmt.Errorf("nonce: %w", err)
@@ -51,7 +57,7 @@ func (b *SecretBox) Seal(plain string) (string, error) {
 
 // WebhookSecret opens the webhook's current signing secret: for a delivery's signature, and for
 // the API and the portal to show its owner.
-func (b *SecretBox) WebhookSecret(w *Webhook) (string, error) {
+func (b *Box) WebhookSecret(w *model.Webhook) (string, error) {
 	plain, err := b.Open(w.Secret)
 	if err != nil {
 		return "", fmt.Errorf("open secret of webhook %d: %w", w.ID, err)
@@ -61,7 +67,7 @@ func (b *SecretBox) WebhookSecret(w *Webhook) (string, error) {
 
 // WebhookHeaders opens the webhook's custom headers (names and their plain values), nil for none.
 // Only a delivery attempt needs the values; every other reader shows them redacted.
-func (b *SecretBox) WebhookHeaders(w *Webhook) (map[string]string, error) {
+func (b *Box) WebhookHeaders(w *model.Webhook) (map[string]string, error) {
 	if w.Headers == nil {
 		return nil, nil
 	}
@@ -77,38 +83,9 @@ func (b *SecretBox) WebhookHeaders(w *Webhook) (map[string]string, error) {
 	return headers, nil
 }
 
-// The kinds of a webhook's authentication to its receiver (ReceiverAuth.Type).
-const (
-	AuthBasic  = "basic"
-	AuthOAuth2 = "oauth2"
-)
-
-// ReceiverAuth is a webhook's authentication to its receiver as sealed (issue 31, part 2): Basic
-// (Username, Password) or an OAuth2 client-credentials grant (TokenURL, ClientID, ClientSecret,
-// Scopes, Audience).
-type ReceiverAuth struct {
-	Type         string   `json:"type"`
-	Username     string   `json:"username,omitempty"`
-	Password     string   `json:"password,omitempty"`
-	TokenURL     string   `json:"tokenUrl,omitempty"`
-	ClientID     string   `json:"clientId,omitempty"`
-	ClientSecret string   `json:"clientSecret,omitempty"`
-	Scopes       []string `json:"scopes,omitempty"`
-	Audience     string   `json:"audience,omitempty"`
-}
-
-// ReceiverTLS is a webhook's TLS settings toward its receiver as sealed (issue 31, part 3), each a
-// PEM text: CACert, a bundle trusted beside the system roots; ClientCert and ClientKey, a client
-// certificate (with its chain) and its private key for mutual TLS, both or neither.
-type ReceiverTLS struct {
-	CACert     string `json:"caCert,omitempty"`
-	ClientCert string `json:"clientCert,omitempty"`
-	ClientKey  string `json:"clientKey,omitempty"`
-}
-
 // WebhookTLS opens the webhook's TLS settings, nil for none. Only a delivery attempt needs the
 // private key; every other reader shows the certificates and never the key.
-func (b *SecretBox) WebhookTLS(w *Webhook) (*ReceiverTLS, error) {
+func (b *Box) WebhookTLS(w *model.Webhook) (*model.ReceiverTLS, error) {
 	if w.TLS == nil {
 		return nil, nil
 	}
@@ -116,7 +93,7 @@ func (b *SecretBox) WebhookTLS(w *Webhook) (*ReceiverTLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open tls of webhook %d: %w", w.ID, err)
 	}
-	var t ReceiverTLS
+	var t model.ReceiverTLS
 	if err := json.Unmarshal([]byte(plain), &t); err != nil {
 		// The error of encoding/json could quote the plain text: leave it out.
 		return nil, fmt.Errorf("open tls of webhook %d: not a JSON object", w.ID)
@@ -126,7 +103,7 @@ func (b *SecretBox) WebhookTLS(w *Webhook) (*ReceiverTLS, error) {
 
 // WebhookAuth opens the webhook's authentication to its receiver, nil for none. Only a delivery
 // attempt needs the secrets; every other reader shows them redacted.
-func (b *SecretBox) WebhookAuth(w *Webhook) (*ReceiverAuth, error) {
+func (b *Box) WebhookAuth(w *model.Webhook) (*model.ReceiverAuth, error) {
 	if w.Auth == nil {
 		return nil, nil
 	}
@@ -134,7 +111,7 @@ func (b *SecretBox) WebhookAuth(w *Webhook) (*ReceiverAuth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open auth of webhook %d: %w", w.ID, err)
 	}
-	var auth ReceiverAuth
+	var auth model.ReceiverAuth
 	if err := json.Unmarshal([]byte(plain), &auth); err != nil {
 		// The error of encoding/json could quote the plain text: leave it out.
 		return nil, fmt.Errorf("open auth of webhook %d: not a JSON object", w.ID)
@@ -143,7 +120,7 @@ func (b *SecretBox) WebhookAuth(w *Webhook) (*ReceiverAuth, error) {
 }
 
 // Open decrypts a value made by Seal.
-func (b *SecretBox) Open(sealed string) (string, error) {
+func (b *Box) Open(sealed string) (string, error) {
 	raw, ok := strings.CutPrefix(sealed, sealedPrefix)
 	if !ok {
 		return "", errors.New("sealed secret: unknown format")
@@ -210,7 +187,7 @@ func CheckWebhookSecret(secret string) error {
 }
 
 // NewSealedWebhookSecret makes a new webhook secret and returns it with its ciphertext.
-func (b *SecretBox) NewSealedWebhookSecret() (plain, sealed string, err error) {
+func (b *Box) NewSealedWebhookSecret() (plain, sealed string, err error) {
 	plain, err = NewWebhookSecret()
 	if err != nil {
 		return "", "", err

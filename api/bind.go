@@ -14,7 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -107,7 +107,7 @@ func decodeError(err error) error {
 // jsonInt is an integer field of a request body; every integer field of every body is one (or a
 // nullableInt), so that one rule reads them all (docs/api.md, "Integers"). A JSON number whose
 // value is an integer is that integer however it is written: 100, 1e2, 1E+2, 100.0 and 10000e-2
-// are 100, as they are in an event's data (model.JSONInteger) and to every client whose JSON
+// are 100, as they are in an event's data (input.JSONInteger) and to every client whose JSON
 // numbers are floats. A number that is not an integer (1.5, 1e-2) and any other JSON value are a
 // wrong type, 400 naming the field. An integer beyond ±2^53-1 (1e400, 9007199254740993) reads as
 // the int64 at the end of its side, out of every field's range, so that the field's own range
@@ -130,7 +130,7 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 	case '[':
 		value = "array"
 	}
-	v, isInteger, safe := model.JSONInteger(lit)
+	v, isInteger, safe := input.JSONInteger(lit)
 	switch {
 	case !strings.HasPrefix(value, "number ") || !isInteger:
 		// The decoder adds the field's name to the error.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/sources"
 )
 
@@ -157,7 +157,7 @@ func checkCampaignName(name *string, required bool) error {
 		return nil
 	case strings.TrimSpace(*name) == "" || len(*name) > 200:
 		return validationFailed("name", "name must be 1 to 200 characters")
-	case !model.SafeText(*name):
+	case !input.SafeText(*name):
 		return validationFailed("name", "name must not contain U+0000 (NUL)")
 	}
 	return nil
@@ -189,7 +189,7 @@ func parseCampaignDate(field string, s *string, required bool) (time.Time, error
 		return time.Time{}, validationFailed(field, "%s must be an ISO 8601 timestamp such as 2026-03-01T00:00:00.000Z", field)
 	}
 	t = t.UTC().Truncate(time.Millisecond)
-	if !model.TimeInRange(t) {
+	if !input.TimeInRange(t) {
 		return time.Time{}, validationFailed(field, "%s must be in the years 0001 to 9999 (UTC)", field)
 	}
 	return t, nil

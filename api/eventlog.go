@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -136,7 +137,7 @@ func timeParam(c echo.Context, name string) (*time.Time, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !model.TimeInRange(t) {
+	if !input.TimeInRange(t) {
 		return nil, validationFailed(name, "%s must be in the years 0001 to 9999 (UTC)", name)
 	}
 	return &t, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
 )
@@ -85,10 +86,10 @@ func (h *websiteHandlers) analytics(c echo.Context) error {
 	return c.JSON(http.StatusOK, variantB.success(map[string]any{"metric": req.Metric, "value": value}, "Counted"))
 }
 
-// dataFieldError answers a *model.DataError about a fan's event as a failed validation of the
+// dataFieldError answers a *input.DataError about a fan's event as a failed validation of the
 // request's field: the request is the event's data without the website's ids.
 func dataFieldError(err error) error {
-	var de *model.DataError
+	var de *input.DataError
 	if errors.As(err, &de) {
 		field := strings.TrimPrefix(de.Field, "data.")
 		return validationFailed(field, "%s %s", field, de.Reason)

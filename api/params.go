@@ -2,17 +2,16 @@ package api
 
 import (
 	"github.com/labstack/echo/v4"
-
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/input"
 )
 
 // The parameters of a request's path and query.
 
 // singleParameters refuses a query parameter given more than once with 400 naming it, on every
-// route of both variants, as decodeBody refuses a JSON key sent twice (model.RepeatedParameter).
+// route of both variants, as decodeBody refuses a JSON key sent twice (input.RepeatedParameter).
 func singleParameters(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if name, ok := model.RepeatedParameter(c.QueryParams()); ok {
+		if name, ok := input.RepeatedParameter(c.QueryParams()); ok {
 			return invalidField(name, "the query repeats the parameter %q; send each parameter once", name)
 		}
 		return next(c)

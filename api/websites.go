@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/sources"
 )
 
@@ -50,8 +50,8 @@ func (h *websiteHandlers) create(c echo.Context) error {
 	if req.BrandID == nil || *req.BrandID < 1 {
 		return validationFailed("brandId", "brandId is required and must be a positive integer")
 	}
-	if !model.SafeInteger(int64(*req.BrandID)) {
-		return validationFailed("brandId", "brandId %s", model.UnsafeIntegerReason)
+	if !input.SafeInteger(int64(*req.BrandID)) {
+		return validationFailed("brandId", "brandId %s", input.UnsafeIntegerReason)
 	}
 	if req.Slug == nil || !slugPattern.MatchString(*req.Slug) {
 		return validationFailed("slug", "slug is required: 1 to 64 lowercase letters, digits and inner hyphens")
@@ -112,7 +112,7 @@ func (h *websiteHandlers) publishWebsite(c echo.Context) error {
 			return validationFailed("scheduledAt", "scheduledAt must be an ISO 8601 timestamp")
 		}
 		at = at.UTC().Truncate(time.Millisecond)
-		if !model.TimeInRange(at) {
+		if !input.TimeInRange(at) {
 			return validationFailed("scheduledAt", "scheduledAt must be in the years 0001 to 9999 (UTC)")
 		}
 		w, err := h.sources.ScheduleWebsite(c.Request().Context(), accountOf(c).ID, id, at)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/webhookd/webhookd/input"
 )
 
 // WebhookDeliveryRef returns the reference of one delivery of a webhook, for a retry of it alone,
@@ -36,14 +37,14 @@ type Recovery struct {
 // a *DataError naming the field.
 func (r Recovery) Check(now time.Time) error {
 	switch {
-	case !TimeInRange(r.Since):
-		return &DataError{Field: "since", Reason: "must be in the years 0001 to 9999 (UTC)"}
-	case !TimeInRange(r.Until):
-		return &DataError{Field: "until", Reason: "must be in the years 0001 to 9999 (UTC)"}
+	case !input.TimeInRange(r.Since):
+		return &input.DataError{Field: "since", Reason: "must be in the years 0001 to 9999 (UTC)"}
+	case !input.TimeInRange(r.Until):
+		return &input.DataError{Field: "until", Reason: "must be in the years 0001 to 9999 (UTC)"}
 	case !r.Since.Before(r.Until):
-		return &DataError{Field: "since", Reason: "must be before until"}
+		return &input.DataError{Field: "since", Reason: "must be before until"}
 	case r.Since.After(now):
-		return &DataError{Field: "since", Reason: "must not be in the future"}
+		return &input.DataError{Field: "since", Reason: "must not be in the future"}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/webhookd/webhookd/input"
 )
 
 // HourBucket counts one webhook's delivery attempts that started within one UTC hour.
@@ -90,7 +91,7 @@ func EndpointsHourly(ctx context.Context, db bun.IDB, accountID int64, webhookID
 		n = int((until.Sub(first) + time.Hour - 1) / time.Hour)
 	}
 	if n > MaxHourBuckets {
-		return nil, &DataError{Field: "since", Reason: fmt.Sprintf("the window must span at most %d hours", MaxHourBuckets)}
+		return nil, &input.DataError{Field: "since", Reason: fmt.Sprintf("the window must span at most %d hours", MaxHourBuckets)}
 	}
 	for _, id := range live {
 		buckets := make([]HourBucket, n)
@@ -152,7 +153,7 @@ func windowAttempts(db bun.IDB, webhookIDs []int64, since, until time.Time) *bun
 // checkWindow refuses a window longer than EndpointHourly answers for, with the same *DataError.
 func checkWindow(since, until time.Time) error {
 	if until.Sub(since) > MaxHourBuckets*time.Hour {
-		return &DataError{Field: "since", Reason: fmt.Sprintf("the window must span at most %d hours", MaxHourBuckets)}
+		return &input.DataError{Field: "since", Reason: fmt.Sprintf("the window must span at most %d hours", MaxHourBuckets)}
 	}
 	return nil
 }

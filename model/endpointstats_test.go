@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -101,7 +102,7 @@ func TestEndpointHourly(t *testing.T) {
 		if got, err := model.EndpointHourly(ctx, db, acc.ID, w.ID, h(6, 0), h(6, 0)); err != nil || len(got) != 0 {
 			t.Fatalf("empty window = %v, %v", got, err)
 		}
-		var dataErr *model.DataError
+		var dataErr *input.DataError
 		if _, err := model.EndpointHourly(ctx, db, acc.ID, w.ID, h(0, 0), h(model.MaxHourBuckets+1, 0)); !errors.As(err, &dataErr) || dataErr.Field != "since" {
 			t.Fatalf("too long a window: err = %v", err)
 		}
@@ -211,7 +212,7 @@ func TestEndpointLatency(t *testing.T) {
 		if l, err := model.EndpointLatency(ctx, db, sibling.ID, t0, t0.Add(time.Hour)); err != nil || *l != (model.Latency{Attempts: 1, P50: 900, P95: 900}) {
 			t.Fatalf("one attempt: %+v, %v", l, err)
 		}
-		var dataErr *model.DataError
+		var dataErr *input.DataError
 		if _, err := model.EndpointLatency(ctx, db, w.ID, t0, t0.Add((model.MaxHourBuckets+1)*time.Hour)); !errors.As(err, &dataErr) {
 			t.Fatalf("too long a window: %v", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -72,7 +73,7 @@ func TestListEvents(t *testing.T) {
 			{"since above a microsecond", model.EventFilter{Since: at(1001 * time.Nanosecond)}, mine[1:]},
 			{"until below a microsecond", model.EventFilter{Until: at(time.Hour + 999*time.Nanosecond)}, mine[:1]},
 			{"until above a microsecond", model.EventFilter{Until: at(time.Hour + 1001*time.Nanosecond)}, mine[:2]},
-			{"the edges of time", model.EventFilter{Since: &model.MinTime, Until: &model.MaxTime}, mine},
+			{"the edges of time", model.EventFilter{Since: &input.MinTime, Until: &input.MaxTime}, mine},
 			{"nothing", model.EventFilter{Since: at(-2 * time.Hour), Until: at(-time.Hour)}, []int64{}},
 		}
 		for _, tc := range cases {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -277,7 +278,7 @@ func TestRecoveryCheck(t *testing.T) {
 		{"year 10000", now.Add(-time.Hour), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "until"},
 	} {
 		err := model.Recovery{Since: tt.since, Until: tt.until}.Check(now)
-		var de *model.DataError
+		var de *input.DataError
 		if tt.field == "" && err != nil || tt.field != "" && (!errors.As(err, &de) || de.Field != tt.field) {
 			t.Errorf("%s: Check = %v, want an error on %q", tt.name, err, tt.field)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/wire"
@@ -170,7 +171,7 @@ func localTime(label, s string) (*time.Time, error) {
 	}
 	for _, layout := range localTimeLayouts {
 		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
-			if !model.TimeInRange(t) {
+			if !input.TimeInRange(t) {
 				break
 			}
 			return &t, nil

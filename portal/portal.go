@@ -31,6 +31,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/webhookd/webhookd/accounts"
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/tracing"
@@ -295,11 +296,11 @@ func (s *Server) enter(c echo.Context) error {
 }
 
 // singleParameters refuses a query parameter given more than once with a 400 page naming it, on
-// every route, as the API refuses one (model.RepeatedParameter): which of two values a page read
+// every route, as the API refuses one (input.RepeatedParameter): which of two values a page read
 // would be an accident. The page names the parameter, never a value: /portal/enter's is a token.
 func singleParameters(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if name, ok := model.RepeatedParameter(c.QueryParams()); ok {
+		if name, ok := input.RepeatedParameter(c.QueryParams()); ok {
 			if short, cut := firstBytes(name, 64); cut {
 				name = short + "…"
 			}

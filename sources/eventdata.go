@@ -15,6 +15,7 @@ import (
 
 	"github.com/nyaruka/phonenumbers"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -228,7 +229,7 @@ var (
 func ValidateEventData(eventType string, data json.RawMessage) error {
 	fields, ok := newestShape(eventType)
 	if !ok {
-		return &model.DataError{Field: "eventType", Reason: fmt.Sprintf("unknown event type %q", eventType)}
+		return &input.DataError{Field: "eventType", Reason: fmt.Sprintf("unknown event type %q", eventType)}
 	}
 	return validate(data, fields)
 }
@@ -239,7 +240,7 @@ func validate(data json.RawMessage, fields []field) error {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return &model.DataError{Field: "data", Reason: "must be a JSON object"}
+		return &input.DataError{Field: "data", Reason: "must be a JSON object"}
 	}
 	return checkObject("data", v, fields)
 }
@@ -247,7 +248,7 @@ func validate(data json.RawMessage, fields []field) error {
 func checkObject(path string, v any, fields []field) error {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return &model.DataError{Field: path, Reason: "must be an object"}
+		return &input.DataError{Field: path, Reason: "must be an object"}
 	}
 	for _, f := range fields {
 		val, present := obj[f.name]
@@ -256,13 +257,13 @@ func checkObject(path string, v any, fields []field) error {
 			if f.optional {
 				continue
 			}
-			return &model.DataError{Field: p, Reason: "is required"}
+			return &input.DataError{Field: p, Reason: "is required"}
 		}
 		if val == nil {
 			if f.nullable {
 				continue
 			}
-			return &model.DataError{Field: p, Reason: "must not be null"}
+			return &input.DataError{Field: p, Reason: "must not be null"}
 		}
 		if err := checkValue(p, val, f); err != nil {
 			return err
@@ -275,14 +276,14 @@ func checkObject(path string, v any, fields []field) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.ContainsFunc(fields, func(f field) bool { return f.name == k }) {
-			return &model.DataError{Field: path + "." + k, Reason: "is not a field of this event"}
+			return &input.DataError{Field: path + "." + k, Reason: "is not a field of this event"}
 		}
 	}
 	return nil
 }
 
 func checkValue(path string, val any, f field) error {
-	bad := func(reason string) error { return &model.DataError{Field: path, Reason: reason} }
+	bad := func(reason string) error { return &input.DataError{Field: path, Reason: reason} }
 	switch f.kind {
 	case kindID, kindCount:
 		low, what := int64(1), "a positive integer"
@@ -293,12 +294,12 @@ func checkValue(path string, val any, f field) error {
 		if !ok {
 			return bad("must be " + what)
 		}
-		i, isInt, safe := model.JSONInteger(n.String())
+		i, isInt, safe := input.JSONInteger(n.String())
 		switch {
 		case !isInt:
 			return bad("must be " + what)
 		case !safe:
-			return bad(model.UnsafeIntegerReason)
+			return bad(input.UnsafeIntegerReason)
 		case i < low:
 			return bad("must be " + what)
 		}
@@ -327,12 +328,12 @@ func checkValue(path string, val any, f field) error {
 		for _, k := range keys {
 			s, ok := obj[k].(string)
 			switch {
-			case !model.SafeText(k):
+			case !input.SafeText(k):
 				return bad("must not have a key containing U+0000 (NUL)")
 			case !ok:
-				return &model.DataError{Field: path + "." + k, Reason: "must be a string"}
-			case !model.SafeText(s):
-				return &model.DataError{Field: path + "." + k, Reason: "must not contain U+0000 (NUL)"}
+				return &input.DataError{Field: path + "." + k, Reason: "must be a string"}
+			case !input.SafeText(s):
+				return &input.DataError{Field: path + "." + k, Reason: "must not contain U+0000 (NUL)"}
 			}
 		}
 	case kindObject:
@@ -342,7 +343,7 @@ func checkValue(path string, val any, f field) error {
 		if !ok {
 			return bad("must be a string")
 		}
-		if !model.SafeText(s) {
+		if !input.SafeText(s) {
 			return bad("must not contain U+0000 (NUL)")
 		}
 		return checkString(path, s, f)
@@ -351,7 +352,7 @@ func checkValue(path string, val any, f field) error {
 }
 
 func checkString(path, s string, f field) error {
-	bad := func(reason string) error { return &model.DataError{Field: path, Reason: reason} }
+	bad := func(reason string) error { return &input.DataError{Field: path, Reason: reason} }
 	switch f.kind {
 	case kindText:
 		if strings.TrimSpace(s) == "" {
@@ -362,7 +363,7 @@ func checkString(path, s string, f field) error {
 		if !ok {
 			return bad("must be an ISO 8601 timestamp such as 2026-01-02T15:04:05Z")
 		}
-		if !model.TimeInRange(t) {
+		if !input.TimeInRange(t) {
 			return bad("must be in the years 0001 to 9999 (UTC)")
 		}
 	case kindTimeMillis:
@@ -370,7 +371,7 @@ func checkString(path, s string, f field) error {
 		if err != nil || !timeMillisPattern.MatchString(s) {
 			return bad("must be an ISO 8601 UTC timestamp with milliseconds such as 2026-01-02T15:04:05.000Z")
 		}
-		if !model.TimeInRange(t) {
+		if !input.TimeInRange(t) {
 			return bad("must be in the years 0001 to 9999 (UTC)")
 		}
 	case kindURL:
@@ -400,7 +401,7 @@ func checkString(path, s string, f field) error {
 
 // ParseTime reads s as intake reads every timestamp: RFC 3339 as time.Parse takes it and as the
 // schemas' pattern states it (an offset of at most 23:59). False when s is not one; whether it
-// falls in the years 0001 to 9999 is the caller's check (model.TimeInRange).
+// falls in the years 0001 to 9999 is the caller's check (input.TimeInRange).
 func ParseTime(s string) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t, err == nil && rfc3339Pattern.MatchString(s)
@@ -408,17 +409,17 @@ func ParseTime(s string) (time.Time, bool) {
 
 // Normalize brings a lead as a form reports it to lead.captured's rules: the phone in E.164 (a
 // national number is read in the fan's source.country), no custom fields an empty object. A
-// *model.DataError names the field at fault.
+// *input.DataError names the field at fault.
 func (l *Lead) Normalize() error {
 	if l.CustomFields == nil {
 		l.CustomFields = map[string]string{}
 	}
 	if strings.TrimSpace(l.Phone) == "" {
-		return &model.DataError{Field: "phone", Reason: "is required"}
+		return &input.DataError{Field: "phone", Reason: "is required"}
 	}
 	num, err := phonenumbers.Parse(l.Phone, strings.ToUpper(l.Source.Country))
 	if err != nil || !phonenumbers.IsValidNumber(num) {
-		return &model.DataError{Field: "phone", Reason: "is not a valid number (international +CC form, or national with source.country)"}
+		return &input.DataError{Field: "phone", Reason: "is not a valid number (international +CC form, or national with source.country)"}
 	}
 	l.Phone = phonenumbers.Format(num, phonenumbers.E164)
 	return nil

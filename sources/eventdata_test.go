@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/sources"
 )
 
@@ -34,7 +34,7 @@ func TestValidateEventDataRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := sources.ValidateEventData(tc.eventType, []byte(tc.data))
-			var de *model.DataError
+			var de *input.DataError
 			if !errors.As(err, &de) || de.Field != tc.field {
 				t.Fatalf("ValidateEventData(%s) = %v, want a DataError on %s", tc.data, err, tc.field)
 			}
@@ -62,7 +62,7 @@ func TestLeadNormalize(t *testing.T) {
 		l := sources.Lead{CollectDataID: "c", Email: "fan@example.com", Phone: tc.phone,
 			Source: sources.LeadSource{Referrer: "https://example.com/", IPAddress: "203.0.113.7", Country: tc.country}}
 		err := l.Normalize()
-		var de *model.DataError
+		var de *input.DataError
 		if tc.field != "" {
 			if !errors.As(err, &de) || de.Field != tc.field {
 				t.Errorf("Normalize(%q, %q) = %v, want a DataError on %s", tc.phone, tc.country, err, tc.field)

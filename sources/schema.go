@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/wire"
 )
@@ -31,7 +32,7 @@ const JSONSchemaDialect = "https://json-schema.org/draft/2020-12/schema"
 // Patterns of the schemas. They are ECMA-262 regular expressions, as JSON Schema asks, written with
 // the part of the syntax Go's RE2 reads alike, so validators in both agree.
 const (
-	// notNUL: intake refuses U+0000 in every string (model.SafeText).
+	// notNUL: intake refuses U+0000 in every string (input.SafeText).
 	notNUL = `^[^\x00]*$`
 	// textPattern: a text has a character other than white space, and no U+0000.
 	textPattern = `^[^\x00]*[^\x00\s][^\x00]*$`
@@ -158,9 +159,9 @@ func fieldSchema(f field, d Dialect) map[string]any {
 	var s map[string]any
 	switch f.kind {
 	case kindID:
-		s = map[string]any{"type": "integer", "minimum": 1, "maximum": model.MaxSafeInteger}
+		s = map[string]any{"type": "integer", "minimum": 1, "maximum": input.MaxSafeInteger}
 	case kindCount:
-		s = map[string]any{"type": "integer", "minimum": 0, "maximum": model.MaxSafeInteger}
+		s = map[string]any{"type": "integer", "minimum": 0, "maximum": input.MaxSafeInteger}
 	case kindNumber:
 		// Finite: a float64, which is what a canonical body holds.
 		s = map[string]any{"type": "number", "minimum": -math.MaxFloat64, "maximum": math.MaxFloat64}

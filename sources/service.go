@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -57,7 +58,7 @@ type Service struct {
 
 // The refusals of the sources' use cases, besides ErrInvalidTransition (a lifecycle move the
 // website's state refuses, a schedule of one that is not a draft among them), ErrEndBeforeStart,
-// *NotPublishedError and *model.DataError (a fan's data, naming its field). A surface words each
+// *NotPublishedError and *input.DataError (a fan's data, naming its field). A surface words each
 // its own way; anything else is internal.
 var (
 	// ErrNotFound: no such campaign or website in the caller's account.
@@ -202,7 +203,7 @@ func (s *Service) move(ctx context.Context, accountID, id int64, move func(*Webs
 
 // CaptureLead emits a fan's lead.captured to the account's published website id, the lead
 // brought to the event's rules first (Lead.Normalize), and counts a signup with the thresholds it
-// crosses. A *model.DataError names a field of the lead.
+// crosses. A *input.DataError names a field of the lead.
 func (s *Service) CaptureLead(ctx context.Context, accountID, id int64, lead Lead) (*model.PublishResult, error) {
 	if err := lead.Normalize(); err != nil {
 		return nil, err
@@ -250,7 +251,7 @@ var ErrInvalidThreshold = fmt.Errorf("a threshold needs a website id, a metric (
 // SetThreshold adds an analytics threshold to a website of any account: the operator's. One the
 // counter has already reached is recorded as crossed (Threshold.CrossedAt): it will not fire.
 func (s *Service) SetThreshold(ctx context.Context, websiteID int64, metric string, value int64) (*Threshold, error) {
-	if websiteID < 1 || !slices.Contains(AnalyticsMetrics, metric) || value < 1 || !model.SafeInteger(value) {
+	if websiteID < 1 || !slices.Contains(AnalyticsMetrics, metric) || value < 1 || !input.SafeInteger(value) {
 		return nil, ErrInvalidThreshold
 	}
 	return setThreshold(ctx, s.db, websiteID, metric, value)

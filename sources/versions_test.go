@@ -20,6 +20,7 @@ import (
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/internal/schematest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/secretbox"
@@ -100,7 +101,7 @@ func TestVersionTable(t *testing.T) {
 			t.Fatalf("version 2 data refused: %v", err)
 		}
 		err := sources.ValidateEventData("campaign.created", json.RawMessage(campaignV1Data))
-		var de *model.DataError
+		var de *input.DataError
 		if !errors.As(err, &de) || de.Field != "data.budget" {
 			t.Fatalf("version 1 data at intake: %v; want a refusal of data.budget", err)
 		}

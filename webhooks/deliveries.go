@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -88,7 +89,7 @@ func (r Recovery) check(webhookID int64, now time.Time) (model.Recovery, error) 
 	if r.Until != nil {
 		m.Until = *r.Until
 	}
-	var de *model.DataError
+	var de *input.DataError
 	if err := m.Check(now); errors.As(err, &de) {
 		return m, invalid(de.Field, "%s %s", de.Field, de.Reason)
 	} else if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/wire"
@@ -54,7 +55,7 @@ func (s *Service) Accept(ctx context.Context, scope model.WebhookScope, in Intak
 	// The data as sent, not its canonical form, whose float64 numbers have already rounded an
 	// unsafe integer to another one.
 	if err := sources.ValidateEventData(in.EventType, in.Data); err != nil {
-		var de *model.DataError
+		var de *input.DataError
 		if errors.As(err, &de) {
 			return nil, invalid(de.Field, "%s %s", de.Field, de.Reason)
 		}

@@ -1,4 +1,4 @@
-package model_test
+package input_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/input"
 )
 
 // TestJSONInteger reads literals exactly: float64 would take 9007199254740993 for a safe
@@ -28,8 +28,8 @@ func TestJSONInteger(t *testing.T) {
 		{"12.5e1", 125, true, true},
 		{"1500e-2", 15, true, true},
 		{"0.0e5", 0, true, true},
-		{"9007199254740991", model.MaxSafeInteger, true, true},
-		{"-9007199254740991", -model.MaxSafeInteger, true, true},
+		{"9007199254740991", input.MaxSafeInteger, true, true},
+		{"-9007199254740991", -input.MaxSafeInteger, true, true},
 		{"9007199254740992", 0, true, false},
 		{"9007199254740993", 0, true, false},
 		{"-9007199254740993", 0, true, false},
@@ -44,7 +44,7 @@ func TestJSONInteger(t *testing.T) {
 		{"1e-999999999999999999999", 0, false, false},
 		{"9007199254740991.5", 0, false, false},
 	} {
-		n, isInteger, safe := model.JSONInteger(tc.lit)
+		n, isInteger, safe := input.JSONInteger(tc.lit)
 		if n != tc.n || isInteger != tc.isInteger || safe != tc.safe {
 			t.Errorf("JSONInteger(%s) = %d, %v, %v; want %d, %v, %v", tc.lit, n, isInteger, safe, tc.n, tc.isInteger, tc.safe)
 		}
@@ -69,7 +69,7 @@ func TestRepeatedParameter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if name, ok := model.RepeatedParameter(q); name != tc.name || ok != (tc.name != "") {
+		if name, ok := input.RepeatedParameter(q); name != tc.name || ok != (tc.name != "") {
 			t.Errorf("RepeatedParameter(%q) = %q, %v; want %q", tc.query, name, ok, tc.name)
 		}
 	}
@@ -91,7 +91,7 @@ func TestTimeInRange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := model.TimeInRange(tm); got != tc.ok {
+		if got := input.TimeInRange(tm); got != tc.ok {
 			t.Errorf("TimeInRange(%s) = %v, want %v", tc.in, got, tc.ok)
 		}
 	}
@@ -114,14 +114,14 @@ func FuzzJSONInteger(f *testing.F) {
 		if !ok {
 			t.Fatalf("big.Rat cannot read JSON number %q", lit)
 		}
-		n, isInteger, safe := model.JSONInteger(lit)
+		n, isInteger, safe := input.JSONInteger(lit)
 		if isInteger != r.IsInt() {
 			t.Fatalf("JSONInteger(%q) isInteger = %v, big.Rat says %v", lit, isInteger, r.IsInt())
 		}
 		if !isInteger {
 			return
 		}
-		max := big.NewInt(model.MaxSafeInteger)
+		max := big.NewInt(input.MaxSafeInteger)
 		wantSafe := new(big.Int).Abs(r.Num()).Cmp(max) <= 0
 		if safe != wantSafe || (safe && n != r.Num().Int64()) {
 			t.Fatalf("JSONInteger(%q) = %d, safe %v; want %s, safe %v", lit, n, safe, r.Num(), wantSafe)

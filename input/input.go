@@ -1,4 +1,8 @@
-package model
+// Package input holds the rules every value a client sends must meet before webhookd stores or
+// delivers it (the DataError that names a field, safe integers and text, repeated parameters, the
+// range of times), the same on SQLite and PostgreSQL, for the API, the portal, the use cases and
+// the event data's checks alike.
+package input
 
 import (
 	"net/url"

@@ -190,6 +190,33 @@ func TestDeliverHeadersAsSent(t *testing.T) {
 // before a rule would be), and returns its result and the attempt log's requestHeaders.
 func deliverStoredHeaders(t *testing.T, receiver *httptest.Server, stored string) (activities.DeliverResult, map[string]string) {
 	t.Helper()
+	f := newAttemptFixture(t, receiver, &stored)
+	res := f.attempt(t, 1)
+	view, err := model.GetDelivery(context.Background(), f.db, f.w.ID, f.d.ID)
+	if err != nil || len(view.Log) != 1 || view.Log[0].RequestHeaders == nil {
+		t.Fatalf("delivery %+v, %v", view, err)
+	}
+	var logged map[string]string
+	if err := json.Unmarshal([]byte(*view.Log[0].RequestHeaders), &logged); err != nil {
+		t.Fatal(err)
+	}
+	return res, logged
+}
+
+// attemptFixture is one delivery of a webhook of variant A to a receiver, and the activities that
+// attempt it, on a fresh SQLite database.
+type attemptFixture struct {
+	db  *model.DB
+	w   *model.Webhook
+	d   model.Delivery
+	a   *activities.Activities
+	env *testsuite.TestActivityEnvironment
+}
+
+// newAttemptFixture registers a webhook to receiver (its custom headers, when given, stored sealed
+// as they are, written directly) and publishes one event to it.
+func newAttemptFixture(t *testing.T, receiver *httptest.Server, headers *string) *attemptFixture {
+	t.Helper()
 	ctx := context.Background()
 	db := dbtest.SQLite(t)
 	box, err := secretbox.New(bytes.Repeat([]byte{5}, 32))
@@ -200,17 +227,20 @@ func deliverStoredHeaders(t *testing.T, receiver *httptest.Server, stored string
 	if err != nil {
 		t.Fatal(err)
 	}
-	headers, err := box.Seal(stored)
+	w := &model.Webhook{Variant: model.VariantA, URL: receiver.URL + "/hook", EventType: "campaign.created",
+		Status: model.VariantA.InitialStatus(), Secret: sealed, CreatedAt: model.Now(), UpdatedAt: model.Now()}
+	if headers != nil {
+		sealedHeaders, err := box.Seal(*headers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Headers = &sealedHeaders
+	}
+	_, acc, err := model.CreateAPIKey(ctx, db, "fixture@example.com", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, acc, err := model.CreateAPIKey(ctx, db, "sent@example.com", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := model.Now()
-	w := &model.Webhook{AccountID: acc.ID, Variant: model.VariantA, URL: receiver.URL + "/hook", EventType: "campaign.created",
-		Status: model.VariantA.InitialStatus(), Secret: sealed, Headers: &headers, CreatedAt: now, UpdatedAt: now}
+	w.AccountID = acc.ID
 	if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +248,6 @@ func deliverStoredHeaders(t *testing.T, receiver *httptest.Server, stored string
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := ins.Deliveries[0]
 	out, err := egress.New(egress.Options{Policy: egress.AddressPolicy{AllowPrivate: true}, RootCAs: rootsOf(receiver), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +255,14 @@ func deliverStoredHeaders(t *testing.T, receiver *httptest.Server, stored string
 	a := &activities.Activities{DB: db, Secrets: box, Egress: out, UserAgent: "webhookd/test"}
 	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
 	env.RegisterActivity(a)
-	v, err := env.ExecuteActivity(a.Deliver, activities.DeliverInput{DeliveryID: d.ID, EventID: d.EventID, WebhookID: w.ID, Attempt: 1, AttemptTimeout: 5 * time.Second})
+	return &attemptFixture{db: db, w: w, d: ins.Deliveries[0], a: a, env: env}
+}
+
+// attempt runs Deliver for the fixture's delivery as attempt n and returns its result.
+func (f *attemptFixture) attempt(t *testing.T, n int) activities.DeliverResult {
+	t.Helper()
+	v, err := f.env.ExecuteActivity(f.a.Deliver, activities.DeliverInput{DeliveryID: f.d.ID, EventID: f.d.EventID, WebhookID: f.w.ID,
+		Attempt: n, AttemptTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,13 +270,5 @@ func deliverStoredHeaders(t *testing.T, receiver *httptest.Server, stored string
 	if err := v.Get(&res); err != nil {
 		t.Fatal(err)
 	}
-	view, err := model.GetDelivery(ctx, db, w.ID, d.ID)
-	if err != nil || len(view.Log) != 1 || view.Log[0].RequestHeaders == nil {
-		t.Fatalf("delivery %+v, %v", view, err)
-	}
-	var logged map[string]string
-	if err := json.Unmarshal([]byte(*view.Log[0].RequestHeaders), &logged); err != nil {
-		t.Fatal(err)
-	}
-	return res, logged
+	return res
 }

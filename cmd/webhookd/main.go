@@ -175,6 +175,16 @@ func operatorSources(cfg Config, db *model.DB) (*sources.Service, error) {
 	return sources.New(sources.Config{DB: db, Publisher: uses, SiteBaseURL: cfg.SiteBaseURL, RequestTimeout: cfg.TemporalRequestTimeout})
 }
 
+// ownerAccount is the account whose owner's e-mail is email, for the operator's commands that name
+// an account by it; an unknown e-mail is an error that says how to make the account.
+func ownerAccount(ctx context.Context, access *accounts.Service, email string) (*model.Account, error) {
+	account, err := access.Account(ctx, email)
+	if errors.Is(err, accounts.ErrNotFound) {
+		return nil, fmt.Errorf("no account with owner e-mail %s (webhookd apikey create makes one)", email)
+	}
+	return account, err
+}
+
 func newAccounts(cfg Config, db *model.DB) (*accounts.Service, error) {
 	return accounts.New(accounts.Config{DB: db, PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal})
 }

@@ -44,10 +44,7 @@ func portalLinkCommand(ctx context.Context, cfg Config, args []string, stdout, s
 	if err != nil {
 		return err
 	}
-	account, err := access.Account(ctx, *email)
-	if errors.Is(err, accounts.ErrNotFound) {
-		return fmt.Errorf("no account with owner e-mail %s (webhookd apikey create makes one)", *email)
-	}
+	account, err := ownerAccount(ctx, access, *email)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 
-	"github.com/webhookd/webhookd/accounts"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/webhooks"
@@ -104,10 +103,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 		if err != nil {
 			return err
 		}
-		account, err := access.Account(ctx, *email)
-		if errors.Is(err, accounts.ErrNotFound) {
-			return fmt.Errorf("no account with owner e-mail %s", *email)
-		}
+		account, err := ownerAccount(ctx, access, *email)
 		if err != nil {
 			return err
 		}

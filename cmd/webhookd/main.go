@@ -168,11 +168,18 @@ func openDB(ctx context.Context, cfg Config) (*model.DB, error) {
 // operatorSources are the sources' use cases for the operator's commands, which publish nothing
 // and need no Temporal.
 func operatorSources(cfg Config, db *model.DB) (*sources.Service, error) {
-	uses, err := webhooks.New(webhooks.Config{DB: db, MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules()})
+	uses, err := operatorReads(cfg, db, nil)
 	if err != nil {
 		return nil, err
 	}
 	return sources.New(sources.Config{DB: db, Publisher: uses, SiteBaseURL: cfg.SiteBaseURL, RequestTimeout: cfg.TemporalRequestTimeout})
+}
+
+// operatorReads are the webhooks' use cases without Temporal, for the operator's commands that
+// read, or change only the database: no dispatcher, so nothing that needs Temporal is served.
+func operatorReads(cfg Config, db *model.DB, logger *slog.Logger) (*webhooks.Service, error) {
+	return webhooks.New(webhooks.Config{DB: db, Logger: logger, MaxWebhooks: cfg.MaxWebhooks,
+		RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules()})
 }
 
 // ownerAccount is the account whose owner's e-mail is email, for the operator's commands that name

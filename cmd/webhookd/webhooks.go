@@ -93,8 +93,7 @@ func webhooksCommand(ctx context.Context, cfg Config, args []string, stdout, std
 	}
 	defer db.Close()
 	// Reading needs no Temporal: the use cases without a dispatcher serve the list and the lookup.
-	reads, err := webhooks.New(webhooks.Config{DB: db, Logger: logger, MaxWebhooks: cfg.MaxWebhooks,
-		RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules()})
+	reads, err := operatorReads(cfg, db, logger)
 	if err != nil {
 		return err
 	}

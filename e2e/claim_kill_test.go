@@ -45,6 +45,7 @@ const killBatch = 300
 //
 //	go test -count=1 -run TestBatchRetryAndRecoverySurviveKill -tags e2e -v ./e2e/
 func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
+	besideOthers(t)
 	bin := webhookdBinary(t)
 	dbURL := dbtest.PostgresURL(t)
 	tsrv := temporaltest.Start(t)
@@ -135,7 +136,11 @@ func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
 		p.start(t)
 		restarted := time.Now()
 		for _, c := range cases {
-			eventually(t, 90*time.Second, c.name+": every delivery delivered", func() bool {
+			// Within 3 minutes, as the setup above: a Deliver activity cut by the kill runs again
+			// after its start-to-close timeout (12 s), but the test runs beside others
+			// (besideOthers), and 600 deliveries took over 90 s beside make cluster's stack on a
+			// loaded machine.
+			eventually(t, 3*time.Minute, c.name+": every delivery delivered", func() bool {
 				return countStates(t, db, c.hook)[model.DeliveryDelivered] == killBatch && countClaims(t, db, c.hook) == 0
 			})
 		}

@@ -31,8 +31,8 @@ import (
 
 // TestProductionCluster runs the topology of `make cluster` (deployments/cluster/cluster.sh): the
 // real Temporal server on PostgreSQL with several history shards behind mutual TLS, its Web UI,
-// and two API and two worker replicas of webhookd. It measures deliveries/s there and on the
-// `make run` stack in the same run, then publishes 1,000 events through both API replicas while a
+// and two API and two worker replicas of webhookd. It checks that a delivery's first workflow task
+// is polled by a worker replica, then publishes 1,000 events through both API replicas while a
 // worker replica is killed with SIGKILL, the Temporal server is killed and restarted, and then
 // PostgreSQL, the database of both Temporal and webhookd (synchronous_commit on, issue 33): every
 // accepted event must arrive, and a duplicate must carry the same webhook-id.
@@ -40,23 +40,21 @@ func TestProductionCluster(t *testing.T) {
 	bin := webhookdBinary(t)
 	rc := startReceiver(t)
 	env := clusterTestEnv(rc)
-	// The dev stack first, stopped before the cluster starts, so neither runs beside the other.
-	const perStack = 500
-	dev := startDevStack(t, bin, env)
-	devRate := measureThroughput(t, rc, []string{dev.apiURL}, dev.apiKey, "/dev", perStack)
-	dev.stop()
 	cl := startCluster(t, bin, env)
 	checkTemporalTLS(t, cl)
-	polled := cl.workflowTasksPolled(t)
-	clusterRate := measureThroughput(t, rc, cl.apiURLs, cl.apiKey, "/cluster", perStack)
-	t.Logf("deliveries/s, %d events each, one webhook, from the first publish to the last arrival: cluster %.1f, dev stack %.1f",
-		perStack, clusterRate, devRate)
 	// The control of TestClusterRoleAll: apart from its API, a delivery's first workflow task
-	// cannot start eagerly, so a worker replica polls it from Temporal's matching.
+	// cannot start eagerly, so a worker replica polls it from Temporal's matching. The rate is
+	// logged, not judged: the cluster's throughput is `make bench-cluster`'s, the dev stack's
+	// `make bench-e2e`'s (this test measured both on 500 events each until issue 42 moved slow
+	// benchmarks out of make test).
+	const deliveries = 100
+	polled := cl.workflowTasksPolled(t)
+	rate := measureThroughput(t, rc, cl.apiURLs, cl.apiKey, "/cluster", deliveries)
 	polls := cl.workflowTasksPolled(t) - polled
-	t.Logf("the worker replicas polled %d workflow tasks for %d deliveries", polls, perStack)
-	if polls < perStack {
-		t.Errorf("the worker replicas polled %d workflow tasks for %d deliveries: a split topology's starts cannot be eager", polls, perStack)
+	t.Logf("the cluster: %.1f deliveries/s, %d events, one webhook, from the first publish to the last arrival; the worker replicas polled %d workflow tasks for %d deliveries",
+		rate, deliveries, polls, deliveries)
+	if polls < deliveries {
+		t.Errorf("the worker replicas polled %d workflow tasks for %d deliveries: a split topology's starts cannot be eager", polls, deliveries)
 	}
 
 	// Faults: 1,000 events; a worker replica is killed at 250 accepted, Temporal at 500, PostgreSQL's
@@ -167,6 +165,7 @@ func awaitAccepted(t *testing.T, rc *receiver, path, prefix string, accepted *sy
 // one replica is killed with SIGKILL under publishing load: every accepted event arrives, a
 // duplicate under its first delivery's webhook-id.
 func TestClusterRoleAll(t *testing.T) {
+	besideOthers(t)
 	bin := webhookdBinary(t)
 	rc := startReceiver(t)
 	cl := startCluster(t, bin, append(clusterTestEnv(rc), "CLUSTER_ROLES=all"))
@@ -365,10 +364,12 @@ func (cl *cluster) dumpLogs(t *testing.T) {
 // without TLS, or with TLS but no client certificate, does not.
 func checkTemporalTLS(t *testing.T, cl *cluster) {
 	t.Helper()
-	// The variables webhookd's replicas get, read as they read them.
+	// The variables webhookd's replicas get, read as they read them (from a lookup, not this
+	// process's environment, which the tests running beside this one pass to their processes).
+	vars := clusterVars{}
 	for k, v := range cl.env {
 		if strings.HasPrefix(k, "TEMPORAL_") {
-			t.Setenv(k, v)
+			vars[k] = v
 		}
 	}
 	health := func(opts client.Options) error {
@@ -383,7 +384,7 @@ func checkTemporalTLS(t *testing.T, cl *cluster) {
 		_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
 		return err
 	}
-	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{DisableFile: true})
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{DisableFile: true, EnvLookup: vars})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +404,22 @@ func checkTemporalTLS(t *testing.T, cl *cluster) {
 	if err := health(noCert); err == nil {
 		t.Errorf("Temporal answered a TLS client without a certificate")
 	}
+}
+
+// clusterVars are environment variables as envconfig looks them up.
+type clusterVars map[string]string
+
+func (v clusterVars) LookupEnv(key string) (string, bool) {
+	value, ok := v[key]
+	return value, ok
+}
+
+func (v clusterVars) Environ() []string {
+	out := make([]string, 0, len(v))
+	for k, value := range v {
+		out = append(out, k+"="+value)
+	}
+	return out
 }
 
 // script is a stack's start script running in a process group of its own.

@@ -129,6 +129,22 @@ var built struct {
 	out  []byte
 }
 
+// besideOthers lets a system test run beside the others that call it, after every other test of
+// the package has run alone (t.Parallel; go test -parallel, GOMAXPROCS by default: two at a time
+// on two cores). It is for a test that runs webhookd as processes of its own (the built binary,
+// make run's stack, or make cluster's replicas with a Temporal server of their own), so shares no
+// state of this process with another, that judges counts and behaviour (every delivery arrives,
+// none twice under another webhook-id; a page shows what it must) within bounds of a minute or
+// more, and that spends much of its time waiting on timeouts, restarts and pages. A test that
+// judges a latency or a rate must not call it: it runs alone. At most one test that runs a
+// cluster may call it: two clusters would fill the cores with eight webhookd processes and two
+// Temporal servers, and could draw the same ports. The eight that do took about 4 of the system
+// tests' 12 minutes one after another (issue 42: make test's time).
+func besideOthers(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // webhookdBinary builds the real binary once per test process, for tests that run it.
 func webhookdBinary(t *testing.T) string {
 	t.Helper()

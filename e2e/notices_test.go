@@ -237,6 +237,7 @@ func TestDisablingWarnsFirst(t *testing.T) {
 // webhooks are committed, before or while their notices are sent; started again, it sends every
 // webhook.failing, each once or twice under one webhook-id, none lost.
 func TestNoticeSurvivesKill(t *testing.T) {
+	besideOthers(t)
 	bin := webhookdBinary(t)
 	dbURL := dbtest.PostgresURL(t)
 	tsrv := temporaltest.Start(t)

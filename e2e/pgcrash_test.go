@@ -28,6 +28,7 @@ import (
 // three webhooks, and an event that reaches a webhook twice does so under one webhook-id: a 202
 // is only written once PostgreSQL has made the commit durable, so its crash loses none of them.
 func TestPostgresKill9UnderLoadLosesNothing(t *testing.T) {
+	besideOthers(t)
 	bin := webhookdBinary(t)
 	pg := dbtest.CrashablePostgres(t)
 	tsrv := temporaltest.Start(t)

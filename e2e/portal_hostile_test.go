@@ -16,6 +16,7 @@ import (
 // link opened a second time, another account's endpoint by its id, a form posted without its CSRF
 // token, and markup in what they type and in an event's payload. Each is refused or shown as text, and nothing they typed runs.
 func TestPortalHostileInputs(t *testing.T) {
+	besideOthers(t)
 	rc := startReceiver(t)
 	stack := startDevStack(t, webhookdBinary(t), []string{"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true", "WEBHOOKD_EXTRA_CA_FILE=" + rc.caFile})
 	link := portalLink(t, stack)

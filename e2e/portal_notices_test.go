@@ -15,6 +15,7 @@ import (
 // gets and the page lists; markup typed into a channel's URL shows as text; a form posted
 // without its CSRF token is refused and adds nothing.
 func TestPortalNotifications(t *testing.T) {
+	besideOthers(t)
 	rc := startReceiver(t)
 	stack := startDevStack(t, webhookdBinary(t), []string{"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true", "WEBHOOKD_EXTRA_CA_FILE=" + rc.caFile})
 	link := portalLink(t, stack)

@@ -43,6 +43,7 @@ import (
 // Screenshots of each page go to $WEBHOOKD_SCREENSHOTS when set (docs/portal.md shows them and
 // says how to make them again), else to a temporary directory.
 func TestPortalEndpointFlow(t *testing.T) {
+	besideOthers(t)
 	rc := startReceiver(t)
 	var fixed atomic.Bool
 	rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
@@ -389,6 +390,7 @@ func (b *browser) frameTitle(t *testing.T, done func(title, frameURL string) boo
 // exchanged inside the frame and the portal's pages open there: the session cookie is SameSite=None
 // and Partitioned, as a Lax cookie is sent in no cross-site frame.
 func TestPortalEmbeddedAcrossSites(t *testing.T) {
+	besideOthers(t)
 	var link atomic.Value
 	product := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,6 +66,8 @@ type testEnv struct {
 	// access and ready are the server's accounts and readiness, for the same surface.
 	access *accounts.Service
 	ready  *readiness.Checker
+	// clock is the use cases' time when the env was built withClock; nil: the real one.
+	clock *testClock
 }
 
 // envConfig is the API's Config with what tests give the use cases, which they set as options too.
@@ -79,9 +82,33 @@ type envConfig struct {
 	// Temporal is what readiness asks; PortalOff turns the portal's links off.
 	Temporal  client.Client
 	PortalOff bool
+	// Clock, when set, is the use cases' time (withClock).
+	Clock *testClock
 }
 
 type serverOption func(*envConfig)
+
+// withClock gives the use cases a clock the test moves by hand, so that two stamps differ because
+// the test says so, not because it slept.
+func withClock(c *envConfig) { c.Clock = &testClock{now: model.Now()} }
+
+// testClock starts at the real time and stands still until Advance.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
 
 func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	t.Helper()
@@ -102,7 +129,11 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks, Disable: cfg.Disable, TrialTime: cfg.TrialTime})
+	wc := webhookstest.Config{Dispatcher: cfg.Dispatcher, MaxWebhooks: cfg.MaxWebhooks, Disable: cfg.Disable, TrialTime: cfg.TrialTime}
+	if cfg.Clock != nil {
+		wc.Clock = cfg.Clock.Now
+	}
+	cfg.Webhooks = webhookstest.New(t, db, box, cfg.Logger, wc)
 	sc := sources.Config{DB: db, Publisher: cfg.Webhooks, SiteBaseURL: "https://sites.example.com",
 		RequestTimeout: cfg.Webhooks.RequestTimeout(), Logger: cfg.Logger}
 	if cfg.Dispatcher != nil {
@@ -121,7 +152,7 @@ func newEnv(t testing.TB, db *model.DB, opts ...serverOption) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testEnv{db: db, srv: srv, oa: openapitest.New(t), uses: cfg.Webhooks, access: cfg.Accounts, ready: cfg.Readiness}
+	return &testEnv{db: db, srv: srv, oa: openapitest.New(t), uses: cfg.Webhooks, access: cfg.Accounts, ready: cfg.Readiness, clock: cfg.Clock}
 }
 
 // response is one recorded exchange, already checked against the OpenAPI document.
@@ -290,10 +321,10 @@ var variants = []variantCase{
 }
 
 // forEach runs fn for every backend and variant, each backend with a fresh database.
-func forEach(t *testing.T, fn func(t *testing.T, e *testEnv, v variantCase)) {
+func forEach(t *testing.T, fn func(t *testing.T, e *testEnv, v variantCase), opts ...serverOption) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t))
+			e := newEnv(t, b.Open(t), opts...)
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) { fn(t, e, v) })
 			}

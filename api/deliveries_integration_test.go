@@ -22,15 +22,15 @@ import (
 
 // forEachWithTemporal is forEach with a Dispatcher on the dev server: workflows start (on a task
 // queue no worker polls, so they wait), signals land, and nothing is delivered.
-func forEachWithTemporal(t *testing.T, fn func(t *testing.T, e *testEnv, v variantCase, tc client.Client)) {
+func forEachWithTemporal(t *testing.T, fn func(t *testing.T, e *testEnv, v variantCase, tc client.Client), opts ...serverOption) {
 	tc := temporaltest.Start(t).Client(t)
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			e := newEnv(t, b.Open(t), func(c *envConfig) {
+			e := newEnv(t, b.Open(t), append([]serverOption{func(c *envConfig) {
 				c.Temporal = tc
 				c.Dispatcher = &dispatch.Dispatcher{Client: tc, TaskQueue: "nowhere-" + strings.ReplaceAll(t.Name(), "/", "-"),
 					Schedule: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}, RetryWindow: time.Hour, AttemptTimeout: time.Second}
-			})
+			}}, opts...)...)
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) { fn(t, e, v, tc) })
 			}
@@ -94,8 +94,8 @@ func TestRecover(t *testing.T) {
 		auth := v.auth(newKey(t, e.db))
 		hook, first := hookWithDelivery(t, e, v, auth)
 		setDeliveryState(t, e, first.ID, model.DeliveryExhausted)
-		since := model.Now().Add(time.Millisecond)
-		time.Sleep(5 * time.Millisecond) // created_at after since
+		since := e.clock.Now().Add(time.Millisecond)
+		e.clock.Advance(5 * time.Millisecond) // created_at after since
 		var wantIDs []int64
 		for _, state := range []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying} {
 			ev := e.do(t, "POST", eventsPath(v), auth, eventBody(v, v.eventType, validData[v.name])).data(t)
@@ -109,6 +109,7 @@ func TestRecover(t *testing.T) {
 			}
 		}
 
+		e.clock.Advance(time.Millisecond) // the recovery is asked for after they were created
 		r := e.do(t, "POST", hook+"/recover", auth, fmt.Sprintf(`{"since":%q}`, since.Format(time.RFC3339Nano)))
 		r.expect(t, http.StatusAccepted, "")
 		v.okEnvelope(t, r)
@@ -161,5 +162,5 @@ func TestRecover(t *testing.T) {
 			e.do(t, "POST", hook+"/recover", auth, bad.body).expectError(t, v, bad.status, bad.field)
 		}
 		e.do(t, "POST", hook+"/recover", v.auth(newKey(t, e.db)), `{"since":"2020-01-01T00:00:00Z"}`).expectError(t, v, http.StatusNotFound, "")
-	})
+	}, withClock)
 }

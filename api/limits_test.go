@@ -115,7 +115,7 @@ func TestWebhookLimits(t *testing.T) {
 			{`{"rateLimit":10000,"maxInFlight":1000}`, [2]any{10000.0, 1000.0}},
 			{`{"rateLimit":1,"maxInFlight":1}`, [2]any{1.0, 1.0}},
 		} {
-			time.Sleep(2 * time.Millisecond) // updatedAt has millisecond resolution on the wire
+			e.clock.Advance(time.Millisecond) // updatedAt has millisecond resolution on the wire
 			r := e.do(t, "PATCH", one, auth, step.body)
 			r.expect(t, http.StatusOK, "")
 			v.okEnvelope(t, r)
@@ -146,7 +146,7 @@ func TestWebhookLimits(t *testing.T) {
 			}
 		}
 		checkDisabled(t, v, e.do(t, "GET", one, auth, "").data(t), true, failing)
-	})
+	}, withClock)
 }
 
 // TestWebhookLimitsRefused (issue 17): a limit of the wrong type is 400 and one out of range 422,

@@ -52,7 +52,7 @@ func TestWebhookLifecycle(t *testing.T) {
 			}
 		}
 
-		time.Sleep(2 * time.Millisecond) // updatedAt has millisecond resolution on the wire
+		e.clock.Advance(time.Millisecond) // updatedAt has millisecond resolution on the wire
 		updated := e.do(t, "PUT", one, auth, `{"url":"https://hooks.example.com/v2"}`)
 		updated.expect(t, http.StatusOK, "")
 		v.okEnvelope(t, updated)
@@ -78,7 +78,7 @@ func TestWebhookLifecycle(t *testing.T) {
 		if items := e.do(t, "GET", v.collection, auth, "").list(t); len(items) != 0 {
 			t.Fatalf("deleted webhook still listed: %v", items)
 		}
-	})
+	}, withClock)
 }
 
 // TestUpdateResetsStatus proves PUT moves a webhook back to the initial status, whatever the

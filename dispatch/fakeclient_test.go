@@ -215,7 +215,7 @@ func (f *fixture) load(t *testing.T, id int64) model.Delivery {
 
 func (f *fixture) disable(t *testing.T) {
 	t.Helper()
-	if _, _, err := model.DisableWebhook(t.Context(), f.db, model.WebhookScope{AccountID: f.hook.AccountID, Variant: f.hook.Variant}, f.hook.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
+	if _, _, err := model.DisableWebhook(t.Context(), f.db, model.WebhookScope{AccountID: f.hook.AccountID, Variant: f.hook.Variant}, f.hook.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -26,13 +26,18 @@ type Publisher struct {
 	// FilterOverruns counts the webhooks that events published reached unjudged, their filter out
 	// of its budget (nil: none); each such webhook is also logged, once (overrunLog).
 	FilterOverruns *prometheus.CounterVec
+	// Clock stamps the events published (nil: model.Now).
+	Clock model.Clock
 
 	overruns overrunLog
 }
 
 // Change runs fn in one transaction, then starts the deliveries of every event it emitted.
 func (p *Publisher) Change(ctx context.Context, fn func(ctx context.Context, cs *model.ChangeSet) error) error {
-	cs, err := model.Change(ctx, p.DB, fn)
+	cs, err := model.Change(ctx, p.DB, func(ctx context.Context, cs *model.ChangeSet) error {
+		cs.Clock = p.Clock
+		return fn(ctx, cs)
+	})
 	if err != nil {
 		return err
 	}

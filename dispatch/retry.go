@@ -194,7 +194,7 @@ func (d *Dispatcher) retryClaimed(ctx context.Context, db bun.IDB, refs []model.
 
 // Recover retries every delivery of r's webhook that did not succeed in r's window, in the
 // background: it counts them, starts a RecoverWorkflow for them and answers at once. r.Until zero
-// means "until now": the time of the request that starts the recovery. The webhook is enabled
+// means "until now": now, the time of the request that starts the recovery. The webhook is enabled
 // first, as for any manual retry.
 //
 // Identical requests (the same webhook, since and until as given) agree: while one recovery runs,
@@ -202,10 +202,10 @@ func (d *Dispatcher) retryClaimed(ctx context.Context, db bun.IDB, refs []model.
 // workflow's memo, not a count of its own, which would shrink as the recovery claims deliveries.
 // Once it has ended, the next identical request starts a new one and counts afresh. A request
 // that finds nothing to recover and no recovery of its own running answers 0 and no workflow.
-func (d *Dispatcher) Recover(ctx context.Context, db bun.IDB, r model.Recovery) (Recovering, error) {
+func (d *Dispatcher) Recover(ctx context.Context, db bun.IDB, r model.Recovery, now time.Time) (Recovering, error) {
 	id := workflows.RecoverWorkflowID(r.WebhookID, r.Since, r.Until)
 	if r.Until.IsZero() {
-		r.Until = model.Now()
+		r.Until = now
 	}
 	if err := model.ReenableWebhook(ctx, db, r.WebhookID); err != nil {
 		return Recovering{}, err

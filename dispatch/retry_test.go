@@ -241,7 +241,7 @@ func TestRecover(t *testing.T) {
 		f.delivery(t, model.DeliveryDelivered, 1)
 		f.disable(t)
 		before := model.Now()
-		got, err := f.d.Recover(t.Context(), f.db, model.Recovery{WebhookID: f.hook.ID, Since: since})
+		got, err := f.d.Recover(t.Context(), f.db, model.Recovery{WebhookID: f.hook.ID, Since: since}, model.Now())
 		if err != nil || got.WorkflowID != "" || got.Queued != 0 || got.Until.Before(before) {
 			t.Fatalf("Recover = %+v, %v; want no workflow, until now", got, err)
 		}
@@ -260,7 +260,7 @@ func TestRecover(t *testing.T) {
 		f.delivery(t, model.DeliveryDelivered, 1)
 		until := model.Now().Add(time.Hour)
 		r := model.Recovery{WebhookID: f.hook.ID, Since: since, Until: until}
-		first, err := f.d.Recover(t.Context(), f.db, r)
+		first, err := f.d.Recover(t.Context(), f.db, r, model.Now())
 		want := dispatch.Recovering{WorkflowID: workflows.RecoverWorkflowID(f.hook.ID, since, until), Queued: 2, Until: until, UpTo: b.DeliveryID}
 		if err != nil || !sameRecovering(first, want) {
 			t.Fatalf("Recover = %+v, %v; want %+v", first, err, want)
@@ -276,7 +276,7 @@ func TestRecover(t *testing.T) {
 		f.claim(t, a.DeliveryID, model.DeliveryDelivering, model.Now())
 		f.delivery(t, model.DeliveryExhausted, 5)
 		f.delivery(t, model.DeliveryExhausted, 5)
-		if again, err := f.d.Recover(t.Context(), f.db, r); err != nil || !sameRecovering(again, first) {
+		if again, err := f.d.Recover(t.Context(), f.db, r, model.Now()); err != nil || !sameRecovering(again, first) {
 			t.Fatalf("identical request = %+v, %v; want the running recovery's %+v", again, err, first)
 		}
 		// All delivered since: nothing of its own to count, it still answers the running recovery.
@@ -284,12 +284,12 @@ func TestRecover(t *testing.T) {
 			Where("webhook_id = ?", f.hook.ID).Exec(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if again, err := f.d.Recover(t.Context(), f.db, r); err != nil || !sameRecovering(again, first) {
+		if again, err := f.d.Recover(t.Context(), f.db, r, model.Now()); err != nil || !sameRecovering(again, first) {
 			t.Fatalf("identical request with nothing left = %+v, %v; want the running recovery's %+v", again, err, first)
 		}
 		// Once it has ended, the same request with nothing to recover answers none.
 		f.tc.runs[want.WorkflowID].status = enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-		if after, err := f.d.Recover(t.Context(), f.db, r); err != nil || after.WorkflowID != "" || after.Queued != 0 {
+		if after, err := f.d.Recover(t.Context(), f.db, r, model.Now()); err != nil || after.WorkflowID != "" || after.Queued != 0 {
 			t.Fatalf("after the recovery ended = %+v, %v; want no workflow", after, err)
 		}
 	})
@@ -300,7 +300,7 @@ func TestRecover(t *testing.T) {
 		until := model.Now().Add(time.Hour)
 		id := workflows.RecoverWorkflowID(f.hook.ID, since, until)
 		f.tc.run(id, nil)
-		got, err := f.d.Recover(t.Context(), f.db, model.Recovery{WebhookID: f.hook.ID, Since: since, Until: until})
+		got, err := f.d.Recover(t.Context(), f.db, model.Recovery{WebhookID: f.hook.ID, Since: since, Until: until}, model.Now())
 		if err != nil || got.WorkflowID != id || got.Queued != 1 {
 			t.Fatalf("Recover = %+v, %v; want its own count of 1 under %s", got, err, id)
 		}
@@ -309,7 +309,7 @@ func TestRecover(t *testing.T) {
 			Where("webhook_id = ?", f.hook.ID).Exec(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := f.d.Recover(t.Context(), f.db, model.Recovery{WebhookID: f.hook.ID, Since: since, Until: until}); err != nil || got.WorkflowID != "" {
+		if got, err := f.d.Recover(t.Context(), f.db, model.Recovery{WebhookID: f.hook.ID, Since: since, Until: until}, model.Now()); err != nil || got.WorkflowID != "" {
 			t.Fatalf("Recover = %+v, %v; want no workflow", got, err)
 		}
 	})
@@ -328,7 +328,7 @@ func TestRecover(t *testing.T) {
 				f := newFixture(t)
 				f.delivery(t, tc.state, 5)
 				tc.setup(f.tc)
-				if _, err := f.d.Recover(t.Context(), f.db, model.Recovery{WebhookID: f.hook.ID, Since: since}); !errors.Is(err, dispatch.ErrTemporal) {
+				if _, err := f.d.Recover(t.Context(), f.db, model.Recovery{WebhookID: f.hook.ID, Since: since}, model.Now()); !errors.Is(err, dispatch.ErrTemporal) {
 					t.Fatalf("Recover error = %v, want ErrTemporal", err)
 				}
 			})

@@ -11,7 +11,9 @@ import (
 // change starts their deliveries after the commit (dispatch.Publisher), or leaves them to the
 // worker's sweeper.
 type ChangeSet struct {
-	Tx      bun.Tx
+	Tx bun.Tx
+	// Clock stamps the events Emit stores without an At of their own (nil: Now).
+	Clock   Clock
 	Results []*PublishResult
 	// stmts are the statements of Tx's database.
 	stmts *statements
@@ -21,6 +23,9 @@ type ChangeSet struct {
 func (cs *ChangeSet) Emit(ctx context.Context, ne NewEvent) (*PublishResult, error) {
 	if cs.stmts == nil {
 		cs.stmts = statementsOf(cs.Tx)
+	}
+	if ne.At.IsZero() {
+		ne.At = cs.Clock.Now()
 	}
 	res, err := insertEvent(ctx, cs.Tx, cs.stmts, ne)
 	if err != nil {

@@ -169,7 +169,13 @@ func attemptWith(t *testing.T, db bun.IDB, w *model.Webhook, deliveryID int64, n
 
 func deliveryFor(t *testing.T, db bun.IDB, accountID int64, w *model.Webhook) int64 {
 	t.Helper()
-	res, err := model.InsertEvent(context.Background(), db, model.NewEvent{AccountID: accountID, Variant: w.Variant, EventType: w.EventType, Data: `{}`, OnlyWebhook: w.ID})
+	return deliveryAt(t, db, accountID, w, time.Time{})
+}
+
+// deliveryAt is deliveryFor with the delivery created at at (zero: now).
+func deliveryAt(t *testing.T, db bun.IDB, accountID int64, w *model.Webhook, at time.Time) int64 {
+	t.Helper()
+	res, err := model.InsertEvent(context.Background(), db, model.NewEvent{AccountID: accountID, Variant: w.Variant, EventType: w.EventType, Data: `{}`, OnlyWebhook: w.ID, At: at})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,19 +91,19 @@ func setStatusByVariant(q *bun.UpdateQuery, statusOf func(*VariantSpec) string) 
 
 // DisableWebhook disables a webhook within scope on a person's request (by: ActorAPI, ActorPortal) and returns it, with the webhook.disabled notice recorded
 // in the same transaction (nil when no channel wants it). Disabling a disabled webhook changes
-// nothing and tells nobody, so the first disabled_at and reason stay.
-func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules) (*Webhook, *PublishResult, error) {
+// nothing and tells nobody, so the first disabled_at and reason stay. now stamps the change.
+func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules, now time.Time) (*Webhook, *PublishResult, error) {
 	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
-		return setDisabled(q, Now(), DisabledManual)
+		return setDisabled(q, now, DisabledManual)
 	}, rules, Notice{Type: NoticeDisabled, By: by})
 }
 
 // EnableWebhook enables a webhook within scope and returns it, with the webhook.enabled notice
 // recorded in the same transaction. Enabling an enabled webhook changes nothing. Deliveries held
-// while it was disabled stay exhausted until a manual retry.
-func EnableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules) (*Webhook, *PublishResult, error) {
+// while it was disabled stay exhausted until a manual retry. now stamps the change.
+func EnableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules, now time.Time) (*Webhook, *PublishResult, error) {
 	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
-		return setEnabled(q, Now())
+		return setEnabled(q, now)
 	}, rules, Notice{Type: NoticeEnabled, By: by})
 }
 

@@ -226,10 +226,10 @@ func TestDisableAndEnable(t *testing.T) {
 			wantDisabledStatus := map[model.Variant]string{model.VariantA: model.StatusPending, model.VariantB: model.StatusDisabled}[v]
 
 			for _, s := range []model.WebhookScope{{AccountID: other.ID, Variant: v}, {AccountID: acc.ID, Variant: otherVariant(v)}} {
-				if _, _, err := model.DisableWebhook(ctx, db, s, w.ID, model.ActorAPI, model.NoticeRules{}); !errors.Is(err, model.ErrNotFound) {
+				if _, _, err := model.DisableWebhook(ctx, db, s, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 					t.Fatalf("scope %+v disables the webhook: %v", s, err)
 				}
-				if _, _, err := model.EnableWebhook(ctx, db, s, w.ID, model.ActorAPI, model.NoticeRules{}); !errors.Is(err, model.ErrNotFound) {
+				if _, _, err := model.EnableWebhook(ctx, db, s, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 					t.Fatalf("scope %+v enables the webhook: %v", s, err)
 				}
 			}
@@ -237,11 +237,11 @@ func TestDisableAndEnable(t *testing.T) {
 				t.Fatal("another scope disabled the webhook")
 			}
 
-			off, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{})
+			off, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now())
 			if err != nil || !off.Disabled() || *off.DisabledReason != model.DisabledManual || off.Status != wantDisabledStatus || !off.UpdatedAt.After(w.UpdatedAt) {
 				t.Fatalf("disable = %+v, %v", off, err)
 			}
-			again, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{})
+			again, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now())
 			if err != nil || !again.DisabledAt.Equal(*off.DisabledAt) || !again.UpdatedAt.Equal(off.UpdatedAt) {
 				t.Fatalf("disabling again moved disabled_at %v -> %v (%v)", off.DisabledAt, again.DisabledAt, err)
 			}
@@ -265,14 +265,14 @@ func TestDisableAndEnable(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := reload(t, db, w.ID)
-			on, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{})
+			on, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now())
 			if err != nil || on.Disabled() || on.DisabledReason != nil || on.FailingSince != nil || on.ExhaustedCount != 0 || alertedAt(t, db, w.ID).Valid {
 				t.Fatalf("enable = %+v (alerted %v), %v; before %+v", on, alertedAt(t, db, w.ID), err, before)
 			}
 			if wantStatus := map[model.Variant]string{model.VariantA: before.Status, model.VariantB: model.StatusActive}[v]; on.Status != wantStatus {
 				t.Fatalf("status after enable = %s, want %s", on.Status, wantStatus)
 			}
-			if again, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil || !again.UpdatedAt.Equal(on.UpdatedAt) {
+			if again, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil || !again.UpdatedAt.Equal(on.UpdatedAt) {
 				t.Fatalf("enabling again changed the webhook: %+v, %v", again, err)
 			}
 			// The next move into failing alerts again.
@@ -282,7 +282,7 @@ func TestDisableAndEnable(t *testing.T) {
 			}
 
 			// A manual retry re-enables in both variants, as enable does.
-			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
 				t.Fatal(err)
 			}
 			if err := model.ReenableWebhook(ctx, db, w.ID); err != nil {
@@ -293,11 +293,11 @@ func TestDisableAndEnable(t *testing.T) {
 			}
 
 			// A new URL is a new receiver: enabled, with a clean record.
-			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
 				t.Fatal(err)
 			}
 			failedDelivery(t, db, w, model.Now())
-			updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://new.example.com/", model.SettingsChange{})
+			updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://new.example.com/", model.SettingsChange{}, model.Now())
 			if err != nil || updated.Disabled() || updated.DisabledReason != nil || updated.FailingSince != nil || updated.Status != v.InitialStatus() {
 				t.Fatalf("URL update = %+v, %v", updated, err)
 			}
@@ -317,7 +317,7 @@ func TestDisabledWebhooksKeepTheirEvents(t *testing.T) {
 		}{{model.VariantA, "campaign.created"}, {model.VariantB, "lead.captured"}} {
 			w := newWebhook(t, db, acc.ID, v.v, v.eventType)
 			newWebhook(t, db, acc.ID, v.v, v.eventType)
-			if _, _, err := model.DisableWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: v.v}, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: v.v}, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
 				t.Fatal(err)
 			}
 			res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: acc.ID, Variant: v.v, EventType: v.eventType, Data: `{}`})

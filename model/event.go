@@ -92,6 +92,10 @@ type NewEvent struct {
 	// Verdicts are its subscribers' payload filters judged before its transaction began
 	// (JudgeFilters); nil: they are judged in it.
 	Verdicts *filter.Verdicts
+	// At is when it is stored: the event's and its deliveries' created_at, and the instant its
+	// idempotency key's window is measured to; zero: Now, as its transaction begins. ChangeSet.Emit
+	// sets it from the change's Clock.
+	At time.Time
 }
 
 // TestEventData is the data of an EventTest event, the one shape of it: the data tags are the
@@ -147,7 +151,10 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 	}
 	var res *PublishResult
 	err := inTx(ctx, db, func(ctx context.Context, tx bun.Tx) error {
-		now := Now()
+		now := ne.At
+		if now.IsZero() {
+			now = Now()
+		}
 		if ne.IdempotencyKey != "" {
 			prev, err := findIdempotent(ctx, tx, ne, now)
 			if err != nil || prev != nil {

@@ -58,17 +58,17 @@ func TestUpdateWebhookLimits(t *testing.T) {
 			Where("id = ?", w.ID).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}); err != nil {
+		if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
 			t.Fatal(err)
 		}
 		before := reload(t, db, w.ID)
 		beforeStatusAt := statusAt(t, db, w.ID)
 
 		for _, s := range []model.WebhookScope{{AccountID: other.ID, Variant: model.VariantA}, {AccountID: acc.ID, Variant: model.VariantB}} {
-			if _, err := model.UpdateWebhookLimits(ctx, db, s, w.ID, model.SettingsChange{RateLimit: model.LimitChange{Set: true}}); !errors.Is(err, model.ErrNotFound) {
+			if _, err := model.UpdateWebhookLimits(ctx, db, s, w.ID, model.SettingsChange{RateLimit: model.LimitChange{Set: true}}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v changes the limits: %v", s, err)
 			}
-			if _, err := model.UpdateWebhookLimits(ctx, db, s, w.ID, model.SettingsChange{}); !errors.Is(err, model.ErrNotFound) {
+			if _, err := model.UpdateWebhookLimits(ctx, db, s, w.ID, model.SettingsChange{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v reads the webhook through an empty change: %v", s, err)
 			}
 		}
@@ -76,12 +76,12 @@ func TestUpdateWebhookLimits(t *testing.T) {
 			t.Fatalf("limits after other scopes' changes = %v, want [5 -]", limitsOf(got))
 		}
 
-		same, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, model.SettingsChange{})
+		same, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, model.SettingsChange{}, model.Now())
 		if err != nil || limitsOf(same) != [2]any{5, "-"} || !same.UpdatedAt.Equal(before.UpdatedAt) {
 			t.Fatalf("empty change = %+v, %v; want the webhook unchanged", same, err)
 		}
 
-		time.Sleep(2 * time.Millisecond) // updated_at is kept to the millisecond
+		later := before.UpdatedAt.Add(time.Millisecond) // updated_at is kept to the millisecond
 		steps := []struct {
 			change model.SettingsChange
 			want   [2]any
@@ -91,7 +91,7 @@ func TestUpdateWebhookLimits(t *testing.T) {
 			{model.SettingsChange{RateLimit: model.LimitChange{Set: true, To: intp(10000)}, MaxInFlight: model.LimitChange{Set: true}}, [2]any{10000, "-"}},
 		}
 		for _, st := range steps {
-			got, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, st.change)
+			got, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, st.change, later)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestUpdateWebhookLimits(t *testing.T) {
 		}
 
 		// A URL update keeps unset limits and sets the others in the same statement.
-		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://limits2.example.com/", model.SettingsChange{MaxInFlight: model.LimitChange{Set: true, To: intp(2)}})
+		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://limits2.example.com/", model.SettingsChange{MaxInFlight: model.LimitChange{Set: true, To: intp(2)}}, model.Now())
 		if err != nil || limitsOf(updated) != [2]any{10000, 2} || updated.URL != "https://limits2.example.com/" || updated.Status != model.StatusPending {
 			t.Fatalf("URL update with a limit = %+v, %v", updated, err)
 		}
@@ -115,7 +115,7 @@ func TestUpdateWebhookLimits(t *testing.T) {
 		if err := model.DeleteWebhook(ctx, db, scope, w.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, model.SettingsChange{RateLimit: model.LimitChange{Set: true, To: intp(1)}}); !errors.Is(err, model.ErrNotFound) {
+		if _, err := model.UpdateWebhookLimits(ctx, db, scope, w.ID, model.SettingsChange{RateLimit: model.LimitChange{Set: true, To: intp(1)}}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("deleted webhook's limits changed: %v", err)
 		}
 		if got := reload(t, db, w.ID); limitsOf(got) != [2]any{10000, 2} {

@@ -48,3 +48,17 @@ const EventTest = "webhook.test"
 func Now() time.Time {
 	return time.Now().UTC().Truncate(time.Microsecond)
 }
+
+// Clock is where a use case reads the time that decides something: the stamps of the rows it
+// writes, the "now" of a window. The zero Clock is Now. main never sets one; a test passes its own,
+// carried in the use cases' Config, to set or advance time instead of sleeping. There is no
+// process-wide clock to swap.
+type Clock func() time.Time
+
+// Now is c's current time, normalized as Now's is.
+func (c Clock) Now() time.Time {
+	if c == nil {
+		return Now()
+	}
+	return c().UTC().Truncate(time.Microsecond)
+}

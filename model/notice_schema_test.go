@@ -114,10 +114,10 @@ func TestNoticeBodiesMatchTheirSchemas(t *testing.T) {
 
 			// webhook.enabled by the portal, webhook.disabled by the API.
 			scope := model.WebhookScope{AccountID: acc.ID, Variant: v}
-			if _, _, err := model.EnableWebhook(ctx, db, scope, w2.ID, model.ActorPortal, rules); err != nil {
+			if _, _, err := model.EnableWebhook(ctx, db, scope, w2.ID, model.ActorPortal, rules, model.Now()); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := model.DisableWebhook(ctx, db, scope, w2.ID, model.ActorAPI, rules); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, scope, w2.ID, model.ActorAPI, rules, model.Now()); err != nil {
 				t.Fatal(err)
 			}
 

@@ -237,7 +237,7 @@ func TestDisablingWarning(t *testing.T) {
 			t.Fatalf("exhaustion past the rule = %+v, %v; want disabled", res, err)
 		}
 		scope := model.WebhookScope{AccountID: acc.ID, Variant: model.VariantB}
-		if _, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorPortal, rules); err != nil {
+		if _, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorPortal, rules, model.Now()); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, "webhook.disabled to [notice-email]", "webhook.enabled to [notice-email]")

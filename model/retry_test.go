@@ -204,24 +204,24 @@ func TestRecoverable(t *testing.T) {
 		_, acc, _ := model.CreateAPIKey(ctx, db, "recover@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
 		other := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
-		before := deliveryFor(t, db, acc.ID, w)
+		// created_at is set for each delivery, apart from the window's ends.
+		start := model.Now()
+		before := deliveryAt(t, db, acc.ID, w, start)
 		setState(t, db, before, model.DeliveryExhausted)
-		time.Sleep(10 * time.Millisecond) // created_at apart from the window's start
-		since := model.Now()
+		since := start.Add(10 * time.Millisecond)
+		inside := since.Add(time.Millisecond)
 		var want []int64
 		for _, s := range []string{model.DeliveryExhausted, model.DeliveryDelivered, model.DeliveryRetrying, model.DeliveryPending,
 			model.DeliveryDelivering, model.DeliveryCanceled, model.DeliveryExhausted} {
-			id := deliveryFor(t, db, acc.ID, w)
+			id := deliveryAt(t, db, acc.ID, w, inside)
 			setState(t, db, id, s)
 			if s != model.DeliveryDelivered && s != model.DeliveryCanceled {
 				want = append(want, id)
 			}
 		}
-		setState(t, db, deliveryFor(t, db, acc.ID, other), model.DeliveryExhausted)
-		time.Sleep(10 * time.Millisecond)
-		until := model.Now()
-		time.Sleep(10 * time.Millisecond)
-		setState(t, db, deliveryFor(t, db, acc.ID, w), model.DeliveryExhausted)
+		setState(t, db, deliveryAt(t, db, acc.ID, other, inside), model.DeliveryExhausted)
+		until := inside.Add(10 * time.Millisecond)
+		setState(t, db, deliveryAt(t, db, acc.ID, w, until.Add(10*time.Millisecond)), model.DeliveryExhausted)
 
 		r := model.Recovery{WebhookID: w.ID, Since: since, Until: until}
 		n, upTo, err := model.CountDeliveries(ctx, db, r.Query())

@@ -170,14 +170,14 @@ func TestWebhookQueries(t *testing.T) {
 			if _, err := model.GetWebhook(ctx, db, s, w.ID); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v sees the webhook: %v", s, err)
 			}
-			if _, err := model.UpdateWebhookURL(ctx, db, s, w.ID, "https://evil.example.com/", model.SettingsChange{}); !errors.Is(err, model.ErrNotFound) {
+			if _, err := model.UpdateWebhookURL(ctx, db, s, w.ID, "https://evil.example.com/", model.SettingsChange{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v updates the webhook: %v", s, err)
 			}
 			if err := model.DeleteWebhook(ctx, db, s, w.ID); !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("scope %+v deletes the webhook: %v", s, err)
 			}
 		}
-		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://b.example.com/", model.SettingsChange{})
+		updated, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://b.example.com/", model.SettingsChange{}, model.Now())
 		if err != nil || updated.URL != "https://b.example.com/" || !updated.UpdatedAt.After(w.UpdatedAt) {
 			t.Fatalf("update = %+v, %v", updated, err)
 		}
@@ -187,7 +187,7 @@ func TestWebhookQueries(t *testing.T) {
 		if _, err := model.GetWebhook(ctx, db, scope, w.ID); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("deleted webhook readable: %v", err)
 		}
-		if _, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://c.example.com/", model.SettingsChange{}); !errors.Is(err, model.ErrNotFound) {
+		if _, err := model.UpdateWebhookURL(ctx, db, scope, w.ID, "https://c.example.com/", model.SettingsChange{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("deleted webhook updatable: %v", err)
 		}
 		if err := model.DeleteWebhook(ctx, db, scope, w.ID); !errors.Is(err, model.ErrNotFound) {

@@ -281,10 +281,10 @@ func (c SettingsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 // UpdateWebhookURL sets a new receiver URL and resets the status to the variant's initial one. A
 // new URL is a new receiver, so a disabled webhook is enabled and its failure record starts afresh.
 // limits changes the per-endpoint limits in the same statement (PUT carries them beside the URL).
-func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, url string, limits SettingsChange) (*Webhook, error) {
+// now stamps the change (updated_at, status_at).
+func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, url string, limits SettingsChange, now time.Time) (*Webhook, error) {
 	var w *Webhook
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		now := Now()
 		// status_at moves too, so an attempt that started before the update cannot overwrite the
 		// reset status when it finishes; alerted_at clears, so the new URL is alerted on afresh.
 		q := tx.NewUpdate().Model((*Webhook)(nil)).
@@ -311,14 +311,14 @@ func UpdateWebhookURL(ctx context.Context, db bun.IDB, scope WebhookScope, id in
 
 // UpdateWebhookLimits changes only the settings of a webhook within scope (its limits, its filter)
 // and returns it, or ErrNotFound. URL, status, failure record and disabled state stay as they are:
-// a limit says how fast to deliver to the same receiver, a filter which events, it is not a new one. updated_at moves when c sets anything;
+// a limit says how fast to deliver to the same receiver, a filter which events, it is not a new one. updated_at moves to now when c sets anything;
 // an empty c reads the webhook back unchanged.
-func UpdateWebhookLimits(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, c SettingsChange) (*Webhook, error) {
+func UpdateWebhookLimits(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, c SettingsChange, now time.Time) (*Webhook, error) {
 	if c.Empty() {
 		return GetWebhook(ctx, db, scope, id)
 	}
 	w, _, err := changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
-		return c.set(q).Set("updated_at = ?", Now())
+		return c.set(q).Set("updated_at = ?", now)
 	}, NoticeRules{}, Notice{})
 	return w, err
 }

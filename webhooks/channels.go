@@ -154,7 +154,7 @@ func (s *Service) UpdateChannel(ctx context.Context, scope model.WebhookScope, i
 		}
 	}
 	if ch.URL != nil {
-		return model.UpdateWebhookURL(ctx, s.db, scope, id, *ch.URL, model.SettingsChange{})
+		return model.UpdateWebhookURL(ctx, s.db, scope, id, *ch.URL, model.SettingsChange{}, s.clock.Now())
 	}
 	return c, nil
 }

@@ -104,14 +104,15 @@ func (r Recovery) check(webhookID int64, now time.Time) (model.Recovery, error) 
 // Recover sends again every delivery of w in the window that did not succeed, in the background (a
 // RecoverWorkflow, which requests for the same window join).
 func (s *Service) Recover(ctx context.Context, w *model.Webhook, r Recovery) (dispatch.Recovering, error) {
-	m, err := r.check(w.ID, model.Now())
+	now := s.clock.Now()
+	m, err := r.check(w.ID, now)
 	if err != nil {
 		return dispatch.Recovering{}, err
 	}
 	var rec dispatch.Recovering
 	err = s.temporal(ctx, "recover", func(ctx context.Context, d *dispatch.Dispatcher) error {
 		var err error
-		rec, err = d.Recover(ctx, s.db, m)
+		rec, err = d.Recover(ctx, s.db, m, now)
 		return err
 	})
 	return rec, err
@@ -119,12 +120,13 @@ func (s *Service) Recover(ctx context.Context, w *model.Webhook, r Recovery) (di
 
 // CountRecoverable is how many deliveries Recover would send again now.
 func (s *Service) CountRecoverable(ctx context.Context, w *model.Webhook, r Recovery) (int, error) {
-	m, err := r.check(w.ID, model.Now())
+	now := s.clock.Now()
+	m, err := r.check(w.ID, now)
 	if err != nil {
 		return 0, err
 	}
 	if m.Until.IsZero() {
-		m.Until = model.Now()
+		m.Until = now
 	}
 	n, _, err := model.CountDeliveries(ctx, s.db, m.Query())
 	return n, err

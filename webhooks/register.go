@@ -52,7 +52,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err != nil {
 		return nil, "", err
 	}
-	now := model.Now()
+	now := s.clock.Now()
 	w := &model.Webhook{
 		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType, Version: version,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
@@ -120,7 +120,7 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 	if err := s.checkURL(ctx, url); err != nil {
 		return nil, err
 	}
-	w, err := model.UpdateWebhookURL(ctx, s.db, scope, id, url, limits)
+	w, err := model.UpdateWebhookURL(ctx, s.db, scope, id, url, limits, s.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 	if err != nil {
 		return nil, err
 	}
-	w, err := model.UpdateWebhookLimits(ctx, s.db, scope, id, limits)
+	w, err := model.UpdateWebhookLimits(ctx, s.db, scope, id, limits, s.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (s *Service) Delete(ctx context.Context, scope model.WebhookScope, id int64
 // retry. Disabling a disabled webhook keeps the first disabled_at and tells nobody. by says who
 // asked (model.ActorAPI, model.ActorPortal), as the webhook.disabled notice does.
 func (s *Service) Disable(ctx context.Context, scope model.WebhookScope, id int64, by string) (*model.Webhook, error) {
-	w, notice, err := model.DisableWebhook(ctx, s.db, scope, id, by, s.notices)
+	w, notice, err := model.DisableWebhook(ctx, s.db, scope, id, by, s.notices, s.clock.Now())
 	s.startNotice(ctx, notice)
 	return w, err
 }
@@ -230,7 +230,7 @@ func (s *Service) Disable(ctx context.Context, scope model.WebhookScope, id int6
 // alerts again) and sends webhook.enabled. Nothing is replayed and no test event is sent: Retry
 // does that.
 func (s *Service) Enable(ctx context.Context, scope model.WebhookScope, id int64, by string) (*model.Webhook, error) {
-	w, notice, err := model.EnableWebhook(ctx, s.db, scope, id, by, s.notices)
+	w, notice, err := model.EnableWebhook(ctx, s.db, scope, id, by, s.notices, s.clock.Now())
 	s.startNotice(ctx, notice)
 	return w, err
 }

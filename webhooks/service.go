@@ -59,6 +59,9 @@ type Config struct {
 	// the worker's own (docs/notifications.md); Health reads their auto-disable rule to tell an
 	// owner when it would disable a failing webhook.
 	Notices model.NoticeRules
+	// Clock is the time the use cases stamp and judge by (nil: model.Now). Only tests set it; a
+	// path not yet given it reads model.Now (docs/architecture.md, "The clock").
+	Clock model.Clock
 }
 
 // Service runs the use cases. Its methods take the caller's scope (an account and a variant) and
@@ -78,6 +81,7 @@ type Service struct {
 	// tests shorten it).
 	trials    trialGate
 	trialTime time.Duration
+	clock     model.Clock
 }
 
 // New checks cfg and builds the Service.
@@ -97,9 +101,9 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
 		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, notices: cfg.Notices,
-		trialTime: cmp.Or(cfg.TrialTime, MaxTrialTime),
+		trialTime: cmp.Or(cfg.TrialTime, MaxTrialTime), clock: cfg.Clock,
 		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger,
-			FilterSkips: cfg.FilterSkips, FilterOverruns: cfg.FilterOverruns},
+			FilterSkips: cfg.FilterSkips, FilterOverruns: cfg.FilterOverruns, Clock: cfg.Clock},
 	}, nil
 }
 

@@ -31,6 +31,8 @@ type Config struct {
 	Disable     model.DisableRule
 	// TrialTime bounds a filter trial (webhooks.Config.TrialTime); zero is webhooks.MaxTrialTime.
 	TrialTime time.Duration
+	// Clock is the use cases' time (webhooks.Config.Clock); nil is model.Now.
+	Clock model.Clock
 }
 
 // New is the Service over db and box, judging URLs offline, with serve's request timeout.
@@ -38,7 +40,7 @@ func New(t testing.TB, db *model.DB, box *secretbox.Box, logger *slog.Logger, c 
 	t.Helper()
 	s, err := webhooks.New(webhooks.Config{
 		DB: db, Dispatcher: c.Dispatcher, Secrets: box, Resolver: OfflineResolver, Logger: logger,
-		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: model.NoticeRules{Disable: c.Disable}, TrialTime: c.TrialTime,
+		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: model.NoticeRules{Disable: c.Disable}, TrialTime: c.TrialTime, Clock: c.Clock,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -165,7 +165,6 @@ func awaitAccepted(t *testing.T, rc *receiver, path, prefix string, accepted *sy
 // one replica is killed with SIGKILL under publishing load: every accepted event arrives, a
 // duplicate under its first delivery's webhook-id.
 func TestClusterRoleAll(t *testing.T) {
-	besideOthers(t)
 	bin := webhookdBinary(t)
 	rc := startReceiver(t)
 	cl := startCluster(t, bin, append(clusterTestEnv(rc), "CLUSTER_ROLES=all"))

@@ -41,8 +41,8 @@ func init() {
 
 // Versions is the versions table as the engine reads it (model.EventVersions): the process's
 // composition root (cmd/webhookd, a test's harness) hands it to what publishes and delivers
-// (webhooks.Config, activities.Activities). Nothing registers it: what is not given it knows one
-// version of each type and converts nothing.
+// (webhooks.Config, activities.Activities). Nothing registers it: a service not given it knows
+// one version of each type and converts nothing.
 func Versions() model.EventVersions { return registry{} }
 
 // registry is the versions table as model reads it (Versions).

@@ -66,6 +66,11 @@ type Activities struct {
 	// WEBHOOKD_DISABLE_MIN_EXHAUSTED; the zero rule never does), when the owner is warned of it,
 	// the storm rule and the portal's address for links (docs/notifications.md).
 	Notices model.NoticeRules
+	// Versions is the table of the versions of event types' data (sources.Versions; docs/events.md,
+	// "Versions"): a webhook pinned to an older version than its event's gets the data converted
+	// down, and a scheduled publication's event is written in the newest. Nil: every type has one
+	// version, and nothing is converted.
+	Versions model.EventVersions
 	// Tracer, when set, makes a client span of every POST to a receiver and sends its traceparent
 	// (tracing.go); nil (tracing off) makes no span and sends no traceparent.
 	Tracer trace.Tracer

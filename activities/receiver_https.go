@@ -24,7 +24,7 @@ import (
 // webhook's own headers and authentication.
 type httpsReceiver struct {
 	a      *Activities
-	render func(at *attempt, secrets []string) ([]byte, error)
+	render func(a *Activities, at *attempt, secrets []string) ([]byte, error)
 
 	settings receiverSettings
 	body     []byte
@@ -33,10 +33,11 @@ type httpsReceiver struct {
 }
 
 // webhookRender is a webhook's body: the event's data in the version of its type that the webhook
-// receives (docs/events.md, "Versions"), as stored while the two agree, converted down otherwise.
-func webhookRender(at *attempt, secrets []string) ([]byte, error) {
+// receives (docs/events.md, "Versions"), as stored while the two agree, converted down by a's table
+// of versions otherwise.
+func webhookRender(a *Activities, at *attempt, secrets []string) ([]byte, error) {
 	w, ev := &at.t.Webhook, &at.t.Event
-	data, err := ev.DataFor(w)
+	data, err := ev.DataFor(a.Versions, w)
 	if err != nil {
 		return nil, &permanentError{errType: ErrTypeVersionUnconvertible, cause: err,
 			reason: fmt.Sprintf("the event's data (version %d) cannot be converted to the webhook's version %d", ev.Version, w.Version)}
@@ -45,7 +46,7 @@ func webhookRender(at *attempt, secrets []string) ([]byte, error) {
 }
 
 // noticeRender is a notification endpoint's body (noticeBody).
-func noticeRender(at *attempt, _ []string) ([]byte, error) {
+func noticeRender(_ *Activities, at *attempt, _ []string) ([]byte, error) {
 	return noticeBody(at.t.Webhook.Kind, &at.t.Event), nil
 }
 
@@ -54,7 +55,7 @@ func (k *httpsReceiver) build(at *attempt) error {
 	if k.settings, err = k.a.openSettings(&at.t.Webhook); err != nil {
 		return err
 	}
-	k.body, err = k.render(at, k.settings.secrets)
+	k.body, err = k.render(k.a, at, k.settings.secrets)
 	return err
 }
 

@@ -26,7 +26,7 @@ var errStaleSchedule = errors.New("stale schedule")
 // start its deliveries (0 when it has none). It does nothing when the schedule is no longer the website's
 // (rescheduled, published by hand, archived): a stale timer never publishes, and the id is 0.
 func (a *Activities) PublishScheduledWebsite(ctx context.Context, in PublishWebsiteInput) (int64, error) {
-	cs, err := model.Change(ctx, a.DB, func(ctx context.Context, cs *model.ChangeSet) error {
+	cs, err := model.Change(ctx, a.DB, a.Versions, func(ctx context.Context, cs *model.ChangeSet) error {
 		_, _, err := sources.MoveWebsite(ctx, cs, 0, in.WebsiteID, func(w *sources.Website) (*model.NewEvent, error) {
 			if w.Status != sources.WebsiteDraft || w.ScheduledAt == nil || !w.ScheduledAt.Equal(in.ScheduledAt) {
 				activity.GetLogger(ctx).Info("stale website schedule ignored", "website", w.ID, "status", w.Status)

@@ -109,7 +109,7 @@ func (h *deliveryHandlers) delivery(c echo.Context) error {
 		return notFoundAs(err, "delivery")
 	}
 	// As the receiver gets it: the data in the webhook's version of its type (docs/events.md).
-	data, err := v.Event(w.Variant).DataFor(w)
+	data, err := h.webhooks.DataFor(v.Event(w.Variant), w)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,9 @@ type Publisher struct {
 	Dispatcher *Dispatcher
 	Timeout    time.Duration
 	Log        *slog.Logger
+	// Versions is the table of event versions the events are published with (model.Change); nil:
+	// every type has one version.
+	Versions model.EventVersions
 	// FilterSkips counts the webhooks whose filters refused the events published (nil: none).
 	FilterSkips *prometheus.CounterVec
 	// FilterOverruns counts the webhooks that events published reached unjudged, their filter out
@@ -34,7 +37,7 @@ type Publisher struct {
 
 // Change runs fn in one transaction, then starts the deliveries of every event it emitted.
 func (p *Publisher) Change(ctx context.Context, fn func(ctx context.Context, cs *model.ChangeSet) error) error {
-	cs, err := model.Change(ctx, p.DB, func(ctx context.Context, cs *model.ChangeSet) error {
+	cs, err := model.Change(ctx, p.DB, p.Versions, func(ctx context.Context, cs *model.ChangeSet) error {
 		cs.Clock = p.Clock
 		return fn(ctx, cs)
 	})

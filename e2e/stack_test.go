@@ -156,6 +156,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	uses, err := webhooks.New(webhooks.Config{
 		DB: st.db, Dispatcher: st.starter, Secrets: box, Policy: policy, Resolver: offlineResolver,
 		Logger: logger, MaxWebhooks: 100, RequestTimeout: 3 * time.Second, FilterSkips: skips, Notices: o.noticeRules(),
+		Versions: sources.Versions(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func (st *stack) startWorker(t *testing.T, box *secretbox.Box, policy egress.Add
 	metrics := st.metrics
 	acts := &activities.Activities{
 		DB: st.db, Secrets: box, Egress: out, Mailer: mailer, Metrics: metrics, Notices: o.noticeRules(),
-		UserAgent: "webhookd/test", Log: logger,
+		Versions: sources.Versions(), UserAgent: "webhookd/test", Log: logger,
 		Links:       activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
 		SiteBaseURL: "https://sites.example.com",
 	}

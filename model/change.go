@@ -17,9 +17,13 @@ type ChangeSet struct {
 	Results []*PublishResult
 	// stmts are the statements of Tx's database.
 	stmts *statements
+	// versions is the table of event versions the change's events are published with (Change).
+	versions EventVersions
 }
 
-// Emit stores an event and its deliveries in the change's transaction.
+// Emit stores an event and its deliveries in the change's transaction, in the newest version of its
+// type when it names none, its subscribers' filters judged on bodies converted by the change's table
+// of versions.
 func (cs *ChangeSet) Emit(ctx context.Context, ne NewEvent) (*PublishResult, error) {
 	if cs.stmts == nil {
 		cs.stmts = statementsOf(cs.Tx)
@@ -27,7 +31,7 @@ func (cs *ChangeSet) Emit(ctx context.Context, ne NewEvent) (*PublishResult, err
 	if ne.At.IsZero() {
 		ne.At = cs.Clock.Now()
 	}
-	res, err := insertEvent(ctx, cs.Tx, cs.stmts, ne)
+	res, err := insertEvent(ctx, cs.Tx, cs.stmts, cs.versions, ne)
 	if err != nil {
 		return nil, err
 	}
@@ -37,14 +41,16 @@ func (cs *ChangeSet) Emit(ctx context.Context, ne NewEvent) (*PublishResult, err
 
 // Change runs fn in one transaction on db and returns what it emitted once it committed. The
 // statements its events take are prepared before the transaction begins (statements.prepare).
-func Change(ctx context.Context, db bun.IDB, fn func(ctx context.Context, cs *ChangeSet) error) (*ChangeSet, error) {
+// versions is the table of event versions its events are published with (nil: none, every type has
+// version 1).
+func Change(ctx context.Context, db bun.IDB, versions EventVersions, fn func(ctx context.Context, cs *ChangeSet) error) (*ChangeSet, error) {
 	stmts := statementsOf(db)
 	if err := stmts.prepare(ctx, db); err != nil {
 		return nil, err
 	}
 	var cs *ChangeSet
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		cs = &ChangeSet{Tx: tx, stmts: stmts}
+		cs = &ChangeSet{Tx: tx, stmts: stmts, versions: versions}
 		return fn(ctx, cs)
 	})
 	if err != nil {

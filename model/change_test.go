@@ -24,7 +24,7 @@ func TestChangeRollsBackItsEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		failed := errors.New("the domain change failed after publishing")
-		_, err = model.Change(ctx, db, func(ctx context.Context, cs *model.ChangeSet) error {
+		_, err = model.Change(ctx, db, nil, func(ctx context.Context, cs *model.ChangeSet) error {
 			res, err := cs.Emit(ctx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.updated", Data: `{}`})
 			if err != nil {
 				return err

@@ -73,8 +73,9 @@ type NewEvent struct {
 	EventType string
 	// Data must already be canonical JSON.
 	Data string
-	// Version is the version of EventType's shape Data is written in; 0 is the newest
-	// (LatestVersion), the only one intake accepts and the one emitters write.
+	// Version is the version of EventType's shape Data is written in; 0 is the newest in the
+	// table of versions it is published with (LatestVersion), the only one intake accepts and the
+	// one emitters write.
 	Version int
 	// IdempotencyKey and RequestHash are optional; RequestHash identifies the request body so a
 	// reused key with another body is refused.
@@ -138,13 +139,15 @@ func HashRequest(parts ...string) string {
 // (db may already be one: a domain change and its event commit together). Deliveries are the
 // outbox: the caller starts their workflows after commit, and the worker's sweeper starts any that a
 // crash left behind. A disabled webhook gets its delivery too: the attempt holds it without posting,
-// so what arrived while it was disabled is kept for a manual retry.
+// so what arrived while it was disabled is kept for a manual retry. It knows no versions of event
+// types (LatestVersion with none): a publish that knows them goes through Change.
 func InsertEvent(ctx context.Context, db bun.IDB, ne NewEvent) (*PublishResult, error) {
-	return insertEvent(ctx, db, statementsOf(db), ne)
+	return insertEvent(ctx, db, statementsOf(db), nil, ne)
 }
 
-// insertEvent is InsertEvent with the statements s of db's database.
-func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*PublishResult, error) {
+// insertEvent is InsertEvent with the statements s of db's database and the table of versions
+// that gives ne's version when it has none and converts its bodies for its subscribers' filters.
+func insertEvent(ctx context.Context, db bun.IDB, s *statements, versions EventVersions, ne NewEvent) (*PublishResult, error) {
 	// Prepared before the transaction begins, not inside it: see statements.prepare.
 	if err := s.prepare(ctx, db); err != nil {
 		return nil, err
@@ -168,12 +171,12 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 			return err
 		}
 		all := len(hooks)
-		ev := ne.event(now)
+		ev := ne.event(now, versions)
 		var overran []int64
 		if filtered(ne) {
 			verdicts := ne.Verdicts
 			if verdicts == nil {
-				verdicts = filterVerdicts(ev)
+				verdicts = filterVerdicts(versions, ev)
 			}
 			hooks, overran = passFilters(ev.EventType, hooks, verdicts)
 		}
@@ -217,8 +220,9 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, ne NewEvent) (*
 	return res, err
 }
 
-// event is the row ne stores when its transaction runs at now.
-func (ne NewEvent) event(now time.Time) *Event {
+// event is the row ne stores when its transaction runs at now, in the newest version of its type
+// in versions when it names none.
+func (ne NewEvent) event(now time.Time, versions EventVersions) *Event {
 	ev := &Event{
 		AccountID: ne.AccountID, Variant: ne.Variant, EventType: ne.EventType, Data: ne.Data, Version: ne.Version,
 		OccurredAt: ne.OccurredAt, CreatedAt: now,
@@ -227,7 +231,7 @@ func (ne NewEvent) event(now time.Time) *Event {
 		ev.OccurredAt = now
 	}
 	if ev.Version == 0 {
-		ev.Version = LatestVersion(ne.EventType)
+		ev.Version = LatestVersion(versions, ne.EventType)
 	}
 	if ne.Notice != 0 {
 		ev.AboutWebhookID = &ne.Notice
@@ -265,8 +269,10 @@ func filtered(ne NewEvent) bool {
 // it before the transaction begins, so that no lock is held while filters run: the transaction
 // reads the subscribers again and judges only a filter text (or version) that is new since, within
 // what is left of the publish's budget. It fixes ne.OccurredAt, the instant the bodies carry. It
-// does nothing for an event that is not filtered, or when no subscriber has a filter.
-func JudgeFilters(ctx context.Context, db bun.IDB, ne *NewEvent) error {
+// does nothing for an event that is not filtered, or when no subscriber has a filter. versions is
+// the table the event is published with: it gives ne's version when ne names none, and converts its
+// data for a subscriber pinned to an older version.
+func JudgeFilters(ctx context.Context, db bun.IDB, versions EventVersions, ne *NewEvent) error {
 	if !filtered(*ne) {
 		return nil
 	}
@@ -281,7 +287,7 @@ func JudgeFilters(ctx context.Context, db bun.IDB, ne *NewEvent) error {
 	if ne.OccurredAt.IsZero() {
 		ne.OccurredAt = Now()
 	}
-	ne.Verdicts = filterVerdicts(ne.event(ne.OccurredAt))
+	ne.Verdicts = filterVerdicts(versions, ne.event(ne.OccurredAt, versions))
 	for _, f := range filters {
 		ne.Verdicts.Of(f.Filter, f.Version)
 	}
@@ -295,9 +301,9 @@ type subscriberFilter struct {
 	Version int    `bun:"version"`
 }
 
-// filterVerdicts judges filters on ev's bodies (FilterBody).
-func filterVerdicts(ev *Event) *filter.Verdicts {
-	return filter.NewVerdicts(func(version int) (any, error) { return FilterBody(ev, version) })
+// filterVerdicts judges filters on ev's bodies (FilterBody), converted by versions.
+func filterVerdicts(versions EventVersions, ev *Event) *filter.Verdicts {
+	return filter.NewVerdicts(func(version int) (any, error) { return FilterBody(versions, ev, version) })
 }
 
 // passFilters keeps, in place, the hooks whose payload filter passes an event of eventType, each
@@ -322,9 +328,9 @@ func passFilters(eventType string, hooks []Webhook, verdicts *filter.Verdicts) (
 
 // FilterBody is ev's delivery body as a payload filter reads it (docs/filters.md): what a receiver
 // of that version of ev's type gets (0: the version ev is written in), without a signature, decoded
-// with its numbers exact.
-func FilterBody(ev *Event, version int) (any, error) {
-	data, err := ev.DataAt(version)
+// with its numbers exact. versions converts ev's data to an older version.
+func FilterBody(versions EventVersions, ev *Event, version int) (any, error) {
+	data, err := ev.DataAt(versions, version)
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func TestPublishFilterOverrun(t *testing.T) {
 		for _, prejudged := range []bool{false, true} {
 			ne := model.NewEvent{AccountID: account.ID, Variant: model.VariantB, EventType: "lead.captured", Data: data}
 			if prejudged {
-				if err := model.JudgeFilters(ctx, db, &ne); err != nil {
+				if err := model.JudgeFilters(ctx, db, nil, &ne); err != nil {
 					t.Fatal(err)
 				}
 				if ne.Verdicts == nil || ne.OccurredAt.IsZero() {

@@ -186,7 +186,8 @@ func RecordNotice(ctx context.Context, db bun.IDB, rules NoticeRules, n Notice) 
 	if err != nil {
 		return nil, fmt.Errorf("encode notice: %w", err)
 	}
-	pr, err := insertEvent(ctx, db, statementsOf(db), NewEvent{
+	// A notice's data has one version: no table of versions is needed.
+	pr, err := insertEvent(ctx, db, statementsOf(db), nil, NewEvent{
 		AccountID: w.AccountID, Variant: w.Variant, EventType: n.Type, Data: string(canonical), Notice: w.ID, Channels: to,
 	})
 	if err != nil {

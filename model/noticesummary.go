@@ -234,7 +234,8 @@ func recordSummary(ctx context.Context, tx bun.Tx, rules NoticeRules, p *noticeQ
 	if err != nil {
 		return nil, fmt.Errorf("encode summary: %w", err)
 	}
-	return insertEvent(ctx, tx, statementsOf(tx), NewEvent{
+	// A notice's data has one version: no table of versions is needed.
+	return insertEvent(ctx, tx, statementsOf(tx), nil, NewEvent{
 		AccountID: p.AccountID, Variant: p.Variant, EventType: p.EventType, Data: string(canonical), Notice: first.WebhookID, Channels: people,
 	})
 }

@@ -23,7 +23,7 @@ func BenchmarkDeliveryStatements(b *testing.B) {
 	ne := model.NewEvent{AccountID: acc.ID, Variant: model.VariantB, EventType: "lead.captured", Data: `{"lead":1}`}
 	for b.Loop() {
 		var res *model.PublishResult
-		if _, err := model.Change(ctx, db, func(ctx context.Context, cs *model.ChangeSet) (err error) {
+		if _, err := model.Change(ctx, db, nil, func(ctx context.Context, cs *model.ChangeSet) (err error) {
 			res, err = cs.Emit(ctx, ne)
 			return err
 		}); err != nil {

@@ -215,7 +215,7 @@ func TestStatementsBeforePreparation(t *testing.T) {
 			var res *model.PublishResult
 			var err error
 			if inChange {
-				_, err = model.Change(ctx, db, func(ctx context.Context, cs *model.ChangeSet) (err error) {
+				_, err = model.Change(ctx, db, nil, func(ctx context.Context, cs *model.ChangeSet) (err error) {
 					res, err = cs.Emit(ctx, ne)
 					return err
 				})

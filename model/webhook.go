@@ -118,7 +118,9 @@ type WebhookFilter struct {
 }
 
 // CreateWebhook inserts w, refusing with ErrLimitReached when its account already holds max webhooks
-// of that variant. The limit check and the insert run in one transaction holding the account row.
+// of that variant. The limit check and the insert run in one transaction holding the account row. A
+// webhook with no Version gets version 1: the caller that knows the versions of event types
+// (webhooks.Service.Create) sets the one it receives.
 func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error {
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if IsPostgres(tx) {
@@ -132,7 +134,7 @@ func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error
 			w.Kind = KindWebhook
 		}
 		if w.Version == 0 {
-			w.Version = LatestVersion(w.EventType)
+			w.Version = 1
 		}
 		scope := WebhookScope{AccountID: w.AccountID, Variant: w.Variant, Channels: w.Kind != KindWebhook}
 		n, err := scope.hooks(tx.NewSelect().Model((*Webhook)(nil))).Count(ctx)

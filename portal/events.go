@@ -213,7 +213,7 @@ func (h *eventHandlers) bodyFor(w *model.Webhook, ev *model.Event) (payload, err
 		}
 	}
 	// The data in the version of its type that w receives (docs/events.md, "Versions").
-	data, err := ev.DataFor(w)
+	data, err := h.webhooks.DataFor(ev, w)
 	if err != nil {
 		return payload{}, err
 	}

@@ -37,10 +37,15 @@ var laterVersions atomic.Pointer[map[string][]version]
 
 func init() {
 	laterVersions.Store(&map[string][]version{})
-	model.SetEventVersions(registry{})
 }
 
-// registry is the versions table as model reads it (model.EventVersions).
+// Versions is the versions table as the engine reads it (model.EventVersions): the process's
+// composition root (cmd/webhookd, a test's harness) hands it to what publishes and delivers
+// (webhooks.Config, activities.Activities). Nothing registers it: a service not given it knows
+// one version of each type and converts nothing.
+func Versions() model.EventVersions { return registry{} }
+
+// registry is the versions table as model reads it (Versions).
 type registry struct{}
 
 func (registry) Latest(eventType string) int { return LatestVersion(eventType) }
@@ -133,6 +138,15 @@ func addVersion(eventType string, t reflect.Type, down func(json.RawMessage) (js
 		}
 		laterVersions.Store(&prev)
 	}
+}
+
+// AddVersionForTest adds the next version of eventType, its fields read from T's tags as eventData's
+// are, down converting its data to the version before, and returns the function that removes it
+// (addVersion). It is for a test outside this package that checks a program hands sources' table on
+// (cmd/webhookd's wiring); the program never calls it. The test must not run in parallel with
+// others that read the versions.
+func AddVersionForTest[T any](eventType string, down func(json.RawMessage) (json.RawMessage, error)) (remove func()) {
+	return addVersion(eventType, reflect.TypeFor[T](), down)
 }
 
 // object is a JSON object with its members in order: what a down function edits, so that the

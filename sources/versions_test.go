@@ -91,7 +91,7 @@ func TestVersionTable(t *testing.T) {
 	}
 	t.Run("with version 2", func(t *testing.T) {
 		addCampaignV2(t)
-		if n, m := sources.LatestVersion("campaign.created"), model.LatestVersion("campaign.created"); n != 2 || m != 2 {
+		if n, m := sources.LatestVersion("campaign.created"), model.LatestVersion(sources.Versions(), "campaign.created"); n != 2 || m != 2 {
 			t.Fatalf("latest version: sources %d, model %d; want 2", n, m)
 		}
 		if n := sources.LatestVersion("campaign.updated"); n != 1 {
@@ -135,15 +135,15 @@ func TestVersionTable(t *testing.T) {
 		if _, ok := sources.DataSchema("campaign.created", 3, sources.JSONSchema); ok {
 			t.Error("a schema of version 3, which does not exist")
 		}
-		got, err := model.DataAt("campaign.created", json.RawMessage(canonical(t, campaignV2Data)), 2, 1)
+		got, err := model.DataAt(sources.Versions(), "campaign.created", json.RawMessage(canonical(t, campaignV2Data)), 2, 1)
 		if err != nil || string(got) != canonical(t, campaignV1Data) {
 			t.Fatalf("version 2 converted to 1: %s, %v; want %s", got, err, canonical(t, campaignV1Data))
 		}
-		if _, err := model.DataAt("campaign.created", json.RawMessage(campaignV1Data), 1, 2); err != nil {
+		if _, err := model.DataAt(sources.Versions(), "campaign.created", json.RawMessage(campaignV1Data), 1, 2); err != nil {
 			t.Fatalf("a version is never converted up, data is given as it is: %v", err)
 		}
 	})
-	if n := model.LatestVersion("campaign.created"); n != 1 {
+	if n := model.LatestVersion(sources.Versions(), "campaign.created"); n != 1 {
 		t.Fatalf("after cleanup the latest version is %d, want 1", n)
 	}
 }
@@ -183,7 +183,8 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 		}
 		// As webhookstest.New, with the receiver's loopback address allowed.
 		s, err := webhooks.New(webhooks.Config{DB: db, Secrets: box, Policy: egress.AddressPolicy{AllowPrivate: true},
-			Resolver: webhookstest.OfflineResolver, Logger: slog.New(slog.DiscardHandler), MaxWebhooks: 100, RequestTimeout: 3 * time.Second})
+			Resolver: webhookstest.OfflineResolver, Logger: slog.New(slog.DiscardHandler), MaxWebhooks: 100, RequestTimeout: 3 * time.Second,
+			Versions: sources.Versions()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +244,7 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := &activities.Activities{DB: db, Secrets: box, Egress: out, UserAgent: "webhookd/test"}
+		a := &activities.Activities{DB: db, Secrets: box, Egress: out, UserAgent: "webhookd/test", Versions: sources.Versions()}
 		env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
 		env.RegisterActivity(a)
 		for _, d := range res.Deliveries {
@@ -277,7 +278,7 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			data, err := view.Event(w.Variant).DataFor(w)
+			data, err := s.DataFor(view.Event(w.Variant), w)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -147,7 +147,7 @@ func (s *Service) TryFilter(ctx context.Context, scope model.WebhookScope, raw j
 	defer cancel()
 	t := Trial{MatchedIDs: []int64{}}
 	err = s.readTrial(ctx, scope, eventType, limit, func(ev *model.Event) error {
-		body, err := model.FilterBody(ev, model.LatestVersion(eventType))
+		body, err := model.FilterBody(s.versions, ev, model.LatestVersion(s.versions, eventType))
 		if err != nil {
 			return err
 		}

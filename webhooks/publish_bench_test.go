@@ -12,6 +12,7 @@ import (
 	"github.com/webhookd/webhookd/internal/proccpu"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
@@ -67,7 +68,7 @@ func BenchmarkPublishFilters(b *testing.B) {
 			b.ReportMetric(float64(matched), "matched")
 			// The steps its filters took, of filter.PublishBudget.
 			probe := ne
-			if err := model.JudgeFilters(b.Context(), db, &probe); err != nil {
+			if err := model.JudgeFilters(b.Context(), db, sources.Versions(), &probe); err != nil {
 				b.Fatal(err)
 			}
 			if probe.Verdicts != nil {

@@ -18,10 +18,12 @@ import (
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
+	"github.com/webhookd/webhookd/webhooks/webhookstest"
 )
 
-// gatedVersions is the registered table of event versions with one more version of one event type,
+// gatedVersions is sources' table of event versions with one more version of one event type,
 // reading as the one before it, whose first conversion down waits for the test: a filter of a
 // webhook pinned to the older version reads the converted body, so the publish that judges that
 // filter stops in the middle of judging, where the test looks at what it holds.
@@ -35,13 +37,10 @@ type gatedVersions struct {
 	converted atomic.Int32 // conversions of eventType's data
 }
 
-// gateVersions registers a gatedVersions for eventType for the duration of the test, and puts the
-// table back after it. The test must not run in parallel with others that read the versions.
+// gateVersions is a gatedVersions for eventType, for the test's use cases (webhookstest.Config).
 func gateVersions(t *testing.T, eventType string) *gatedVersions {
-	g := &gatedVersions{eventType: eventType, judging: make(chan struct{}, 1), release: make(chan struct{})}
-	g.EventVersions = model.SetEventVersions(g)
+	g := &gatedVersions{EventVersions: sources.Versions(), eventType: eventType, judging: make(chan struct{}, 1), release: make(chan struct{})}
 	// The conversion is released before the database closes, whatever the test's outcome.
-	t.Cleanup(func() { g.EventVersions = model.SetEventVersions(g.EventVersions) })
 	t.Cleanup(g.open)
 	return g
 }
@@ -84,10 +83,14 @@ func TestPublishJudgesFiltersBeforeItsTransaction(t *testing.T) {
 		ctx := t.Context()
 		const eventType = "lead.captured"
 		gate := gateVersions(t, eventType)
-		s := newService(t, db, 100)
+		s := webhookstest.New(t, db, nil, slog.New(slog.DiscardHandler), webhookstest.Config{MaxWebhooks: 100, Versions: gate}) // no secret is sealed
 		b, c := scopeOf(t, db, model.VariantB), scopeOf(t, db, model.VariantB)
 		mk := func(scope model.WebhookScope, filter string, version int) int64 {
 			t.Helper()
+			if version == 0 {
+				// The newest, as a registration gives it (webhooks.Service.Create).
+				version = model.LatestVersion(gate, eventType)
+			}
 			w := &model.Webhook{AccountID: scope.AccountID, Variant: scope.Variant, URL: "https://r.example.com/", EventType: eventType,
 				Status: model.StatusActive, Secret: "v1:x", Version: version, CreatedAt: model.Now(), UpdatedAt: model.Now()}
 			if filter != "" {
@@ -98,7 +101,7 @@ func TestPublishJudgesFiltersBeforeItsTransaction(t *testing.T) {
 			}
 			return w.ID
 		}
-		older := model.LatestVersion(eventType) - 1
+		older := model.LatestVersion(gate, eventType) - 1
 		pinned := mk(b, `{"data":{"country":"DE"}}`, older) // judging it converts the data: the gate
 		refused := mk(b, `{"data":{"country":"FR"}}`, 0)
 		changed := mk(b, `{"data":{"country":"FR"}}`, 0)

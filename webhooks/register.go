@@ -41,7 +41,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err != nil {
 		return nil, "", err
 	}
-	version := model.LatestVersion(r.EventType)
+	version := model.LatestVersion(s.versions, r.EventType)
 	if settings.Version.Set {
 		version = *settings.Version.To
 	}
@@ -163,7 +163,7 @@ func (s *Service) change(ctx context.Context, scope model.WebhookScope, id int64
 			}
 			eventType = stored.EventType
 		}
-		if err := checkVersion(eventType, *settings.Version); err != nil {
+		if err := s.checkVersion(eventType, *settings.Version); err != nil {
 			return c, err
 		}
 		c.Version = model.LimitChange{Set: true, To: settings.Version}
@@ -256,8 +256,8 @@ func checkEventType(v model.Variant, eventType string) error {
 }
 
 // checkVersion refuses a version that eventType's data does not have (docs/events.md, "Versions").
-func checkVersion(eventType string, version int) error {
-	if latest := model.LatestVersion(eventType); version < 1 || version > latest {
+func (s *Service) checkVersion(eventType string, version int) error {
+	if latest := model.LatestVersion(s.versions, eventType); version < 1 || version > latest {
 		if latest == 1 {
 			return invalid("version", "%s has one version, 1; version %d does not exist", eventType, version)
 		}

@@ -11,6 +11,7 @@ package webhooks
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,12 @@ type Config struct {
 	// Clock is the time the use cases stamp and judge by (nil: model.Now). Only tests set it; a
 	// path not yet given it reads model.Now (docs/architecture.md, "The clock").
 	Clock model.Clock
+	// Versions is the table of the versions of event types' data (sources.Versions; docs/events.md,
+	// "Versions"): the version a new webhook and a published event get, the versions a webhook may
+	// pin, and the conversions of an event's data for a webhook pinned to an older one (its filter,
+	// its body in the delivery log and the portal). Nil: every type has one version, and nothing is
+	// converted.
+	Versions model.EventVersions
 }
 
 // Service runs the use cases. Its methods take the caller's scope (an account and a variant) and
@@ -77,6 +84,7 @@ type Service struct {
 	maxWebhooks int64
 	timeout     time.Duration
 	notices     model.NoticeRules
+	versions    model.EventVersions
 	// trials admits an account's filter trials; trialTime bounds each one's work (MaxTrialTime;
 	// tests shorten it).
 	trials    trialGate
@@ -100,10 +108,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
-		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, notices: cfg.Notices,
+		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, notices: cfg.Notices, versions: cfg.Versions,
 		trialTime: cmp.Or(cfg.TrialTime, MaxTrialTime), clock: cfg.Clock,
 		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger,
-			FilterSkips: cfg.FilterSkips, FilterOverruns: cfg.FilterOverruns, Clock: cfg.Clock},
+			FilterSkips: cfg.FilterSkips, FilterOverruns: cfg.FilterOverruns, Versions: cfg.Versions, Clock: cfg.Clock},
 	}, nil
 }
 
@@ -118,10 +126,16 @@ func (s *Service) Change(ctx context.Context, fn func(ctx context.Context, cs *m
 // (model.JudgeFilters), so that no database lock is held while they run: on SQLite, while a
 // publish's filters run, every other account's publish may take the write lock.
 func (s *Service) Publish(ctx context.Context, ne model.NewEvent) (*model.PublishResult, error) {
-	if err := model.JudgeFilters(ctx, s.db, &ne); err != nil {
+	if err := model.JudgeFilters(ctx, s.db, s.versions, &ne); err != nil {
 		return nil, err
 	}
 	return s.publisher.Publish(ctx, ne)
+}
+
+// DataFor is ev's data as webhook w receives it, in w's version of ev's type (model.Event.DataFor):
+// what the delivery log and the portal show of the body w gets.
+func (s *Service) DataFor(ev *model.Event, w *model.Webhook) (json.RawMessage, error) {
+	return ev.DataFor(s.versions, w)
 }
 
 // errNoSecrets: a use case that seals or opens a secret, in a Service built without Secrets.

@@ -178,8 +178,14 @@ func operatorSources(cfg Config, db *model.DB) (*sources.Service, error) {
 // operatorReads are the webhooks' use cases without Temporal, for the operator's commands that
 // read, or change only the database: no dispatcher, so nothing that needs Temporal is served.
 func operatorReads(cfg Config, db *model.DB, logger *slog.Logger) (*webhooks.Service, error) {
-	return webhooks.New(webhooks.Config{DB: db, Logger: logger, MaxWebhooks: cfg.MaxWebhooks,
-		RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules()})
+	return webhooks.New(operatorConfig(cfg, db, logger))
+}
+
+// operatorConfig is the configuration of the operator's use cases, with sources' table of event
+// versions (docs/events.md, "Versions"); those that need Temporal add a dispatcher.
+func operatorConfig(cfg Config, db *model.DB, logger *slog.Logger) webhooks.Config {
+	return webhooks.Config{DB: db, Logger: logger, MaxWebhooks: cfg.MaxWebhooks,
+		RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules(), Versions: sources.Versions()}
 }
 
 // ownerAccount is the account whose owner's e-mail is email, for the operator's commands that name

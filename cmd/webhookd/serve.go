@@ -257,6 +257,17 @@ func newTemporalClient(cfg Config, tr *tracing.Tracing, registry *prometheus.Reg
 	return tc, nil
 }
 
+// serveUseCases are the webhooks' use cases that the API and the portal serve, with sources' table
+// of event versions (docs/events.md, "Versions").
+func serveUseCases(cfg Config, p serveParts) (*webhooks.Service, error) {
+	return webhooks.New(webhooks.Config{
+		DB: p.db, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
+		Logger: p.logger.With("component", "webhooks"), MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
+		FilterSkips: p.filterSkips, FilterOverruns: p.filterOverruns, Notices: cfg.noticeRules(),
+		Versions: sources.Versions(),
+	})
+}
+
 // newHandler is what WEBHOOKD_HTTP_ADDR serves: the API (and the portal), or for a worker alone
 // its health checks and scrapes.
 func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
@@ -269,11 +280,7 @@ func newHandler(cfg Config, role string, p serveParts) (http.Handler, error) {
 		})
 		return mux, nil
 	}
-	uses, err := webhooks.New(webhooks.Config{
-		DB: p.db, Dispatcher: p.dispatcher, Secrets: p.secrets, Policy: p.policy,
-		Logger: p.logger.With("component", "webhooks"), MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout,
-		FilterSkips: p.filterSkips, FilterOverruns: p.filterOverruns, Notices: cfg.noticeRules(),
-	})
+	uses, err := serveUseCases(cfg, p)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +417,8 @@ func workerConfig(cfg Config, tc client.Client, db *bun.DB, acts *activities.Act
 }
 
 // newActivities builds the delivery worker's dependencies: the one shared delivery client, the
-// mailer and the delivery metrics. Both clients trust the same roots, read once.
+// mailer and the delivery metrics, and sources' table of event versions (docs/events.md,
+// "Versions"). Both clients trust the same roots, read once.
 func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 	db, secrets, policy, reg, tracer, logger := p.db, p.secrets, p.policy, p.registry, p.tracer, p.logger
 	roots, err := egress.RootCAs(cfg.ExtraCAFile)
@@ -454,6 +462,7 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,
 		Notices:     cfg.noticeRules(),
+		Versions:    sources.Versions(),
 		LocalWaits:  activities.LocalWaitsFor(cfg.MaxConcurrentDeliveries),
 	}, nil
 }

@@ -193,10 +193,9 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 		//lint:ignore ST1005 Temporal is a name
 		return nil, nil, fmt.Errorf("Temporal at %s: %w", topts.HostPort, err)
 	}
-	uses, err := webhooks.New(webhooks.Config{
-		DB: db, Dispatcher: newDispatcher(cfg, tc, dispatchServing{}), Logger: logger,
-		MaxWebhooks: cfg.MaxWebhooks, RequestTimeout: cfg.TemporalRequestTimeout, Notices: cfg.noticeRules(),
-	})
+	c := operatorConfig(cfg, db, logger)
+	c.Dispatcher = newDispatcher(cfg, tc, dispatchServing{})
+	uses, err := webhooks.New(c)
 	if err != nil {
 		tc.Close()
 		return nil, nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/secretbox"
+	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
 )
 
@@ -33,14 +34,23 @@ type Config struct {
 	TrialTime time.Duration
 	// Clock is the use cases' time (webhooks.Config.Clock); nil is model.Now.
 	Clock model.Clock
+	// Versions is the table of event versions (webhooks.Config.Versions); nil is sources', as
+	// serve's.
+	Versions model.EventVersions
 }
 
-// New is the Service over db and box, judging URLs offline, with serve's request timeout.
+// New is the Service over db and box, judging URLs offline, with serve's request timeout and
+// sources' versions of event types, as serve's.
 func New(t testing.TB, db *model.DB, box *secretbox.Box, logger *slog.Logger, c Config) *webhooks.Service {
 	t.Helper()
+	versions := c.Versions
+	if versions == nil {
+		versions = sources.Versions()
+	}
 	s, err := webhooks.New(webhooks.Config{
 		DB: db, Dispatcher: c.Dispatcher, Secrets: box, Resolver: OfflineResolver, Logger: logger,
-		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: model.NoticeRules{Disable: c.Disable}, TrialTime: c.TrialTime, Clock: c.Clock,
+		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: model.NoticeRules{Disable: c.Disable}, TrialTime: c.TrialTime,
+		Versions: versions, Clock: c.Clock,
 	})
 	if err != nil {
 		t.Fatal(err)

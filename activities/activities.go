@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/secretbox"
 )
 
@@ -65,7 +66,7 @@ type Activities struct {
 	// Notices say when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
 	// WEBHOOKD_DISABLE_MIN_EXHAUSTED; the zero rule never does), when the owner is warned of it,
 	// the storm rule and the portal's address for links (docs/notifications.md).
-	Notices model.NoticeRules
+	Notices notices.Rules
 	// Tracer, when set, makes a client span of every POST to a receiver and sends its traceparent
 	// (tracing.go); nil (tracing off) makes no span and sends no traceparent.
 	Tracer trace.Tracer

@@ -21,6 +21,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/secretbox"
 )
 
@@ -58,7 +59,7 @@ type Config struct {
 	// Notices are the rules of the notices a use case records (a person's disable or enable),
 	// the worker's own (docs/notifications.md); Health reads their auto-disable rule to tell an
 	// owner when it would disable a failing webhook.
-	Notices model.NoticeRules
+	Notices notices.Rules
 }
 
 // Service runs the use cases. Its methods take the caller's scope (an account and a variant) and
@@ -73,7 +74,7 @@ type Service struct {
 	log         *slog.Logger
 	maxWebhooks int64
 	timeout     time.Duration
-	notices     model.NoticeRules
+	notices     notices.Rules
 	// trials admits an account's filter trials; trialTime bounds each one's work (MaxTrialTime;
 	// tests shorten it).
 	trials    trialGate

@@ -63,7 +63,7 @@ type NoticePolicy interface {
 	// there are none.
 	QuietPeriod() time.Duration
 	// DisableLimits is the auto-disable rule: a webhook failing for after, with minExhausted
-	// deliveries exhausted, is disabled (after zero: never), and warned warnLead before (zero:
+	// deliveries exhausted, is disabled (after zero: never), and warned warnLead before (negative:
 	// never).
 	DisableLimits() (after time.Duration, minExhausted int, warnLead time.Duration)
 	// NoticeData is notice n's data, recorded at.

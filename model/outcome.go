@@ -390,7 +390,7 @@ func countExhausted(ctx context.Context, tx bun.Tx, ex Exhaustion, rules NoticeP
 	if err != nil {
 		return false, false, fmt.Errorf("disable webhook: %w", err)
 	}
-	if disabled, err = affectedOne(q); err != nil || disabled || warnLead <= 0 {
+	if disabled, err = affectedOne(q); err != nil || disabled || warnLead < 0 {
 		return disabled, false, err
 	}
 	q, err = tx.NewUpdate().Model((*Webhook)(nil)).Set("warned_at = ?", now).

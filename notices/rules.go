@@ -53,8 +53,9 @@ func (r DisableRule) DisableAt(w *model.Webhook) *time.Time {
 func (r Rules) QuietPeriod() time.Duration { return r.Quiet }
 
 // DisableLimits is the auto-disable rule as an exhaustion's compare-and-set applies it, with the
-// warning's lead: WarnBefore, at most half of Disable.After, and zero when it warns never.
+// warning's lead: WarnBefore, at most half of Disable.After, and negative when it warns never.
 func (r Rules) DisableLimits() (after time.Duration, minExhausted int, warnLead time.Duration) {
+	warnLead = -1
 	if r.WarnBefore > 0 {
 		warnLead = min(r.WarnBefore, r.Disable.After/2)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/secretbox"
 )
 
@@ -65,7 +66,7 @@ type Activities struct {
 	// Notices say when exhausted deliveries disable their webhook (WEBHOOKD_DISABLE_AFTER,
 	// WEBHOOKD_DISABLE_MIN_EXHAUSTED; the zero rule never does), when the owner is warned of it,
 	// the storm rule and the portal's address for links (docs/notifications.md).
-	Notices model.NoticeRules
+	Notices notices.Rules
 	// Versions is the table of the versions of event types' data (sources.Versions; docs/events.md,
 	// "Versions"): a webhook pinned to an older version than its event's gets the data converted
 	// down, and a scheduled publication's event is written in the newest. Nil: every type has one

@@ -16,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // mailbox is a Mailer that keeps what it is given.
@@ -63,7 +64,7 @@ func TestExhaustionMails(t *testing.T) {
 				t.Fatal(err)
 			}
 			mails := &mailbox{}
-			a := &activities.Activities{DB: db, Mailer: mails, Links: links, Notices: model.NoticeRules{Disable: model.DisableRule{After: 120 * time.Hour, MinExhausted: 2}, WarnBefore: 48 * time.Hour}}
+			a := &activities.Activities{DB: db, Mailer: mails, Links: links, Notices: notices.Rules{Disable: notices.DisableRule{After: 120 * time.Hour, MinExhausted: 2}, WarnBefore: 48 * time.Hour}}
 			suite := &testsuite.WorkflowTestSuite{}
 			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 			env := suite.NewTestActivityEnvironment()

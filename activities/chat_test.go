@@ -67,7 +67,7 @@ func TestChatNoticeEscapesText(t *testing.T) {
 	}
 	status := 500
 	res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: ev.Deliveries[0].ID, WebhookID: hook.ID, EventID: ev.Event.ID, LastAttemptAt: now,
-		LastError: &model.NoticeError{Class: "http_status", StatusCode: &status, Message: "receiver answered 500: <html>Tom & Jerry</html>"}}, model.NoticeRules{})
+		LastError: &model.NoticeError{Class: "http_status", StatusCode: &status, Message: "receiver answered 500: <html>Tom & Jerry</html>"}}, notices.Rules{})
 	if err != nil || len(res.Notices) == 0 {
 		t.Fatalf("exhaustion: %+v, %v; want a webhook.failing notice", res, err)
 	}

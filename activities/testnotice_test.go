@@ -14,9 +14,10 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/notices"
 )
 
-// TestTestNoticeMail: a notice.test to the owner's e-mail (model.TestNotice, as the channel's test
+// TestTestNoticeMail: a notice.test to the owner's e-mail (notices.TestNotice, as the channel's test
 // records it) is delivered as a short mail that says it is a test, not as a channel's failure.
 func TestTestNoticeMail(t *testing.T) {
 	ctx := context.Background()
@@ -33,7 +34,7 @@ func TestTestNoticeMail(t *testing.T) {
 	if err != nil || len(chs) != 1 {
 		t.Fatalf("channels %v, %v", chs, err)
 	}
-	ne, err := model.TestNotice(&chs[0])
+	ne, err := notices.TestNotice(&chs[0])
 	if err != nil {
 		t.Fatal(err)
 	}

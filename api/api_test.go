@@ -26,6 +26,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
@@ -77,7 +78,7 @@ type envConfig struct {
 	// sweeper and refuses schedules.
 	Dispatcher  *dispatch.Dispatcher
 	MaxWebhooks int64
-	Disable     model.DisableRule
+	Disable     notices.DisableRule
 	TrialTime   time.Duration
 	// Temporal is what readiness asks; PortalOff turns the portal's links off.
 	Temporal  client.Client

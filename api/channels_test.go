@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // channels is the variant's notification-endpoints collection.
@@ -213,7 +214,7 @@ func TestChannelReceivesNotices(t *testing.T) {
 		if err := e.db.NewSelect().Model(&w).Where("id = ?", hookID).Scan(ctx); err != nil {
 			t.Fatal(err)
 		}
-		res, err := model.RecordNotice(ctx, e.db, model.NoticeRules{}, model.Notice{Type: model.NoticeFailing, Webhook: &w})
+		res, err := model.RecordNotice(ctx, e.db, notices.Rules{}, model.Notice{Type: model.NoticeFailing, Webhook: &w})
 		if err != nil || res == nil {
 			t.Fatalf("record notice: %v, %v", res, err)
 		}

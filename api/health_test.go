@@ -13,6 +13,7 @@ import (
 
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/portal"
 )
 
@@ -73,7 +74,7 @@ func healthFixture(t *testing.T, e *testEnv, v variantCase, key string) (path st
 	// Failing from here on: retried once, then exhausted.
 	d := record(healthAttempt{at: -2*time.Hour + time.Minute, latency: 300, class: "timeout"},
 		healthAttempt{-2*time.Hour + 2*time.Minute, 400, "http_status", 503})
-	if _, err := model.MarkExhausted(ctx, e.db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: now.Add(-2*time.Hour + 2*time.Minute)}, model.NoticeRules{}); err != nil {
+	if _, err := model.MarkExhausted(ctx, e.db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: now.Add(-2*time.Hour + 2*time.Minute)}, notices.Rules{}); err != nil {
 		t.Fatal(err)
 	}
 	return path, h1, h2
@@ -85,7 +86,7 @@ func healthFixture(t *testing.T, e *testEnv, v variantCase, key string) (path st
 // variants and on both databases; another account's, the other variant's and a deleted webhook
 // are 404, a range it does not know is 400 naming range.
 func TestHealth(t *testing.T) {
-	rule := model.DisableRule{After: 120 * time.Hour, MinExhausted: 1}
+	rule := notices.DisableRule{After: 120 * time.Hour, MinExhausted: 1}
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b.Open(t), func(c *envConfig) { c.Disable = rule })
@@ -200,7 +201,7 @@ func TestHealthQuiet(t *testing.T) {
 // for the same webhook and range: each hour's bar, the success rate, the latency percentiles and
 // when auto-disable would apply.
 func TestHealthIsThePortals(t *testing.T) {
-	rule := model.DisableRule{After: 120 * time.Hour, MinExhausted: 1}
+	rule := notices.DisableRule{After: 120 * time.Hour, MinExhausted: 1}
 	e := newEnv(t, dbtest.SQLite(t), func(c *envConfig) { c.Disable = rule })
 	pages, err := portal.New(portal.Config{Webhooks: e.uses, Accounts: e.access, Readiness: e.ready, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PublicURL: "http://127.0.0.1:8080", FrameAncestors: "'self'", RateLimit: 1000, RateBurst: 1000})

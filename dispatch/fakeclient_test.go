@@ -18,6 +18,7 @@ import (
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // fakeTemporal is the part of a Temporal client that retry, resend, recover and claim repair use:
@@ -215,7 +216,7 @@ func (f *fixture) load(t *testing.T, id int64) model.Delivery {
 
 func (f *fixture) disable(t *testing.T) {
 	t.Helper()
-	if _, _, err := model.DisableWebhook(t.Context(), f.db, model.WebhookScope{AccountID: f.hook.AccountID, Variant: f.hook.Variant}, f.hook.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
+	if _, _, err := model.DisableWebhook(t.Context(), f.db, model.WebhookScope{AccountID: f.hook.AccountID, Variant: f.hook.Variant}, f.hook.ID, model.ActorAPI, notices.Rules{}, model.Now()); err != nil {
 		t.Fatal(err)
 	}
 }

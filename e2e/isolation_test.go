@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // hangingReceiver accepts HTTPS connections and reads requests but never answers: the receiver
@@ -235,7 +236,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 // and a manual retry delivers what was held.
 func TestAutoDisable(t *testing.T) {
 	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{200 * time.Millisecond},
-		disable: model.DisableRule{After: time.Second, MinExhausted: 3}})
+		disable: notices.DisableRule{After: time.Second, MinExhausted: 3}})
 	var healthy sync.Map // path -> true once the receiver is fixed
 	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
 		if _, ok := healthy.Load(path); !ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // addChannel registers a notification endpoint of kind ("webhook" or "chat") at url through the
@@ -206,7 +207,7 @@ func TestConcurrentFailuresGiveOneNotice(t *testing.T) {
 // (webhook.disabling, saying when) before it is disabled (webhook.disabled, by the rule), once each.
 func TestDisablingWarnsFirst(t *testing.T) {
 	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{100 * time.Millisecond},
-		disable: model.DisableRule{After: 4 * time.Second, MinExhausted: 1}, warnBefore: 2 * time.Second})
+		disable: notices.DisableRule{After: 4 * time.Second, MinExhausted: 1}, warnBefore: 2 * time.Second})
 	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
 		if path == "/dying" {
 			w.WriteHeader(http.StatusInternalServerError)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // connectProxy is a CONNECT proxy on loopback that requires credentials and records every CONNECT
@@ -199,7 +200,7 @@ func TestEgressProxyOutage(t *testing.T) {
 	proxy := startConnectProxy(t, "webhookd", "proxy-secret")
 	proxyURL := &url.URL{Scheme: "http", Host: proxy.ln.Addr().String(), User: url.UserPassword("webhookd", "proxy-secret")}
 	st := newStack(t, stackOptions{allowPrivate: true, proxy: proxyURL, schedule: []time.Duration{500 * time.Millisecond, 500 * time.Millisecond},
-		disable: model.DisableRule{After: time.Second, MinExhausted: 1}})
+		disable: notices.DisableRule{After: time.Second, MinExhausted: 1}})
 	proxy.down.Store(true)
 	hook, _ := st.createWebhook(t, "A", st.rc.url("/behind-proxy"), "campaign.created")
 	var events []int64

@@ -35,6 +35,7 @@ import (
 	"github.com/webhookd/webhookd/internal/temporaltest"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/readiness"
 	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
@@ -81,7 +82,7 @@ type stackOptions struct {
 	hostConcurrency int
 	breakerFailures int
 	breakerCooldown time.Duration
-	disable         model.DisableRule
+	disable         notices.DisableRule
 	// stopTimeout lets attempts in flight finish when the worker stops.
 	stopTimeout time.Duration
 	// warnBefore and quiet are the notices' rules beside disable (docs/notifications.md); zero:
@@ -452,6 +453,6 @@ func (st *stack) endWorkflows(t *testing.T) {
 }
 
 // noticeRules are the stack's rules of notices, the same for its worker and its use cases.
-func (o stackOptions) noticeRules() model.NoticeRules {
-	return model.NoticeRules{Disable: o.disable, WarnBefore: o.warnBefore, Quiet: o.quiet}
+func (o stackOptions) noticeRules() notices.Rules {
+	return notices.Rules{Disable: o.disable, WarnBefore: o.warnBefore, Quiet: o.quiet}
 }

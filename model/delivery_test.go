@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 func newWebhook(t testing.TB, db bun.IDB, accountID int64, v model.Variant, eventType string) *model.Webhook {
@@ -149,11 +150,11 @@ func TestIdempotencyKeys(t *testing.T) {
 
 func attempt(t *testing.T, db bun.IDB, w *model.Webhook, deliveryID int64, n int, ok bool, at time.Time) {
 	t.Helper()
-	attemptWith(t, db, w, deliveryID, n, ok, at, model.NoticeRules{})
+	attemptWith(t, db, w, deliveryID, n, ok, at, notices.Rules{})
 }
 
 // attemptWith records an attempt as attempt does, under the notices' rules.
-func attemptWith(t *testing.T, db bun.IDB, w *model.Webhook, deliveryID int64, n int, ok bool, at time.Time, rules model.NoticeRules) {
+func attemptWith(t *testing.T, db bun.IDB, w *model.Webhook, deliveryID int64, n int, ok bool, at time.Time, rules notices.Rules) {
 	t.Helper()
 	o := model.AttemptOutcome{Success: ok, Rules: rules}
 	o.DeliveryID, o.Attempt.Attempt, o.URL, o.StartedAt = deliveryID, n, w.URL, at

@@ -10,34 +10,11 @@ import (
 
 // Who disabled a webhook, kept in its disabled_reason.
 const (
-	// DisabledAuto: the service, because the webhook failed for too long (DisableRule).
+	// DisabledAuto: the service, because the webhook failed for too long (notices.DisableRule).
 	DisabledAuto = "auto"
 	// DisabledManual: the owner, at POST <collection>/<id>/disable.
 	DisabledManual = "manual"
 )
-
-// DisableRule says when exhausted deliveries disable their webhook: once it has failed without a
-// single success for After, and at least MinExhausted of its deliveries were exhausted since its
-// last success. A zero After never disables. The service's defaults are 120h (5 days) and 5
-// (WEBHOOKD_DISABLE_AFTER, WEBHOOKD_DISABLE_MIN_EXHAUSTED).
-type DisableRule struct {
-	After        time.Duration
-	MinExhausted int
-}
-
-// DisableAt is when the rule would disable w: FailingSince + After, once at least MinExhausted of
-// its deliveries were exhausted since it began failing. The rule is judged when a delivery is
-// exhausted (MarkExhausted), so the webhook is disabled at the first exhaustion from then on, and a
-// time already past means the next exhausted delivery disables it. Nil when the rule does not
-// apply: it is off (After zero), w is not failing, fewer than MinExhausted deliveries were
-// exhausted, or w is disabled already.
-func (r DisableRule) DisableAt(w *Webhook) *time.Time {
-	if r.After <= 0 || w.Disabled() || w.FailingSince == nil || w.ExhaustedCount < r.MinExhausted {
-		return nil
-	}
-	at := w.FailingSince.Add(r.After)
-	return &at
-}
 
 // Disabled reports whether the webhook is disabled: no attempt may be made for it.
 func (w *Webhook) Disabled() bool { return w.DisabledAt != nil }
@@ -92,7 +69,7 @@ func setStatusByVariant(q *bun.UpdateQuery, statusOf func(*VariantSpec) string) 
 // DisableWebhook disables a webhook within scope on a person's request (by: ActorAPI, ActorPortal) and returns it, with the webhook.disabled notice recorded
 // in the same transaction (nil when no channel wants it). Disabling a disabled webhook changes
 // nothing and tells nobody, so the first disabled_at and reason stay. now stamps the change.
-func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules, now time.Time) (*Webhook, *PublishResult, error) {
+func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticePolicy, now time.Time) (*Webhook, *PublishResult, error) {
 	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
 		return setDisabled(q, now, DisabledManual)
 	}, rules, Notice{Type: NoticeDisabled, By: by})
@@ -101,7 +78,7 @@ func DisableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int6
 // EnableWebhook enables a webhook within scope and returns it, with the webhook.enabled notice
 // recorded in the same transaction. Enabling an enabled webhook changes nothing. Deliveries held
 // while it was disabled stay exhausted until a manual retry. now stamps the change.
-func EnableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticeRules, now time.Time) (*Webhook, *PublishResult, error) {
+func EnableWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, by string, rules NoticePolicy, now time.Time) (*Webhook, *PublishResult, error) {
 	return changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
 		return setEnabled(q, now)
 	}, rules, Notice{Type: NoticeEnabled, By: by})
@@ -119,7 +96,7 @@ func ReenableWebhook(ctx context.Context, db bun.IDB, webhookID int64) error {
 // changeWebhook applies change to one webhook within scope and reads it back, or ErrNotFound.
 // When the change moved the webhook, it records notice n about it in the same transaction.
 func changeWebhook(ctx context.Context, db bun.IDB, scope WebhookScope, id int64, change func(*bun.UpdateQuery) *bun.UpdateQuery,
-	rules NoticeRules, n Notice) (*Webhook, *PublishResult, error) {
+	rules NoticePolicy, n Notice) (*Webhook, *PublishResult, error) {
 	var w *Webhook
 	var notice *PublishResult
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {

@@ -12,11 +12,12 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // exhaust marks a delivery exhausted under a rule that never disables, and reports the alert.
 func exhaust(ctx context.Context, db bun.IDB, deliveryID, webhookID int64, at time.Time) (bool, error) {
-	res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: deliveryID, WebhookID: webhookID, LastAttemptAt: at}, model.NoticeRules{Disable: model.DisableRule{}})
+	res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: deliveryID, WebhookID: webhookID, LastAttemptAt: at}, notices.Rules{Disable: notices.DisableRule{}})
 	return res.Alert, err
 }
 
@@ -98,16 +99,16 @@ func TestFailureRecord(t *testing.T) {
 func TestAutoDisableRule(t *testing.T) {
 	cases := []struct {
 		name         string
-		rule         model.DisableRule
+		rule         notices.DisableRule
 		failingFor   time.Duration // how long before now the first failed attempt started
 		exhaustions  int
 		wantDisabled int // the 1-based exhaustion that disables; 0 for none
 	}{
-		{"both conditions hold", model.DisableRule{After: time.Hour, MinExhausted: 3}, 2 * time.Hour, 4, 3},
-		{"one exhaustion moves and disables at once", model.DisableRule{After: time.Hour, MinExhausted: 1}, 2 * time.Hour, 2, 1},
-		{"not before After", model.DisableRule{After: time.Hour, MinExhausted: 1}, 50 * time.Minute, 4, 0},
-		{"not below MinExhausted", model.DisableRule{After: time.Hour, MinExhausted: 5}, 100 * time.Hour, 4, 0},
-		{"never with a zero After", model.DisableRule{After: 0, MinExhausted: 1}, 1000 * time.Hour, 4, 0},
+		{"both conditions hold", notices.DisableRule{After: time.Hour, MinExhausted: 3}, 2 * time.Hour, 4, 3},
+		{"one exhaustion moves and disables at once", notices.DisableRule{After: time.Hour, MinExhausted: 1}, 2 * time.Hour, 2, 1},
+		{"not before After", notices.DisableRule{After: time.Hour, MinExhausted: 1}, 50 * time.Minute, 4, 0},
+		{"not below MinExhausted", notices.DisableRule{After: time.Hour, MinExhausted: 5}, 100 * time.Hour, 4, 0},
+		{"never with a zero After", notices.DisableRule{After: 0, MinExhausted: 1}, 1000 * time.Hour, 4, 0},
 	}
 	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		for i, tc := range cases {
@@ -119,7 +120,7 @@ func TestAutoDisableRule(t *testing.T) {
 					start := model.Now().Add(-tc.failingFor)
 					for n := 1; n <= tc.exhaustions; n++ {
 						at := start.Add(time.Duration(n) * time.Millisecond)
-						res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: failedDelivery(t, db, w, at), WebhookID: w.ID, LastAttemptAt: at}, model.NoticeRules{Disable: tc.rule})
+						res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: failedDelivery(t, db, w, at), WebhookID: w.ID, LastAttemptAt: at}, notices.Rules{Disable: tc.rule})
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -165,7 +166,7 @@ func TestAutoDisableOnceUnderConcurrency(t *testing.T) {
 				for i := range deliveries {
 					deliveries[i] = failedDelivery(t, db, w, at)
 				}
-				rule := model.DisableRule{After: 120 * time.Hour, MinExhausted: min}
+				rule := notices.DisableRule{After: 120 * time.Hour, MinExhausted: min}
 				var wg sync.WaitGroup
 				start := make(chan struct{})
 				results := make(chan model.ExhaustResult, n)
@@ -175,7 +176,7 @@ func TestAutoDisableOnceUnderConcurrency(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						<-start
-						res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: at}, model.NoticeRules{Disable: rule})
+						res, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: at}, notices.Rules{Disable: rule})
 						if err != nil {
 							errs <- err
 							return
@@ -226,10 +227,10 @@ func TestDisableAndEnable(t *testing.T) {
 			wantDisabledStatus := map[model.Variant]string{model.VariantA: model.StatusPending, model.VariantB: model.StatusDisabled}[v]
 
 			for _, s := range []model.WebhookScope{{AccountID: other.ID, Variant: v}, {AccountID: acc.ID, Variant: otherVariant(v)}} {
-				if _, _, err := model.DisableWebhook(ctx, db, s, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
+				if _, _, err := model.DisableWebhook(ctx, db, s, w.ID, model.ActorAPI, notices.Rules{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 					t.Fatalf("scope %+v disables the webhook: %v", s, err)
 				}
-				if _, _, err := model.EnableWebhook(ctx, db, s, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
+				if _, _, err := model.EnableWebhook(ctx, db, s, w.ID, model.ActorAPI, notices.Rules{}, model.Now()); !errors.Is(err, model.ErrNotFound) {
 					t.Fatalf("scope %+v enables the webhook: %v", s, err)
 				}
 			}
@@ -237,11 +238,11 @@ func TestDisableAndEnable(t *testing.T) {
 				t.Fatal("another scope disabled the webhook")
 			}
 
-			off, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now())
+			off, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, notices.Rules{}, model.Now())
 			if err != nil || !off.Disabled() || *off.DisabledReason != model.DisabledManual || off.Status != wantDisabledStatus || !off.UpdatedAt.After(w.UpdatedAt) {
 				t.Fatalf("disable = %+v, %v", off, err)
 			}
-			again, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now())
+			again, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, notices.Rules{}, model.Now())
 			if err != nil || !again.DisabledAt.Equal(*off.DisabledAt) || !again.UpdatedAt.Equal(off.UpdatedAt) {
 				t.Fatalf("disabling again moved disabled_at %v -> %v (%v)", off.DisabledAt, again.DisabledAt, err)
 			}
@@ -261,18 +262,18 @@ func TestDisableAndEnable(t *testing.T) {
 			if _, err := db.NewUpdate().Table("webhooks").Set("alerted_at = ?", model.Now()).Where("id = ?", w.ID).Exec(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: model.Now()}, model.NoticeRules{Disable: model.DisableRule{}}); err != nil {
+			if _, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: model.Now()}, notices.Rules{Disable: notices.DisableRule{}}); err != nil {
 				t.Fatal(err)
 			}
 			before := reload(t, db, w.ID)
-			on, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now())
+			on, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, notices.Rules{}, model.Now())
 			if err != nil || on.Disabled() || on.DisabledReason != nil || on.FailingSince != nil || on.ExhaustedCount != 0 || alertedAt(t, db, w.ID).Valid {
 				t.Fatalf("enable = %+v (alerted %v), %v; before %+v", on, alertedAt(t, db, w.ID), err, before)
 			}
 			if wantStatus := map[model.Variant]string{model.VariantA: before.Status, model.VariantB: model.StatusActive}[v]; on.Status != wantStatus {
 				t.Fatalf("status after enable = %s, want %s", on.Status, wantStatus)
 			}
-			if again, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil || !again.UpdatedAt.Equal(on.UpdatedAt) {
+			if again, _, err := model.EnableWebhook(ctx, db, scope, w.ID, model.ActorAPI, notices.Rules{}, model.Now()); err != nil || !again.UpdatedAt.Equal(on.UpdatedAt) {
 				t.Fatalf("enabling again changed the webhook: %+v, %v", again, err)
 			}
 			// The next move into failing alerts again.
@@ -282,7 +283,7 @@ func TestDisableAndEnable(t *testing.T) {
 			}
 
 			// A manual retry re-enables in both variants, as enable does.
-			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, notices.Rules{}, model.Now()); err != nil {
 				t.Fatal(err)
 			}
 			if err := model.ReenableWebhook(ctx, db, w.ID); err != nil {
@@ -293,7 +294,7 @@ func TestDisableAndEnable(t *testing.T) {
 			}
 
 			// A new URL is a new receiver: enabled, with a clean record.
-			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, notices.Rules{}, model.Now()); err != nil {
 				t.Fatal(err)
 			}
 			failedDelivery(t, db, w, model.Now())
@@ -317,7 +318,7 @@ func TestDisabledWebhooksKeepTheirEvents(t *testing.T) {
 		}{{model.VariantA, "campaign.created"}, {model.VariantB, "lead.captured"}} {
 			w := newWebhook(t, db, acc.ID, v.v, v.eventType)
 			newWebhook(t, db, acc.ID, v.v, v.eventType)
-			if _, _, err := model.DisableWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: v.v}, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
+			if _, _, err := model.DisableWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: v.v}, w.ID, model.ActorAPI, notices.Rules{}, model.Now()); err != nil {
 				t.Fatal(err)
 			}
 			res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: acc.ID, Variant: v.v, EventType: v.eventType, Data: `{}`})
@@ -354,36 +355,4 @@ func listStatus(t *testing.T, db bun.IDB, scope model.WebhookScope, status strin
 		t.Fatal(err)
 	}
 	return len(hooks)
-}
-
-// TestDisableAt: the rule's time is failing_since + After once enough deliveries were exhausted,
-// and there is none when the rule is off, the webhook is not failing, too few were exhausted, or
-// it is disabled already.
-func TestDisableAt(t *testing.T) {
-	since := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
-	rule := model.DisableRule{After: 120 * time.Hour, MinExhausted: 2}
-	disabled := since.Add(time.Hour)
-	for _, c := range []struct {
-		name string
-		rule model.DisableRule
-		w    model.Webhook
-		want string
-	}{
-		{"failing, enough exhausted", rule, model.Webhook{FailingSince: &since, ExhaustedCount: 2}, "2026-11-25 08:00:00 +0000 UTC"},
-		{"too few exhausted", rule, model.Webhook{FailingSince: &since, ExhaustedCount: 1}, "<nil>"},
-		{"not failing", rule, model.Webhook{ExhaustedCount: 3}, "<nil>"},
-		{"rule off", model.DisableRule{MinExhausted: 2}, model.Webhook{FailingSince: &since, ExhaustedCount: 2}, "<nil>"},
-		{"disabled", rule, model.Webhook{FailingSince: &since, ExhaustedCount: 2, DisabledAt: &disabled}, "<nil>"},
-	} {
-		if got := c.rule.DisableAt(&c.w); fmt.Sprint(deref(got)) != c.want {
-			t.Errorf("%s: DisableAt = %v, want %s", c.name, deref(got), c.want)
-		}
-	}
-}
-
-func deref(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return *t
 }

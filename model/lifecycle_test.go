@@ -9,6 +9,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // TestLifecycleTransitions walks every writer of deliveries.state from every state (and, for the
@@ -63,7 +64,7 @@ func TestLifecycleTransitions(t *testing.T) {
 				return err
 			}},
 			{model.ByExhaust, func(id int64) error {
-				_, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: id, WebhookID: w.ID, LastAttemptAt: time.Now()}, model.NoticeRules{Disable: model.DisableRule{}})
+				_, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: id, WebhookID: w.ID, LastAttemptAt: time.Now()}, notices.Rules{Disable: notices.DisableRule{}})
 				return err
 			}},
 			{model.ByHold, func(id int64) error { return model.HoldDelivery(ctx, db, id, "the webhook is disabled") }},

@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 func statusAt(t *testing.T, db bun.IDB, id int64) sql.NullTime {
@@ -58,7 +59,7 @@ func TestUpdateWebhookLimits(t *testing.T) {
 			Where("id = ?", w.ID).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, model.NoticeRules{}, model.Now()); err != nil {
+		if _, _, err := model.DisableWebhook(ctx, db, scope, w.ID, model.ActorAPI, notices.Rules{}, model.Now()); err != nil {
 			t.Fatal(err)
 		}
 		before := reload(t, db, w.ID)

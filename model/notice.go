@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +27,7 @@ const (
 	NoticeEnabled = "webhook.enabled"
 	// NoticeExhausted: one delivery ran out of retries. A channel receives it only when it asks.
 	NoticeExhausted = "delivery.exhausted"
-	// NoticeTest: a sample notice the owner asked for, to one channel (TestNotice); no channel
+	// NoticeTest: a sample notice the owner asked for, to one channel (notices.TestNotice); no channel
 	// subscribes to it, so it is not among NoticeTypes.
 	NoticeTest = "notice.test"
 )
@@ -56,25 +55,21 @@ const (
 	ActorPortal = "portal"
 )
 
-// NoticeRules are how the service judges and words notices.
-type NoticeRules struct {
-	// Disable is the auto-disable rule.
-	Disable DisableRule
-	// WarnBefore is how long before the rule would disable a webhook that webhook.disabling
-	// goes, at the first exhausted delivery within it; at most half of Disable.After. Zero warns
-	// never.
-	WarnBefore time.Duration
-	// Quiet is the storm rule: after a webhook.failing and webhook.recovered pair, no
-	// webhook.failing for Quiet; transitions meanwhile are summarised by the next notice.
-	Quiet time.Duration
-	// PublicURL, when set, is where the portal is served: notices link to the webhook's page.
-	PublicURL string
-}
-
-// warnLead is how long before the rule would disable a failing webhook that the warning goes:
-// WarnBefore, at most half of Disable.After.
-func (r NoticeRules) warnLead() time.Duration {
-	return min(r.WarnBefore, r.Disable.After/2)
+// NoticePolicy decides what the transitions of a webhook's health tell, and when: it is
+// notices.Rules (docs/notifications.md), passed in by the caller. Model's transactions consult it,
+// so that each decision commits with the rows it judges.
+type NoticePolicy interface {
+	// QuietPeriod is the length of the storm rule's and the account rule's quiet periods; zero:
+	// there are none.
+	QuietPeriod() time.Duration
+	// DisableLimits is the auto-disable rule: a webhook failing for after, with minExhausted
+	// deliveries exhausted, is disabled (after zero: never), and warned warnLead before (negative:
+	// never).
+	DisableLimits() (after time.Duration, minExhausted int, warnLead time.Duration)
+	// NoticeData is notice n's data, recorded at.
+	NoticeData(n Notice, at time.Time) NoticeData
+	// SummaryData is the data of summary s of the account's notices in variant v, recorded at.
+	SummaryData(accountID int64, v Variant, s *NoticeSummary, at time.Time) NoticeData
 }
 
 // NoticeError is the last failure a notice reports.
@@ -150,7 +145,7 @@ func (w *Webhook) Wants(t string) bool {
 // now: it is held for the period's summary (holdFromPeople). It returns nil when no endpoint gets
 // the notice now; otherwise its deliveries start after the commit like any event's (or the
 // sweeper starts them).
-func RecordNotice(ctx context.Context, db bun.IDB, rules NoticeRules, n Notice) (*PublishResult, error) {
+func RecordNotice(ctx context.Context, db bun.IDB, rules NoticePolicy, n Notice) (*PublishResult, error) {
 	w := n.Webhook
 	if w.Kind == KindNoticeEmail {
 		return nil, nil
@@ -178,7 +173,7 @@ func RecordNotice(ctx context.Context, db bun.IDB, rules NoticeRules, n Notice) 
 	if err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(noticeData(rules, n))
+	data, err := json.Marshal(rules.NoticeData(n, Now()))
 	if err != nil {
 		return nil, fmt.Errorf("encode notice: %w", err)
 	}
@@ -202,22 +197,6 @@ func RecordNotice(ctx context.Context, db bun.IDB, rules NoticeRules, n Notice) 
 		return nil, nil // held from every channel that wants it: its summary will tell it
 	}
 	return pr, nil
-}
-
-func noticeData(rules NoticeRules, n Notice) NoticeData {
-	w := n.Webhook
-	d := NoticeData{
-		AccountID: w.AccountID, Variant: w.Variant, WebhookID: w.ID, URL: w.URL, EventType: w.EventType, Status: w.Status,
-		At: Now().UTC(), LastError: n.LastError, FailureCount: w.FailureCount, FailingSince: w.FailingSince,
-		By: n.By, DisableAt: n.DisableAt, DeliveryID: n.DeliveryID, EventID: n.EventID, Suppressed: n.Suppressed,
-	}
-	if w.IsChannel() {
-		d.Channel = w.Kind
-	}
-	if rules.PublicURL != "" && !w.IsChannel() {
-		d.PortalURL = strings.TrimSuffix(rules.PublicURL, "/") + "/portal/webhooks/" + strconv.FormatInt(w.ID, 10)
-	}
-	return d
 }
 
 // ensureEmailChannel creates the account's e-mail notification endpoint of variant v, addressed to
@@ -267,7 +246,7 @@ func ListNotices(ctx context.Context, db bun.IDB, scope WebhookScope, limit int6
 // It returns the notices recorded, whose deliveries the caller starts (the sweeper, which calls
 // it). Each webhook is judged and changed in one transaction, compare-and-set, so replicas and
 // exhaustions that race it record one notice.
-func EndQuietPeriods(ctx context.Context, db bun.IDB, rules NoticeRules, limit int64) ([]*PublishResult, error) {
+func EndQuietPeriods(ctx context.Context, db bun.IDB, rules NoticePolicy, limit int64) ([]*PublishResult, error) {
 	var ids []int64
 	err := db.NewSelect().Model((*Webhook)(nil)).Column("id").Where("quiet_until IS NOT NULL").Where("quiet_until <= ?", Now()).
 		OrderExpr("quiet_until").Limit(limit).Scan(ctx, &ids)
@@ -311,25 +290,6 @@ func EndQuietPeriods(ctx context.Context, db bun.IDB, rules NoticeRules, limit i
 	return out, nil
 }
 
-// TestNotice is the notice.test event to the notification endpoint c alone, about c itself: the
-// owner's check that notices reach it. Published (webhooks.Service.TestChannel), its one delivery
-// starts after the commit and is retried like any notice's.
-func TestNotice(c *Webhook) (NewEvent, error) {
-	d := NoticeData{
-		AccountID: c.AccountID, Variant: c.Variant, WebhookID: c.ID, URL: c.URL, Status: c.Status, At: Now().UTC(),
-		Channel: c.Kind, Message: "This is a test notice from webhookd: notices about this account's webhooks will arrive here.",
-	}
-	data, err := json.Marshal(d)
-	if err != nil {
-		return NewEvent{}, fmt.Errorf("encode test notice: %w", err)
-	}
-	canonical, err := wire.CanonicalJSON(data)
-	if err != nil {
-		return NewEvent{}, fmt.Errorf("encode test notice: %w", err)
-	}
-	return NewEvent{AccountID: c.AccountID, Variant: c.Variant, EventType: NoticeTest, Data: string(canonical), Notice: c.ID, Channels: []Webhook{*c}}, nil
-}
-
 // SetNoticeTypes sets the notice types a notification endpoint of scope wants (comma-separated;
 // nil: DefaultNoticeTypes) and reads it back, or ErrNotFound. Its URL, status and failure record
 // stay: the receiver is the same.
@@ -337,7 +297,7 @@ func SetNoticeTypes(ctx context.Context, db bun.IDB, scope WebhookScope, id int6
 	scope.Channels = true
 	w, _, err := changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
 		return q.Set("notice_types = ?", types).Set("updated_at = ?", Now())
-	}, NoticeRules{}, Notice{})
+	}, nil, Notice{})
 	return w, err
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/webhookd/webhookd/docs"
 	"github.com/webhookd/webhookd/internal/schematest"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/wire"
 )
 
@@ -74,7 +75,7 @@ func TestNoticeBodiesMatchTheirSchemas(t *testing.T) {
 			all := strings.Join(model.NoticeTypes, ",")
 			ops := newChannel(t, db, acc.ID, v, model.KindNoticeWebhook, &all)
 			w := newWebhook(t, db, acc.ID, v, eventType)
-			rules := model.NoticeRules{Disable: model.DisableRule{After: 10 * time.Hour, MinExhausted: 3}, WarnBefore: 4 * time.Hour,
+			rules := notices.Rules{Disable: notices.DisableRule{After: 10 * time.Hour, MinExhausted: 3}, WarnBefore: 4 * time.Hour,
 				PublicURL: "https://hooks.example.com"}
 			status := 503
 			// exhaust marks delivery d of webhook hook exhausted as the activity does, naming its event.
@@ -121,19 +122,19 @@ func TestNoticeBodiesMatchTheirSchemas(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			var notices []model.Event
-			if err := db.NewSelect().Model(&notices).Where("about_webhook_id IN (?)", bun.List([]int64{w.ID, w2.ID})).OrderExpr("id").Scan(ctx); err != nil {
+			var recorded []model.Event
+			if err := db.NewSelect().Model(&recorded).Where("about_webhook_id IN (?)", bun.List([]int64{w.ID, w2.ID})).OrderExpr("id").Scan(ctx); err != nil {
 				t.Fatal(err)
 			}
 			// notice.test, about the operational webhook itself.
-			test, err := model.TestNotice(ops)
+			test, err := notices.TestNotice(ops)
 			if err != nil {
 				t.Fatal(err)
 			}
-			notices = append(notices, model.Event{EventType: test.EventType, Data: test.Data, OccurredAt: model.Now()})
+			recorded = append(recorded, model.Event{EventType: test.EventType, Data: test.Data, OccurredAt: model.Now()})
 
 			seen := map[string]int{}
-			for _, ev := range notices {
+			for _, ev := range recorded {
 				seen[ev.EventType]++
 				body := wire.NoticeBody(ev.EventType, []byte(ev.Data), ev.OccurredAt)
 				sch := schemas[ev.EventType]

@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // noticesAbout returns the notices recorded about webhook id, oldest first, as "type to kind, kind".
@@ -61,7 +62,7 @@ func TestNoticesOfAFailureAndARecovery(t *testing.T) {
 			newChannel(t, db, acc.ID, v, model.KindNoticeWebhook, nil)
 			exhaustedOnly := "delivery.exhausted"
 			newChannel(t, db, acc.ID, v, model.KindNoticeChat, &exhaustedOnly)
-			rules := model.NoticeRules{Quiet: time.Hour, PublicURL: "https://hooks.example.com/"}
+			rules := notices.Rules{Quiet: time.Hour, PublicURL: "https://hooks.example.com/"}
 			base := model.Now().Add(-time.Minute)
 
 			d1 := failedDelivery(t, db, w, base)
@@ -151,7 +152,7 @@ func TestOneFailingNoticeUnderConcurrentExhaustions(t *testing.T) {
 		errs := make(chan error, len(deliveries))
 		for _, d := range deliveries {
 			wg.Go(func() {
-				_, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: at}, model.NoticeRules{})
+				_, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: at}, notices.Rules{})
 				errs <- err
 			})
 		}
@@ -187,7 +188,7 @@ func TestNoticesAboutChannels(t *testing.T) {
 			}
 			d := ev.Deliveries[0].ID
 			attempt(t, db, w, d, 1, false, model.Now())
-			if _, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: model.Now()}, model.NoticeRules{}); err != nil {
+			if _, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: d, WebhookID: w.ID, LastAttemptAt: model.Now()}, notices.Rules{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -214,7 +215,7 @@ func TestDisablingWarning(t *testing.T) {
 		ctx := context.Background()
 		_, acc, _ := model.CreateAPIKey(ctx, db, "warning@example.com", "")
 		w := newWebhook(t, db, acc.ID, model.VariantB, "lead.captured")
-		rules := model.NoticeRules{Disable: model.DisableRule{After: 10 * time.Hour, MinExhausted: 3}, WarnBefore: 4 * time.Hour}
+		rules := notices.Rules{Disable: notices.DisableRule{After: 10 * time.Hour, MinExhausted: 3}, WarnBefore: 4 * time.Hour}
 		since := model.Now().Add(-7 * time.Hour) // inside the warning: it starts 6 hours in
 		for n := range 3 {
 			at := since.Add(time.Duration(n) * time.Second)
@@ -269,7 +270,7 @@ func TestOneEmailChannelUnderConcurrentFirstNotices(t *testing.T) {
 		for _, e := range all {
 			wg.Go(func() {
 				<-start
-				_, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: e.delivery, WebhookID: e.webhook, LastAttemptAt: at}, model.NoticeRules{})
+				_, err := model.MarkExhausted(ctx, db, model.Exhaustion{DeliveryID: e.delivery, WebhookID: e.webhook, LastAttemptAt: at}, notices.Rules{})
 				errs <- err
 			})
 		}

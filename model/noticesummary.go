@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -13,7 +12,7 @@ import (
 )
 
 // The account rule (docs/notifications.md): the e-mail and the chats, read by people, get at most
-// one notice of each type per account, variant and quiet period (NoticeRules.Quiet). The first is
+// one notice of each type per account, variant and quiet period (NoticePolicy.QuietPeriod). The first is
 // told at once and begins the period; the others are held, and one summary tells them when it
 // ends. Operational webhooks, read by machines, get every notice as it comes. What is held is
 // decided in the transaction of the transition, with its notice; what is summarised, in the
@@ -81,11 +80,12 @@ func readByPeople(c Webhook) bool { return c.Kind == KindNoticeEmail || c.Kind =
 // holdFromPeople judges notice n, about to go to the channels to, by the account rule, in the
 // transition's transaction tx. It returns the channels the notice goes to now, and whether it is
 // held for the summary of the account's quiet period (the caller records the hold once the notice
-// is stored). The rule is off when rules.Quiet is zero, and notices about a notification endpoint
+// is stored). The rule is off when the quiet period is zero, and notices about a notification endpoint
 // (told to the e-mail alone, and few) are never held.
-func holdFromPeople(ctx context.Context, tx bun.IDB, rules NoticeRules, n Notice, to []Webhook) ([]Webhook, bool, error) {
+func holdFromPeople(ctx context.Context, tx bun.IDB, rules NoticePolicy, n Notice, to []Webhook) ([]Webhook, bool, error) {
 	w := n.Webhook
-	if rules.Quiet <= 0 || w.IsChannel() || !slices.ContainsFunc(to, readByPeople) {
+	quiet := rules.QuietPeriod()
+	if quiet <= 0 || w.IsChannel() || !slices.ContainsFunc(to, readByPeople) {
 		return to, false, nil
 	}
 	machines := slices.DeleteFunc(slices.Clone(to), readByPeople)
@@ -107,7 +107,7 @@ func holdFromPeople(ctx context.Context, tx bun.IDB, rules NoticeRules, n Notice
 		ON CONFLICT (account_id, variant, event_type) DO UPDATE SET
 		held = CASE WHEN `+open+` THEN notice_quiet.held + 1 ELSE 0 END,
 		quiet_until = CASE WHEN `+open+` THEN notice_quiet.quiet_until ELSE excluded.quiet_until END`,
-		p.AccountID, p.Variant, p.EventType, now.Add(rules.Quiet), now, now).Exec(ctx); err != nil {
+		p.AccountID, p.Variant, p.EventType, now.Add(quiet), now, now).Exec(ctx); err != nil {
 		return nil, false, fmt.Errorf("account quiet period: %w", err)
 	}
 	if err := tx.NewSelect().Model(p).WherePK().Scan(ctx); err != nil {
@@ -149,7 +149,7 @@ func holdNotice(ctx context.Context, tx bun.IDB, ev *Event, w *Webhook) error {
 // period); one that held none just ends. It returns the summaries recorded, whose deliveries the
 // caller starts (the sweeper, which calls it). Each period is judged and changed in one
 // transaction, compare-and-set on its row, so replicas record one summary.
-func EndAccountQuietPeriods(ctx context.Context, db bun.IDB, rules NoticeRules, limit int64) ([]*PublishResult, error) {
+func EndAccountQuietPeriods(ctx context.Context, db bun.IDB, rules NoticePolicy, limit int64) ([]*PublishResult, error) {
 	var due []noticeQuiet
 	err := db.NewSelect().Model(&due).Column("account_id", "variant", "event_type").Where("quiet_until <= ?", Now()).
 		OrderExpr("quiet_until").Limit(limit).Scan(ctx)
@@ -160,7 +160,7 @@ func EndAccountQuietPeriods(ctx context.Context, db bun.IDB, rules NoticeRules, 
 	for _, p := range due {
 		err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 			now := Now()
-			res, err := tx.NewUpdate().Model((*noticeQuiet)(nil)).Set("held = 0").Set("quiet_until = ?", now.Add(rules.Quiet)).
+			res, err := tx.NewUpdate().Model((*noticeQuiet)(nil)).Set("held = 0").Set("quiet_until = ?", now.Add(rules.QuietPeriod())).
 				Where(periodKey, p.AccountID, p.Variant, p.EventType).Where("quiet_until <= ?", now).Where("held > 0").Exec(ctx)
 			if err != nil {
 				return fmt.Errorf("end account quiet period: %w", err)
@@ -195,7 +195,7 @@ type heldGroup struct {
 
 // recordSummary records the summary of period p, whose row tx has just written, from its holds,
 // which it then deletes: nil when no channel wants it any more.
-func recordSummary(ctx context.Context, tx bun.Tx, rules NoticeRules, p *noticeQuiet, now time.Time) (*PublishResult, error) {
+func recordSummary(ctx context.Context, tx bun.Tx, rules NoticePolicy, p *noticeQuiet, now time.Time) (*PublishResult, error) {
 	var groups []heldGroup
 	err := tx.NewSelect().Model((*noticeHold)(nil)).ColumnExpr("webhook_id, COUNT(*) AS n, MIN(event_id) AS first_id, MAX(event_id) AS last_id").
 		Where(periodKey, p.AccountID, p.Variant, p.EventType).Group("webhook_id").OrderExpr("first_id").Scan(ctx, &groups)
@@ -216,17 +216,11 @@ func recordSummary(ctx context.Context, tx bun.Tx, rules NoticeRules, p *noticeQ
 	if len(groups) == 0 || len(people) == 0 {
 		return nil, nil
 	}
-	s, err := summarise(ctx, tx, rules, groups)
+	s, err := summarise(ctx, tx, groups)
 	if err != nil {
 		return nil, err
 	}
-	first := s.Listed[0]
-	d := NoticeData{AccountID: p.AccountID, Variant: p.Variant, WebhookID: first.WebhookID, URL: first.URL, EventType: first.EventType,
-		Status: first.Status, At: now.UTC(), LastError: first.LastError, Summary: s}
-	if rules.PublicURL != "" {
-		d.PortalURL = strings.TrimSuffix(rules.PublicURL, "/") + "/portal/"
-	}
-	data, err := json.Marshal(d)
+	data, err := json.Marshal(rules.SummaryData(p.AccountID, p.Variant, s, now))
 	if err != nil {
 		return nil, fmt.Errorf("encode summary: %w", err)
 	}
@@ -236,13 +230,13 @@ func recordSummary(ctx context.Context, tx bun.Tx, rules NoticeRules, p *noticeQ
 	}
 	// A notice's data has one version: no table of versions is needed.
 	return insertEvent(ctx, tx, statementsOf(tx), nil, NewEvent{
-		AccountID: p.AccountID, Variant: p.Variant, EventType: p.EventType, Data: string(canonical), Notice: first.WebhookID, Channels: people,
+		AccountID: p.AccountID, Variant: p.Variant, EventType: p.EventType, Data: string(canonical), Notice: s.Listed[0].WebhookID, Channels: people,
 	})
 }
 
-// summarise is the account of the held notices groups: each webhook's status now, and the last
-// error of its latest notice.
-func summarise(ctx context.Context, tx bun.Tx, rules NoticeRules, groups []heldGroup) (*NoticeSummary, error) {
+// summarise is the account of the held notices groups, as their rows tell it: each webhook's
+// status now, and the last error of its latest notice. The policy's SummaryData adds the links.
+func summarise(ctx context.Context, tx bun.Tx, groups []heldGroup) (*NoticeSummary, error) {
 	listed := groups[:min(len(groups), SummaryListed)]
 	ids, events := []int64{}, []int64{groups[0].First}
 	for _, g := range listed {
@@ -282,9 +276,6 @@ func summarise(ctx context.Context, tx bun.Tx, rules NoticeRules, groups []heldG
 			if w.DeletedAt == nil {
 				e.Status = w.Status
 			}
-		}
-		if rules.PublicURL != "" {
-			e.PortalURL = fmt.Sprintf("%s/portal/webhooks/%d", strings.TrimSuffix(rules.PublicURL, "/"), g.WebhookID)
 		}
 		s.Listed = append(s.Listed, e)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // noticeDeliveries counts the deliveries of the notices of type typ of an account by the kind of
@@ -33,7 +34,7 @@ func noticeDeliveries(t *testing.T, db bun.IDB, account int64, typ string) map[s
 }
 
 // exhaustAll exhausts one failed delivery of each webhook at once, as their workflows would.
-func exhaustAll(t *testing.T, db bun.IDB, hooks []*model.Webhook, at time.Time, rules model.NoticeRules) {
+func exhaustAll(t *testing.T, db bun.IDB, hooks []*model.Webhook, at time.Time, rules notices.Rules) {
 	t.Helper()
 	deliveries := make([]int64, len(hooks))
 	for i, w := range hooks {
@@ -70,7 +71,7 @@ func TestAccountStormIsOneNoticeToPeople(t *testing.T) {
 		_, calm, _ := model.CreateAPIKey(ctx, db, "calm-account@example.com", "")
 		newChannel(t, db, acc.ID, model.VariantA, model.KindNoticeWebhook, nil)
 		newChannel(t, db, acc.ID, model.VariantA, model.KindNoticeChat, nil)
-		rules := model.NoticeRules{Quiet: time.Hour}
+		rules := notices.Rules{Quiet: time.Hour}
 		var hooks []*model.Webhook
 		for range 50 {
 			hooks = append(hooks, newWebhook(t, db, acc.ID, model.VariantA, "campaign.created"))
@@ -143,7 +144,7 @@ func TestAccountRule(t *testing.T) {
 		_, acc, _ := model.CreateAPIKey(ctx, db, "account-rule@example.com", "")
 		newChannel(t, db, acc.ID, model.VariantA, model.KindNoticeWebhook, nil)
 		newChannel(t, db, acc.ID, model.VariantA, model.KindNoticeChat, nil)
-		rules := model.NoticeRules{Quiet: time.Hour, PublicURL: "https://hooks.example.com"}
+		rules := notices.Rules{Quiet: time.Hour, PublicURL: "https://hooks.example.com"}
 		var hooks []*model.Webhook
 		base := model.Now().Add(-time.Minute)
 		fail := func(w *model.Webhook, at time.Time) {

@@ -91,7 +91,7 @@ type AttemptOutcome struct {
 	// NextAttemptAt is when the schedule tries again after a failure; nil when it will not.
 	NextAttemptAt *time.Time
 	// Rules judge and word the notice a success may make (webhook.recovered).
-	Rules NoticeRules
+	Rules NoticePolicy
 }
 
 // RecordAttempt writes an attempt, the delivery's progress and the webhook's status in one
@@ -135,10 +135,10 @@ func RecordAttempt(ctx context.Context, db bun.IDB, w *Webhook, o AttemptOutcome
 
 // recordRecovery ends webhook id's failure as its notices see it (alerted_at), once, and records
 // webhook.recovered; the storm rule's quiet period starts.
-func recordRecovery(ctx context.Context, tx bun.Tx, id int64, rules NoticeRules) (*PublishResult, error) {
+func recordRecovery(ctx context.Context, tx bun.Tx, id int64, rules NoticePolicy) (*PublishResult, error) {
 	var quiet *time.Time
-	if rules.Quiet > 0 {
-		until := Now().Add(rules.Quiet)
+	if q := rules.QuietPeriod(); q > 0 {
+		until := Now().Add(q)
 		quiet = &until
 	}
 	res, err := tx.NewUpdate().Model((*Webhook)(nil)).Set("alerted_at = NULL").Set("quiet_until = ?", quiet).
@@ -223,7 +223,7 @@ func webhookOutcomeSQL(spec *VariantSpec, success bool, id int64, at, now time.T
 		set("last_status = ?", last)
 		change("last_status IS NULL OR last_status <> ?", last)
 	}
-	// The failure record that auto-disable reads (DisableRule), and failure_count. A success clears
+	// The failure record that auto-disable reads (notices.DisableRule), and failure_count. A success clears
 	// them but does not enable a disabled webhook: only its owner does (enable, a new URL, a manual retry).
 	if success {
 		set("failing_since = NULL, exhausted_count = 0, failure_count = 0, warned_at = NULL")
@@ -249,7 +249,7 @@ type Exhaustion struct {
 }
 
 // MarkExhausted records that a delivery's schedule ran out, moves its webhook into the variant's
-// failing status and, when rules.Disable says it has failed long enough, disables it; with them,
+// failing status and, when the rules' auto-disable rule says it has failed long enough, disables it; with them,
 // in the same transaction, it records the notices these moves make (docs/notifications.md).
 //
 // Alert reports that this call made the move into failing and recorded webhook.failing: a webhook
@@ -259,7 +259,7 @@ type Exhaustion struct {
 // once, of the disable. Each move is compare-and-set on the webhook row, so concurrent exhaustions
 // make each once. lastAttemptAt guards against an older delivery failing a webhook that a newer
 // success healed.
-func MarkExhausted(ctx context.Context, db bun.IDB, ex Exhaustion, rules NoticeRules) (ExhaustResult, error) {
+func MarkExhausted(ctx context.Context, db bun.IDB, ex Exhaustion, rules NoticePolicy) (ExhaustResult, error) {
 	var res ExhaustResult
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// Only the call that exhausts the delivery counts it: a retried activity counts once.
@@ -299,7 +299,8 @@ func MarkExhausted(ctx context.Context, db bun.IDB, ex Exhaustion, rules NoticeR
 			notices = append(notices, Notice{Type: NoticeFailing, Suppressed: before.SuppressedNotices})
 		}
 		if warned && !res.Disabled && w.FailingSince != nil {
-			at := w.FailingSince.Add(rules.Disable.After)
+			after, _, _ := rules.DisableLimits()
+			at := w.FailingSince.Add(after)
 			notices = append(notices, Notice{Type: NoticeDisabling, DisableAt: &at})
 		}
 		if counted {
@@ -358,8 +359,8 @@ func markFailing(ctx context.Context, tx bun.Tx, w *Webhook, lastAttemptAt, now 
 }
 
 // countExhausted counts an exhausted delivery into its webhook's failure record, then disables the
-// webhook when rules.Disable says so, or else warns once when the disable is near.
-func countExhausted(ctx context.Context, tx bun.Tx, ex Exhaustion, rules NoticeRules, now time.Time) (disabled, warned bool, err error) {
+// webhook when the auto-disable rule says so, or else warns once when the disable is near.
+func countExhausted(ctx context.Context, tx bun.Tx, ex Exhaustion, rules NoticePolicy, now time.Time) (disabled, warned bool, err error) {
 	// An exhaustion older than the last success is not part of the current failure. Its attempt
 	// normally set failing_since already; a missing start time counts from now. failure_count
 	// (failed deliveries since the last success) counts here, once per delivery like
@@ -376,26 +377,26 @@ func countExhausted(ctx context.Context, tx bun.Tx, ex Exhaustion, rules NoticeR
 		Exec(ctx); err != nil {
 		return false, false, fmt.Errorf("count exhausted delivery: %w", err)
 	}
-	rule := rules.Disable
-	if rule.After <= 0 {
+	after, minExhausted, warnLead := rules.DisableLimits()
+	if after <= 0 {
 		return false, false, nil
 	}
 	q, err := setDisabled(tx.NewUpdate().Model((*Webhook)(nil)), now, DisabledAuto).
 		Where("id = ?", ex.WebhookID).
-		Where("failing_since <= ?", now.Add(-rule.After)).
-		Where("exhausted_count >= ?", rule.MinExhausted).
+		Where("failing_since <= ?", now.Add(-after)).
+		Where("exhausted_count >= ?", minExhausted).
 		Where(healed, ex.LastAttemptAt).
 		Exec(ctx)
 	if err != nil {
 		return false, false, fmt.Errorf("disable webhook: %w", err)
 	}
-	if disabled, err = affectedOne(q); err != nil || disabled || rules.WarnBefore <= 0 {
+	if disabled, err = affectedOne(q); err != nil || disabled || warnLead < 0 {
 		return disabled, false, err
 	}
 	q, err = tx.NewUpdate().Model((*Webhook)(nil)).Set("warned_at = ?", now).
 		Where("id = ?", ex.WebhookID).
 		Where("warned_at IS NULL").Where("disabled_at IS NULL").
-		Where("failing_since <= ?", now.Add(-(rule.After-rules.warnLead()))).
+		Where("failing_since <= ?", now.Add(-(after-warnLead))).
 		Where(healed, ex.LastAttemptAt).
 		Exec(ctx)
 	if err != nil {

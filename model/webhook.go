@@ -321,7 +321,7 @@ func UpdateWebhookLimits(ctx context.Context, db bun.IDB, scope WebhookScope, id
 	}
 	w, _, err := changeWebhook(ctx, db, scope, id, func(q *bun.UpdateQuery) *bun.UpdateQuery {
 		return c.set(q).Set("updated_at = ?", now)
-	}, NoticeRules{}, Notice{})
+	}, nil, Notice{})
 	return w, err
 }
 

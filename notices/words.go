@@ -1,6 +1,9 @@
-// Package notices holds what webhookd says about a webhook's health (docs/notifications.md) to a
-// person: the one line of a chat message and of the portal's list of notices, and the headline of
-// a summary. The e-mails built from them are activities/notice.go's.
+// Package notices is the notice policy: what webhookd decides and says about a webhook's health
+// (docs/notifications.md). Its Rules judge the transitions (the auto-disable rule, the warning's
+// lead, the quiet periods) and shape each notice's and summary's data; package model's
+// transactions ask them through model.NoticePolicy, so that each decision commits with its rows.
+// And what a person reads: the one line of a chat message and of the portal's list of notices,
+// and the headline of a summary. The e-mails built from them are activities/notice.go's.
 package notices
 
 import (

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/secretbox"
 )
 
@@ -102,18 +103,18 @@ func TestNotifications(t *testing.T) {
 		if !strings.Contains(rec.Body.String(), "A test notice") || !strings.Contains(rec.Body.String(), model.NoticeTest) {
 			t.Fatalf("the test's answer:\n%s", rec.Body)
 		}
-		notices, err := model.ListNotices(t.Context(), e.db, model.WebhookScope{AccountID: account.ID, Variant: v}, 10)
-		if err != nil || len(notices) != 1 || notices[0].EventType != model.NoticeTest || *notices[0].AboutWebhookID != chat.ID {
-			t.Fatalf("notices after the test: %+v, %v", notices, err)
+		listed, err := model.ListNotices(t.Context(), e.db, model.WebhookScope{AccountID: account.ID, Variant: v}, 10)
+		if err != nil || len(listed) != 1 || listed[0].EventType != model.NoticeTest || *listed[0].AboutWebhookID != chat.ID {
+			t.Fatalf("notices after the test: %+v, %v", listed, err)
 		}
 		var to []int64
-		if err := e.db.NewSelect().Model((*model.Delivery)(nil)).Column("webhook_id").Where("event_id = ?", notices[0].ID).Scan(t.Context(), &to); err != nil || len(to) != 1 || to[0] != chat.ID {
+		if err := e.db.NewSelect().Model((*model.Delivery)(nil)).Column("webhook_id").Where("event_id = ?", listed[0].ID).Scan(t.Context(), &to); err != nil || len(to) != 1 || to[0] != chat.ID {
 			t.Fatalf("the test's deliveries go to %v (%v), want channel %d alone", to, err, chat.ID)
 		}
 
 		// A notice about a webhook: listed first, linked to the webhook, in the chat's words.
 		w := e.webhook(t, account.ID, v, "https://receiver.example.com/")
-		if _, err := model.RecordNotice(t.Context(), e.db, model.NoticeRules{}, model.Notice{Type: model.NoticeFailing, Webhook: w}); err != nil {
+		if _, err := model.RecordNotice(t.Context(), e.db, notices.Rules{}, model.Notice{Type: model.NoticeFailing, Webhook: w}); err != nil {
 			t.Fatal(err)
 		}
 		body = e.do(t, "GET", "/portal/notifications", cookie, nil).Body.String()
@@ -123,7 +124,7 @@ func TestNotifications(t *testing.T) {
 		}
 
 		// A summary of the account rule: about the endpoints it names, in the chat's words.
-		quiet := model.NoticeRules{Quiet: time.Hour}
+		quiet := notices.Rules{Quiet: time.Hour}
 		for _, u := range []string{"https://receiver.example.com/first", "https://receiver.example.com/held"} {
 			if _, err := model.RecordNotice(t.Context(), e.db, quiet, model.Notice{Type: model.NoticeFailing, Webhook: e.webhook(t, account.ID, v, u)}); err != nil {
 				t.Fatal(err)

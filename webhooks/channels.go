@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 )
 
 // MaxChannels bounds an account's notification endpoints in each variant, the owner's e-mail
@@ -191,7 +192,7 @@ func (s *Service) RotateChannelSecret(ctx context.Context, scope model.WebhookSc
 	return s.RotateSecret(ctx, channels(scope), id, nil)
 }
 
-// TestChannel sends a notice.test to channel id alone now (model.TestNotice): recorded as a notice
+// TestChannel sends a notice.test to channel id alone now (notices.TestNotice): recorded as a notice
 // about the channel itself, its delivery starts after the commit. It returns the notice with its
 // one delivery.
 func (s *Service) TestChannel(ctx context.Context, scope model.WebhookScope, id int64) (*model.PublishResult, error) {
@@ -199,7 +200,7 @@ func (s *Service) TestChannel(ctx context.Context, scope model.WebhookScope, id 
 	if err != nil {
 		return nil, err
 	}
-	ne, err := model.TestNotice(c)
+	ne, err := notices.TestNotice(c)
 	if err != nil {
 		return nil, err
 	}

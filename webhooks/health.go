@@ -73,7 +73,7 @@ type Health struct {
 	// LastAttempt is when the webhook's last attempt started, whenever that was; zero if never.
 	LastAttempt time.Time
 	// DisableAt is when the service's auto-disable rule would disable the webhook
-	// (model.DisableRule.DisableAt); nil when it does not apply.
+	// (notices.DisableRule.DisableAt); nil when it does not apply.
 	DisableAt *time.Time
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/secretbox"
 )
 
@@ -59,7 +60,7 @@ type Config struct {
 	// Notices are the rules of the notices a use case records (a person's disable or enable),
 	// the worker's own (docs/notifications.md); Health reads their auto-disable rule to tell an
 	// owner when it would disable a failing webhook.
-	Notices model.NoticeRules
+	Notices notices.Rules
 	// Clock is the time the use cases stamp and judge by (nil: model.Now). Only tests set it; a
 	// path not yet given it reads model.Now (docs/architecture.md, "The clock").
 	Clock model.Clock
@@ -83,7 +84,7 @@ type Service struct {
 	log         *slog.Logger
 	maxWebhooks int64
 	timeout     time.Duration
-	notices     model.NoticeRules
+	notices     notices.Rules
 	versions    model.EventVersions
 	// trials admits an account's filter trials; trialTime bounds each one's work (MaxTrialTime;
 	// tests shorten it).

@@ -16,6 +16,7 @@ import (
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -154,7 +155,7 @@ const claimGraceSweeps = 6
 // handed over. Last, it ends the storm rule's quiet periods that are over
 // (model.EndQuietPeriods), then the account rule's (model.EndAccountQuietPeriods), and starts the
 // notices and summaries that makes.
-func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.Duration, rules model.NoticeRules) (started, repaired int, err error) {
+func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.Duration, rules notices.Rules) (started, repaired int, err error) {
 	// One replica sweeps at a time; the others skip this round.
 	unlock, ok, err := model.LockSweep(ctx, db)
 	if err != nil || !ok {
@@ -180,11 +181,11 @@ func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.
 	}
 	// The storm rule's quiet periods that are over: a webhook that failed meanwhile is told now.
 	// Then the account rule's: the notices held from the e-mail and chats are summarised.
-	for _, end := range []func(context.Context, bun.IDB, model.NoticeRules, int64) ([]*model.PublishResult, error){
+	for _, end := range []func(context.Context, bun.IDB, model.NoticePolicy, int64) ([]*model.PublishResult, error){
 		model.EndQuietPeriods, model.EndAccountQuietPeriods,
 	} {
-		notices, err := end(ctx, db, rules, 200)
-		for _, n := range notices {
+		told, err := end(ctx, db, rules, 200)
+		for _, n := range told {
 			if err := s.Start(ctx, db, n.Refs(), dispatch.StartedBySweeper); err != nil {
 				return started, repaired, err
 			}

@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 
 	"github.com/webhookd/webhookd/activities/egress"
-	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/tracing"
 )
 
@@ -453,9 +453,9 @@ func (e envMap) Environ() []string {
 
 // noticeRules are the rules of the health notices (docs/notifications.md), the same for the worker
 // and the use cases.
-func (cfg *Config) noticeRules() model.NoticeRules {
-	return model.NoticeRules{
-		Disable:    model.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},
+func (cfg *Config) noticeRules() notices.Rules {
+	return notices.Rules{
+		Disable:    notices.DisableRule{After: cfg.DisableAfter, MinExhausted: cfg.DisableMinExhausted},
 		WarnBefore: cfg.NoticeWarnBefore, Quiet: cfg.NoticeQuiet, PublicURL: cfg.PublicURL,
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/notices"
 	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
@@ -29,7 +30,7 @@ var OfflineResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, 
 type Config struct {
 	Dispatcher  *dispatch.Dispatcher
 	MaxWebhooks int64
-	Disable     model.DisableRule
+	Disable     notices.DisableRule
 	// TrialTime bounds a filter trial (webhooks.Config.TrialTime); zero is webhooks.MaxTrialTime.
 	TrialTime time.Duration
 	// Clock is the use cases' time (webhooks.Config.Clock); nil is model.Now.
@@ -49,7 +50,7 @@ func New(t testing.TB, db *model.DB, box *secretbox.Box, logger *slog.Logger, c 
 	}
 	s, err := webhooks.New(webhooks.Config{
 		DB: db, Dispatcher: c.Dispatcher, Secrets: box, Resolver: OfflineResolver, Logger: logger,
-		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: model.NoticeRules{Disable: c.Disable}, TrialTime: c.TrialTime,
+		MaxWebhooks: c.MaxWebhooks, RequestTimeout: 3 * time.Second, Notices: notices.Rules{Disable: c.Disable}, TrialTime: c.TrialTime,
 		Versions: versions, Clock: c.Clock,
 	})
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,53 +24,10 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/sources"
+	"github.com/webhookd/webhookd/sources/sourcestest"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/webhooks/webhookstest"
 	"github.com/webhookd/webhookd/wire"
-)
-
-// campaignV2 is a made-up version 2 of the campaign.* data: budget becomes an object with its
-// currency. No real type has a second version yet.
-type campaignV2 struct {
-	ID        int64    `json:"id" data:"id"`
-	Name      string   `json:"name" data:"text"`
-	Platform  string   `json:"platform" data:"text"`
-	Status    string   `json:"status" data:"text"`
-	StartDate string   `json:"startDate" data:"timeMillis"`
-	EndDate   string   `json:"endDate" data:"timeMillis"`
-	Budget    budgetV2 `json:"budget"`
-}
-
-type budgetV2 struct {
-	Amount   float64 `json:"amount" data:"number"`
-	Currency string  `json:"currency" data:"text"`
-}
-
-// campaignV2Down is version 2's down: budget becomes its amount again, in its place; the currency
-// is dropped.
-func campaignV2Down(data json.RawMessage) (json.RawMessage, error) {
-	o, err := sources.DecodeObject(data)
-	if err != nil {
-		return nil, err
-	}
-	var budget struct {
-		Amount json.RawMessage `json:"amount"`
-	}
-	if err := json.Unmarshal(o.Get("budget"), &budget); err != nil || budget.Amount == nil {
-		return nil, fmt.Errorf("budget has no amount: %v", err)
-	}
-	o.Set("budget", budget.Amount)
-	return o.Encode(), nil
-}
-
-// addCampaignV2 registers version 2 of campaign.created for the test's duration.
-func addCampaignV2(t *testing.T) {
-	sources.AddVersion[campaignV2](t, "campaign.created", campaignV2Down)
-}
-
-const (
-	campaignV1Data = `{"id":7,"name":"Spring","platform":"meta","status":"active","startDate":"2026-03-01T00:00:00.000Z","endDate":"2026-03-31T00:00:00.000Z","budget":1500}`
-	campaignV2Data = `{"id":7,"name":"Spring","platform":"meta","status":"active","startDate":"2026-03-01T00:00:00.000Z","endDate":"2026-03-31T00:00:00.000Z","budget":{"amount":1500,"currency":"EUR"}}`
 )
 
 // TestVersionTable: every type has version 1 alone; the fixture's version 2 is the newest, the
@@ -86,21 +42,21 @@ func TestVersionTable(t *testing.T) {
 			}
 		}
 	}
-	if err := sources.ValidateEventData("campaign.created", json.RawMessage(campaignV1Data)); err != nil {
+	if err := sources.ValidateEventData("campaign.created", json.RawMessage(sourcestest.CampaignV1Data)); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("with version 2", func(t *testing.T) {
-		addCampaignV2(t)
+		sourcestest.AddCampaignV2(t)
 		if n, m := sources.LatestVersion("campaign.created"), model.LatestVersion(sources.Versions(), "campaign.created"); n != 2 || m != 2 {
 			t.Fatalf("latest version: sources %d, model %d; want 2", n, m)
 		}
 		if n := sources.LatestVersion("campaign.updated"); n != 1 {
 			t.Fatalf("campaign.updated latest version %d, want 1", n)
 		}
-		if err := sources.ValidateEventData("campaign.created", json.RawMessage(campaignV2Data)); err != nil {
+		if err := sources.ValidateEventData("campaign.created", json.RawMessage(sourcestest.CampaignV2Data)); err != nil {
 			t.Fatalf("version 2 data refused: %v", err)
 		}
-		err := sources.ValidateEventData("campaign.created", json.RawMessage(campaignV1Data))
+		err := sources.ValidateEventData("campaign.created", json.RawMessage(sourcestest.CampaignV1Data))
 		var de *input.DataError
 		if !errors.As(err, &de) || de.Field != "data.budget" {
 			t.Fatalf("version 1 data at intake: %v; want a refusal of data.budget", err)
@@ -123,7 +79,7 @@ func TestVersionTable(t *testing.T) {
 			version    int
 			data       string
 			acceptable bool
-		}{{1, campaignV1Data, true}, {1, campaignV2Data, false}, {2, campaignV2Data, true}, {2, campaignV1Data, false}} {
+		}{{1, sourcestest.CampaignV1Data, true}, {1, sourcestest.CampaignV2Data, false}, {2, sourcestest.CampaignV2Data, true}, {2, sourcestest.CampaignV1Data, false}} {
 			schema, ok := sources.DataSchema("campaign.created", tc.version, sources.JSONSchema)
 			if !ok {
 				t.Fatalf("no schema of version %d", tc.version)
@@ -135,11 +91,11 @@ func TestVersionTable(t *testing.T) {
 		if _, ok := sources.DataSchema("campaign.created", 3, sources.JSONSchema); ok {
 			t.Error("a schema of version 3, which does not exist")
 		}
-		got, err := model.DataAt(sources.Versions(), "campaign.created", json.RawMessage(canonical(t, campaignV2Data)), 2, 1)
-		if err != nil || string(got) != canonical(t, campaignV1Data) {
-			t.Fatalf("version 2 converted to 1: %s, %v; want %s", got, err, canonical(t, campaignV1Data))
+		got, err := model.DataAt(sources.Versions(), "campaign.created", json.RawMessage(canonical(t, sourcestest.CampaignV2Data)), 2, 1)
+		if err != nil || string(got) != canonical(t, sourcestest.CampaignV1Data) {
+			t.Fatalf("version 2 converted to 1: %s, %v; want %s", got, err, canonical(t, sourcestest.CampaignV1Data))
 		}
-		if _, err := model.DataAt(sources.Versions(), "campaign.created", json.RawMessage(campaignV1Data), 1, 2); err != nil {
+		if _, err := model.DataAt(sources.Versions(), "campaign.created", json.RawMessage(sourcestest.CampaignV1Data), 1, 2); err != nil {
 			t.Fatalf("a version is never converted up, data is given as it is: %v", err)
 		}
 	})
@@ -151,7 +107,7 @@ func TestVersionTable(t *testing.T) {
 // TestCheckDownsFails: a down function that leaves version 2's shape fails CheckDowns, so the
 // check can fail.
 func TestCheckDownsFails(t *testing.T) {
-	sources.AddVersion[campaignV2](t, "campaign.created", func(data json.RawMessage) (json.RawMessage, error) { return data, nil })
+	sources.AddVersion[sourcestest.CampaignV2](t, "campaign.created", func(data json.RawMessage) (json.RawMessage, error) { return data, nil })
 	if err := sources.CheckDowns("campaign.created"); err == nil {
 		t.Fatal("a down that keeps version 2's budget passed the check")
 	}
@@ -212,7 +168,7 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 			t.Fatalf("a webhook registered before version 2 has version %d", v1.Version)
 		}
 
-		addCampaignV2(t)
+		sourcestest.AddCampaignV2(t)
 		two := 2
 		v2 := register("/v2", &two, "")
 		newest := register("/newest", nil, `{"data":{"budget":{"amount":1500}}}`)
@@ -223,10 +179,10 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 			t.Fatalf("the first webhook is now %+v, %v; want version 1 still", stored, err)
 		}
 
-		if err := sources.ValidateEventData("campaign.created", json.RawMessage(campaignV2Data)); err != nil {
+		if err := sources.ValidateEventData("campaign.created", json.RawMessage(sourcestest.CampaignV2Data)); err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.Publish(ctx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: canonical(t, campaignV2Data)})
+		res, err := s.Publish(ctx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: canonical(t, sourcestest.CampaignV2Data)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +213,7 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 				t.Fatalf("delivery %d: %+v, %v", d.ID, r, err)
 			}
 		}
-		want := map[string]string{"/v1": campaignV1Data, "/v2": campaignV2Data, "/newest": campaignV2Data}
+		want := map[string]string{"/v1": sourcestest.CampaignV1Data, "/v2": sourcestest.CampaignV2Data, "/newest": sourcestest.CampaignV2Data}
 		if len(got) != len(want) {
 			t.Fatalf("the receiver got %d bodies, want %d: %s", len(got), len(want), got)
 		}

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,42 +21,10 @@ import (
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/secretbox"
-	"github.com/webhookd/webhookd/sources"
+	"github.com/webhookd/webhookd/sources/sourcestest"
 	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/wire"
 )
-
-// campaignV2 is a version 2 of campaign.created that only this test adds: budget becomes an
-// object with its currency.
-type campaignV2 struct {
-	ID        int64  `json:"id" data:"id"`
-	Name      string `json:"name" data:"text"`
-	Platform  string `json:"platform" data:"enum:meta,google,tiktok"`
-	Status    string `json:"status" data:"enum:draft,active,paused,completed,failed"`
-	StartDate string `json:"startDate" data:"timeMillis"`
-	EndDate   string `json:"endDate" data:"timeMillis"`
-	Budget    struct {
-		Amount   float64 `json:"amount" data:"number"`
-		Currency string  `json:"currency" data:"text"`
-	} `json:"budget"`
-}
-
-const (
-	campaignV1Data = `{"id":7,"name":"Spring","platform":"meta","status":"active","startDate":"2026-03-01T00:00:00.000Z","endDate":"2026-03-31T00:00:00.000Z","budget":1500}`
-	campaignV2Data = `{"id":7,"name":"Spring","platform":"meta","status":"active","startDate":"2026-03-01T00:00:00.000Z","endDate":"2026-03-31T00:00:00.000Z","budget":{"amount":1500,"currency":"EUR"}}`
-)
-
-// campaignV2Down is version 2's down: budget becomes its amount again, in its place; the currency
-// is dropped. (Canonical JSON in: the budget object is written as budgetV2 reads it.)
-func campaignV2Down(data json.RawMessage) (json.RawMessage, error) {
-	if !budgetV2.Match(data) {
-		return nil, errors.New("budget is not a version 2 budget")
-	}
-	return budgetV2.ReplaceAll(data, []byte(`"budget":$1`)), nil
-}
-
-// budgetV2 is version 2's budget in canonical JSON, its amount the first group.
-var budgetV2 = regexp.MustCompile(`"budget":\{"amount":([0-9.eE+-]+),"currency":"[^"]*"\}`)
 
 // TestProductionWiringConvertsPinnedVersions (issue 42): what serve and the operator's commands
 // build is given sources' table of event versions (docs/events.md, "Versions"); nothing registers
@@ -68,7 +34,7 @@ var budgetV2 = regexp.MustCompile(`"budget":\{"amount":([0-9.eE+-]+),"currency":
 // from serve's activities, and the delivery log of serve's and of the operator's use cases shows it
 // converted.
 func TestProductionWiringConvertsPinnedVersions(t *testing.T) {
-	t.Cleanup(sources.AddVersionForTest[campaignV2]("campaign.created", campaignV2Down))
+	sourcestest.AddCampaignV2(t)
 	ctx := t.Context()
 
 	var mu sync.Mutex
@@ -139,7 +105,7 @@ func TestProductionWiringConvertsPinnedVersions(t *testing.T) {
 	if pinned.Version != 1 || newest.Version != 2 {
 		t.Fatalf("webhook versions %d and %d, want 1 and 2 (the newest)", pinned.Version, newest.Version)
 	}
-	res, err := uses.Publish(ctx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: canonical(t, campaignV2Data)})
+	res, err := uses.Publish(ctx, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created", Data: canonical(t, sourcestest.CampaignV2Data)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +125,7 @@ func TestProductionWiringConvertsPinnedVersions(t *testing.T) {
 			t.Fatalf("delivery %d: %+v, %v", d.ID, r, err)
 		}
 	}
-	want := map[string]string{"/v1": campaignV1Data, "/newest": campaignV2Data}
+	want := map[string]string{"/v1": sourcestest.CampaignV1Data, "/newest": sourcestest.CampaignV2Data}
 	for path, data := range want {
 		if body := wire.BodyA("campaign.created", json.RawMessage(canonical(t, data)), res.Event.OccurredAt); !bytes.Equal(got[path], body) {
 			t.Errorf("%s received\n%s\nwant\n%s", path, got[path], body)

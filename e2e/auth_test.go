@@ -28,6 +28,7 @@ import (
 // the delivery log's API answers, the attempt log, the deliveries' Temporal histories, webhookd's
 // log or a span.
 func TestReceiverAuth(t *testing.T) {
+	besideOthers(t)
 	st := startTracedStack(t, "WEBHOOKD_LOG_LEVEL=debug", "OTEL_BSP_SCHEDULE_DELAY=100")
 	secret := func(prefix string) string {
 		b := make([]byte, 16)

@@ -46,6 +46,20 @@ const killBatch = 300
 //	go test -count=1 -run TestBatchRetryAndRecoverySurviveKill -tags e2e -v ./e2e/
 func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
 	besideOthers(t)
+	// Kill points: how many deliveries of each batch have left exhausted (been claimed) when
+	// webhookd is killed. Each is a stack of its own (webhookd, its database, its receiver) on the
+	// shared Temporal server, so the three run beside each other and beside other tests.
+	for _, at := range []int{0, killBatch / 2, killBatch - 10} {
+		t.Run(fmt.Sprintf("kill-at-%d", at), func(t *testing.T) {
+			besideOthers(t)
+			killBatchAt(t, at)
+		})
+	}
+}
+
+// killBatchAt is one kill point of TestBatchRetryAndRecoverySurviveKill: webhookd is killed once
+// at deliveries of each batch have been claimed (0: at once).
+func killBatchAt(t *testing.T, at int) {
 	bin := webhookdBinary(t)
 	dbURL := dbtest.PostgresURL(t)
 	tsrv := temporaltest.Start(t)
@@ -74,107 +88,104 @@ func TestBatchRetryAndRecoverySurviveKill(t *testing.T) {
 	t.Cleanup(func() { p.kill(t) })
 	st := &stack{apiURL: "http://" + apiAddr, db: db, rc: rc}
 
-	// Kill points: how many deliveries of each batch have left exhausted (been claimed) when
-	// webhookd is killed. A retry and a recovery, on webhooks of two accounts, run side by side.
-	for _, at := range []int{0, killBatch / 2, killBatch - 10} {
-		cases := []*killCase{{op: "retry"}, {op: "recover"}}
-		failing.Store(true)
-		var wg sync.WaitGroup
-		for _, c := range cases {
-			c.name, c.path = fmt.Sprintf("%s/kill-at-%d", c.op, at), fmt.Sprintf("/%s-%d", c.op, at)
-			// An account of its own: its events reach this case's webhook alone.
-			c.st = *st
-			var err error
-			if c.st.key, _, err = model.CreateAPIKey(context.Background(), db, fmt.Sprintf("%s-%d@example.com", c.op, at), ""); err != nil {
-				t.Fatal(err)
-			}
-			c.since = model.Now()
-			c.hook, _ = c.st.createWebhook(t, "A", rc.url(c.path), "campaign.created")
-			wg.Go(func() { c.events, c.err = publishMany(&c.st, killBatch) })
+	// A retry and a recovery, on webhooks of two accounts, run side by side.
+	cases := []*killCase{{op: "retry"}, {op: "recover"}}
+	failing.Store(true)
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		c.name, c.path = fmt.Sprintf("%s/kill-at-%d", c.op, at), fmt.Sprintf("/%s-%d", c.op, at)
+		// An account of its own: its events reach this case's webhook alone.
+		c.st = *st
+		var err error
+		if c.st.key, _, err = model.CreateAPIKey(context.Background(), db, fmt.Sprintf("%s-%d@example.com", c.op, at), ""); err != nil {
+			t.Fatal(err)
 		}
-		wg.Wait()
-		for _, c := range cases {
-			if c.err != nil {
-				t.Fatal(c.err)
-			}
-			// Setup, not the subject: 600 deliveries of two attempts each take 6-7 s on an idle
-			// 2-core machine, and over a minute under the load of other tests.
-			eventually(t, 3*time.Minute, c.name+": every delivery exhausted", func() bool {
-				return countStates(t, db, c.hook)[model.DeliveryExhausted] == killBatch
-			})
+		c.since = model.Now()
+		c.hook, _ = c.st.createWebhook(t, "A", rc.url(c.path), "campaign.created")
+		wg.Go(func() { c.events, c.err = publishMany(&c.st, killBatch) })
+	}
+	wg.Wait()
+	for _, c := range cases {
+		if c.err != nil {
+			t.Fatal(c.err)
 		}
-		failing.Store(false)
-		fixedAt := time.Now()
+		// Setup, not the subject: 600 deliveries of two attempts each take 6-7 s on an idle
+		// 2-core machine, and over a minute under the load of other tests.
+		eventually(t, 3*time.Minute, c.name+": every delivery exhausted", func() bool {
+			return countStates(t, db, c.hook)[model.DeliveryExhausted] == killBatch
+		})
+	}
+	failing.Store(false)
+	fixedAt := time.Now()
 
-		for _, c := range cases {
-			var status int
-			var body map[string]any
-			if c.op == "retry" {
-				status, body, _ = c.st.call(t, "A", "POST", fmt.Sprintf("/api/svc/v2/webhooks/%d/retry", c.hook), nil)
-			} else {
-				status, body, _ = c.st.call(t, "A", "POST", fmt.Sprintf("/api/svc/v2/webhooks/%d/recover", c.hook),
-					map[string]string{"since": c.since.Format(time.RFC3339Nano)})
-			}
-			if status != http.StatusAccepted {
-				t.Fatalf("%s: %d %v", c.name, status, body)
-			}
-			c.accepted = acceptedCount(body)
-			if c.op == "retry" && (c.accepted != killBatch || body["data"].(map[string]any)["workflowId"] == nil) {
-				t.Fatalf("%s: answer %v, want retried %d and a workflowId", c.name, body, killBatch)
-			}
+	for _, c := range cases {
+		var status int
+		var body map[string]any
+		if c.op == "retry" {
+			status, body, _ = c.st.call(t, "A", "POST", fmt.Sprintf("/api/svc/v2/webhooks/%d/retry", c.hook), nil)
+		} else {
+			status, body, _ = c.st.call(t, "A", "POST", fmt.Sprintf("/api/svc/v2/webhooks/%d/recover", c.hook),
+				map[string]string{"since": c.since.Format(time.RFC3339Nano)})
 		}
-		// Kill when one of the batches has claimed `at` deliveries (at 0: at once), the other close behind.
-		claimed := func(c *killCase) int { return killBatch - countStates(t, db, c.hook)[model.DeliveryExhausted] }
-		for at > 0 && claimed(cases[0]) < at && claimed(cases[1]) < at {
-			time.Sleep(2 * time.Millisecond)
+		if status != http.StatusAccepted {
+			t.Fatalf("%s: %d %v", c.name, status, body)
 		}
-		p.kill(t)
-		for _, c := range cases {
-			c.claimedAtKill, c.heldAtKill = claimed(c), countClaims(t, db, c.hook)
+		c.accepted = acceptedCount(body)
+		if c.op == "retry" && (c.accepted != killBatch || body["data"].(map[string]any)["workflowId"] == nil) {
+			t.Fatalf("%s: answer %v, want retried %d and a workflowId", c.name, body, killBatch)
 		}
+	}
+	// Kill when one of the batches has claimed `at` deliveries (at 0: at once), the other close behind.
+	claimed := func(c *killCase) int { return killBatch - countStates(t, db, c.hook)[model.DeliveryExhausted] }
+	for at > 0 && claimed(cases[0]) < at && claimed(cases[1]) < at {
+		time.Sleep(2 * time.Millisecond)
+	}
+	p.kill(t)
+	for _, c := range cases {
+		c.claimedAtKill, c.heldAtKill = claimed(c), countClaims(t, db, c.hook)
+	}
 
-		p.start(t)
-		restarted := time.Now()
-		for _, c := range cases {
-			// Within 3 minutes, as the setup above: a Deliver activity cut by the kill runs again
-			// after its start-to-close timeout (12 s), but the test runs beside others
-			// (besideOthers), and 600 deliveries took over 90 s beside make cluster's stack on a
-			// loaded machine.
-			eventually(t, 3*time.Minute, c.name+": every delivery delivered", func() bool {
-				return countStates(t, db, c.hook)[model.DeliveryDelivered] == killBatch && countClaims(t, db, c.hook) == 0
-			})
+	p.start(t)
+	restarted := time.Now()
+	for _, c := range cases {
+		// Within 3 minutes, as the setup above: a Deliver activity cut by the kill runs again
+		// after its start-to-close timeout (12 s), but the test runs beside others
+		// (besideOthers), and 600 deliveries took over 90 s beside make cluster's stack on a
+		// loaded machine.
+		eventually(t, 3*time.Minute, c.name+": every delivery delivered", func() bool {
+			return countStates(t, db, c.hook)[model.DeliveryDelivered] == killBatch && countClaims(t, db, c.hook) == 0
+		})
+	}
+	repaired := p.metric(t, `webhookd_delivery_starts_total{by="repair"}`)
+	t.Logf("kill at %d: all delivered %s after the restart; the sweeper repaired %.0f claims", at, time.Since(restarted).Round(time.Millisecond), repaired)
+	for _, c := range cases {
+		final := countStates(t, db, c.hook)
+		stranded := final[model.DeliveryDelivering]
+		// Receipts after the fix: each a copy of one of the batch's messages, under its own
+		// webhook-id; a duplicate is a second copy of one.
+		want := make(map[string]bool, len(c.events))
+		for _, ev := range c.events {
+			want[wire.MessageID(ev, c.hook)] = true
 		}
-		repaired := p.metric(t, `webhookd_delivery_starts_total{by="repair"}`)
-		t.Logf("kill at %d: all delivered %s after the restart; the sweeper repaired %.0f claims", at, time.Since(restarted).Round(time.Millisecond), repaired)
-		for _, c := range cases {
-			final := countStates(t, db, c.hook)
-			stranded := final[model.DeliveryDelivering]
-			// Receipts after the fix: each a copy of one of the batch's messages, under its own
-			// webhook-id; a duplicate is a second copy of one.
-			want := make(map[string]bool, len(c.events))
-			for _, ev := range c.events {
-				want[wire.MessageID(ev, c.hook)] = true
+		got := map[string]int{}
+		for _, r := range rc.requests(c.path) {
+			if r.At.Before(fixedAt) {
+				continue
 			}
-			got := map[string]int{}
-			for _, r := range rc.requests(c.path) {
-				if r.At.Before(fixedAt) {
-					continue
-				}
-				id := r.Header.Get("Webhook-Id")
-				if !want[id] {
-					t.Errorf("%s: a receipt under webhook-id %q, which is none of the batch's", c.name, id)
-				}
-				got[id]++
+			id := r.Header.Get("Webhook-Id")
+			if !want[id] {
+				t.Errorf("%s: a receipt under webhook-id %q, which is none of the batch's", c.name, id)
 			}
-			duplicates := 0
-			for _, n := range got {
-				duplicates += n - 1
-			}
-			t.Logf("%s: accepted %d, claimed at the kill %d (%d of them held by a claim), delivered %d, stranded %d, duplicates %d",
-				c.name, c.accepted, c.claimedAtKill, c.heldAtKill, final[model.DeliveryDelivered], stranded, duplicates)
-			if len(got) != killBatch || stranded != 0 || final[model.DeliveryDelivered] != killBatch {
-				t.Errorf("%s: %d of %d messages received after the fix, %d stranded, states %v\n%s", c.name, len(got), killBatch, stranded, final, p.logs(t))
-			}
+			got[id]++
+		}
+		duplicates := 0
+		for _, n := range got {
+			duplicates += n - 1
+		}
+		t.Logf("%s: accepted %d, claimed at the kill %d (%d of them held by a claim), delivered %d, stranded %d, duplicates %d",
+			c.name, c.accepted, c.claimedAtKill, c.heldAtKill, final[model.DeliveryDelivered], stranded, duplicates)
+		if len(got) != killBatch || stranded != 0 || final[model.DeliveryDelivered] != killBatch {
+			t.Errorf("%s: %d of %d messages received after the fix, %d stranded, states %v\n%s", c.name, len(got), killBatch, stranded, final, p.logs(t))
 		}
 	}
 }

@@ -32,11 +32,12 @@ import (
 // TestProductionCluster runs the topology of `make cluster` (deployments/cluster/cluster.sh): the
 // real Temporal server on PostgreSQL with several history shards behind mutual TLS, its Web UI,
 // and two API and two worker replicas of webhookd. It checks that a delivery's first workflow task
-// is polled by a worker replica, then publishes 1,000 events through both API replicas while a
+// is polled by a worker replica, then publishes 500 events through both API replicas while a
 // worker replica is killed with SIGKILL, the Temporal server is killed and restarted, and then
 // PostgreSQL, the database of both Temporal and webhookd (synchronous_commit on, issue 33): every
 // accepted event must arrive, and a duplicate must carry the same webhook-id.
 func TestProductionCluster(t *testing.T) {
+	besideOthers(t)
 	bin := webhookdBinary(t)
 	rc := startReceiver(t)
 	env := clusterTestEnv(rc)
@@ -57,9 +58,11 @@ func TestProductionCluster(t *testing.T) {
 		t.Errorf("the worker replicas polled %d workflow tasks for %d deliveries: a split topology's starts cannot be eager", polls, deliveries)
 	}
 
-	// Faults: 1,000 events; a worker replica is killed at 250 accepted, Temporal at 500, PostgreSQL's
-	// postmaster at 750 (the supervisor restarts each, PostgreSQL after removing its backends).
-	const events = 1000
+	// Faults: 500 events (1,000 until issue 42 cut make test's time; each kill still falls in the
+	// middle of the publishing); a worker replica is killed at 125 accepted, Temporal at 250,
+	// PostgreSQL's postmaster at 375 (the supervisor restarts each, PostgreSQL after removing its
+	// backends).
+	const events = 500
 	api := &apiCaller{key: cl.apiKey}
 	api.createWebhook(t, cl.apiURLs[0], rc.url("/faults"))
 	var accepted sync.Map // marker -> event id

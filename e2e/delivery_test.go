@@ -174,6 +174,7 @@ func checkDelivery(t *testing.T, st *stack, got receivedRequest, variant, eventT
 // TestFailThenSucceed: a 500 then a 200 delivers on the second attempt; variant A shows failed,
 // then processing; variant B records the failure and stays active.
 func TestFailThenSucceed(t *testing.T) {
+	besideOthers(t)
 	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{2 * time.Second, 2 * time.Second}})
 	st.rc.setRespond(func(n int, path string, w http.ResponseWriter) {
 		if strings.HasSuffix(path, "/flaky") && n == 1 {
@@ -216,6 +217,7 @@ func TestFailThenSucceed(t *testing.T) {
 // receiver; the webhook moves to failing (B) or failed (A) and the owner gets exactly one e-mail
 // per variant; a REST retry after the receiver is fixed delivers both and heals the webhook.
 func TestExhaustionAlertsOnceThenRecovers(t *testing.T) {
+	besideOthers(t)
 	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{500 * time.Millisecond, 500 * time.Millisecond}})
 	healthy := make(chan struct{})
 	st.rc.setRespond(func(_ int, _ string, w http.ResponseWriter) {

@@ -27,6 +27,7 @@ import (
 // generated client reaches the API through a proxy that checks every request and response against
 // the document, so live traffic is held to it as the handler tests' recordings are.
 func TestGeneratedClient(t *testing.T) {
+	besideOthers(t)
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("the go command is needed to generate and test the client: %v", err)
 	}

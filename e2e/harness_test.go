@@ -130,17 +130,20 @@ var built struct {
 }
 
 // besideOthers lets a system test run beside the others that call it, after every other test of
-// the package has run alone (t.Parallel; go test -parallel, GOMAXPROCS by default: two at a time
-// on two cores). It is for a test that runs webhookd as processes of its own (the built binary,
-// make run's stack, or make cluster's replicas with a Temporal server of their own), so shares no
-// state of this process with another, that judges counts and behaviour (every delivery arrives,
-// none twice under another webhook-id; a page shows what it must) within bounds of a minute or
-// more, and that spends much of its time waiting on timeouts, restarts and pages. A test that
-// judges a latency or a rate must not call it: it runs alone. Nor may the cluster tests: they
-// judge how many workflow tasks the worker replicas poll, and a loaded machine turns eager starts
-// and quick local activities into polled tasks (TestClusterRoleAll beside the others read 24
-// polls for 200 deliveries, against at most 20). The seven that do took about 3 of the system
-// tests' 12 minutes one after another (issue 42: make test's time).
+// the package has run alone (t.Parallel; make test passes -parallel 3). It is for a test whose
+// stack is its own (a stack in this process has its own database, task queue and ids, uniqueIDs;
+// or webhookd's binary, make run's stack, make cluster) and that judges counts and behaviour
+// (every delivery arrives, none twice under another webhook-id; a notice, a page, an answer is
+// what it must be) with waits of ten seconds or more. A test must not call it when it judges a
+// latency, a rate or work per unit of time (the isolation, rate-limit and latency tests); when
+// its outcome hangs on two things happening within a few seconds (a disable before a retry 2 s
+// away, a warning inside a 2 s lead) or on an API call answering within the request timeout (of
+// 20 concurrent recoveries, one answered 503 beside others); when it starts busy processes; or
+// when it runs a cluster with replicas of role all: beside others, their eager starts and quick
+// local activities turn into polled workflow tasks (TestClusterRoleAll read 24 polls for 200
+// deliveries, against at most 20). At most one cluster runs beside others (two would fill the
+// cores, and could draw the same ports): TestProductionCluster's check, a poll per delivery, only
+// grows with load.
 func besideOthers(t *testing.T) {
 	t.Helper()
 	t.Parallel()

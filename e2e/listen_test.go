@@ -34,6 +34,7 @@ import (
 // docs/signatures.md says), under the webhook-id of the real delivery and with its very body.
 // Ctrl-C ends it with exit status 0.
 func TestListenForwardsEventsAsDelivered(t *testing.T) {
+	besideOthers(t)
 	st := newStack(t, stackOptions{allowPrivate: true})
 	bin := webhookdBinary(t)
 	t.Run("errors", func(t *testing.T) {

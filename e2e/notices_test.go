@@ -75,6 +75,7 @@ func noticeTypes(ns []notice) []string {
 // independent implementation in Node.js) and carry the webhook, the account, the last error and
 // the failure count; the chat's are one line of text.
 func TestHealthNotices(t *testing.T) {
+	besideOthers(t)
 	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{200 * time.Millisecond}})
 	var failing atomic.Bool
 	failing.Store(true)

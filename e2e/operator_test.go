@@ -28,6 +28,7 @@ import (
 // that failed in that window; the Web UI's summaries tell each attempt's outcome without the URL;
 // and a revoked key answers 401 on its next call.
 func TestResendRecoverRevoke(t *testing.T) {
+	besideOthers(t)
 	st := newStack(t, stackOptions{allowPrivate: true, schedule: []time.Duration{200 * time.Millisecond}})
 	var failing atomic.Bool
 	st.rc.setRespond(func(_ int, path string, w http.ResponseWriter) {

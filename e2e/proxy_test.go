@@ -132,6 +132,7 @@ func (p *connectProxy) seen() (targets, outbound []string) {
 // connection the receiver accepts is one the proxy opened (one CONNECT each), and none comes
 // straight from the worker.
 func TestEgressProxy(t *testing.T) {
+	besideOthers(t)
 	proxy := startConnectProxy(t, "webhookd", "proxy-secret")
 	proxyURL := &url.URL{Scheme: "http", Host: proxy.ln.Addr().String(), User: url.UserPassword("webhookd", "proxy-secret")}
 	st := newStack(t, stackOptions{allowPrivate: true, proxy: proxyURL, schedule: []time.Duration{time.Second, time.Second}})

@@ -101,6 +101,7 @@ func TestWebsiteLifecycleEvents(t *testing.T) {
 // durable timer although the worker was stopped and restarted in between; a second website
 // archived before its time is never published.
 func TestScheduledPublishSurvivesWorkerRestart(t *testing.T) {
+	besideOthers(t)
 	st := newStack(t, stackOptions{allowPrivate: true})
 	st.createWebhook(t, "B", st.rc.url("/scheduled"), "website.published")
 	kept := st.createWebsite(t, "kept")

@@ -42,6 +42,7 @@ const uiStepTimeout = time.Minute
 // Screenshots of each step go to $WEBHOOKD_SCREENSHOTS when set (docs/images regenerates them,
 // see docs/operations.md), else to a temporary directory.
 func TestWebUIRetryFlow(t *testing.T) {
+	besideOthers(t)
 	rc := startReceiver(t)
 	var fixed atomic.Bool
 	rc.setRespond(func(_ int, path string, w http.ResponseWriter) {

@@ -5,13 +5,10 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -123,16 +120,7 @@ func TestCheckDownsFails(t *testing.T) {
 func TestPinnedVersionIsDelivered(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
-		var mu sync.Mutex
-		got := map[string][]byte{}
-		receiver := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			mu.Lock()
-			got[r.URL.Path] = b
-			mu.Unlock()
-			w.WriteHeader(http.StatusNoContent)
-		}))
-		t.Cleanup(receiver.Close)
+		receiver := sourcestest.NewReceiver(t)
 		box, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +184,7 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 			}
 		}
 
-		out, err := egress.New(egress.Options{Policy: egress.AddressPolicy{AllowPrivate: true}, RootCAs: rootsOf(receiver), Timeout: 5 * time.Second})
+		out, err := egress.New(egress.Options{Policy: egress.AddressPolicy{AllowPrivate: true}, RootCAs: rootsOf(receiver.Server), Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,6 +201,7 @@ func TestPinnedVersionIsDelivered(t *testing.T) {
 				t.Fatalf("delivery %d: %+v, %v", d.ID, r, err)
 			}
 		}
+		got := receiver.Bodies()
 		want := map[string]string{"/v1": sourcestest.CampaignV1Data, "/v2": sourcestest.CampaignV2Data, "/newest": sourcestest.CampaignV2Data}
 		if len(got) != len(want) {
 			t.Fatalf("the receiver got %d bodies, want %d: %s", len(got), len(want), got)

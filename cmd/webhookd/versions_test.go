@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/pem"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,16 +33,7 @@ func TestProductionWiringConvertsPinnedVersions(t *testing.T) {
 	sourcestest.AddCampaignV2(t)
 	ctx := t.Context()
 
-	var mu sync.Mutex
-	got := map[string][]byte{}
-	receiver := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got[r.URL.Path] = b
-		mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(receiver.Close)
+	receiver := sourcestest.NewReceiver(t)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: receiver.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
@@ -125,6 +112,7 @@ func TestProductionWiringConvertsPinnedVersions(t *testing.T) {
 			t.Fatalf("delivery %d: %+v, %v", d.ID, r, err)
 		}
 	}
+	got := receiver.Bodies()
 	want := map[string]string{"/v1": sourcestest.CampaignV1Data, "/newest": sourcestest.CampaignV2Data}
 	for path, data := range want {
 		if body := wire.BodyA("campaign.created", json.RawMessage(canonical(t, data)), res.Event.OccurredAt); !bytes.Equal(got[path], body) {

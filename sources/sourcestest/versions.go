@@ -6,7 +6,12 @@ package sourcestest
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
+	"sync"
 	"testing"
 
 	"github.com/webhookd/webhookd/sources"
@@ -52,4 +57,34 @@ var budgetV2 = regexp.MustCompile(`"budget":\{"amount":([0-9.eE+-]+),"currency":
 func AddCampaignV2(t testing.TB) {
 	t.Helper()
 	t.Cleanup(sources.AddVersionForTest[CampaignV2]("campaign.created", CampaignV2Down))
+}
+
+// Receiver is an HTTPS receiver that keeps the last body it got on each path, for the tests that
+// look at what a webhook of a version received.
+type Receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies map[string][]byte
+}
+
+// NewReceiver starts a Receiver, closed at the test's end.
+func NewReceiver(t testing.TB) *Receiver {
+	t.Helper()
+	r := &Receiver{bodies: map[string][]byte{}}
+	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.bodies[req.URL.Path] = b
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// Bodies is the last body received on each path, a copy.
+func (r *Receiver) Bodies() map[string][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.bodies)
 }

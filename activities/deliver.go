@@ -67,6 +67,10 @@ func (a *Activities) target(ctx context.Context, in DeliverInput) (*model.Delive
 		return nil, DeliverResult{Delivered: true, Recorded: true}, nil
 	case w.DeletedAt != nil:
 		return nil, DeliverResult{WebhookGone: true}, model.CancelDelivery(ctx, a.DB, in.DeliveryID)
+	case t.State == model.DeliveryCanceled:
+		// Skipped by its owner (an ordered lane's head, docs/ordering.md) before this attempt: it
+		// ends as a deleted webhook's does, and is not sent.
+		return nil, DeliverResult{WebhookGone: true}, nil
 	case w.Disabled():
 		// Held, not lost: a manual retry once the webhook is enabled delivers it.
 		const reason = "the webhook is disabled; enable it and retry to deliver this event"

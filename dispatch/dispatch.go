@@ -438,3 +438,16 @@ func deliveryRefs(ctx context.Context, db bun.IDB, q model.DeliveryQuery) ([]mod
 	}
 	return page.Refs(), nil
 }
+
+// Skip cancels the workflow of an ordered lane's head (the delivery of eventID to webhookID) that
+// its owner skips (webhooks.Service.SkipLane): the workflow marks its delivery canceled and ends,
+// and its lane goes on. One that is not running is skipped by its row alone.
+func (d *Dispatcher) Skip(ctx context.Context, eventID, webhookID int64) error {
+	id := workflows.DeliveryWorkflowID(eventID, webhookID)
+	err := d.Client.CancelWorkflow(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("%w: skip %s: %w", ErrTemporal, id, err)
+	}
+	return nil
+}

@@ -62,8 +62,12 @@ type Delivery struct {
 	DispatchedAt  *time.Time `bun:"dispatched_at"`
 	// ClaimedAt is set while a manual retry hands the delivery to its workflow (ClaimDelivery).
 	ClaimedAt *time.Time `bun:"claimed_at"`
-	CreatedAt time.Time  `bun:"created_at,notnull"`
-	UpdatedAt time.Time  `bun:"updated_at,notnull"`
+	// LaneID and LaneSeq are the delivery's lane and its number in it, when its webhook is ordered
+	// (Lane); nil otherwise.
+	LaneID    *int64    `bun:"lane_id"`
+	LaneSeq   *int64    `bun:"lane_seq"`
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
 }
 
 // NewEvent describes an event to publish.
@@ -189,11 +193,22 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, versions EventV
 			// inserts nothing; the winner's event is then read back below.
 			insert = s.text.insertIdempotentEvent
 		}
+		// An ordered webhook's lanes are taken before the event's id is (docs/ordering.md). A test
+		// event or a notice is in no lane: neither is an event of the receiver's entities.
+		var lanes []laneSlot
+		if filtered(ne) && ordered(hooks) {
+			if lanes, err = assignLanes(ctx, tx, versions, ev, hooks, now); err != nil {
+				return err
+			}
+		}
 		id, err := s.insertRow(ctx, tx, insert, fieldValues(s.text.eventFields, ev)...)
 		if err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}
 		if id == 0 {
+			if err := unassignLanes(ctx, tx, lanes); err != nil {
+				return err
+			}
 			// The conflicting row is committed now (read committed: this statement's snapshot
 			// sees it), so the request is answered as the winner's replay, or refused as a
 			// reuse with another body.
@@ -211,6 +226,7 @@ func insertEvent(ctx context.Context, db bun.IDB, s *statements, versions EventV
 			deliveries[i] = Delivery{EventID: ev.ID, WebhookID: w.ID, CreatedAt: now, UpdatedAt: now}
 			urls[w.ID] = w.URL
 		}
+		placeInLanes(deliveries, lanes)
 		if err := insertDeliveries(ctx, tx, s, deliveries); err != nil {
 			return fmt.Errorf("insert deliveries: %w", err)
 		}
@@ -392,6 +408,9 @@ type DeliveryRef struct {
 	// State and Attempts are the delivery's when the reference was read.
 	State    string `bun:"state"`
 	Attempts int    `bun:"attempts"`
+	// LaneID is the delivery's lane when its webhook is ordered (0: none): its workflow is the
+	// lane's to start, in turn.
+	LaneID int64 `bun:"lane_id"`
 }
 
 // Refs returns the references of the deliveries a publish stored.
@@ -399,7 +418,8 @@ func (r *PublishResult) Refs() []DeliveryRef {
 	refs := make([]DeliveryRef, len(r.Deliveries))
 	for i, d := range r.Deliveries {
 		refs[i] = DeliveryRef{DeliveryID: d.ID, EventID: d.EventID, WebhookID: d.WebhookID, AccountID: r.Event.AccountID,
-			Variant: r.Event.Variant, EventType: r.Event.EventType, WebhookURL: r.urls[d.WebhookID], State: d.State, Attempts: d.Attempts}
+			Variant: r.Event.Variant, EventType: r.Event.EventType, WebhookURL: r.urls[d.WebhookID], State: d.State, Attempts: d.Attempts,
+			LaneID: laneOf(d)}
 	}
 	return refs
 }

@@ -38,6 +38,8 @@ type DeliveryTarget struct {
 	// State and Attempts are the delivery's, as recorded: AlreadyDelivered reads them.
 	State    string
 	Attempts int
+	// LaneSeq is the delivery's number in its lane, nil when its webhook is not ordered.
+	LaneSeq *int64
 }
 
 // AlreadyDelivered reports whether attempt was recorded as the one that delivered: the attempt runs
@@ -59,6 +61,7 @@ type deliveryTargetRow struct {
 
 	DState    string `bun:"d_state"`
 	DAttempts int    `bun:"d_attempts"`
+	DLaneSeq  *int64 `bun:"d_lane_seq"`
 }
 
 // LoadDeliveryTarget loads a delivery's event and webhook, with the webhook's previous secrets
@@ -74,7 +77,8 @@ func LoadDeliveryTarget(ctx context.Context, db bun.IDB, deliveryID int64) (*Del
 	if len(rows) == 0 {
 		return nil, ErrNotFound
 	}
-	t := &DeliveryTarget{Webhook: rows[0].Webhook, Event: rows[0].Ev, State: rows[0].DState, Attempts: rows[0].DAttempts}
+	t := &DeliveryTarget{Webhook: rows[0].Webhook, Event: rows[0].Ev, State: rows[0].DState, Attempts: rows[0].DAttempts,
+		LaneSeq: rows[0].DLaneSeq}
 	t.Webhook.PreviousSecrets = []PreviousSecret{}
 	for _, r := range rows {
 		if r.Prev.ID != 0 {

@@ -70,15 +70,15 @@ func newHotText(bdb *bun.DB) hotText {
 	// deliveryTargetRow's columns: the webhook's, and those of its event and previous secrets
 	// under their prefixes, and the delivery's state and attempts.
 	t.deliveryTarget = `SELECT ` + columns(gen, webhooks, "webhook", "") + `, ` + columns(gen, events, "e", "ev_") + `, ` +
-		columns(gen, secrets, "p", "prev_") + `, d.state AS d_state, d.attempts AS d_attempts` +
+		columns(gen, secrets, "p", "prev_") + `, d.state AS d_state, d.attempts AS d_attempts, d.lane_seq AS d_lane_seq` +
 		` FROM "webhooks" AS "webhook" JOIN deliveries AS d ON d.webhook_id = webhook.id ` +
 		`JOIN events AS e ON e.id = d.event_id LEFT JOIN webhook_previous_secrets AS p ON p.webhook_id = webhook.id ` +
 		`WHERE (d.id = ?) ORDER BY p.expires_at DESC, p.id DESC`
-	// A subscriber is read for its id, its URL, its payload filter and the version of its event
-	// type that it gets (the filter judges that version's body) only. bun writes the query,
+	// A subscriber is read for its id, its URL, its payload filter, the version of its event
+	// type that it gets (the filter judges that version's body) and its ordering key only. bun writes the query,
 	// and the placeholders into it as they are.
 	subscribers := func(by string) string {
-		return bdb.NewSelect().Model((*Webhook)(nil)).Column("id", "url", "filter", "event_type", "version").Where("account_id = ?", bun.Safe("?")).
+		return bdb.NewSelect().Model((*Webhook)(nil)).Column("id", "url", "filter", "event_type", "version", "ordering_key").Where("account_id = ?", bun.Safe("?")).
 			Where("variant = ?", bun.Safe("?")).Where(by+" = ?", bun.Safe("?")).OrderExpr("id ASC").String()
 	}
 	t.subscribers, t.onlyWebhook = subscribers("event_type"), subscribers("id")

@@ -299,7 +299,7 @@ func TestDeliveryTargetColumnsAreTheModels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"d_state", "d_attempts"}
+		want := []string{"d_state", "d_attempts", "d_lane_seq"}
 		for _, m := range []struct {
 			typ    reflect.Type
 			prefix string

@@ -51,6 +51,9 @@ type Webhook struct {
 	// Filter is the webhook's payload filter as stored (canonical JSON, docs/filters.md), nil for
 	// none: an event its filter refuses gets no delivery to it.
 	Filter *string `bun:"filter"`
+	// OrderingKey is the dotted path into the delivered body whose value names an event's lane
+	// (docs/ordering.md), nil when the webhook is not ordered.
+	OrderingKey *string `bun:"ordering_key"`
 	// Headers holds secretbox.Box ciphertext of the webhook's custom headers (a JSON object of names
 	// and values, secretbox.Box.WebhookHeaders), nil for none; never the plain values.
 	Headers *string `bun:"headers"`

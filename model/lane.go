@@ -1,0 +1,362 @@
+package model
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Lane is one ordered lane (docs/ordering.md): the deliveries of one ordered webhook whose bodies
+// carry one value at its ordering key, made one at a time in the order intake accepted their
+// events.
+type Lane struct {
+	bun.BaseModel `bun:"table:lanes"`
+
+	ID        int64 `bun:"id,pk,autoincrement"`
+	WebhookID int64 `bun:"webhook_id,notnull"`
+	// Key is the JSON text of the value at the webhook's ordering key (LaneKeyOf); NoLaneKey for
+	// the events whose body lacks it.
+	Key string `bun:"lane_key,notnull"`
+	// LastSeq is the number of the newest delivery given to the lane, DoneSeq that of the last one
+	// its workflow finished: delivered, or skipped by its owner.
+	LastSeq   int64     `bun:"last_seq,notnull"`
+	DoneSeq   int64     `bun:"done_seq,notnull"`
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
+}
+
+// NoLaneKey is the key of the lane of an ordered webhook's events whose body has no value at its
+// ordering key (or one that is not a string, a number or a boolean): they keep their order among
+// themselves, since webhookd cannot tell which entity they belong to, and hold up no keyed lane.
+const NoLaneKey = ""
+
+// maxLaneKey bounds a lane key as stored: a longer value is stored as its SHA-256 (hashedKeyPrefix
+// and the hex digest), which keeps its events in one lane of their own all the same.
+const maxLaneKey = 200
+
+const hashedKeyPrefix = "sha256:"
+
+// orderingPath is the syntax of an ordering key: dotted names of letters, digits, '_' and '-',
+// or array indexes, such as "data.id" or "data.items.0.sku".
+var orderingPath = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+
+// MaxOrderingKeyLength bounds an ordering key's path.
+const MaxOrderingKeyLength = 200
+
+// CheckOrderingKey says what is wrong with an ordering key's path, nil when nothing is.
+func CheckOrderingKey(path string) error {
+	switch {
+	case path == "":
+		return errors.New("must not be empty")
+	case len(path) > MaxOrderingKeyLength:
+		return fmt.Errorf("must be at most %d characters", MaxOrderingKeyLength)
+	case !orderingPath.MatchString(path):
+		return errors.New(`must be a dotted path of names into the delivered body, such as "data.id"`)
+	}
+	return nil
+}
+
+// LaneKeyOf returns the lane key of a delivered body (decoded as filter.DecodeBody does, numbers
+// exact) under the ordering key path: the JSON text of the string, number or boolean found there,
+// NoLaneKey when there is none.
+func LaneKeyOf(body any, path string) string {
+	v := body
+	for name := range strings.SplitSeq(path, ".") {
+		switch node := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = node[name]; !ok {
+				return NoLaneKey
+			}
+		case []any:
+			i, err := strconv.Atoi(name)
+			if err != nil || i < 0 || i >= len(node) {
+				return NoLaneKey
+			}
+			v = node[i]
+		default:
+			return NoLaneKey
+		}
+	}
+	var text string
+	switch k := v.(type) {
+	case string:
+		b, _ := json.Marshal(k)
+		text = string(b)
+	case json.Number:
+		text = k.String()
+	case bool:
+		text = strconv.FormatBool(k)
+	default:
+		return NoLaneKey
+	}
+	if len(text) > maxLaneKey {
+		sum := sha256.Sum256([]byte(text))
+		return hashedKeyPrefix + hex.EncodeToString(sum[:])
+	}
+	return text
+}
+
+// laneSlot is a delivery's place in its lane, as intake assigns it.
+type laneSlot struct {
+	webhookID int64
+	key       string
+	laneID    int64
+	seq       int64
+}
+
+// assignLanes gives each delivery to an ordered webhook among hooks its place in its lane: the
+// next number of the lane its body's key names. It runs before the event row is inserted, and each
+// lane's row stays locked until the transaction ends, so that within a lane the numbers follow
+// the events' ids and a transaction's number is taken only after the one before it committed. Lanes
+// are taken in (webhook, key) order, so that two events that share two lanes cannot deadlock.
+func assignLanes(ctx context.Context, tx bun.Tx, versions EventVersions, ev *Event, hooks []Webhook, now time.Time) ([]laneSlot, error) {
+	var slots []laneSlot
+	bodies := map[int]any{}
+	for _, w := range hooks {
+		if w.OrderingKey == nil {
+			continue
+		}
+		version := w.VersionOf(ev.EventType)
+		body, ok := bodies[version]
+		if !ok {
+			var err error
+			if body, err = FilterBody(versions, ev, version); err != nil {
+				return nil, err
+			}
+			bodies[version] = body
+		}
+		slots = append(slots, laneSlot{webhookID: w.ID, key: LaneKeyOf(body, *w.OrderingKey)})
+	}
+	slices.SortFunc(slots, func(a, b laneSlot) int {
+		if a.webhookID != b.webhookID {
+			return int(a.webhookID - b.webhookID)
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	for i := range slots {
+		s := &slots[i]
+		lane := &Lane{WebhookID: s.webhookID, Key: s.key, LastSeq: 1, CreatedAt: now, UpdatedAt: now}
+		err := tx.NewInsert().Model(lane).ExcludeColumn("id").
+			On("CONFLICT (webhook_id, lane_key) DO UPDATE").Set("last_seq = lane.last_seq + 1").Set("updated_at = EXCLUDED.updated_at").
+			Returning("id, last_seq").Scan(ctx, &s.laneID, &s.seq)
+		if err != nil {
+			return nil, fmt.Errorf("assign lane of webhook %d: %w", s.webhookID, err)
+		}
+	}
+	return slots, nil
+}
+
+// unassignLanes gives back the numbers assignLanes took, for an event that was not inserted after
+// all (an Idempotency-Key another request holds): the rows are still locked by this transaction, so
+// no one took a number since.
+func unassignLanes(ctx context.Context, tx bun.Tx, slots []laneSlot) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(slots))
+	for i, s := range slots {
+		ids[i] = s.laneID
+	}
+	_, err := tx.NewUpdate().Model((*Lane)(nil)).Set("last_seq = last_seq - 1").Where("id IN (?)", bun.List(ids)).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("give back lane numbers: %w", err)
+	}
+	return nil
+}
+
+// placeInLanes sets each delivery's lane and number from slots.
+func placeInLanes(deliveries []Delivery, slots []laneSlot) {
+	if len(slots) == 0 {
+		return
+	}
+	for i := range deliveries {
+		for _, s := range slots {
+			if s.webhookID == deliveries[i].WebhookID {
+				deliveries[i].LaneID, deliveries[i].LaneSeq = &s.laneID, &s.seq
+				break
+			}
+		}
+	}
+}
+
+// LaneWork is what a lane's workflow reads next (NextInLane): its deliveries after a number, in
+// order, each with what starting its delivery workflow needs.
+type LaneWork struct {
+	DeliveryRef
+	Seq int64 `bun:"lane_seq"`
+}
+
+// NextInLane records that a lane's workflow finished every delivery up to done (done_seq only
+// grows), and returns up to limit of the lane's deliveries after it, in order: those neither
+// delivered nor canceled, which the workflow makes one at a time.
+func NextInLane(ctx context.Context, db bun.IDB, laneID, done int64, limit int) ([]LaneWork, int64, error) {
+	var lane Lane
+	err := inTx(ctx, db, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewUpdate().Model((*Lane)(nil)).Set("done_seq = ?", done).Set("updated_at = ?", Now()).
+			Where("id = ?", laneID).Where("done_seq < ?", done).Exec(ctx); err != nil {
+			return err
+		}
+		return tx.NewSelect().Model(&lane).Where("id = ?", laneID).Scan(ctx)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("advance lane %d: %w", laneID, err)
+	}
+	var work []LaneWork
+	err = db.NewSelect().TableExpr("deliveries AS d").
+		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, d.state, d.attempts, d.lane_id, d.lane_seq").
+		ColumnExpr("w.account_id, w.variant, w.url AS webhook_url, e.event_type").
+		Join("JOIN webhooks AS w ON w.id = d.webhook_id").Join("JOIN events AS e ON e.id = d.event_id").
+		Where("d.lane_id = ?", laneID).Where("d.lane_seq > ?", lane.DoneSeq).
+		Where("d.state NOT IN (?)", bun.List([]string{DeliveryDelivered, DeliveryCanceled})).
+		OrderExpr("d.lane_seq ASC").Limit(int64(limit)).Scan(ctx, &work)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read lane %d: %w", laneID, err)
+	}
+	return work, lane.DoneSeq, nil
+}
+
+// DeliveryDone reports whether a delivery is done as its lane counts it: delivered, or canceled
+// (skipped by its owner, or its webhook deleted).
+func DeliveryDone(ctx context.Context, db bun.IDB, deliveryID int64) (bool, error) {
+	var state string
+	err := db.NewSelect().Model((*Delivery)(nil)).Column("state").Where("id = ?", deliveryID).Scan(ctx, &state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil // gone with its retention: nothing left to wait for
+	}
+	if err != nil {
+		return false, fmt.Errorf("read delivery %d: %w", deliveryID, err)
+	}
+	return state == DeliveryDelivered || state == DeliveryCanceled, nil
+}
+
+// LaneView is one lane as its webhook's owner sees it: its key, its numbers, and its head, the
+// first of its deliveries not done, which the lane waits for (nil when it waits for none).
+type LaneView struct {
+	Lane
+	Head *LaneHead `bun:"-"`
+	// Waiting counts the lane's deliveries behind its head.
+	Waiting int64 `bun:"-"`
+}
+
+// LaneHead is a lane's head delivery.
+type LaneHead struct {
+	DeliveryID    int64      `bun:"id"`
+	EventID       int64      `bun:"event_id"`
+	Seq           int64      `bun:"lane_seq"`
+	State         string     `bun:"state"`
+	Attempts      int        `bun:"attempts"`
+	LastError     *string    `bun:"last_error"`
+	NextAttemptAt *time.Time `bun:"next_attempt_at"`
+}
+
+// Blocked reports whether the lane is blocked: its head ran out of its schedule, and waits for
+// its owner to retry or skip it.
+func (v *LaneView) Blocked() bool { return v.Head != nil && v.Head.State == DeliveryExhausted }
+
+// LaneFilter selects a page of a webhook's lanes, by id: those with a head (work not done), or
+// only the blocked ones.
+type LaneFilter struct {
+	Blocked bool
+	After   int64
+	Limit   int64
+}
+
+// ListLanes returns a page of webhookID's lanes that have a head (f.Blocked: whose head is
+// exhausted), by id. The caller has checked that the webhook is the scope's.
+func ListLanes(ctx context.Context, db bun.IDB, webhookID int64, f LaneFilter) ([]LaneView, error) {
+	var lanes []Lane
+	q := db.NewSelect().Model(&lanes).Where("webhook_id = ?", webhookID).Where("id > ?", f.After).
+		Where("EXISTS (SELECT 1 FROM deliveries AS d WHERE d.lane_id = lane.id AND d.lane_seq > lane.done_seq AND d.state NOT IN (?))",
+			bun.List([]string{DeliveryDelivered, DeliveryCanceled}))
+	if f.Blocked {
+		q = q.Where(`(SELECT d.state FROM deliveries AS d WHERE d.lane_id = lane.id AND d.lane_seq > lane.done_seq AND d.state NOT IN (?)
+			ORDER BY d.lane_seq LIMIT 1) = ?`, bun.List([]string{DeliveryDelivered, DeliveryCanceled}), DeliveryExhausted)
+	}
+	if err := q.OrderExpr("id ASC").Limit(f.Limit).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list lanes of webhook %d: %w", webhookID, err)
+	}
+	views := make([]LaneView, len(lanes))
+	for i := range lanes {
+		views[i].Lane = lanes[i]
+		if err := views[i].readHead(ctx, db); err != nil {
+			return nil, err
+		}
+	}
+	return views, nil
+}
+
+// GetLane reads one lane of webhookID with its head; ErrNotFound when the webhook has no such lane.
+func GetLane(ctx context.Context, db bun.IDB, webhookID, laneID int64) (*LaneView, error) {
+	v := &LaneView{}
+	err := db.NewSelect().Model(&v.Lane).Where("id = ?", laneID).Where("webhook_id = ?", webhookID).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lane %d: %w", laneID, err)
+	}
+	return v, v.readHead(ctx, db)
+}
+
+// readHead reads the lane's head and counts the deliveries waiting behind it.
+func (v *LaneView) readHead(ctx context.Context, db bun.IDB) error {
+	var heads []LaneHead
+	err := db.NewSelect().TableExpr("deliveries").Column("id", "event_id", "lane_seq", "state", "attempts", "last_error", "next_attempt_at").
+		Where("lane_id = ?", v.ID).Where("lane_seq > ?", v.DoneSeq).Where("state NOT IN (?)", bun.List([]string{DeliveryDelivered, DeliveryCanceled})).
+		OrderExpr("lane_seq ASC").Limit(1).Scan(ctx, &heads)
+	if err != nil {
+		return fmt.Errorf("read head of lane %d: %w", v.ID, err)
+	}
+	if len(heads) == 0 {
+		v.Head, v.Waiting = nil, 0
+		return nil
+	}
+	v.Head = &heads[0]
+	v.Waiting = v.LastSeq - v.Head.Seq
+	return nil
+}
+
+// SkippedError is the last_error of a delivery its owner skipped to unblock its lane.
+const SkippedError = "skipped by its owner to unblock its lane"
+
+// SkipDelivery marks a lane's head delivery canceled, skipped by its owner, unless it was
+// delivered meanwhile; it reports whether it did. Its workflow, canceled just before, may have
+// marked it canceled already: the reason is added.
+func SkipDelivery(ctx context.Context, db bun.IDB, deliveryID int64, now time.Time) (bool, error) {
+	res, err := db.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryCanceled).Set("last_error = ?", SkippedError).
+		Set("next_attempt_at = NULL").Set("updated_at = ?", now).
+		Where("id = ?", deliveryID).Where("state <> ?", DeliveryDelivered).Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("skip delivery %d: %w", deliveryID, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// ordered reports whether any of hooks is ordered.
+func ordered(hooks []Webhook) bool {
+	return slices.ContainsFunc(hooks, func(w Webhook) bool { return w.OrderingKey != nil })
+}
+
+// laneOf is d's lane id, 0 when it has none.
+func laneOf(d Delivery) int64 {
+	if d.LaneID == nil {
+		return 0
+	}
+	return *d.LaneID
+}

@@ -1,0 +1,70 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/model"
+)
+
+// ErrLaneIdle refuses a retry or a skip of a lane that waits for no delivery: nothing is at its
+// head.
+var ErrLaneIdle = errors.New("the lane has no delivery at its head")
+
+// Lanes reads a page of ordered webhook w's lanes that wait for a delivery (f.Blocked: only those
+// whose head ran out of its schedule), each with its head (docs/ordering.md).
+func (s *Service) Lanes(ctx context.Context, w *model.Webhook, f model.LaneFilter) ([]model.LaneView, error) {
+	return model.ListLanes(ctx, s.db, w.ID, f)
+}
+
+// Lane reads one lane of w with its head; ErrNotFound when w has no such lane.
+func (s *Service) Lane(ctx context.Context, w *model.Webhook, laneID int64) (*model.LaneView, error) {
+	return model.GetLane(ctx, s.db, w.ID, laneID)
+}
+
+// RetryLane makes the head of one of w's lanes try again now, as a resend of that delivery does
+// (Resend): an exhausted head runs its schedule again, one waiting for its next attempt makes it
+// now. It returns the lane as it is after the request; ErrLaneIdle when nothing is at its head.
+func (s *Service) RetryLane(ctx context.Context, w *model.Webhook, laneID int64, asked time.Time) (*model.LaneView, error) {
+	lane, err := s.Lane(ctx, w, laneID)
+	if err != nil {
+		return nil, err
+	}
+	if lane.Head == nil {
+		return nil, ErrLaneIdle
+	}
+	if _, err := s.Resend(ctx, w, lane.Head.DeliveryID, asked); err != nil && !errors.Is(err, dispatch.ErrCanceled) {
+		return nil, err
+	}
+	return s.Lane(ctx, w, laneID)
+}
+
+// SkipLane gives up on the head of one of w's lanes, so that the lane goes on with the delivery
+// behind it: the head is marked canceled (model.SkippedError says why) and its workflow is
+// canceled. The event is not sent again by the lane; its owner may still resend it, out of order,
+// which its header says (docs/ordering.md). It returns the lane as it is after the request;
+// ErrLaneIdle when nothing is at its head.
+func (s *Service) SkipLane(ctx context.Context, w *model.Webhook, laneID int64) (*model.LaneView, error) {
+	lane, err := s.Lane(ctx, w, laneID)
+	if err != nil {
+		return nil, err
+	}
+	if lane.Head == nil {
+		return nil, ErrLaneIdle
+	}
+	// The workflow first: a skip that cannot reach Temporal changes nothing, and the same request
+	// made again skips the same head. Then the row, which the lane reads when the head's workflow
+	// was not running (the lane had not started it yet, or waits on a run that failed).
+	err = s.temporal(ctx, "skip", func(ctx context.Context, d *dispatch.Dispatcher) error {
+		return d.Skip(ctx, lane.Head.EventID, w.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := model.SkipDelivery(ctx, s.db, lane.Head.DeliveryID, s.clock.Now()); err != nil {
+		return nil, err
+	}
+	return s.Lane(ctx, w, laneID)
+}

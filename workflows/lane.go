@@ -80,12 +80,16 @@ type LaneBatch struct {
 // make, the workflow ends; the next delivery's wake (SignalWithStart) starts it again.
 func LaneWorkflow(ctx workflow.Context, in LaneInput) error {
 	wake := workflow.GetSignalChannel(ctx, SignalWake)
-	db := workflow.WithActivityOptions(ctx, dbOptions())
+	// The read is a local activity: one marker in the lane's history, and no activity task for
+	// the server to match, for each batch. Its retries go on while the database is away.
+	opts := dbOptions()
+	db := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout,
+		ScheduleToCloseTimeout: localRetryHorizon, RetryPolicy: opts.RetryPolicy})
 	done, ran := in.Done, 0
 	for {
 		drain(wake) // what they announce, the read below finds
 		var next LaneBatch
-		if err := workflow.ExecuteActivity(db, ActivityNextInLane, NextInLaneInput{LaneID: in.LaneID, Done: done}).Get(ctx, &next); err != nil {
+		if err := workflow.ExecuteLocalActivity(db, ActivityNextInLane, NextInLaneInput{LaneID: in.LaneID, Done: done}).Get(ctx, &next); err != nil {
 			return err
 		}
 		done = max(done, next.Done)

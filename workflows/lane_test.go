@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -44,6 +45,7 @@ func newLaneEnv(t *testing.T, n int) *laneEnv {
 	}
 	var a *dispatch.Activities
 	le.env.RegisterWorkflow(workflows.DeliveryWorkflow)
+	le.env.RegisterActivityWithOptions(a.NextInLane, activity.RegisterOptions{Name: workflows.ActivityNextInLane})
 	le.env.OnActivity(a.NextInLane, mock.Anything, mock.Anything).Return(func(_ context.Context, in workflows.NextInLaneInput) (workflows.LaneBatch, error) {
 		le.reads = append(le.reads, in)
 		var work []model.LaneWork

@@ -514,3 +514,13 @@ func ridersCount(riders map[int64][]int64) int {
 	}
 	return n
 }
+
+// WakeLanes wakes the lanes of refs (model.StaleLanes), each once, and returns how many it woke.
+func (d *Dispatcher) WakeLanes(ctx context.Context, refs []model.DeliveryRef) (int, error) {
+	for i, r := range refs {
+		if err := d.wakeLane(ctx, r); err != nil {
+			return i, err
+		}
+	}
+	return len(refs), nil
+}

@@ -360,3 +360,31 @@ func laneOf(d Delivery) int64 {
 	}
 	return *d.LaneID
 }
+
+// StaleLanes returns up to limit lanes that have deliveries after their last finished one and
+// whose row has not moved since olderThan, each as a reference to wake it by (its lane, webhook
+// and account), and moves their updated_at to now, so that each is returned once per period.
+// Their workflow may be gone (an operator terminated it) or blocked on its head; a wake restarts
+// the one and costs the other one signal (the worker's sweeper, worker.Sweep).
+func StaleLanes(ctx context.Context, db bun.IDB, olderThan, now time.Time, limit int64) ([]DeliveryRef, error) {
+	var refs []DeliveryRef
+	err := inTx(ctx, db, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewSelect().TableExpr("lanes AS l").ColumnExpr("l.id AS lane_id, l.webhook_id, w.account_id, w.variant").
+			Join("JOIN webhooks AS w ON w.id = l.webhook_id").
+			Where("l.last_seq > l.done_seq").Where("l.updated_at < ?", olderThan).Where("w.deleted_at IS NULL").
+			OrderExpr("l.updated_at ASC").Limit(limit).Scan(ctx, &refs)
+		if err != nil || len(refs) == 0 {
+			return err
+		}
+		ids := make([]int64, len(refs))
+		for i, r := range refs {
+			ids[i] = r.LaneID
+		}
+		_, err = tx.NewUpdate().Model((*Lane)(nil)).Set("updated_at = ?", now).Where("id IN (?)", bun.List(ids)).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find stale lanes: %w", err)
+	}
+	return refs, nil
+}

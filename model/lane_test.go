@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/webhookd/webhookd/model"
 )
@@ -164,6 +165,53 @@ func TestPublishPlacesOrderedDeliveriesInLanes(t *testing.T) {
 		wg.Wait()
 		if _, seq := place(publish(`{"campaignId":"C"}`, ""), ordered); seq != 22 {
 			t.Fatalf("the event after 20 and one idempotent race has number %d, want 22", seq)
+		}
+	})
+}
+
+// TestStaleLanes: a lane with work left whose row has not moved since the cutoff is returned once
+// per period (its updated_at moves); a lane with nothing left, or one that moved since, is not.
+func TestStaleLanes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		ctx := t.Context()
+		_, account, err := model.CreateAPIKey(ctx, db, "stale@example.com", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "data.campaignId"
+		w := &model.Webhook{AccountID: account.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
+			Status: model.StatusActive, Secret: "v1:x", CreatedAt: model.Now(), UpdatedAt: model.Now(), OrderingKey: &key}
+		if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+		publish := func(campaign string, at time.Time) int64 {
+			res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: account.ID, Variant: model.VariantB, EventType: "lead.captured",
+				Data: fmt.Sprintf(`{"campaignId":%q}`, campaign), At: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return *res.Deliveries[0].LaneID
+		}
+		waiting := publish("A", t0)
+		done := publish("B", t0)
+		fresh := publish("C", t0.Add(10*time.Minute))
+		if _, _, err := model.NextInLane(ctx, db, done, 1, 10); err != nil { // B's one delivery finished
+			t.Fatal(err)
+		}
+		if _, err := db.NewUpdate().Model((*model.Lane)(nil)).Set("updated_at = ?", t0).Where("id = ?", done).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cutoff := t0.Add(5 * time.Minute)
+		refs, err := model.StaleLanes(ctx, db, cutoff, t0.Add(11*time.Minute), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(refs) != 1 || refs[0].LaneID != waiting || refs[0].WebhookID != w.ID || refs[0].AccountID != account.ID {
+			t.Fatalf("stale lanes %+v, want lane %d alone (not the finished %d, nor the fresh %d)", refs, waiting, done, fresh)
+		}
+		if again, err := model.StaleLanes(ctx, db, cutoff, t0.Add(11*time.Minute), 10); err != nil || len(again) != 0 {
+			t.Fatalf("the same cutoff again gave %+v, %v: want none, the lane was just woken", again, err)
 		}
 	})
 }

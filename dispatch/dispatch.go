@@ -252,8 +252,12 @@ func (d *Dispatcher) startSingle(ctx context.Context, r model.DeliveryRef, eager
 
 // startOne starts the workflow of one delivery and reports whether it created it; one that
 // already exists counts as started. The delivery of an ordered webhook is its lane's to start, in
-// turn: its lane is woken instead (wakeLane), and the delivery counts as started.
+// turn: its lane is woken instead (wakeLane), unless intake saw it under way (LaneQueued), and the
+// delivery counts as started.
 func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bool) (bool, error) {
+	if r.LaneQueued {
+		return false, nil // its lane is under way, and reads it after the deliveries before it
+	}
 	release, err := d.shares.take(ctx, r.AccountID)
 	if err != nil {
 		return false, fmt.Errorf("start %s: waiting for the account's share of starts: %w", workflows.DeliveryWorkflowID(r.EventID, r.WebhookID), err)

@@ -114,6 +114,9 @@ type laneSlot struct {
 	key       string
 	laneID    int64
 	seq       int64
+	// done is the lane's done_seq when the number was taken: the lane had nothing left to make
+	// when it is seq-1 (laneQueued).
+	done int64
 }
 
 // assignLanes gives each delivery to an ordered webhook among hooks its place in its lane: the
@@ -150,7 +153,7 @@ func assignLanes(ctx context.Context, tx bun.Tx, versions EventVersions, ev *Eve
 		lane := &Lane{WebhookID: s.webhookID, Key: s.key, LastSeq: 1, CreatedAt: now, UpdatedAt: now}
 		err := tx.NewInsert().Model(lane).ExcludeColumn("id").
 			On("CONFLICT (webhook_id, lane_key) DO UPDATE").Set("last_seq = lane.last_seq + 1").Set("updated_at = EXCLUDED.updated_at").
-			Returning("id, last_seq").Scan(ctx, &s.laneID, &s.seq)
+			Returning("id, last_seq, done_seq").Scan(ctx, &s.laneID, &s.seq, &s.done)
 		if err != nil {
 			return nil, fmt.Errorf("assign lane of webhook %d: %w", s.webhookID, err)
 		}
@@ -176,7 +179,8 @@ func unassignLanes(ctx context.Context, tx bun.Tx, slots []laneSlot) error {
 	return nil
 }
 
-// placeInLanes sets each delivery's lane and number from slots.
+// placeInLanes sets each delivery's lane and number from slots, and whether its lane is under
+// way (Delivery.LaneQueued).
 func placeInLanes(deliveries []Delivery, slots []laneSlot) {
 	if len(slots) == 0 {
 		return
@@ -185,6 +189,7 @@ func placeInLanes(deliveries []Delivery, slots []laneSlot) {
 		for _, s := range slots {
 			if s.webhookID == deliveries[i].WebhookID {
 				deliveries[i].LaneID, deliveries[i].LaneSeq = &s.laneID, &s.seq
+				deliveries[i].LaneQueued = s.done < s.seq-1
 				break
 			}
 		}

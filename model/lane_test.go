@@ -101,6 +101,10 @@ func TestPublishPlacesOrderedDeliveriesInLanes(t *testing.T) {
 		if laneA == 0 || lane3 != laneA || s1 != 1 || s2 != 2 || s3 != 3 {
 			t.Fatalf("campaign A: lane %d/%d numbers %d %d %d, want one lane and 1 2 3 (the replay takes none)", laneA, lane3, s1, s2, s3)
 		}
+		queued := func(res *model.PublishResult) bool { return res.Refs()[0].LaneQueued }
+		if queued(a1) || !queued(a2) || queued(b1) {
+			t.Fatalf("queued: A#1 %v, A#2 %v, B#1 %v; want only A#2, whose lane had A#1 left to make", queued(a1), queued(a2), queued(b1))
+		}
 		if laneB == laneA || sb != 1 || laneNone == laneA || laneNone == laneB || sn != 1 {
 			t.Fatalf("lanes A %d, B %d (#%d), keyless %d (#%d): want three lanes, each from 1", laneA, laneB, sb, laneNone, sn)
 		}

@@ -466,7 +466,7 @@ func (d *Dispatcher) Skip(ctx context.Context, eventID, webhookID int64) error {
 // the lane's workflow if it is not running (docs/ordering.md). The lane reads its deliveries from
 // the database, so a wake that arrives late, or twice, changes nothing.
 func (d *Dispatcher) wakeLane(ctx context.Context, r model.DeliveryRef) error {
-	id := workflows.LaneWorkflowID(r.LaneID)
+	id := workflows.LaneWorkflowID(r.WebhookID, r.LaneID)
 	_, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, client.StartWorkflowOptions{
 		TaskQueue:             d.TaskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,

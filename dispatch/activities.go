@@ -2,8 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/uptrace/bun"
@@ -39,7 +37,7 @@ func (a *Activities) StartDeliveries(ctx context.Context, in workflows.FanOutInp
 	}
 	for done < len(refs) {
 		batch := refs[done:min(done+fanOutBatch, len(refs))]
-		if _, err := a.Dispatcher.start(ctx, batch, StartedByFanOut); err != nil {
+		if _, err := a.Dispatcher.startTurns(ctx, a.DB, batch, StartedByFanOut); err != nil {
 			return err
 		}
 		done += len(batch)
@@ -134,26 +132,17 @@ func (a *Activities) retryInBatches(ctx context.Context, from []string, q model.
 	}
 }
 
-// NextInLane records how far a lane's workflow got and returns the lane's next deliveries, in
-// order (workflows.LaneWorkflow).
-func (a *Activities) NextInLane(ctx context.Context, in workflows.NextInLaneInput) (workflows.LaneBatch, error) {
-	work, done, err := model.NextInLane(ctx, a.DB, in.LaneID, in.Done, workflows.LaneBatchSize)
-	return workflows.LaneBatch{Work: work, Done: done}, err
-}
-
-// errNotDone fails AwaitDone, so that Temporal retries it, while the delivery is not done.
-var errNotDone = errors.New("the delivery is not done yet; the lane waits for it")
-
-// AwaitDone returns once a lane's delivery is done as its lane counts it (delivered, or canceled),
-// and fails until then: its lane waits on it, retrying with the activity's backoff
-// (workflows.runInLane).
-func (a *Activities) AwaitDone(ctx context.Context, deliveryID int64) error {
-	done, err := model.DeliveryDone(ctx, a.DB, deliveryID)
-	if err != nil {
+// AdvanceLane records that an ordered webhook's delivery is done (delivered, or canceled) and
+// starts the next delivery of its lane, if there is one (workflows.advanceLane). Run again (its
+// worker died), it starts the same one, which Temporal refuses the second time.
+func (a *Activities) AdvanceLane(ctx context.Context, in workflows.AdvanceLaneInput) error {
+	head, err := model.AdvanceLane(ctx, a.DB, in.LaneID, in.Seq)
+	if err != nil || head == nil {
 		return err
 	}
-	if !done {
-		return fmt.Errorf("delivery %d: %w", deliveryID, errNotDone)
+	started, err := a.Dispatcher.start(ctx, []model.DeliveryRef{*head}, StartedByLane)
+	if merr := model.MarkDispatched(context.WithoutCancel(ctx), a.DB, started); merr != nil {
+		return merr
 	}
-	return nil
+	return err
 }

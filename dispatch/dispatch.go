@@ -74,18 +74,21 @@ const (
 	// StartedByRepair: the worker's sweeper, handing a delivery to its workflow (a signal, or a
 	// new run) because a manual retry claimed it and its process died before it did (RepairClaims).
 	StartedByRepair StartedBy = "repair"
+	// StartedByLane: an ordered webhook's delivery, by the one before it in its lane when that one
+	// was done (docs/ordering.md).
+	StartedByLane StartedBy = "lane"
 )
 
 // NewStartsMetric registers webhookd_delivery_starts_total with reg, its series at 0.
 func NewStartsMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhookd_delivery_starts_total",
-		Help: "Delivery workflows started, by who started them: request, fanout (a workflow the request started), activity or sweeper; repair counts the deliveries a crashed manual retry had claimed, handed to their workflows by the sweeper.",
+		Help: "Delivery workflows started, by who started them: request, fanout (a workflow the request started), activity or sweeper; repair counts the deliveries a crashed manual retry had claimed, handed to their workflows by the sweeper; lane, an ordered webhook's deliveries started by the one before them.",
 	}, []string{"by"})
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("register starts metric: %w", err)
 	}
-	for _, by := range []StartedBy{StartedByRequest, StartedByFanOut, StartedByActivity, StartedBySweeper, StartedByRepair} {
+	for _, by := range []StartedBy{StartedByRequest, StartedByFanOut, StartedByActivity, StartedBySweeper, StartedByRepair, StartedByLane} {
 		c.WithLabelValues(string(by))
 	}
 	return c, nil
@@ -173,7 +176,7 @@ func (d *Dispatcher) StartEvent(ctx context.Context, db bun.IDB, refs []model.De
 // Start starts the delivery workflows of refs, counted under by, and records which exist now
 // (started now or before). What it could not start stays in the outbox for the sweeper.
 func (d *Dispatcher) Start(ctx context.Context, db bun.IDB, refs []model.DeliveryRef, by StartedBy) error {
-	started, err := d.start(ctx, refs, by)
+	started, err := d.startTurns(ctx, db, refs, by)
 	if merr := model.MarkDispatched(context.WithoutCancel(ctx), db, started); merr != nil {
 		return merr
 	}
@@ -197,7 +200,7 @@ func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by Sta
 		// visitor on every start.
 		return d.startSingle(ctx, refs[0], eager, by)
 	}
-	refs, riders := oneWakePerLane(interleave(refs))
+	refs = interleave(refs)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(startConcurrency)
 	ok := make([]bool, len(refs)) // each start writes its own element: no lock
@@ -223,12 +226,11 @@ func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by Sta
 	for i, r := range refs {
 		if ok[i] {
 			started = append(started, r.DeliveryID)
-			started = append(started, riders[r.LaneID]...)
 		}
 	}
-	if err == nil && len(started) < len(refs)+ridersCount(riders) {
+	if err == nil && len(started) < len(refs) {
 		// The caller's deadline passed between two starts.
-		err = fmt.Errorf("start deliveries: %d of %d started: %w", len(started), len(refs)+ridersCount(riders), context.Cause(ctx))
+		err = fmt.Errorf("start deliveries: %d of %d started: %w", len(started), len(refs), context.Cause(ctx))
 	}
 	if d.Starts != nil {
 		// Only the workflows this call created: one that already existed (its mark was lost, say)
@@ -251,21 +253,17 @@ func (d *Dispatcher) startSingle(ctx context.Context, r model.DeliveryRef, eager
 }
 
 // startOne starts the workflow of one delivery and reports whether it created it; one that
-// already exists counts as started. The delivery of an ordered webhook is its lane's to start, in
-// turn: its lane is woken instead (wakeLane), unless intake saw it under way (LaneQueued), and the
-// delivery counts as started.
+// already exists counts as started. An ordered webhook's delivery that intake found behind others
+// in its lane (LaneQueued) is not started, and counts as started: the one before it starts it.
 func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bool) (bool, error) {
 	if r.LaneQueued {
-		return false, nil // its lane is under way, and reads it after the deliveries before it
+		return false, nil // its lane is under way: the delivery before it starts it (startTurns)
 	}
 	release, err := d.shares.take(ctx, r.AccountID)
 	if err != nil {
 		return false, fmt.Errorf("start %s: waiting for the account's share of starts: %w", workflows.DeliveryWorkflowID(r.EventID, r.WebhookID), err)
 	}
 	defer release()
-	if r.LaneID != 0 {
-		return false, d.wakeLane(ctx, r)
-	}
 	opts := d.startOptions(r)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
 	opts.EnableEagerStart = eager
@@ -307,11 +305,67 @@ func (d *Dispatcher) searchableStartOptions(r model.DeliveryRef) client.StartWor
 }
 
 func (d *Dispatcher) input(r model.DeliveryRef, priorAttempts int) workflows.DeliveryInput {
-	return workflows.DeliveryInput{
+	in := workflows.DeliveryInput{
 		DeliveryID: r.DeliveryID, EventID: r.EventID, WebhookID: r.WebhookID, Variant: r.Variant, EventType: r.EventType,
 		Schedule: d.Schedule, RetryWindow: d.RetryWindow, AttemptTimeout: d.AttemptTimeout,
 		RetryTaskQueue: workflows.RetryTaskQueue(d.TaskQueue), Jitter: d.Jitter, PriorAttempts: priorAttempts,
 	}
+	if r.LaneID != 0 {
+		// An ordered webhook's delivery: an exhausted one waits for its owner as long as it takes,
+		// since its lane waits behind it, and once done it starts the next (docs/ordering.md).
+		in.Lane, in.LaneSeq, in.RetryWindow = r.LaneID, r.LaneSeq, workflows.LaneRetryWindow
+	}
+	return in
+}
+
+// startTurns is start for deliveries read from the database (a fan-out's, the sweeper's, a workflow's
+// event's), some perhaps of ordered webhooks: those are started only at their lane's head, the
+// first of the lane not done, which is started in their place, once per lane (the one before a
+// delivery starts it, docs/ordering.md). The deliveries a head stands for count as started with it.
+func (d *Dispatcher) startTurns(ctx context.Context, db bun.IDB, refs []model.DeliveryRef, by StartedBy) ([]int64, error) {
+	var lanes []int64
+	standIn := map[int64][]int64{} // lane -> the deliveries of refs its head stands for
+	plain := make([]model.DeliveryRef, 0, len(refs))
+	for _, r := range refs {
+		if r.LaneID == 0 {
+			plain = append(plain, r)
+			continue
+		}
+		if _, seen := standIn[r.LaneID]; !seen {
+			lanes = append(lanes, r.LaneID)
+		}
+		standIn[r.LaneID] = append(standIn[r.LaneID], r.DeliveryID)
+	}
+	if len(lanes) == 0 {
+		return d.start(ctx, refs, by)
+	}
+	heads, err := model.LaneHeadRefs(ctx, db, lanes)
+	if err != nil {
+		return nil, err
+	}
+	started, err := d.start(ctx, append(plain, heads...), by)
+	headed := map[int64]bool{}
+	for _, h := range heads {
+		headed[h.LaneID] = slices.Contains(started, h.DeliveryID)
+	}
+	for _, lane := range lanes {
+		if ok, hasHead := headed[lane]; ok || !hasHead {
+			// Started with their head; or their lane has none left (they are done).
+			started = append(started, standIn[lane]...)
+		}
+	}
+	return started, err
+}
+
+// StartLaneHead starts the head of lane, if it has one and it does not run (startTurns): after a
+// skip of a head whose workflow was not running, or for a delivery the lane has not reached.
+func (d *Dispatcher) StartLaneHead(ctx context.Context, db bun.IDB, lane int64, by StartedBy) error {
+	heads, err := model.LaneHeadRefs(ctx, db, []int64{lane})
+	if err != nil || len(heads) == 0 {
+		return err
+	}
+	_, err = d.start(ctx, heads, by)
+	return err
 }
 
 // DeliverySummary is a delivery workflow's one line in the Web UI: "lead.captured to
@@ -460,71 +514,4 @@ func (d *Dispatcher) Skip(ctx context.Context, eventID, webhookID int64) error {
 		return fmt.Errorf("%w: skip %s: %w", ErrTemporal, id, err)
 	}
 	return nil
-}
-
-// wakeLane tells the lane of r (an ordered webhook's delivery) that it has a new delivery, starting
-// the lane's workflow if it is not running (docs/ordering.md). The lane reads its deliveries from
-// the database, so a wake that arrives late, or twice, changes nothing.
-func (d *Dispatcher) wakeLane(ctx context.Context, r model.DeliveryRef) error {
-	id := workflows.LaneWorkflowID(r.WebhookID, r.LaneID)
-	_, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, client.StartWorkflowOptions{
-		TaskQueue:             d.TaskQueue,
-		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		Priority:              temporal.Priority{FairnessKey: FairnessKey(r.AccountID)},
-		StaticSummary:         fmt.Sprintf("ordered lane %d of webhook %d", r.LaneID, r.WebhookID),
-	}, workflows.LaneWorkflow, d.laneInput(r))
-	if err != nil {
-		return fmt.Errorf("wake %s: %w", id, err)
-	}
-	return nil
-}
-
-// laneInput starts the workflow of r's lane: its deliveries get the dispatcher's schedule and
-// timeouts, and a head that runs out of its schedule waits for its owner (LaneRetryWindow).
-func (d *Dispatcher) laneInput(r model.DeliveryRef) workflows.LaneInput {
-	tmpl := d.input(model.DeliveryRef{}, 0)
-	tmpl.RetryWindow = workflows.LaneRetryWindow
-	return workflows.LaneInput{LaneID: r.LaneID, WebhookID: r.WebhookID, Delivery: tmpl, FairnessKey: FairnessKey(r.AccountID)}
-}
-
-// oneWakePerLane keeps, of the deliveries of each lane among refs, the first: one wake of a lane is
-// enough for all of them (wakeLane). riders lists, by lane, the ids of the others, which are started
-// when their lane's first is.
-func oneWakePerLane(refs []model.DeliveryRef) (kept []model.DeliveryRef, riders map[int64][]int64) {
-	if !slices.ContainsFunc(refs, func(r model.DeliveryRef) bool { return r.LaneID != 0 }) {
-		return refs, nil
-	}
-	kept = make([]model.DeliveryRef, 0, len(refs))
-	riders = make(map[int64][]int64)
-	for _, r := range refs {
-		if r.LaneID == 0 {
-			kept = append(kept, r)
-			continue
-		}
-		if _, seen := riders[r.LaneID]; seen {
-			riders[r.LaneID] = append(riders[r.LaneID], r.DeliveryID)
-			continue
-		}
-		riders[r.LaneID] = []int64{}
-		kept = append(kept, r)
-	}
-	return kept, riders
-}
-
-func ridersCount(riders map[int64][]int64) int {
-	n := 0
-	for _, ids := range riders {
-		n += len(ids)
-	}
-	return n
-}
-
-// WakeLanes wakes the lanes of refs (model.StaleLanes), each once, and returns how many it woke.
-func (d *Dispatcher) WakeLanes(ctx context.Context, refs []model.DeliveryRef) (int, error) {
-	for i, r := range refs {
-		if err := d.wakeLane(ctx, r); err != nil {
-			return i, err
-		}
-	}
-	return len(refs), nil
 }

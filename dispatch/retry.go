@@ -171,7 +171,7 @@ func (d *Dispatcher) retryClaimed(ctx context.Context, db bun.IDB, refs []model.
 		if !ok {
 			continue
 		}
-		if err = d.handOver(ctx, r); err != nil {
+		if err = d.handOver(ctx, db, r); err != nil {
 			err = fmt.Errorf("%w: %w", ErrTemporal, err)
 			if rerr := model.RestoreClaim(context.WithoutCancel(ctx), db, r, at); rerr != nil {
 				err = errors.Join(err, rerr)
@@ -292,14 +292,15 @@ func (d *Dispatcher) recoveringMemo(ctx context.Context, id, runID string) (Reco
 }
 
 // handOver signals the workflow of one delivery, or runs it again if it has ended.
-func (d *Dispatcher) handOver(ctx context.Context, r model.DeliveryRef) error {
+func (d *Dispatcher) handOver(ctx context.Context, db bun.IDB, r model.DeliveryRef) error {
 	id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
 	err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalRetry, retrySignal(ctx))
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && r.LaneID != 0 && r.Attempts == 0 {
-		// An ordered webhook's delivery that its lane has not reached: the lane makes it, in turn.
-		// A run of its own would pass the deliveries before it (docs/ordering.md).
-		return d.wakeLane(ctx, r)
+		// An ordered webhook's delivery that its lane has not reached: it is made in its turn. A
+		// run of its own would pass the deliveries before it (docs/ordering.md); the lane's head
+		// is started, should it not run (a start lost).
+		return d.StartLaneHead(ctx, db, r.LaneID, StartedByRepair)
 	}
 	if errors.As(err, &nf) {
 		// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut
@@ -362,7 +363,7 @@ func (d *Dispatcher) RepairClaims(ctx context.Context, db bun.IDB, olderThan tim
 func (d *Dispatcher) repairClaim(ctx context.Context, db bun.IDB, r model.ClaimedRef) (bool, error) {
 	again := !slices.Contains(model.EndedStates, r.State)
 	if again {
-		if err := d.handOver(ctx, r.DeliveryRef); err != nil {
+		if err := d.handOver(ctx, db, r.DeliveryRef); err != nil {
 			return false, err
 		}
 	}

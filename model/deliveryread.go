@@ -90,7 +90,7 @@ type DeliveryView struct {
 func (v *DeliveryView) Ref() DeliveryRef {
 	return DeliveryRef{DeliveryID: v.ID, EventID: v.EventID, WebhookID: v.WebhookID, AccountID: v.AccountID,
 		Variant: v.Variant, EventType: v.EventType, WebhookURL: v.WebhookURL, State: v.State, Attempts: v.Attempts,
-		LaneID: laneOf(v.Delivery)}
+		LaneID: laneOf(v.Delivery), LaneSeq: seqOf(v.Delivery)}
 }
 
 // Event is the event of a view read with IncludeEvent, as far as it carries it: what rebuilds its

@@ -67,8 +67,8 @@ type Delivery struct {
 	LaneID  *int64 `bun:"lane_id"`
 	LaneSeq *int64 `bun:"lane_seq"`
 	// LaneQueued, set by intake only, says that the delivery's lane had deliveries not yet
-	// finished when it took its number: the lane's workflow reads this one after them, and needs no
-	// wake (docs/ordering.md, "How it works").
+	// finished when it took its number: the one before it starts it when done, and nothing else may
+	// (docs/ordering.md, "How it works").
 	LaneQueued bool      `bun:"-"`
 	CreatedAt  time.Time `bun:"created_at,notnull"`
 	UpdatedAt  time.Time `bun:"updated_at,notnull"`
@@ -413,9 +413,10 @@ type DeliveryRef struct {
 	State    string `bun:"state"`
 	Attempts int    `bun:"attempts"`
 	// LaneID is the delivery's lane when its webhook is ordered (0: none): its workflow is the
-	// lane's to start, in turn. LaneQueued: its lane is under way and reads it without a wake
-	// (Delivery.LaneQueued).
+	// lane's to start, in turn, LaneSeq its number there. LaneQueued: its lane is under way, and
+	// the delivery before it starts it (Delivery.LaneQueued).
 	LaneID     int64 `bun:"lane_id"`
+	LaneSeq    int64 `bun:"lane_seq"`
 	LaneQueued bool  `bun:"-"`
 }
 
@@ -425,7 +426,7 @@ func (r *PublishResult) Refs() []DeliveryRef {
 	for i, d := range r.Deliveries {
 		refs[i] = DeliveryRef{DeliveryID: d.ID, EventID: d.EventID, WebhookID: d.WebhookID, AccountID: r.Event.AccountID,
 			Variant: r.Event.Variant, EventType: r.Event.EventType, WebhookURL: r.urls[d.WebhookID], State: d.State, Attempts: d.Attempts,
-			LaneID: laneOf(d), LaneQueued: d.LaneQueued}
+			LaneID: laneOf(d), LaneSeq: seqOf(d), LaneQueued: d.LaneQueued}
 	}
 	return refs
 }

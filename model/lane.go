@@ -198,57 +198,44 @@ func placeInLanes(deliveries []Delivery, slots []laneSlot) {
 	}
 }
 
-// LaneWork is what a lane's workflow reads next (NextInLane): its deliveries after a number, in
-// order, each with what starting its delivery workflow needs.
-type LaneWork struct {
-	DeliveryRef
-	Seq int64 `bun:"lane_seq"`
-}
-
-// NextInLane records that a lane's workflow finished every delivery up to done (done_seq only
-// grows), and returns up to limit of the lane's deliveries after it, in order: those neither
-// delivered nor canceled, which the workflow makes one at a time.
-func NextInLane(ctx context.Context, db bun.IDB, laneID, done int64, limit int) ([]LaneWork, int64, error) {
-	var lane Lane
-	err := inTx(ctx, db, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewUpdate().Model((*Lane)(nil)).Set("done_seq = ?", done).Set("updated_at = ?", Now()).
-			Where("id = ?", laneID).Where("done_seq < ?", done).Exec(ctx); err != nil {
-			return err
-		}
-		return tx.NewSelect().Model(&lane).Where("id = ?", laneID).Scan(ctx)
-	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("advance lane %d: %w", laneID, err)
-	}
-	var work []LaneWork
-	err = db.NewSelect().TableExpr("deliveries AS d").
-		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, d.state, d.attempts, d.lane_id, d.lane_seq").
-		ColumnExpr("w.account_id, w.variant, w.url AS webhook_url, e.event_type").
-		Join("JOIN webhooks AS w ON w.id = d.webhook_id").Join("JOIN events AS e ON e.id = d.event_id").
-		Where("d.lane_id = ?", laneID).Where("d.lane_seq > ?", lane.DoneSeq).
-		Where("d.state NOT IN (?)", bun.List([]string{DeliveryDelivered, DeliveryCanceled})).
-		OrderExpr("d.lane_seq ASC").Limit(int64(limit)).Scan(ctx, &work)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read lane %d: %w", laneID, err)
-	}
-	return work, lane.DoneSeq, nil
-}
-
-// DeliveryDone reports whether a delivery is done as its lane counts it: delivered, or canceled
+// notDone are the states of a delivery its lane has not finished: all but delivered and canceled
 // (skipped by its owner, or its webhook deleted).
-func DeliveryDone(ctx context.Context, db bun.IDB, deliveryID int64) (bool, error) {
-	var state string
-	err := db.NewSelect().Model((*Delivery)(nil)).Column("state").Where("id = ?", deliveryID).Scan(ctx, &state)
-	if errors.Is(err, sql.ErrNoRows) {
-		return true, nil // gone with its retention: nothing left to wait for
+var notDone = bun.List([]string{DeliveryPending, DeliveryDelivering, DeliveryRetrying, DeliveryExhausted})
+
+// AdvanceLane records that a lane finished its delivery number done (done_seq only grows), and
+// returns its new head, the first delivery after it not done, for the caller to start (nil when
+// the lane has none). The record waits for an intake transaction that holds the lane's row, so the
+// head read after it sees that transaction's delivery (docs/ordering.md, "How it works").
+func AdvanceLane(ctx context.Context, db bun.IDB, laneID, done int64) (*DeliveryRef, error) {
+	if _, err := db.NewUpdate().Model((*Lane)(nil)).Set("done_seq = ?", done).Set("updated_at = ?", Now()).
+		Where("id = ?", laneID).Where("done_seq < ?", done).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("advance lane %d: %w", laneID, err)
 	}
+	heads, err := LaneHeadRefs(ctx, db, []int64{laneID})
+	if err != nil || len(heads) == 0 {
+		return nil, err
+	}
+	return &heads[0], nil
+}
+
+// LaneHeadRefs returns the head of each of the lanes (the first delivery after its done_seq that is
+// not done), as a reference to start its workflow by; a lane with no head has none.
+func LaneHeadRefs(ctx context.Context, db bun.IDB, laneIDs []int64) ([]DeliveryRef, error) {
+	if len(laneIDs) == 0 {
+		return nil, nil
+	}
+	var refs []DeliveryRef
+	err := db.NewSelect().TableExpr("deliveries AS d").
+		ColumnExpr("d.id AS delivery_id, d.event_id, d.webhook_id, d.state, d.attempts, d.lane_id, d.lane_seq").
+		ColumnExpr("e.account_id, e.variant, e.event_type, w.url AS webhook_url").
+		Join("JOIN lanes AS l ON l.id = d.lane_id").Join("JOIN webhooks AS w ON w.id = d.webhook_id").Join("JOIN events AS e ON e.id = d.event_id").
+		Where("d.lane_id IN (?)", bun.List(laneIDs)).
+		Where(`d.lane_seq = (SELECT MIN(h.lane_seq) FROM deliveries AS h WHERE h.lane_id = l.id AND h.lane_seq > l.done_seq AND h.state IN (?))`, notDone).
+		OrderExpr("d.lane_id ASC").Scan(ctx, &refs)
 	if err != nil {
-		return false, fmt.Errorf("read delivery %d: %w", deliveryID, err)
+		return nil, fmt.Errorf("read the heads of lanes: %w", err)
 	}
-	return state == DeliveryDelivered || state == DeliveryCanceled, nil
+	return refs, nil
 }
 
 // LaneView is one lane as its webhook's owner sees it: its key, its numbers, and its head, the
@@ -368,24 +355,19 @@ func laneOf(d Delivery) int64 {
 	return *d.LaneID
 }
 
-// StaleLanes returns up to limit lanes that have deliveries after their last finished one and
-// whose row has not moved since olderThan, each as a reference to wake it by (its lane, webhook
-// and account), and moves their updated_at to now, so that each is returned once per period.
-// Their workflow may be gone (an operator terminated it) or blocked on its head; a wake restarts
-// the one and costs the other one signal (the worker's sweeper, worker.Sweep).
+// StaleLanes returns the heads of up to limit lanes that have deliveries after their last finished
+// one and whose row has not moved since olderThan, and moves their updated_at to now, so that each
+// is returned once per period. The head's workflow is running (blocked, or slow) or is not (it
+// failed, or a start was lost): the worker's sweeper starts each, a duplicate start being refused
+// (worker.Sweep).
 func StaleLanes(ctx context.Context, db bun.IDB, olderThan, now time.Time, limit int64) ([]DeliveryRef, error) {
-	var refs []DeliveryRef
+	var ids []int64
 	err := inTx(ctx, db, func(ctx context.Context, tx bun.Tx) error {
-		err := tx.NewSelect().TableExpr("lanes AS l").ColumnExpr("l.id AS lane_id, l.webhook_id, w.account_id, w.variant").
-			Join("JOIN webhooks AS w ON w.id = l.webhook_id").
+		err := tx.NewSelect().TableExpr("lanes AS l").Column("l.id").Join("JOIN webhooks AS w ON w.id = l.webhook_id").
 			Where("l.last_seq > l.done_seq").Where("l.updated_at < ?", olderThan).Where("w.deleted_at IS NULL").
-			OrderExpr("l.updated_at ASC").Limit(limit).Scan(ctx, &refs)
-		if err != nil || len(refs) == 0 {
+			OrderExpr("l.updated_at ASC").Limit(limit).Scan(ctx, &ids)
+		if err != nil || len(ids) == 0 {
 			return err
-		}
-		ids := make([]int64, len(refs))
-		for i, r := range refs {
-			ids[i] = r.LaneID
 		}
 		_, err = tx.NewUpdate().Model((*Lane)(nil)).Set("updated_at = ?", now).Where("id IN (?)", bun.List(ids)).Exec(ctx)
 		return err
@@ -393,5 +375,13 @@ func StaleLanes(ctx context.Context, db bun.IDB, olderThan, now time.Time, limit
 	if err != nil {
 		return nil, fmt.Errorf("find stale lanes: %w", err)
 	}
-	return refs, nil
+	return LaneHeadRefs(ctx, db, ids)
+}
+
+// seqOf is d's number in its lane, 0 when it has none.
+func seqOf(d Delivery) int64 {
+	if d.LaneSeq == nil {
+		return 0
+	}
+	return *d.LaneSeq
 }

@@ -173,8 +173,9 @@ func TestPublishPlacesOrderedDeliveriesInLanes(t *testing.T) {
 	})
 }
 
-// TestStaleLanes: a lane with work left whose row has not moved since the cutoff is returned once
-// per period (its updated_at moves); a lane with nothing left, or one that moved since, is not.
+// TestStaleLanes: the head of a lane with work left whose row has not moved since the cutoff is
+// returned once per period (its updated_at moves); a lane with nothing left, or one that moved
+// since, is not.
 func TestStaleLanes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
@@ -200,8 +201,8 @@ func TestStaleLanes(t *testing.T) {
 		waiting := publish("A", t0)
 		done := publish("B", t0)
 		fresh := publish("C", t0.Add(10*time.Minute))
-		if _, _, err := model.NextInLane(ctx, db, done, 1, 10); err != nil { // B's one delivery finished
-			t.Fatal(err)
+		if head, err := model.AdvanceLane(ctx, db, done, 1); err != nil || head != nil { // B's one delivery finished
+			t.Fatalf("B's lane after its one delivery: head %+v, %v; want none", head, err)
 		}
 		if _, err := db.NewUpdate().Model((*model.Lane)(nil)).Set("updated_at = ?", t0).Where("id = ?", done).Exec(ctx); err != nil {
 			t.Fatal(err)
@@ -211,11 +212,57 @@ func TestStaleLanes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(refs) != 1 || refs[0].LaneID != waiting || refs[0].WebhookID != w.ID || refs[0].AccountID != account.ID {
+		if len(refs) != 1 || refs[0].LaneID != waiting || refs[0].LaneSeq != 1 || refs[0].WebhookID != w.ID || refs[0].AccountID != account.ID {
 			t.Fatalf("stale lanes %+v, want lane %d alone (not the finished %d, nor the fresh %d)", refs, waiting, done, fresh)
 		}
 		if again, err := model.StaleLanes(ctx, db, cutoff, t0.Add(11*time.Minute), 10); err != nil || len(again) != 0 {
 			t.Fatalf("the same cutoff again gave %+v, %v: want none, the lane was just woken", again, err)
+		}
+	})
+}
+
+// TestAdvanceLane: advancing a lane past a delivery returns the next one not done, passing over a
+// canceled one (skipped, or its webhook deleted), and records how far it got; advancing to an
+// earlier number changes nothing.
+func TestAdvanceLane(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		ctx := t.Context()
+		_, account, err := model.CreateAPIKey(ctx, db, "advance@example.com", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "data.campaignId"
+		w := &model.Webhook{AccountID: account.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
+			Status: model.StatusActive, Secret: "v1:x", CreatedAt: model.Now(), UpdatedAt: model.Now(), OrderingKey: &key}
+		if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		var lane int64
+		for range 4 {
+			res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: account.ID, Variant: model.VariantB, EventType: "lead.captured",
+				Data: `{"campaignId":"A"}`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, lane = append(ids, res.Deliveries[0].ID), *res.Deliveries[0].LaneID
+		}
+		if _, err := model.SkipDelivery(ctx, db, ids[1], model.Now()); err != nil {
+			t.Fatal(err)
+		}
+		head, err := model.AdvanceLane(ctx, db, lane, 1)
+		if err != nil || head == nil || head.DeliveryID != ids[2] || head.LaneSeq != 3 || head.AccountID != account.ID || head.WebhookURL != w.URL {
+			t.Fatalf("after number 1 (number 2 skipped): head %+v, %v; want delivery %d, number 3", head, err, ids[2])
+		}
+		if head, err = model.AdvanceLane(ctx, db, lane, 3); err != nil || head == nil || head.LaneSeq != 4 {
+			t.Fatalf("after number 3: head %+v, %v; want number 4", head, err)
+		}
+		if head, err = model.AdvanceLane(ctx, db, lane, 1); err != nil || head == nil || head.LaneSeq != 4 {
+			t.Fatalf("advanced back to 1: head %+v, %v; want number 4 still", head, err)
+		}
+		v, err := model.GetLane(ctx, db, w.ID, lane)
+		if err != nil || v.DoneSeq != 3 || v.Head == nil || v.Head.Seq != 4 || v.Waiting != 0 {
+			t.Fatalf("lane %+v (head %+v), %v; want done 3, head 4, none waiting", v, v.Head, err)
 		}
 	})
 }

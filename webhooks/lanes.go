@@ -55,8 +55,8 @@ func (s *Service) SkipLane(ctx context.Context, w *model.Webhook, laneID int64) 
 		return nil, ErrLaneIdle
 	}
 	// The workflow first: a skip that cannot reach Temporal changes nothing, and the same request
-	// made again skips the same head. Then the row, which the lane reads when the head's workflow
-	// was not running (the lane had not started it yet, or waits on a run that failed).
+	// made again skips the same head. Then the row, which an attempt of the head not yet made reads
+	// (it sends nothing), and which the lane's next head is read past.
 	err = s.temporal(ctx, "skip", func(ctx context.Context, d *dispatch.Dispatcher) error {
 		return d.Skip(ctx, lane.Head.EventID, w.ID)
 	})
@@ -65,6 +65,16 @@ func (s *Service) SkipLane(ctx context.Context, w *model.Webhook, laneID int64) 
 	}
 	if _, err := model.SkipDelivery(ctx, s.db, lane.Head.DeliveryID, s.clock.Now()); err != nil {
 		return nil, err
+	}
+	// A head whose workflow ran starts the next as it ends canceled; one whose workflow did not
+	// (it failed) cannot, so the next is started here. Temporal refuses the second of the two. The
+	// skip is done either way: a start that fails now is the sweeper's (model.StaleLanes), and the
+	// request is not failed, since the same request again would skip the next head.
+	err = s.temporal(ctx, "skip", func(ctx context.Context, d *dispatch.Dispatcher) error {
+		return d.StartLaneHead(ctx, s.db, laneID, dispatch.StartedByLane)
+	})
+	if err != nil {
+		s.log.Warn("skip: the lane's next head was not started; the sweeper will", "webhook", w.ID, "lane", laneID, "err", err)
 	}
 	return s.Lane(ctx, w, laneID)
 }

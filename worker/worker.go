@@ -119,7 +119,6 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 	main.RegisterWorkflow(workflows.FanOutWorkflow)
 	main.RegisterWorkflow(workflows.RecoverWorkflow)
 	main.RegisterWorkflow(workflows.RetryWebhookWorkflow)
-	main.RegisterWorkflow(workflows.LaneWorkflow)
 	main.RegisterActivity(cfg.Activities)
 	main.RegisterActivity(&dispatch.Activities{DB: cfg.DB, Dispatcher: cfg.Dispatcher})
 	if err := main.Start(); err != nil {
@@ -151,7 +150,7 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 const claimGraceSweeps = 6
 
 // laneGraceSweeps is how many sweep intervals an ordered lane with work left may go without moving
-// before the sweeper wakes it: 5 minutes at the default interval.
+// before the sweeper starts its head: 5 minutes at the default interval.
 const laneGraceSweeps = 60
 
 // Sweep starts the workflows of deliveries older than minAge that were never started, then hands
@@ -184,12 +183,13 @@ func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.
 	if err != nil {
 		return started, repaired, err
 	}
-	// The ordered lanes with work left that have not moved for a while: woken, in case their
-	// workflow is gone (docs/ordering.md). A lane blocked on its head gets one signal per period.
+	// The heads of the ordered lanes with work left that have not moved for a while: started, in
+	// case their start was lost or their run failed and was not retried (docs/ordering.md). A head
+	// that runs (blocked, or slow) costs one refused start per period.
 	now := model.Now()
-	stale, err := model.StaleLanes(ctx, db, now.Add(-laneGraceSweeps*minAge), now, 200)
+	heads, err := model.StaleLanes(ctx, db, now.Add(-laneGraceSweeps*minAge), now, 200)
 	if err == nil {
-		_, err = s.WakeLanes(ctx, stale)
+		err = s.Start(ctx, db, heads, dispatch.StartedBySweeper)
 	}
 	if err != nil {
 		return started, repaired, err

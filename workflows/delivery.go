@@ -80,6 +80,10 @@ type DeliveryInput struct {
 	// Resend says that the delivery was delivered before this run (a resend): its attempts say so
 	// to an ordered webhook's receiver (docs/ordering.md).
 	Resend bool
+	// Lane and LaneSeq are an ordered webhook's delivery's lane and number there (0: not
+	// ordered): once the delivery is done, its run starts the lane's next (advanceLane).
+	Lane    int64
+	LaneSeq int64
 }
 
 // check fails an input the workflow cannot run, naming the missing field.
@@ -146,6 +150,9 @@ func DeliveryWorkflow(ctx workflow.Context, in DeliveryInput) (DeliveryState, er
 	}
 	// A limits signal that found no attempt held asked for nothing.
 	drain(r.limits)
+	if aerr := r.advanceLane(); aerr != nil {
+		return r.st, aerr
+	}
 	return r.st, err
 }
 

@@ -97,6 +97,7 @@ type harness struct {
 	notices   []timedCall[int64] // the notices whose deliveries the workflow started
 	settled   []string           // the states SettleClaim gave back
 	states    []string           // DeliveryState search attribute values, in upsert order
+	advanced  []workflows.AdvanceLaneInput
 }
 
 func newHarness(t *testing.T) *harness {
@@ -107,6 +108,12 @@ func newHarness(t *testing.T) *harness {
 	// dispatch's activity, which workflows call by name; registered before any mock.
 	h.env.RegisterActivityWithOptions(func(context.Context, int64) error { return nil },
 		activity.RegisterOptions{Name: workflows.ActivityStartEventDeliveries})
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.AdvanceLaneInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.advanced = append(h.advanced, in)
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityAdvanceLane})
 	h.env.SetStartTime(start)
 	h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
 		return failed(in.Attempt, h.env.Now()), nil
@@ -897,4 +904,70 @@ func TestDeliveryWorkflowConcurrentResends(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOrderedDeliveryPassesItsLaneOnWhenDone (issue 43): an ordered webhook's delivery starts its
+// lane's next (AdvanceLane, with its lane and number) once it is delivered, or canceled (its owner
+// skipped it), and not before; one that is exhausted waits for its owner with its lane behind it,
+// one that fails holds its lane, and an unordered delivery has no lane to pass on.
+func TestOrderedDeliveryPassesItsLaneOnWhenDone(t *testing.T) {
+	ordered := func() workflows.DeliveryInput {
+		in := input("campaign.updated")
+		in.Lane, in.LaneSeq, in.RetryWindow = 3, 4, workflows.LaneRetryWindow
+		return in
+	}
+	t.Run("delivered", func(t *testing.T) {
+		h := newHarness(t)
+		h.deliver = func(in activities.DeliverInput, _ int32) (activities.DeliverResult, error) {
+			if in.Attempt < 2 {
+				return failed(in.Attempt, h.env.Now()), nil
+			}
+			return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+		}
+		if st := h.run(ordered()); st.State != model.DeliveryDelivered {
+			t.Fatalf("state %s, want delivered", st.State)
+		}
+		if fmt.Sprint(h.advanced) != "[{3 4}]" {
+			t.Fatalf("lane advanced %v, want once past number 4 of lane 3", h.advanced)
+		}
+	})
+	t.Run("skipped while exhausted", func(t *testing.T) {
+		h := newHarness(t)
+		var a *activities.Activities
+		h.env.OnActivity(a.CancelDelivery, mock.Anything, mock.Anything).Return(nil)
+		var atCancel int
+		h.at(30*24*time.Hour, func() { // a month later, still waiting: the owner skips it
+			h.mu.Lock()
+			atCancel = len(h.advanced)
+			h.mu.Unlock()
+			h.env.CancelWorkflow()
+		})
+		h.env.ExecuteWorkflow(workflows.DeliveryWorkflow, ordered())
+		if err := h.env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+			t.Fatalf("workflow error %v, want canceled", err)
+		}
+		if atCancel != 0 || fmt.Sprint(h.advanced) != "[{3 4}]" {
+			t.Fatalf("lane advanced %d times before the skip, then %v; want none, then once", atCancel, h.advanced)
+		}
+	})
+	t.Run("failed", func(t *testing.T) {
+		h := newHarness(t)
+		h.deliver = func(activities.DeliverInput, int32) (activities.DeliverResult, error) {
+			return activities.DeliverResult{}, temporal.NewNonRetryableApplicationError("unreadable", activities.ErrTypeSecretUnreadable, nil)
+		}
+		h.env.ExecuteWorkflow(workflows.DeliveryWorkflow, ordered())
+		if h.env.GetWorkflowError() == nil || len(h.advanced) != 0 {
+			t.Fatalf("error %v, lane advanced %v; want a failure that holds the lane", h.env.GetWorkflowError(), h.advanced)
+		}
+	})
+	t.Run("unordered", func(t *testing.T) {
+		h := newHarness(t)
+		h.deliver = func(activities.DeliverInput, int32) (activities.DeliverResult, error) {
+			return activities.DeliverResult{Delivered: true, StatusCode: 204, AttemptedAt: h.env.Now()}, nil
+		}
+		h.run(input("campaign.updated"))
+		if len(h.advanced) != 0 {
+			t.Fatalf("an unordered delivery advanced %v", h.advanced)
+		}
+	})
 }

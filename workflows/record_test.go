@@ -23,7 +23,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/internal/temporaltest"
@@ -93,6 +92,12 @@ func TestRecordHistories(t *testing.T) {
 		// attempt may wait for it (the attempt timeout and the record's margin): the workflow sleeps
 		// until the turn, then makes the attempt as a regular activity, which delivers.
 		handBackFar = 15
+		// orderedDelivered: an ordered webhook's delivery (number 4 of lane 3) that delivers at
+		// once, then starts its lane's next (AdvanceLane).
+		orderedDelivered = 16
+		// orderedSkipped: an ordered webhook's delivery that runs out of its schedule and waits for
+		// its owner, who skips it (its workflow is canceled): it starts its lane's next too.
+		orderedSkipped = 17
 	)
 	heldLong := make(chan struct{}, 1)
 	resendAsked := make(chan struct{}, 1)
@@ -163,7 +168,7 @@ func TestRecordHistories(t *testing.T) {
 			if in.Attempt >= 2 {
 				return ok, nil
 			}
-		case rerun:
+		case rerun, orderedDelivered:
 			return ok, nil
 		case handBackFar:
 			if info.IsLocalActivity {
@@ -199,6 +204,8 @@ func TestRecordHistories(t *testing.T) {
 	w.RegisterActivityWithOptions(startNotice, activity.RegisterOptions{Name: workflows.ActivityStartEventDeliveries})
 	w.RegisterActivityWithOptions(func(context.Context, activities.SettleInput) error { return nil }, activity.RegisterOptions{Name: "SettleClaim"})
 	w.RegisterActivityWithOptions(func(context.Context, int64) error { return nil }, activity.RegisterOptions{Name: "CancelDelivery"})
+	w.RegisterActivityWithOptions(func(context.Context, workflows.AdvanceLaneInput) error { return nil },
+		activity.RegisterOptions{Name: workflows.ActivityAdvanceLane})
 	w.RegisterActivityWithOptions(func(_ context.Context, id int64) (bool, error) { return id == windowEnded, nil },
 		activity.RegisterOptions{Name: "CancelIfWebhookGone"})
 	if err := w.Start(); err != nil {
@@ -256,6 +263,10 @@ func TestRecordHistories(t *testing.T) {
 			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, limits: true, wantState: model.DeliveryDelivered, wantTries: 1},
 		{name: "handback-far", in: workflows.DeliveryInput{DeliveryID: handBackFar, EventID: 115, WebhookID: 16, EventType: "website.published",
 			Schedule: []time.Duration{short}, RetryWindow: time.Hour}, wantState: model.DeliveryDelivered, wantTries: 1},
+		{name: "ordered-delivered", in: workflows.DeliveryInput{DeliveryID: orderedDelivered, EventID: 116, WebhookID: 17, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: workflows.LaneRetryWindow, Lane: 3, LaneSeq: 4}, wantState: model.DeliveryDelivered, wantTries: 1},
+		{name: "ordered-skipped", in: workflows.DeliveryInput{DeliveryID: orderedSkipped, EventID: 117, WebhookID: 17, EventType: "website.published",
+			Schedule: []time.Duration{short}, RetryWindow: workflows.LaneRetryWindow, Lane: 3, LaneSeq: 5}, signal: true, wantErr: "canceled"},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -542,58 +553,4 @@ func TestRecordRetryWebhookHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	recordRun(ctx, t, c, run, retryWebhookHistory)
-}
-
-// TestRecordLaneHistory is a generator like TestRecordHistories, for LaneWorkflow: a lane of three
-// deliveries whose stand-in delivery workflows deliver the first and third, and fail the second,
-// which the lane then waits on (a stand-in AwaitDone that fails once, then finds it done):
-//
-//	go test -tags record -run TestRecordLaneHistory -count=1 ./workflows/
-func TestRecordLaneHistory(t *testing.T) {
-	c := temporaltest.Start(t).Client(t)
-	queue := fmt.Sprintf("record-lane-%d", time.Now().UnixNano())
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflow(workflows.LaneWorkflow)
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.DeliveryInput) (workflows.DeliveryState, error) {
-		if in.DeliveryID == 2 {
-			return workflows.DeliveryState{State: model.DeliveryExhausted}, temporal.NewApplicationError("stand-in failure", "SecretUnreadable")
-		}
-		return workflows.DeliveryState{State: model.DeliveryDelivered}, nil
-	}, workflow.RegisterOptions{Name: "DeliveryWorkflow"})
-	var mu sync.Mutex
-	reads, awaits := 0, 0
-	w.RegisterActivityWithOptions(func(_ context.Context, in workflows.NextInLaneInput) (workflows.LaneBatch, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		reads++
-		var work []model.LaneWork
-		for seq := in.Done + 1; seq <= 3 && len(work) < 2; seq++ {
-			work = append(work, model.LaneWork{Seq: seq, DeliveryRef: model.DeliveryRef{DeliveryID: seq, EventID: 10 + seq, WebhookID: 5,
-				LaneID: in.LaneID, EventType: "campaign.updated", Variant: model.VariantA}})
-		}
-		return workflows.LaneBatch{Work: work, Done: in.Done}, nil
-	}, activity.RegisterOptions{Name: workflows.ActivityNextInLane})
-	w.RegisterActivityWithOptions(func(context.Context, int64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if awaits++; awaits == 1 {
-			return errors.New("delivery 2: the delivery is not done yet; the lane waits for it")
-		}
-		return nil
-	}, activity.RegisterOptions{Name: workflows.ActivityAwaitDone})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tmpl := workflows.DeliveryInput{Schedule: []time.Duration{100 * time.Millisecond}, RetryWindow: workflows.LaneRetryWindow,
-		AttemptTimeout: time.Second, RetryTaskQueue: workflows.RetryTaskQueue(queue)}
-	run, err := c.SignalWithStartWorkflow(ctx, workflows.LaneWorkflowID(5, 7), workflows.SignalWake, nil,
-		client.StartWorkflowOptions{TaskQueue: queue}, workflows.LaneWorkflow,
-		workflows.LaneInput{LaneID: 7, WebhookID: 5, Delivery: tmpl, FairnessKey: "account:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recordRun(ctx, t, c, run, laneHistory)
 }

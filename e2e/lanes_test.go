@@ -181,6 +181,16 @@ func (lt *laneTest) createOrderedWebhook(t *testing.T, url string) int64 {
 	t.Helper()
 	status, body, _ := lt.st.call(t, "A", "POST", "/api/svc/v2/webhooks", map[string]any{
 		"url": url, "eventType": "campaign.updated", "ordering": map[string]string{"key": "data.id"}})
+	if status == http.StatusBadRequest && strings.Contains(fmt.Sprint(body), "ordering") {
+		// TODO(lead): until the API's ordering setting (branch i43-api) is merged, the test sets
+		// it in the database; remove this once it is.
+		t.Log("the API does not take ordering yet: set in the database")
+		id, _ := lt.st.createWebhook(t, "A", url, "campaign.updated")
+		if _, err := lt.st.db.NewUpdate().TableExpr("webhooks").Set("ordering_key = 'data.id'").Where("id = ?", id).Exec(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
 	if status != http.StatusCreated {
 		t.Fatalf("create the ordered webhook: %d %v", status, body)
 	}

@@ -110,6 +110,9 @@ type DeliverInput struct {
 	// always sets it (it refuses an input without one); zero, in a direct call, leaves the egress
 	// client's own timeout.
 	AttemptTimeout time.Duration
+	// Resend says that the delivery was delivered before: an ordered webhook's receiver is told
+	// (wire.HeaderResend).
+	Resend bool
 }
 
 // DeliverResult is the outcome of one attempt.

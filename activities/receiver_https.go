@@ -110,6 +110,12 @@ func (k *httpsReceiver) send(ctx context.Context, at *attempt) (*exchange, error
 		return nil, fmt.Errorf("sign delivery %d: %w", in.DeliveryID, err)
 	}
 	header := wire.DeliveryHeader(msgID, ev.EventType, a.UserAgent, x.started)
+	if seq := at.t.LaneSeq; seq != nil {
+		header.Set(wire.HeaderSequence, strconv.FormatInt(*seq, 10))
+		if in.Resend {
+			header.Set(wire.HeaderResend, "true")
+		}
+	}
 	postCtx := ctx
 	if postErr == nil {
 		postCtx, k.span = a.startPost(ctx, in, w, ev.EventType, header)

@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/uptrace/bun"
@@ -130,4 +132,28 @@ func (a *Activities) retryInBatches(ctx context.Context, from []string, q model.
 			activity.RecordHeartbeat(ctx, p)
 		}
 	}
+}
+
+// NextInLane records how far a lane's workflow got and returns the lane's next deliveries, in
+// order (workflows.LaneWorkflow).
+func (a *Activities) NextInLane(ctx context.Context, in workflows.NextInLaneInput) (workflows.LaneBatch, error) {
+	work, done, err := model.NextInLane(ctx, a.DB, in.LaneID, in.Done, workflows.LaneBatchSize)
+	return workflows.LaneBatch{Work: work, Done: done}, err
+}
+
+// errNotDone fails AwaitDone, so that Temporal retries it, while the delivery is not done.
+var errNotDone = errors.New("the delivery is not done yet; the lane waits for it")
+
+// AwaitDone returns once a lane's delivery is done as its lane counts it (delivered, or canceled),
+// and fails until then: its lane waits on it, retrying with the activity's backoff
+// (workflows.runInLane).
+func (a *Activities) AwaitDone(ctx context.Context, deliveryID int64) error {
+	done, err := model.DeliveryDone(ctx, a.DB, deliveryID)
+	if err != nil {
+		return err
+	}
+	if !done {
+		return fmt.Errorf("delivery %d: %w", deliveryID, errNotDone)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -196,7 +197,7 @@ func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by Sta
 		// visitor on every start.
 		return d.startSingle(ctx, refs[0], eager, by)
 	}
-	refs = interleave(refs)
+	refs, riders := oneWakePerLane(interleave(refs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(startConcurrency)
 	ok := make([]bool, len(refs)) // each start writes its own element: no lock
@@ -222,11 +223,12 @@ func (d *Dispatcher) start(ctx context.Context, refs []model.DeliveryRef, by Sta
 	for i, r := range refs {
 		if ok[i] {
 			started = append(started, r.DeliveryID)
+			started = append(started, riders[r.LaneID]...)
 		}
 	}
-	if err == nil && len(started) < len(refs) {
+	if err == nil && len(started) < len(refs)+ridersCount(riders) {
 		// The caller's deadline passed between two starts.
-		err = fmt.Errorf("start deliveries: %d of %d started: %w", len(started), len(refs), context.Cause(ctx))
+		err = fmt.Errorf("start deliveries: %d of %d started: %w", len(started), len(refs)+ridersCount(riders), context.Cause(ctx))
 	}
 	if d.Starts != nil {
 		// Only the workflows this call created: one that already existed (its mark was lost, say)
@@ -249,13 +251,17 @@ func (d *Dispatcher) startSingle(ctx context.Context, r model.DeliveryRef, eager
 }
 
 // startOne starts the workflow of one delivery and reports whether it created it; one that
-// already exists counts as started.
+// already exists counts as started. The delivery of an ordered webhook is its lane's to start, in
+// turn: its lane is woken instead (wakeLane), and the delivery counts as started.
 func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bool) (bool, error) {
 	release, err := d.shares.take(ctx, r.AccountID)
 	if err != nil {
 		return false, fmt.Errorf("start %s: waiting for the account's share of starts: %w", workflows.DeliveryWorkflowID(r.EventID, r.WebhookID), err)
 	}
 	defer release()
+	if r.LaneID != 0 {
+		return false, d.wakeLane(ctx, r)
+	}
 	opts := d.startOptions(r)
 	opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE // one workflow per pair, ever
 	opts.EnableEagerStart = eager
@@ -450,4 +456,61 @@ func (d *Dispatcher) Skip(ctx context.Context, eventID, webhookID int64) error {
 		return fmt.Errorf("%w: skip %s: %w", ErrTemporal, id, err)
 	}
 	return nil
+}
+
+// wakeLane tells the lane of r (an ordered webhook's delivery) that it has a new delivery, starting
+// the lane's workflow if it is not running (docs/ordering.md). The lane reads its deliveries from
+// the database, so a wake that arrives late, or twice, changes nothing.
+func (d *Dispatcher) wakeLane(ctx context.Context, r model.DeliveryRef) error {
+	id := workflows.LaneWorkflowID(r.LaneID)
+	_, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, client.StartWorkflowOptions{
+		TaskQueue:             d.TaskQueue,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		Priority:              temporal.Priority{FairnessKey: FairnessKey(r.AccountID)},
+		StaticSummary:         fmt.Sprintf("ordered lane %d of webhook %d", r.LaneID, r.WebhookID),
+	}, workflows.LaneWorkflow, d.laneInput(r))
+	if err != nil {
+		return fmt.Errorf("wake %s: %w", id, err)
+	}
+	return nil
+}
+
+// laneInput starts the workflow of r's lane: its deliveries get the dispatcher's schedule and
+// timeouts, and a head that runs out of its schedule waits for its owner (LaneRetryWindow).
+func (d *Dispatcher) laneInput(r model.DeliveryRef) workflows.LaneInput {
+	tmpl := d.input(model.DeliveryRef{}, 0)
+	tmpl.RetryWindow = workflows.LaneRetryWindow
+	return workflows.LaneInput{LaneID: r.LaneID, WebhookID: r.WebhookID, Delivery: tmpl, FairnessKey: FairnessKey(r.AccountID)}
+}
+
+// oneWakePerLane keeps, of the deliveries of each lane among refs, the first: one wake of a lane is
+// enough for all of them (wakeLane). riders lists, by lane, the ids of the others, which are started
+// when their lane's first is.
+func oneWakePerLane(refs []model.DeliveryRef) (kept []model.DeliveryRef, riders map[int64][]int64) {
+	if !slices.ContainsFunc(refs, func(r model.DeliveryRef) bool { return r.LaneID != 0 }) {
+		return refs, nil
+	}
+	kept = make([]model.DeliveryRef, 0, len(refs))
+	riders = make(map[int64][]int64)
+	for _, r := range refs {
+		if r.LaneID == 0 {
+			kept = append(kept, r)
+			continue
+		}
+		if _, seen := riders[r.LaneID]; seen {
+			riders[r.LaneID] = append(riders[r.LaneID], r.DeliveryID)
+			continue
+		}
+		riders[r.LaneID] = []int64{}
+		kept = append(kept, r)
+	}
+	return kept, riders
+}
+
+func ridersCount(riders map[int64][]int64) int {
+	n := 0
+	for _, ids := range riders {
+		n += len(ids)
+	}
+	return n
 }

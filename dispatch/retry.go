@@ -296,12 +296,19 @@ func (d *Dispatcher) handOver(ctx context.Context, r model.DeliveryRef) error {
 	id := workflows.DeliveryWorkflowID(r.EventID, r.WebhookID)
 	err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalRetry, retrySignal(ctx))
 	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && r.LaneID != 0 && r.Attempts == 0 {
+		// An ordered webhook's delivery that its lane has not reached: the lane makes it, in turn.
+		// A run of its own would pass the deliveries before it (docs/ordering.md).
+		return d.wakeLane(ctx, r)
+	}
 	if errors.As(err, &nf) {
 		// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut
 		// short its first scheduled wait.
 		opts := d.searchableStartOptions(r)
 		opts.WorkflowIDReusePolicy = enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
-		_, err = d.Client.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, d.input(r, r.Attempts))
+		in := d.input(r, r.Attempts)
+		in.Resend = r.State == model.DeliveryDelivered
+		_, err = d.Client.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflow, in)
 		if isAlreadyStarted(err) {
 			err = nil // a concurrent retry started it first
 		}

@@ -18,6 +18,13 @@ const (
 	HeaderTimestamp = "webhook-timestamp"
 	// HeaderSignature carries StandardSignature: "v1,<base64>", one per signing secret.
 	HeaderSignature = "webhook-signature"
+	// HeaderSequence carries an ordered webhook's delivery's number in its lane (docs/ordering.md):
+	// 1 for the lane's first event, then one more for each event the lane is given, in the order
+	// intake accepted them. Sent only by ordered webhooks.
+	HeaderSequence = "webhook-sequence"
+	// HeaderResend is "true" on an ordered webhook's attempt of a delivery that was delivered
+	// before (a resend): its number is behind the lane's, and that is no violation of the order.
+	HeaderResend = "webhook-resend"
 )
 
 // DeliveryHeader is what every delivery of eventType carries before its signature is added:

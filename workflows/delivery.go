@@ -77,6 +77,9 @@ type DeliveryInput struct {
 	// PriorAttempts is how many attempts earlier runs of this delivery made: a run started by a
 	// manual retry after the previous one ended numbers its attempts on from there.
 	PriorAttempts int
+	// Resend says that the delivery was delivered before this run (a resend): its attempts say so
+	// to an ordered webhook's receiver (docs/ordering.md).
+	Resend bool
 }
 
 // check fails an input the workflow cannot run, naming the missing field.
@@ -197,6 +200,8 @@ type deliveryRun struct {
 	lastAttempt time.Time
 	// searchable: the run carries its search attributes (setState).
 	searchable bool
+	// resending: the delivery was delivered in this run, and a resend asked for another attempt.
+	resending bool
 
 	local    workflow.Context // the first attempt, a local activity
 	handBack workflow.Context // a first attempt the local activity handed back, on the workflow's queue
@@ -251,6 +256,7 @@ func (r *deliveryRun) deliver() error {
 				return r.setState(model.DeliveryDelivered)
 			}
 			workflow.GetLogger(r.ctx).Info("resend", "webhook", r.in.WebhookID, "event", r.in.EventID)
+			r.resending = true
 			continue
 		}
 		// No attempt left, or the webhook is disabled.
@@ -321,7 +327,7 @@ func (r *deliveryRun) attempt(nextIn time.Duration) (activities.DeliverResult, e
 		maxDelay = slices.Max(r.in.Schedule)
 	}
 	attemptIn := activities.DeliverInput{DeliveryID: r.in.DeliveryID, EventID: r.in.EventID, WebhookID: r.in.WebhookID, Attempt: r.st.Attempts,
-		NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: r.in.AttemptTimeout}
+		NextAttemptIn: nextIn, MaxRetryDelay: maxDelay, AttemptTimeout: r.in.AttemptTimeout, Resend: r.in.Resend || r.resending}
 	summary := fmt.Sprintf("attempt %d", r.st.Attempts)
 	if r.st.Attempts > 1 {
 		return r.takeTurn(r.retried, attemptIn, summary)

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/webhookd/webhookd/activities"
 	"github.com/webhookd/webhookd/internal/temporaltest"
@@ -541,4 +542,58 @@ func TestRecordRetryWebhookHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	recordRun(ctx, t, c, run, retryWebhookHistory)
+}
+
+// TestRecordLaneHistory is a generator like TestRecordHistories, for LaneWorkflow: a lane of three
+// deliveries whose stand-in delivery workflows deliver the first and third, and fail the second,
+// which the lane then waits on (a stand-in AwaitDone that fails once, then finds it done):
+//
+//	go test -tags record -run TestRecordLaneHistory -count=1 ./workflows/
+func TestRecordLaneHistory(t *testing.T) {
+	c := temporaltest.Start(t).Client(t)
+	queue := fmt.Sprintf("record-lane-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(workflows.LaneWorkflow)
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.DeliveryInput) (workflows.DeliveryState, error) {
+		if in.DeliveryID == 2 {
+			return workflows.DeliveryState{State: model.DeliveryExhausted}, temporal.NewApplicationError("stand-in failure", "SecretUnreadable")
+		}
+		return workflows.DeliveryState{State: model.DeliveryDelivered}, nil
+	}, workflow.RegisterOptions{Name: "DeliveryWorkflow"})
+	var mu sync.Mutex
+	reads, awaits := 0, 0
+	w.RegisterActivityWithOptions(func(_ context.Context, in workflows.NextInLaneInput) (workflows.LaneBatch, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		var work []model.LaneWork
+		for seq := in.Done + 1; seq <= 3 && len(work) < 2; seq++ {
+			work = append(work, model.LaneWork{Seq: seq, DeliveryRef: model.DeliveryRef{DeliveryID: seq, EventID: 10 + seq, WebhookID: 5,
+				LaneID: in.LaneID, EventType: "campaign.updated", Variant: model.VariantA}})
+		}
+		return workflows.LaneBatch{Work: work, Done: in.Done}, nil
+	}, activity.RegisterOptions{Name: workflows.ActivityNextInLane})
+	w.RegisterActivityWithOptions(func(context.Context, int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if awaits++; awaits == 1 {
+			return errors.New("delivery 2: the delivery is not done yet; the lane waits for it")
+		}
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityAwaitDone})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tmpl := workflows.DeliveryInput{Schedule: []time.Duration{100 * time.Millisecond}, RetryWindow: workflows.LaneRetryWindow,
+		AttemptTimeout: time.Second, RetryTaskQueue: workflows.RetryTaskQueue(queue)}
+	run, err := c.SignalWithStartWorkflow(ctx, workflows.LaneWorkflowID(7), workflows.SignalWake, nil,
+		client.StartWorkflowOptions{TaskQueue: queue}, workflows.LaneWorkflow,
+		workflows.LaneInput{LaneID: 7, WebhookID: 5, Delivery: tmpl, FairnessKey: "account:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordRun(ctx, t, c, run, laneHistory)
 }

@@ -151,3 +151,29 @@ func TestReplayRetryWebhookHistory(t *testing.T) {
 		t.Errorf("replay with a workflow that waits first: err = %v, want a nondeterminism error", err)
 	}
 }
+
+// laneHistory is the recorded LaneWorkflow run (three deliveries, the second failed and waited on).
+const laneHistory = "testdata/lane.json"
+
+// TestReplayLaneHistory replays a recorded lane, and shows the replay can fail: a lane that reads
+// twice before it starts its first delivery issues another command where the history holds the
+// child's start.
+func TestReplayLaneHistory(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.LaneWorkflow)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(testLogger(t), laneHistory); err != nil {
+		t.Fatalf("replay %s: %v", laneHistory, err)
+	}
+	late := func(ctx workflow.Context, in workflows.LaneInput) error {
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		return workflows.LaneWorkflow(ctx, in)
+	}
+	r = worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(late, workflow.RegisterOptions{Name: "LaneWorkflow"})
+	err := r.ReplayWorkflowHistoryFromJSONFile(log.NewStructuredLogger(slog.New(slog.DiscardHandler)), laneHistory)
+	if err == nil || !strings.Contains(err.Error(), "TMPRL1100") {
+		t.Errorf("replay with a lane that waits first: err = %v, want a nondeterminism error", err)
+	}
+}

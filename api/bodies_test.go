@@ -33,6 +33,8 @@ var bodyRoutes = map[string]string{
 	"POST /api/svc/v2/webhooks/:id/enable":                       "",
 	"POST /api/svc/v2/webhooks/:id/deliveries/:deliveryId/retry": "",
 	"POST /api/svc/v2/webhooks/:id/recover":                      `"since":"2020-01-01T00:00:00Z"`,
+	"POST /api/svc/v2/webhooks/:id/lanes/:laneId/retry":          "",
+	"POST /api/svc/v2/webhooks/:id/lanes/:laneId/skip":           "",
 	"POST /api/svc/v2/webhooks/:id/test":                         "",
 	"POST /api/svc/v2/webhooks/filter-test":                      `"eventType":"campaign.created"`,
 	"POST /api/svc/v2/events":                                    `"eventType":"campaign.created"`,
@@ -52,6 +54,8 @@ var bodyRoutes = map[string]string{
 	"POST /v2/svc/v2/webhooks/:id/enable":                        "",
 	"POST /v2/svc/v2/webhooks/:id/deliveries/:deliveryId/retry":  "",
 	"POST /v2/svc/v2/webhooks/:id/recover":                       `"since":"2020-01-01T00:00:00Z"`,
+	"POST /v2/svc/v2/webhooks/:id/lanes/:laneId/retry":           "",
+	"POST /v2/svc/v2/webhooks/:id/lanes/:laneId/skip":            "",
 	"POST /v2/svc/v2/webhooks/:id/test":                          "",
 	"POST /v2/svc/v2/webhooks/filter-test":                       `"eventType":"lead.captured"`,
 	"POST /v2/svc/v2/events":                                     `"event":"lead.captured"`,
@@ -110,7 +114,7 @@ func variantRoutes(t *testing.T, e *testEnv, key string) []route {
 			continue // /healthz, /metrics and the like belong to no variant
 		}
 		resource := strings.Split(strings.TrimPrefix(strings.TrimPrefix(rt.Path, "/api/svc/v2/"), "/v2/svc/v2/"), "/")[0]
-		path := strings.NewReplacer(":id", ids[v.name][resource], ":deliveryId", ids[v.name]["deliveryId"]).Replace(rt.Path)
+		path := strings.NewReplacer(":id", ids[v.name][resource], ":deliveryId", ids[v.name]["deliveryId"], ":laneId", "1").Replace(rt.Path)
 		routes = append(routes, route{name: rt.Method + " " + rt.Path, method: rt.Method, path: path, v: v, auth: v.auth(key)})
 	}
 	return routes

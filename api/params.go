@@ -29,3 +29,14 @@ func pathID(c echo.Context, what string) (int64, error) {
 }
 
 func webhookID(c echo.Context) (int64, error) { return pathID(c, "webhook") }
+
+// boolParam reads a query parameter that is true or false; absent, false.
+func boolParam(c echo.Context, name string) (bool, error) {
+	switch c.QueryParam(name) {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, invalidField(name, "%s must be true or false", name)
+}

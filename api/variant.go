@@ -38,7 +38,7 @@ var variantA = &variant{
 		return webhookA{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Version: w.Version, Status: w.Status, Disabled: w.Disabled(),
 			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt),
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Ordering: orderingView(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
 			Secret: secret,
 		}
 	},
@@ -69,7 +69,7 @@ var variantB = &variant{
 		out := webhookB{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Version: w.Version, Status: w.Status,
 			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount,
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Ordering: orderingView(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
 			Secret: secret,
 		}
 		if w.LastTriggeredAt != nil {
@@ -159,6 +159,8 @@ type webhookA struct {
 	MaxInFlight *int `json:"maxInFlight"`
 	// Filter is the webhook's payload filter as stored (docs/filters.md), null for none.
 	Filter json.RawMessage `json:"filter"`
+	// Ordering is the webhook's ordering setting (docs/ordering.md), null when it is not ordered.
+	Ordering *orderingJSON `json:"ordering"`
 	// Headers are the webhook's custom headers, each value redacted (docs/api.md), null for none.
 	Headers map[string]string `json:"headers"`
 	// Auth is the webhook's authentication to its receiver, its password or client secret
@@ -257,6 +259,7 @@ type webhookB struct {
 	RateLimit     *int              `json:"rateLimit"`
 	MaxInFlight   *int              `json:"maxInFlight"`
 	Filter        json.RawMessage   `json:"filter"`
+	Ordering      *orderingJSON     `json:"ordering"`
 	Headers       map[string]string `json:"headers"`
 	Auth          any               `json:"auth"`
 	TLS           *tlsSettings      `json:"tls"`
@@ -269,4 +272,17 @@ func filterJSON(w *model.Webhook) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return json.RawMessage(*w.Filter)
+}
+
+// orderingJSON shows a webhook's ordering setting: the dotted path whose value names an event's lane.
+type orderingJSON struct {
+	Key string `json:"key"`
+}
+
+// orderingView is w's ordering setting, nil when w is not ordered.
+func orderingView(w *model.Webhook) *orderingJSON {
+	if w.OrderingKey == nil {
+		return nil
+	}
+	return &orderingJSON{Key: *w.OrderingKey}
 }

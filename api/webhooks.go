@@ -30,7 +30,7 @@ func (h *deliveryHandlers) scope(c echo.Context) model.WebhookScope {
 // settings are a webhook's own settings as a request sends them: a field left out keeps its value
 // (on create: the default), null clears it; version, left out or null, keeps the webhook's (on
 // create: the newest version of its event type).
-func settings(rateLimit, maxInFlight nullableInt, filter, headers, auth, tls nullableJSON, version *jsonInt) webhooks.Settings {
+func settings(rateLimit, maxInFlight nullableInt, filter, ordering, headers, auth, tls nullableJSON, version *jsonInt) webhooks.Settings {
 	var v *int
 	if version != nil {
 		n := int(*version)
@@ -41,6 +41,7 @@ func settings(rateLimit, maxInFlight nullableInt, filter, headers, auth, tls nul
 		RateLimit:   model.LimitChange{Set: rateLimit.Set, To: rateLimit.Value},
 		MaxInFlight: model.LimitChange{Set: maxInFlight.Set, To: maxInFlight.Value},
 		Filter:      webhooks.FilterEdit{Set: filter.Set, JSON: filter.Value},
+		Ordering:    webhooks.OrderingEdit{Set: ordering.Set, JSON: ordering.Value},
 		Headers:     webhooks.HeadersEdit{Set: headers.Set, JSON: headers.Value},
 		Auth:        webhooks.AuthEdit{Set: auth.Set, JSON: auth.Value},
 		TLS:         webhooks.TLSEdit{Set: tls.Set, JSON: tls.Value},
@@ -53,6 +54,7 @@ type createWebhookRequest struct {
 	RateLimit   nullableInt  `json:"rateLimit"`
 	MaxInFlight nullableInt  `json:"maxInFlight"`
 	Filter      nullableJSON `json:"filter"`
+	Ordering    nullableJSON `json:"ordering"`
 	Headers     nullableJSON `json:"headers"`
 	Auth        nullableJSON `json:"auth"`
 	TLS         nullableJSON `json:"tls"`
@@ -65,13 +67,14 @@ type updateWebhookRequest struct {
 	RateLimit   nullableInt  `json:"rateLimit"`
 	MaxInFlight nullableInt  `json:"maxInFlight"`
 	Filter      nullableJSON `json:"filter"`
+	Ordering    nullableJSON `json:"ordering"`
 	Headers     nullableJSON `json:"headers"`
 	Auth        nullableJSON `json:"auth"`
 	TLS         nullableJSON `json:"tls"`
 	Version     *jsonInt     `json:"version"`
 }
 
-// patchWebhookRequest changes the settings only (limits, filter, headers, auth, tls, version). url and eventType are read only
+// patchWebhookRequest changes the settings only (limits, filter, ordering, headers, auth, tls, version). url and eventType are read only
 // to refuse them with a pointer to PUT, whatever their value, rather than as unknown fields.
 type patchWebhookRequest struct {
 	URL         json.RawMessage `json:"url"`
@@ -79,6 +82,7 @@ type patchWebhookRequest struct {
 	RateLimit   nullableInt     `json:"rateLimit"`
 	MaxInFlight nullableInt     `json:"maxInFlight"`
 	Filter      nullableJSON    `json:"filter"`
+	Ordering    nullableJSON    `json:"ordering"`
 	Headers     nullableJSON    `json:"headers"`
 	Auth        nullableJSON    `json:"auth"`
 	TLS         nullableJSON    `json:"tls"`
@@ -91,7 +95,7 @@ func (h *deliveryHandlers) create(c echo.Context) error {
 		return err
 	}
 	w, secret, err := h.webhooks.Create(c.Request().Context(), h.scope(c), webhooks.Registration{
-		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS, req.Version)})
+		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Version)})
 	if err != nil {
 		return err
 	}
@@ -170,14 +174,14 @@ func (h *deliveryHandlers) update(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS, req.Version))
+	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Version))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
 	return h.show(c, http.StatusOK, w, "", "Webhook updated")
 }
 
-// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, headers?, auth?, tls?, version?}: the webhook's own settings and nothing
+// patch is PATCH <collection>/<id> {rateLimit?, maxInFlight?, filter?, ordering?, headers?, auth?, tls?, version?}: the webhook's own settings and nothing
 // else. Unlike PUT it leaves the status and the failure record alone, since the receiver is the same.
 func (h *deliveryHandlers) patch(c echo.Context) error {
 	id, err := webhookID(c)
@@ -194,7 +198,7 @@ func (h *deliveryHandlers) patch(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Headers, req.Auth, req.TLS, req.Version))
+	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Version))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}

@@ -41,11 +41,13 @@ type Lane struct {
 // themselves, since webhookd cannot tell which entity they belong to, and hold up no keyed lane.
 const NoLaneKey = ""
 
-// maxLaneKey bounds a lane key as stored: a longer value is stored as its SHA-256 (hashedKeyPrefix
+// maxLaneKey bounds a lane key as stored: a longer value is stored as its SHA-256 (HashedKeyPrefix
 // and the hex digest), which keeps its events in one lane of their own all the same.
 const maxLaneKey = 200
 
-const hashedKeyPrefix = "sha256:"
+// HashedKeyPrefix begins the key of a lane whose value was longer than maxLaneKey: the API shows it
+// as a string.
+const HashedKeyPrefix = "sha256:"
 
 // orderingPath is the syntax of an ordering key: dotted names of letters, digits, '_' and '-',
 // or array indexes, such as "data.id" or "data.items.0.sku".
@@ -103,7 +105,7 @@ func LaneKeyOf(body any, path string) string {
 	}
 	if len(text) > maxLaneKey {
 		sum := sha256.Sum256([]byte(text))
-		return hashedKeyPrefix + hex.EncodeToString(sum[:])
+		return HashedKeyPrefix + hex.EncodeToString(sum[:])
 	}
 	return text
 }

@@ -211,6 +211,13 @@ type FilterChange struct {
 	To  *string
 }
 
+// OrderingChange changes a webhook's ordering key (docs/ordering.md): Set false keeps it, Set with a
+// nil To removes it, so the webhook is no longer ordered. To is the key's dotted path.
+type OrderingChange struct {
+	Set bool
+	To  *string
+}
+
 // HeadersChange changes a webhook's custom headers: Set false keeps them, Set with a nil To removes
 // them. To is their secretbox.Box ciphertext, never the plain object.
 type HeadersChange struct {
@@ -235,12 +242,13 @@ type TLSChange struct {
 }
 
 // SettingsChange changes a webhook's own settings, beside its URL: its per-endpoint limits
-// (RateLimit, MaxInFlight), its payload filter and its custom headers. Its zero value changes
+// (RateLimit, MaxInFlight), its payload filter, its ordering key and its custom headers. Its zero value changes
 // nothing.
 type SettingsChange struct {
 	RateLimit   LimitChange
 	MaxInFlight LimitChange
 	Filter      FilterChange
+	Ordering    OrderingChange
 	Headers     HeadersChange
 	Auth        AuthChange
 	TLS         TLSChange
@@ -250,7 +258,7 @@ type SettingsChange struct {
 
 // Empty reports whether c leaves every setting as it is.
 func (c SettingsChange) Empty() bool {
-	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Headers.Set && !c.Auth.Set && !c.TLS.Set && !c.Version.Set
+	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Ordering.Set && !c.Headers.Set && !c.Auth.Set && !c.TLS.Set && !c.Version.Set
 }
 
 // Limits reports whether c changes a limit.
@@ -267,6 +275,9 @@ func (c SettingsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 	}
 	if c.Filter.Set {
 		q = q.Set("filter = ?", c.Filter.To)
+	}
+	if c.Ordering.Set {
+		q = q.Set("ordering_key = ?", c.Ordering.To)
 	}
 	if c.Headers.Set {
 		q = q.Set("headers = ?", c.Headers.To)

@@ -19,12 +19,13 @@ type FilterEdit struct {
 }
 
 // Settings are a webhook's own settings as a request gives them: its limits (nil: the worker's
-// defaults), its payload filter, its custom headers, its authentication to the receiver, its TLS
+// defaults), its payload filter, its ordering key, its custom headers, its authentication to the receiver, its TLS
 // settings, and the version of its event type's data it receives (nil: on create the newest,
 // otherwise as it is).
 type Settings struct {
 	RateLimit, MaxInFlight model.LimitChange
 	Filter                 FilterEdit
+	Ordering               OrderingEdit
 	Headers                HeadersEdit
 	Auth                   AuthEdit
 	TLS                    TLSEdit
@@ -32,10 +33,14 @@ type Settings struct {
 }
 
 // change checks s and turns it into the model's change: the limits in range, the filter compiled
-// and stored in its canonical form.
+// and stored in its canonical form, the ordering key checked.
 func (s Settings) change() (model.SettingsChange, error) {
 	c := model.SettingsChange{RateLimit: s.RateLimit, MaxInFlight: s.MaxInFlight}
 	if err := checkLimits(c); err != nil {
+		return c, err
+	}
+	var err error
+	if c.Ordering, err = s.Ordering.change(); err != nil {
 		return c, err
 	}
 	if !s.Filter.Set {

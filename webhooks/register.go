@@ -57,7 +57,8 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType, Version: version,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 		RateLimit: settings.RateLimit.To, MaxInFlight: settings.MaxInFlight.To, Filter: settings.Filter.To,
-		Headers: settings.Headers.To, Auth: settings.Auth.To, TLS: settings.TLS.To, TLSExpiresAt: settings.TLS.ExpiresAt,
+		OrderingKey: settings.Ordering.To,
+		Headers:     settings.Headers.To, Auth: settings.Auth.To, TLS: settings.TLS.To, TLSExpiresAt: settings.TLS.ExpiresAt,
 	}
 	err = s.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		if err := model.CreateWebhook(ctx, cs.Tx, w, s.maxWebhooks); err != nil {
@@ -128,7 +129,7 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 	return w, nil
 }
 
-// SetSettings changes a webhook's own settings alone (PATCH): its limits, its filter, its headers,
+// SetSettings changes a webhook's own settings alone (PATCH): its limits, its filter, its ordering, its headers,
 // the version it receives (from its next attempt on, of every delivery). Its status
 // and failure record stay, as the receiver is the same. A filter applies to the events accepted
 // after it; nothing already accepted is judged again.

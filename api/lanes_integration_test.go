@@ -1,0 +1,60 @@
+//go:build integration
+
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// TestRetryAndSkipLane (issue 43): a blocked lane's head is sent again (202, the lane as it is
+// after); skipping the head marks it canceled, skipped by its owner, and the lane's head is the
+// next delivery; once nothing is left the lane is idle and a skip is 409. Another account's
+// webhook is 404.
+func TestRetryAndSkipLane(t *testing.T) {
+	forEachWithTemporal(t, func(t *testing.T, e *testEnv, v variantCase, tc client.Client) {
+		auth := v.auth(newKey(t, e.db))
+		hook := orderedHook(t, e, v, auth, "k1", "k1")
+		lanes := e.do(t, "GET", hook+"/lanes", auth, "").list(t)
+		if len(lanes) != 1 {
+			t.Fatalf("lanes = %v, want one", lanes)
+		}
+		laneID := int64(lanes[0].(map[string]any)["id"].(float64))
+		lane := fmt.Sprintf("%s/lanes/%d", hook, laneID)
+		ids := laneDeliveries(t, e, laneID)
+		setDeliveryState(t, e, ids[0], model.DeliveryExhausted)
+
+		r := e.do(t, "POST", lane+"/retry", auth, "")
+		r.expect(t, http.StatusAccepted, "")
+		v.okEnvelope(t, r)
+		if head, _ := r.data(t)["head"].(map[string]any); head == nil || head["deliveryId"] != float64(ids[0]) {
+			t.Fatalf("retry = %s, want the lane with head %d", r.raw, ids[0])
+		}
+
+		r = e.do(t, "POST", lane+"/skip", auth, "")
+		r.expect(t, http.StatusOK, "")
+		v.okEnvelope(t, r)
+		head, _ := r.data(t)["head"].(map[string]any)
+		if head == nil || head["deliveryId"] != float64(ids[1]) || head["sequence"] != 2.0 || r.data(t)["waiting"] != 0.0 {
+			t.Fatalf("skip = %s, want the lane with head %d (sequence 2)", r.raw, ids[1])
+		}
+		var skipped model.Delivery
+		if err := e.db.NewSelect().Model(&skipped).Where("id = ?", ids[0]).Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if skipped.State != model.DeliveryCanceled || skipped.LastError == nil || *skipped.LastError != model.SkippedError {
+			t.Fatalf("skipped head: state %s, last error %v", skipped.State, skipped.LastError)
+		}
+
+		e.do(t, "POST", lane+"/skip", auth, "").expect(t, http.StatusOK, "")
+		e.do(t, "POST", lane+"/skip", auth, "").expectError(t, v, http.StatusConflict, "")
+		e.do(t, "POST", lane+"/retry", auth, "").expectError(t, v, http.StatusConflict, "")
+		e.do(t, "POST", lane+"/retry", v.auth(newKey(t, e.db)), "").expectError(t, v, http.StatusNotFound, "")
+	})
+}

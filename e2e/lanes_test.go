@@ -98,7 +98,7 @@ func TestOrderedLaneStuckKey(t *testing.T) {
 	if len(lanes) != 1 || lanes[0].Head == nil || lanes[0].Head.EventID != head || lanes[0].Waiting != laneEvents-1 {
 		t.Fatalf("blocked lanes in the database = %+v, want the stuck key's alone, its head event %d and %d waiting", lanes, head, laneEvents-1)
 	}
-	laneID := lt.blockedLane(t, head)
+	laneID := lt.blockedLane(t, stuck, head)
 	if laneID != lanes[0].ID {
 		t.Fatalf("the API lists lane %d as blocked, the database lane %d", laneID, lanes[0].ID)
 	}
@@ -181,16 +181,6 @@ func (lt *laneTest) createOrderedWebhook(t *testing.T, url string) int64 {
 	t.Helper()
 	status, body, _ := lt.st.call(t, "A", "POST", "/api/svc/v2/webhooks", map[string]any{
 		"url": url, "eventType": "campaign.updated", "ordering": map[string]string{"key": "data.id"}})
-	if status == http.StatusBadRequest && strings.Contains(fmt.Sprint(body), "ordering") {
-		// TODO(lead): until the API's ordering setting (branch i43-api) is merged, the test sets
-		// it in the database; remove this once it is.
-		t.Log("the API does not take ordering yet: set in the database")
-		id, _ := lt.st.createWebhook(t, "A", url, "campaign.updated")
-		if _, err := lt.st.db.NewUpdate().TableExpr("webhooks").Set("ordering_key = 'data.id'").Where("id = ?", id).Exec(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
 	if status != http.StatusCreated {
 		t.Fatalf("create the ordered webhook: %d %v", status, body)
 	}
@@ -295,8 +285,8 @@ func (lt *laneTest) publishEvent(k, i int) (int64, error) {
 func laneEventName(k, i int) string { return fmt.Sprintf("k%02d-e%02d", k, i) }
 
 // blockedLane reads GET /webhooks/:id/lanes?blocked=true and returns the id of the one lane listed,
-// whose head must be event head.
-func (lt *laneTest) blockedLane(t *testing.T, head int64) int64 {
+// which must be key stuck's, blocked on event head.
+func (lt *laneTest) blockedLane(t *testing.T, stuck int, head int64) int64 {
 	t.Helper()
 	status, body, _ := lt.st.call(t, "A", "GET", fmt.Sprintf("/api/svc/v2/webhooks/%d/lanes?blocked=true", lt.hook), nil)
 	if status != http.StatusOK {
@@ -308,8 +298,9 @@ func (lt *laneTest) blockedLane(t *testing.T, head int64) int64 {
 	}
 	lane, _ := list[0].(map[string]any)
 	h, _ := lane["head"].(map[string]any)
-	if h == nil || int64(num(h["eventId"])) != head || h["state"] != model.DeliveryExhausted {
-		t.Fatalf("the blocked lane listed is %v, want its head event %d, exhausted", lane, head)
+	if lane["blocked"] != true || int(num(lane["key"])) != laneKeyBase+stuck || h == nil || int64(num(h["eventId"])) != head ||
+		h["status"] != model.DeliveryExhausted || num(lane["waiting"]) != laneEvents-1 {
+		t.Fatalf("the blocked lane listed is %v, want key %d blocked, its head event %d exhausted, %d waiting", lane, laneKeyBase+stuck, head, laneEvents-1)
 	}
 	return int64(num(lane["id"]))
 }

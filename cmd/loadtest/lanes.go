@@ -30,8 +30,9 @@ import (
 //     the stuck key has events waiting) to an ordered webhook, first with every key answered 2xx
 //     (calm), then again, to a new webhook, with the first key's every request answered 503 (its
 //     head runs out of its schedule and blocks its lane): the other keys' p50, p99 and max
-//     event-to-receipt in each. The rate must stay below the ordered throughput, or both phases
-//     measure a queue;
+//     event-to-receipt in each, -lane-pairs times, and the median of the pairs' p99 ratios (this
+//     machine's load moves within seconds: one pair can be a lucky or an unlucky one). The rate must
+//     stay below the ordered throughput, or both phases measure a queue;
 //  3. chaos: -events events over -keys keys (each key's events published one after another: round
 //     r publishes every key's event r), the receiver answering 503 to -lane-fail of the requests at
 //     random. When a third of the events were accepted it prints "lanes: kill webhookd", at two
@@ -48,6 +49,7 @@ import (
 // lanesConfig is the lanes scenario's own flags.
 type lanesConfig struct {
 	keys       int
+	pairs      int
 	rate       float64
 	failRate   float64
 	killAckDir string
@@ -264,11 +266,12 @@ func registerOrdered(ctx context.Context, c *apiClient, url string) (int64, erro
 // lanesResult is every figure of the scenario.
 type lanesResult struct {
 	unordered, ordered tierResult
-	calm, stuck        summary
-	chaos              orderReport
-	chaosEvents        int
-	lost               int
-	receiverIssues     []string
+	// calm and stuck are the pairs of stuck phases, in the order they ran.
+	calm, stuck    []summary
+	chaos          orderReport
+	chaosEvents    int
+	lost           int
+	receiverIssues []string
 }
 
 func lanesScenario(ctx context.Context, cfg config, cert tls.Certificate) error {
@@ -306,11 +309,16 @@ func lanesScenario(ctx context.Context, cfg config, cert tls.Certificate) error 
 	}
 
 	// 2. The other keys' latency, without then with a stuck key.
-	if res.calm, err = stuckPhase(ctx, cfg, cert, client, min(keys, 100), false); err != nil {
-		return err
-	}
-	if res.stuck, err = stuckPhase(ctx, cfg, cert, client, min(keys, 100), true); err != nil {
-		return err
+	for range cfg.lanes.pairs {
+		calm, err := stuckPhase(ctx, cfg, cert, client, min(keys, 100), false)
+		if err != nil {
+			return err
+		}
+		stuck, err := stuckPhase(ctx, cfg, cert, client, min(keys, 100), true)
+		if err != nil {
+			return err
+		}
+		res.calm, res.stuck = append(res.calm, calm), append(res.stuck, stuck)
 	}
 
 	// 3. Chaos.
@@ -544,10 +552,14 @@ func printLanes(cfg config, events, keys int, r lanesResult) {
 	fmt.Printf("| chaos: lost events (accepted, never answered 2xx) | %d of %d |\n", r.lost, r.chaosEvents)
 	fmt.Printf("| chaos: requests, answered 503 | %d, %d |\n", r.chaos.requests, r.chaos.failed)
 	fmt.Printf("| chaos: events answered 2xx twice or more (at least once) | %d |\n", r.chaos.duplicates)
-	fmt.Printf("| other keys' event-to-receipt p50 / p99 / max, no key stuck (%g events/s over %d keys) | %s / %s / %s |\n",
-		cfg.lanes.rate, min(keys, 100), r.calm.p50, r.calm.p99, r.calm.max)
-	fmt.Printf("| other keys' event-to-receipt p50 / p99 / max, one key stuck | %s / %s / %s |\n", r.stuck.p50, r.stuck.p99, r.stuck.max)
-	fmt.Printf("| p99 stuck / p99 calm | %s |\n", ratio(r.stuck.p99, r.calm.p99))
+	var ratios []float64
+	for i := range r.calm {
+		fmt.Printf("| pair %d: other keys' event-to-receipt p50 / p99 / max, no key stuck (%g events/s over %d keys) | %s / %s / %s |\n",
+			i+1, cfg.lanes.rate, min(keys, 100), r.calm[i].p50, r.calm[i].p99, r.calm[i].max)
+		fmt.Printf("| pair %d: the same, one key stuck | %s / %s / %s |\n", i+1, r.stuck[i].p50, r.stuck[i].p99, r.stuck[i].max)
+		ratios = append(ratios, float64(r.stuck[i].p99.d)/float64(r.calm[i].p99.d))
+	}
+	fmt.Printf("| p99 one key stuck / p99 none, by pair; median | %s; %.2f |\n", formatRatios(ratios), median(ratios))
 	for _, t := range []tierResult{r.unordered, r.ordered} {
 		fmt.Printf("| %s: deliveries/s (CPU ms per delivery) | %.0f (%s) |\n", t.name, t.rate(), t.cpu)
 	}

@@ -296,6 +296,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.matrix.drainMax, "matrix-drain-max", 8*time.Minute, "between rows, wait that long at most for the stack to be quiet; without -pid and -temporal-pid, wait that long (matrix)")
 	flag.IntVar(&cfg.lanes.keys, "keys", 500, "keys (campaigns) the ordered webhook's events are spread over (lanes)")
 	flag.Float64Var(&cfg.lanes.rate, "lane-rate", 10, "events per second of the open-loop phases with and without a stuck key, each -duration long, below the ordered throughput (lanes)")
+	flag.IntVar(&cfg.lanes.pairs, "lane-pairs", 3, "pairs of open-loop phases, without then with a stuck key (lanes)")
 	flag.Float64Var(&cfg.lanes.failRate, "lane-fail", 0.05, "share of the chaos phase's requests the receiver answers 503, at random (lanes)")
 	flag.StringVar(&cfg.lanes.killAckDir, "kill-ack-dir", "", "after printing \"lanes: kill <process>\", wait for a file of that name in this directory: bench-e2e.sh writes it once the process runs again (lanes; empty: no wait)")
 	flag.StringVar(&cfg.otlpSink, "otlp-sink", "", "serve a discarding OTLP/HTTP trace receiver at this address during the run and print how many spans it got (webhookd's OTEL_EXPORTER_OTLP_ENDPOINT; see BENCH_TRACING)")
@@ -370,8 +371,8 @@ func run(ctx context.Context) error {
 		}
 		return ratelimit(ctx, cfg, cert)
 	case "lanes":
-		if cfg.lanes.rate <= 0 || cfg.lanes.failRate < 0 || cfg.lanes.failRate >= 1 {
-			return errors.New("-lane-rate must be positive, -lane-fail in [0, 1)")
+		if cfg.lanes.rate <= 0 || cfg.lanes.pairs < 1 || cfg.lanes.failRate < 0 || cfg.lanes.failRate >= 1 {
+			return errors.New("-lane-rate and -lane-pairs must be positive, -lane-fail in [0, 1)")
 		}
 		return lanesScenario(ctx, cfg, cert)
 	case "list":

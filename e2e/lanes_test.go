@@ -419,7 +419,8 @@ func isSkipped(skipped []func(k, i int) bool, k, i int) bool {
 // checkOrder checks the receiver's log of the keys keep selects (nil: all): no request of a key's
 // event n+1 arrived before its event n was answered 2xx (or, skipped, before its last request),
 // no request of event n arrived after one of event n+1 unless it says it is a resend, and each
-// event's webhook-sequence is one number, greater than the one of the event before.
+// event's webhook-sequence is one number, greater than the one of the event before (1 for the
+// first).
 func (lt *laneTest) checkOrder(t *testing.T, keep func(k int) bool, skipped ...func(k, i int) bool) {
 	t.Helper()
 	reqs := lt.log.entries()
@@ -462,6 +463,9 @@ func (lt *laneTest) checkOrder(t *testing.T, keep func(k int) bool, skipped ...f
 				violations = append(violations, fmt.Sprintf("key %d: a request of event %d at %s, after event %d's first at %s",
 					k, i, e.at.Format(time.RFC3339Nano), i+1, first[i+1].Format(time.RFC3339Nano)))
 			}
+		}
+		if seq[0] != 0 && seq[0] != 1 {
+			violations = append(violations, fmt.Sprintf("key %d: its first event came with webhook-sequence %d, want 1", k, seq[0]))
 		}
 		for i := 1; i < laneEvents; i++ {
 			if first[i].IsZero() {

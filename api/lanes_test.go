@@ -268,6 +268,18 @@ func TestLanes(t *testing.T) {
 			t.Fatalf("k2's head is %s after refused requests, want exhausted", got)
 		}
 
+		// An event whose body lacks the key goes to the lane of no key, shown as null.
+		keyless := e.do(t, "POST", v.collection, auth, limitsBody("https://keyless.example.com/", v.eventType, `"ordering":{"key":"data.nope"}`))
+		keyless.expect(t, http.StatusCreated, "")
+		e.do(t, "POST", eventsPath(v), auth, eventBody(v, v.eventType, validData[v.name])).expect(t, http.StatusAccepted, "")
+		nokey := e.do(t, "GET", v.collection+"/"+jsonNumber(keyless.data(t)["id"])+"/lanes", auth, "")
+		if got := nokey.list(t); len(got) != 1 || got[0].(map[string]any)["key"] != nil {
+			t.Fatalf("lanes of a webhook whose key no body holds: %s", nokey.raw)
+		}
+		if !strings.Contains(string(nokey.raw), `"key":null`) {
+			t.Fatalf("the lane of no key does not show key null: %s", nokey.raw)
+		}
+
 		// A webhook without ordering has no lanes.
 		plain, _ := hookWithDelivery(t, e, v, auth)
 		if r := e.do(t, "GET", plain+"/lanes", auth, ""); r.status != http.StatusOK || len(r.list(t)) != 0 {

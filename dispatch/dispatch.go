@@ -252,8 +252,12 @@ func (d *Dispatcher) startSingle(ctx context.Context, r model.DeliveryRef, eager
 
 // startOne starts the workflow of one delivery and reports whether it created it; one that
 // already exists counts as started. The delivery of an ordered webhook is its lane's to start, in
-// turn: its lane is woken instead (wakeLane), and the delivery counts as started.
+// turn: its lane is woken instead (wakeLane), unless intake saw it under way (LaneQueued), and the
+// delivery counts as started.
 func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bool) (bool, error) {
+	if r.LaneQueued {
+		return false, nil // its lane is under way, and reads it after the deliveries before it
+	}
 	release, err := d.shares.take(ctx, r.AccountID)
 	if err != nil {
 		return false, fmt.Errorf("start %s: waiting for the account's share of starts: %w", workflows.DeliveryWorkflowID(r.EventID, r.WebhookID), err)
@@ -462,7 +466,7 @@ func (d *Dispatcher) Skip(ctx context.Context, eventID, webhookID int64) error {
 // the lane's workflow if it is not running (docs/ordering.md). The lane reads its deliveries from
 // the database, so a wake that arrives late, or twice, changes nothing.
 func (d *Dispatcher) wakeLane(ctx context.Context, r model.DeliveryRef) error {
-	id := workflows.LaneWorkflowID(r.LaneID)
+	id := workflows.LaneWorkflowID(r.WebhookID, r.LaneID)
 	_, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, client.StartWorkflowOptions{
 		TaskQueue:             d.TaskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -513,4 +517,14 @@ func ridersCount(riders map[int64][]int64) int {
 		n += len(ids)
 	}
 	return n
+}
+
+// WakeLanes wakes the lanes of refs (model.StaleLanes), each once, and returns how many it woke.
+func (d *Dispatcher) WakeLanes(ctx context.Context, refs []model.DeliveryRef) (int, error) {
+	for i, r := range refs {
+		if err := d.wakeLane(ctx, r); err != nil {
+			return i, err
+		}
+	}
+	return len(refs), nil
 }

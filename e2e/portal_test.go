@@ -278,6 +278,30 @@ func TestPortalEndpointFlow(t *testing.T) {
 	b.do("scroll to the version section", chromedp.ScrollIntoView(chromedp.CSS(`#payload-version`)))
 	b.screenshot("portal-15-version.png")
 
+	// 8e. Ordering (issue 43): a malformed key is refused naming ordering.key, then data.id is
+	// saved through the same use case as PATCH {"ordering"}; the page then lists the endpoint's
+	// blocked lanes, none.
+	b.do("open the endpoint's page", chromedp.Navigate(endpointPage), chromedp.WaitVisible(chromedp.CSS(`form.ordering input[name=key]`)))
+	b.do("save a malformed ordering key",
+		chromedp.SendKeys(chromedp.CSS(`form.ordering input[name=key]`), "data..id"),
+		chromedp.Click(chromedp.CSS(`form.ordering button[value=save]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.ordering-error`)))
+	if got := b.text("read the refusal", "p.ordering-error"); !strings.Contains(got, "ordering.key") {
+		t.Fatalf("a malformed ordering key is answered %q, want the field named", got)
+	}
+	b.do("save the ordering key",
+		chromedp.SetValue(chromedp.CSS(`form.ordering input[name=key]`), "data.id"),
+		chromedp.Click(chromedp.CSS(`form.ordering button[value=save]`)),
+		chromedp.WaitVisible(chromedp.CSS(`code.ordering-current`)))
+	if got := b.text("read the ordering key", "code.ordering-current"); got != "data.id" {
+		t.Fatalf("the endpoint shows the ordering key %q, want data.id", got)
+	}
+	if got := b.text("read the blocked lanes", "span.lanes-none"); got != "No lane is blocked." {
+		t.Fatalf("the blocked lanes section says %q", got)
+	}
+	b.do("scroll to the ordering section", chromedp.ScrollIntoView(chromedp.CSS(`#ordering`)))
+	b.screenshot("portal-16-ordering.png")
+
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.
 	b.do("open the integrator's page", chromedp.Navigate(allowed.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))

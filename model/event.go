@@ -64,10 +64,14 @@ type Delivery struct {
 	ClaimedAt *time.Time `bun:"claimed_at"`
 	// LaneID and LaneSeq are the delivery's lane and its number in it, when its webhook is ordered
 	// (Lane); nil otherwise.
-	LaneID    *int64    `bun:"lane_id"`
-	LaneSeq   *int64    `bun:"lane_seq"`
-	CreatedAt time.Time `bun:"created_at,notnull"`
-	UpdatedAt time.Time `bun:"updated_at,notnull"`
+	LaneID  *int64 `bun:"lane_id"`
+	LaneSeq *int64 `bun:"lane_seq"`
+	// LaneQueued, set by intake only, says that the delivery's lane had deliveries not yet
+	// finished when it took its number: the lane's workflow reads this one after them, and needs no
+	// wake (docs/ordering.md, "How it works").
+	LaneQueued bool      `bun:"-"`
+	CreatedAt  time.Time `bun:"created_at,notnull"`
+	UpdatedAt  time.Time `bun:"updated_at,notnull"`
 }
 
 // NewEvent describes an event to publish.
@@ -409,8 +413,10 @@ type DeliveryRef struct {
 	State    string `bun:"state"`
 	Attempts int    `bun:"attempts"`
 	// LaneID is the delivery's lane when its webhook is ordered (0: none): its workflow is the
-	// lane's to start, in turn.
-	LaneID int64 `bun:"lane_id"`
+	// lane's to start, in turn. LaneQueued: its lane is under way and reads it without a wake
+	// (Delivery.LaneQueued).
+	LaneID     int64 `bun:"lane_id"`
+	LaneQueued bool  `bun:"-"`
 }
 
 // Refs returns the references of the deliveries a publish stored.
@@ -419,7 +425,7 @@ func (r *PublishResult) Refs() []DeliveryRef {
 	for i, d := range r.Deliveries {
 		refs[i] = DeliveryRef{DeliveryID: d.ID, EventID: d.EventID, WebhookID: d.WebhookID, AccountID: r.Event.AccountID,
 			Variant: r.Event.Variant, EventType: r.Event.EventType, WebhookURL: r.urls[d.WebhookID], State: d.State, Attempts: d.Attempts,
-			LaneID: laneOf(d)}
+			LaneID: laneOf(d), LaneQueued: d.LaneQueued}
 	}
 	return refs
 }

@@ -116,6 +116,9 @@ type laneSlot struct {
 	key       string
 	laneID    int64
 	seq       int64
+	// done is the lane's done_seq when the number was taken: the lane had nothing left to make
+	// when it is seq-1 (laneQueued).
+	done int64
 }
 
 // assignLanes gives each delivery to an ordered webhook among hooks its place in its lane: the
@@ -152,7 +155,7 @@ func assignLanes(ctx context.Context, tx bun.Tx, versions EventVersions, ev *Eve
 		lane := &Lane{WebhookID: s.webhookID, Key: s.key, LastSeq: 1, CreatedAt: now, UpdatedAt: now}
 		err := tx.NewInsert().Model(lane).ExcludeColumn("id").
 			On("CONFLICT (webhook_id, lane_key) DO UPDATE").Set("last_seq = lane.last_seq + 1").Set("updated_at = EXCLUDED.updated_at").
-			Returning("id, last_seq").Scan(ctx, &s.laneID, &s.seq)
+			Returning("id, last_seq, done_seq").Scan(ctx, &s.laneID, &s.seq, &s.done)
 		if err != nil {
 			return nil, fmt.Errorf("assign lane of webhook %d: %w", s.webhookID, err)
 		}
@@ -178,7 +181,8 @@ func unassignLanes(ctx context.Context, tx bun.Tx, slots []laneSlot) error {
 	return nil
 }
 
-// placeInLanes sets each delivery's lane and number from slots.
+// placeInLanes sets each delivery's lane and number from slots, and whether its lane is under
+// way (Delivery.LaneQueued).
 func placeInLanes(deliveries []Delivery, slots []laneSlot) {
 	if len(slots) == 0 {
 		return
@@ -187,6 +191,7 @@ func placeInLanes(deliveries []Delivery, slots []laneSlot) {
 		for _, s := range slots {
 			if s.webhookID == deliveries[i].WebhookID {
 				deliveries[i].LaneID, deliveries[i].LaneSeq = &s.laneID, &s.seq
+				deliveries[i].LaneQueued = s.done < s.seq-1
 				break
 			}
 		}
@@ -361,4 +366,32 @@ func laneOf(d Delivery) int64 {
 		return 0
 	}
 	return *d.LaneID
+}
+
+// StaleLanes returns up to limit lanes that have deliveries after their last finished one and
+// whose row has not moved since olderThan, each as a reference to wake it by (its lane, webhook
+// and account), and moves their updated_at to now, so that each is returned once per period.
+// Their workflow may be gone (an operator terminated it) or blocked on its head; a wake restarts
+// the one and costs the other one signal (the worker's sweeper, worker.Sweep).
+func StaleLanes(ctx context.Context, db bun.IDB, olderThan, now time.Time, limit int64) ([]DeliveryRef, error) {
+	var refs []DeliveryRef
+	err := inTx(ctx, db, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewSelect().TableExpr("lanes AS l").ColumnExpr("l.id AS lane_id, l.webhook_id, w.account_id, w.variant").
+			Join("JOIN webhooks AS w ON w.id = l.webhook_id").
+			Where("l.last_seq > l.done_seq").Where("l.updated_at < ?", olderThan).Where("w.deleted_at IS NULL").
+			OrderExpr("l.updated_at ASC").Limit(limit).Scan(ctx, &refs)
+		if err != nil || len(refs) == 0 {
+			return err
+		}
+		ids := make([]int64, len(refs))
+		for i, r := range refs {
+			ids[i] = r.LaneID
+		}
+		_, err = tx.NewUpdate().Model((*Lane)(nil)).Set("updated_at = ?", now).Where("id IN (?)", bun.List(ids)).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find stale lanes: %w", err)
+	}
+	return refs, nil
 }

@@ -33,6 +33,9 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 	g.POST("/webhooks/:id/auth", h.auth, write...)
 	g.POST("/webhooks/:id/tls", h.tls, write...)
 	g.POST("/webhooks/:id/version", h.version, write...)
+	g.POST("/webhooks/:id/ordering", h.ordering, write...)
+	g.POST("/webhooks/:id/lanes/:laneId/retry", h.retryLane, write...)
+	g.POST("/webhooks/:id/lanes/:laneId/skip", h.skipLane, write...)
 }
 
 // successRate is the share of an endpoint's attempts that were delivered, from the chart's counts
@@ -88,6 +91,12 @@ type detailView struct {
 	tlsError, tlsNotice string
 	// versionError is a refusal of the version form; versionNotice what a change did.
 	versionError, versionNotice string
+	// orderingText is the ordering form's key as sent when it was refused (else the stored one),
+	// orderingError the refusal, orderingNotice what a change did.
+	orderingText                  *string
+	orderingError, orderingNotice string
+	// laneError and laneNotice say what a blocked lane's retry or skip did.
+	laneError, laneNotice string
 }
 
 func (h *endpointHandlers) detail(c echo.Context) error {
@@ -124,6 +133,16 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	if err != nil {
 		return err
 	}
+	lanes, err := h.blocked(c, w)
+	if err != nil {
+		return err
+	}
+	orderingText := ""
+	if v.orderingText != nil {
+		orderingText = *v.orderingText
+	} else if w.OrderingKey != nil {
+		orderingText = *w.OrderingKey
+	}
 	filterText := ""
 	if v.filterText != nil {
 		filterText = *v.filterText
@@ -135,6 +154,8 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 		"Headers": sortedHeaders(headers), "HeadersError": v.headersError, "HeadersNotice": v.headersNotice,
 		"Auth": auth, "AuthError": v.authError, "AuthNotice": v.authNotice,
 		"TLS": tlsInfo, "TLSError": v.tlsError, "TLSNotice": v.tlsNotice,
+		"OrderingText": orderingText, "OrderingError": v.orderingError, "OrderingNotice": v.orderingNotice,
+		"Blocked": lanes, "LaneError": v.laneError, "LaneNotice": v.laneNotice,
 		"Versions": sources.VersionsOf(w.EventType), "VersionError": v.versionError, "VersionNotice": v.versionNotice,
 		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": health.LastAttempt,
 		"Chart": ChartSVG(health.Hours, chartTitle), "Range": rangeName,

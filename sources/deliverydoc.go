@@ -191,8 +191,8 @@ func deliveryHeaders() map[string]any {
 			"a decimal integer, 1 for the lane's first event and one more for each event after it, in the order intake accepted them. "+
 			"The same on every attempt and resend of one delivery. A receiver that keeps the last number it applied per key can tell an event out of order.",
 			false, map[string]any{"type": "string", "pattern": `^[1-9][0-9]*$`}),
-		"WebhookResend": header("webhook-resend", "true on an ordered webhook's resend of a delivery (a manual retry of one that was delivered or skipped): "+
-			"its webhook-sequence is behind the lane's, which is no violation of the order. Absent otherwise.",
+		"WebhookResend": header("webhook-resend", "true on an ordered webhook's resend of a delivery that was delivered before: "+
+			"it arrives with its old webhook-sequence, out of turn, which is no violation of the order (docs/ordering.md). Absent otherwise.",
 			false, map[string]any{"type": "string", "enum": []any{"true"}}),
 		"ServiceEvent": header("X-Service-Event", "The event type, the body's eventType (A) or event (B); a notice's type.",
 			true, map[string]any{"type": "string"}),

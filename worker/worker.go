@@ -150,6 +150,10 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 // cost extra signals, each at worst one more POST with the same webhook-id.
 const claimGraceSweeps = 6
 
+// laneGraceSweeps is how many sweep intervals an ordered lane with work left may go without moving
+// before the sweeper wakes it: 5 minutes at the default interval.
+const laneGraceSweeps = 60
+
 // Sweep starts the workflows of deliveries older than minAge that were never started, then hands
 // to their workflows the deliveries that a manual retry claimed more than claimGraceSweeps sweep
 // intervals (minAge) ago and never handed over. It returns how many it started and how many it
@@ -177,6 +181,16 @@ func Sweep(ctx context.Context, db *bun.DB, s *dispatch.Dispatcher, minAge time.
 		started += len(refs)
 	}
 	repaired, err = s.RepairClaims(ctx, db, model.Now().Add(-claimGraceSweeps*minAge))
+	if err != nil {
+		return started, repaired, err
+	}
+	// The ordered lanes with work left that have not moved for a while: woken, in case their
+	// workflow is gone (docs/ordering.md). A lane blocked on its head gets one signal per period.
+	now := model.Now()
+	stale, err := model.StaleLanes(ctx, db, now.Add(-laneGraceSweeps*minAge), now, 200)
+	if err == nil {
+		_, err = s.WakeLanes(ctx, stale)
+	}
 	if err != nil {
 		return started, repaired, err
 	}

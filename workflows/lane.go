@@ -38,8 +38,10 @@ const laneRunLength = 200
 // LaneBatchSize is how many deliveries a lane reads at a time.
 const LaneBatchSize = 100
 
-// LaneWorkflowID names the one workflow of a lane.
-func LaneWorkflowID(laneID int64) string { return fmt.Sprintf("lane:%d", laneID) }
+// LaneWorkflowID names the one workflow of a lane of a webhook: "lane:<webhook>:<lane>".
+func LaneWorkflowID(webhookID, laneID int64) string {
+	return fmt.Sprintf("lane:%d:%d", webhookID, laneID)
+}
 
 // LaneInput starts a LaneWorkflow.
 type LaneInput struct {

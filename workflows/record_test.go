@@ -589,7 +589,7 @@ func TestRecordLaneHistory(t *testing.T) {
 	defer cancel()
 	tmpl := workflows.DeliveryInput{Schedule: []time.Duration{100 * time.Millisecond}, RetryWindow: workflows.LaneRetryWindow,
 		AttemptTimeout: time.Second, RetryTaskQueue: workflows.RetryTaskQueue(queue)}
-	run, err := c.SignalWithStartWorkflow(ctx, workflows.LaneWorkflowID(7), workflows.SignalWake, nil,
+	run, err := c.SignalWithStartWorkflow(ctx, workflows.LaneWorkflowID(5, 7), workflows.SignalWake, nil,
 		client.StartWorkflowOptions{TaskQueue: queue}, workflows.LaneWorkflow,
 		workflows.LaneInput{LaneID: 7, WebhookID: 5, Delivery: tmpl, FairnessKey: "account:1"})
 	if err != nil {

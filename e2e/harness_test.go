@@ -25,7 +25,9 @@ type receiver struct {
 	reqs   []receivedRequest
 	// respond decides the reply to the n-th request (from 1) on path.
 	respond func(n int, path string, w http.ResponseWriter)
-	conns   int
+	// respondTo, when set, decides the reply instead of respond, from the request as recorded.
+	respondTo func(r receivedRequest, w http.ResponseWriter)
+	conns     int
 	// remotes are the remote addresses of its connections, in the order they came.
 	remotes []string
 }
@@ -43,8 +45,14 @@ func startReceiver(t *testing.T) *receiver {
 	rc := &receiver{respond: func(int, string, http.ResponseWriter) {}}
 	rc.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		got := receivedRequest{Remote: r.RemoteAddr, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()}
 		rc.mu.Lock()
-		rc.reqs = append(rc.reqs, receivedRequest{Remote: r.RemoteAddr, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
+		rc.reqs = append(rc.reqs, got)
+		if respondTo := rc.respondTo; respondTo != nil {
+			rc.mu.Unlock()
+			respondTo(got, w)
+			return
+		}
 		n := 0
 		for _, q := range rc.reqs {
 			if q.Path == r.URL.Path {
@@ -78,6 +86,13 @@ func startReceiver(t *testing.T) *receiver {
 func (rc *receiver) setRespond(f func(n int, path string, w http.ResponseWriter)) {
 	rc.mu.Lock()
 	rc.respond = f
+	rc.mu.Unlock()
+}
+
+// setRespondTo makes f decide each reply from the request itself (its headers and body).
+func (rc *receiver) setRespondTo(f func(r receivedRequest, w http.ResponseWriter)) {
+	rc.mu.Lock()
+	rc.respondTo = f
 	rc.mu.Unlock()
 }
 

@@ -76,6 +76,12 @@
 //     -duration while deployments/dev/bench-kill.sh SIGKILLs webhookd and starts it again; then it
 //     waits for every accepted event's deliveries and reports the missing (exit 1 if any), those
 //     that arrived twice, those whose publish got no 202, and the failed publishes.
+//   - lanes: issue 43's ordered lanes per key (lanes.go): the ordered throughput over -keys keys
+//     beside the unordered tier (c), each with its CPU time per delivery; the other keys'
+//     event-to-receipt without and with one key stuck; then -events events over -keys keys with
+//     -lane-fail of the requests answered 503, while deployments/dev/bench-e2e.sh kills webhookd
+//     and the Temporal server with SIGKILL and starts them again: the order violations and the lost
+//     events the receiver saw (exit 1 if any).
 //
 // The stack must trust the receivers' certificate and allow loopback receivers, so the first run
 // writes the certificate and tells how to start the stack:
@@ -86,7 +92,7 @@
 //
 // deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging, isolation,
 // sharedhost, matrix and ratelimit scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make
-// bench-e2e) the suite, deployments/dev/bench-scale.sh (make bench-scale) the list and pending
+// bench-e2e) the suite and lanes, deployments/dev/bench-scale.sh (make bench-scale) the list and pending
 // scenarios, deployments/dev/bench-kill.sh (make bench-kill) the killload scenario. The isolation
 // defaults (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever B's
 // receiver does, so that script scales them down.
@@ -185,6 +191,9 @@ type config struct {
 
 	// matrix: the scale of each row
 	matrix matrixConfig
+
+	// lanes
+	lanes lanesConfig
 }
 
 // incompleteError reports a run that printed its figures although its wait ended before every
@@ -220,7 +229,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending or killload")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending, killload or lanes")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
 	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation, sharedhost, matrix, ratelimit and killload scenarios")
 	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost), whose load is heavy (matrix), the second account (killload)")
@@ -232,7 +241,7 @@ func run(ctx context.Context) error {
 	flag.StringVar(&cfg.keyFile, "cert-key", ".data/loadtest-key.pem", "receiver private key")
 	initOnly := flag.Bool("init", false, "only write the receiver certificate, then exit")
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "after the last publish, wait this long for deliveries at most")
-	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst), the backlog of each rate (ratelimit; default 40)")
+	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst), the backlog of each rate (ratelimit; default 40), the chaos phase's events (lanes; default 10000)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput, tiers and burst)")
 	flag.StringVar(&cfg.bareCompression, "bare-compression", "none", "gRPC compression of the bare tiers' Temporal client: none, as webhookd's default (WEBHOOKD_TEMPORAL_COMPRESSION), or gzip, the SDK's")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of (b) then (c) (tiers): the table gives each, their medians and the median (c)/(b)")
@@ -285,6 +294,11 @@ func run(ctx context.Context) error {
 	flag.IntVar(&cfg.matrix.listHooks, "matrix-list-hooks", 100, "B's webhooks in the list the lists row reads; the stack's WEBHOOKD_MAX_WEBHOOKS must allow them beside the data set's (matrix)")
 	quietPct := flag.Float64("matrix-quiet", 25, "between rows, wait until webhookd and Temporal (-pid, -temporal-pid) together use less than this % of one core (matrix)")
 	flag.DurationVar(&cfg.matrix.drainMax, "matrix-drain-max", 8*time.Minute, "between rows, wait that long at most for the stack to be quiet; without -pid and -temporal-pid, wait that long (matrix)")
+	flag.IntVar(&cfg.lanes.keys, "keys", 500, "keys (campaigns) the ordered webhook's events are spread over (lanes)")
+	flag.Float64Var(&cfg.lanes.rate, "lane-rate", 10, "events per second of the open-loop phases with and without a stuck key, each -duration long, below the ordered throughput (lanes)")
+	flag.IntVar(&cfg.lanes.pairs, "lane-pairs", 3, "pairs of open-loop phases, without then with a stuck key (lanes)")
+	flag.Float64Var(&cfg.lanes.failRate, "lane-fail", 0.05, "share of the chaos phase's requests the receiver answers 503, at random (lanes)")
+	flag.StringVar(&cfg.lanes.killAckDir, "kill-ack-dir", "", "after printing \"lanes: kill <process>\", wait for a file of that name in this directory: bench-e2e.sh writes it once the process runs again (lanes; empty: no wait)")
 	flag.StringVar(&cfg.otlpSink, "otlp-sink", "", "serve a discarding OTLP/HTTP trace receiver at this address during the run and print how many spans it got (webhookd's OTEL_EXPORTER_OTLP_ENDPOINT; see BENCH_TRACING)")
 	flag.Parse()
 
@@ -356,6 +370,11 @@ func run(ctx context.Context) error {
 			return err
 		}
 		return ratelimit(ctx, cfg, cert)
+	case "lanes":
+		if cfg.lanes.rate <= 0 || cfg.lanes.pairs < 1 || cfg.lanes.failRate < 0 || cfg.lanes.failRate >= 1 {
+			return errors.New("-lane-rate and -lane-pairs must be positive, -lane-fail in [0, 1)")
+		}
+		return lanesScenario(ctx, cfg, cert)
 	case "list":
 		cfg.listCalls = orDefault(cfg.listCalls, 500)
 		return scaleList(ctx, cfg)
@@ -400,7 +419,7 @@ func run(ctx context.Context) error {
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite, list, pending or killload", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite, list, pending, killload or lanes", cfg.scenario)
 }
 
 // temporalOptions finds the Temporal server the stack uses as webhookd finds it (TEMPORAL_*

@@ -5,10 +5,20 @@
 # beside a `make run` (bench-stack.sh, shared with bench-isolation.sh). It prints the table at the
 # end and stops everything on exit.
 #
-#   deployments/dev/bench-e2e.sh [suite|tiers|openloop|fanout|fanout-filter|burst|throughput] [loadtest flags, e.g. -events 500]
+#   deployments/dev/bench-e2e.sh [suite|tiers|openloop|fanout|fanout-filter|burst|throughput|lanes] [loadtest flags, e.g. -events 500]
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-e2e.sh     # measure another build
 #   WEBHOOKD_SWEEP_INTERVAL=1s deployments/dev/bench-e2e.sh         # WEBHOOKD_* reach webhookd
 #   BENCH_TRACING=0.01 deployments/dev/bench-e2e.sh tiers           # webhookd traces 1% of events (1: all)
+#
+# lanes (issue 43; cmd/loadtest/lanes.go) is the chaos run of ordered lanes: when loadtest prints
+# "lanes: kill webhookd", then "lanes: kill temporal", this script sends that process SIGKILL and
+# starts it again BENCH_KILL_PAUSE seconds later (3) on the same data, and tells loadtest so (a
+# file in its -kill-ack-dir). webhookd runs with WEBHOOKD_RETRY_SCHEDULE=1s,1s,2s,2s,5s,5s,5s,5s
+# (the caller's wins): nine attempts, so that no head the receiver answers 503 at 5% runs out of
+# them (once in 10^11) and blocks its lane, and the stuck key's head runs out of them within the
+# phase. Scaled down:
+#
+#   deployments/dev/bench-e2e.sh lanes -events 2000 -keys 100
 #
 # Flags given here come after the script's own, so they win. The stack allows the fan-out's
 # webhooks (WEBHOOKD_MAX_WEBHOOKS: -hooks plus 10, unless set) and does not rate-limit the API.
@@ -22,8 +32,8 @@ if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
   shift
 fi
 case $scenario in
-  suite | tiers | openloop | fanout | fanout-filter | burst | throughput) ;;
-  *) echo "usage: $0 [suite|tiers|openloop|fanout|fanout-filter|burst|throughput] [loadtest flags]" >&2; exit 2 ;;
+  suite | tiers | openloop | fanout | fanout-filter | burst | throughput | lanes) ;;
+  *) echo "usage: $0 [suite|tiers|openloop|fanout|fanout-filter|burst|throughput|lanes] [loadtest flags]" >&2; exit 2 ;;
 esac
 
 # The fan-out registers -hooks webhooks (loadtest's default: 1000) on one account.
@@ -37,14 +47,61 @@ hooks=$(hooks_flag 1000 "$@")
 # WEBHOOKD_EXTRA_CA_FILE too.
 export WEBHOOKD_MAX_WEBHOOKS=${WEBHOOKD_MAX_WEBHOOKS:-$((hooks + 10))}
 
-echo "== $scenario: starting a fresh stack ($webhookd, $("$webhookd" version), tracing ${BENCH_TRACING:-off})"
-start_stack "$work/$scenario"
+stack_env=()
+if [ "$scenario" = lanes ]; then
+  stack_env=("WEBHOOKD_RETRY_SCHEDULE=${WEBHOOKD_RETRY_SCHEDULE:-1s,1s,2s,2s,5s,5s,5s,5s}")
+fi
+echo "== $scenario: starting a fresh stack ($webhookd, $("$webhookd" version), tracing ${BENCH_TRACING:-off}) ${stack_env[*]}"
+dir=$work/$scenario
+start_stack "$dir" ${stack_env[@]+"${stack_env[@]}"}
 rc=0
 # The tiers report the CPU time per delivery of webhookd, the Temporal dev server (with what it
 # runs under) and, given BENCH_POSTGRES_PID (the postmaster of BENCH_DATABASE_URL's server), PostgreSQL.
-"$work/loadtest" -scenario "$scenario" -api "http://$WEBHOOKD_HTTP_ADDR" -key "$key_c" \
-  -listen "127.0.0.1:$healthy_port" -pid "${pids[1]}" -temporal-pid "${pids[0]}" ${BENCH_POSTGRES_PID:+-postgres-pid "$BENCH_POSTGRES_PID"} \
-  -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" ${otlp_sink_flag[@]+"${otlp_sink_flag[@]}"} "$@" 2>&1 | tee "$work/$scenario.out" || rc=$?
+loadtest_cmd=("$work/loadtest" -scenario "$scenario" -api "http://$WEBHOOKD_HTTP_ADDR" -key "$key_c"
+  -listen "127.0.0.1:$healthy_port" -pid "${pids[1]}" -temporal-pid "${pids[0]}" ${BENCH_POSTGRES_PID:+-postgres-pid "$BENCH_POSTGRES_PID"}
+  -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" ${otlp_sink_flag[@]+"${otlp_sink_flag[@]}"})
+if [ "$scenario" != lanes ]; then
+  "${loadtest_cmd[@]}" "$@" 2>&1 | tee "$work/$scenario.out" || rc=$?
+else
+  # The lanes scenario's kills: loadtest asks for each (its throughput phase, first, reads the CPU
+  # time of the processes that started).
+  out=$work/lanes.out
+  acks=$work/lanes-acks
+  mkdir -p "$acks"
+  : >"$out"
+  "${loadtest_cmd[@]}" -kill-ack-dir "$acks" "$@" >"$out" 2>&1 &
+  loadtest=$!
+  tail -n +1 -f --pid="$loadtest" "$out" &
+  tailer=$!
+  pids+=("$loadtest" "$tailer") # stopped with the stack if this script stops first
+  pause=${BENCH_KILL_PAUSE:-3}
+  for target in webhookd temporal; do
+    until grep -q "^lanes: kill $target" "$out"; do
+      kill -0 "$loadtest" 2>/dev/null || break 2
+      sleep 0.1
+    done
+    if [ "$target" = webhookd ]; then
+      echo "== kill -9 webhookd (pid ${pids[1]})"
+      kill -KILL "${pids[1]}" || true
+      wait "${pids[1]}" 2>/dev/null || true
+      echo "---- killed with SIGKILL by bench-e2e.sh; restarted ${pause}s later ----" >>"$dir/webhookd.log"
+      sleep "$pause"
+      start_webhookd "$dir/webhookd.log" ${stack_env[@]+"${stack_env[@]}"}
+      echo "== webhookd ready again (pid ${pids[1]})"
+    else
+      echo "== kill -9 the Temporal dev server (pid ${pids[0]})"
+      kill -KILL "${pids[0]}" || true
+      wait "${pids[0]}" 2>/dev/null || true
+      echo "---- killed with SIGKILL by bench-e2e.sh; restarted ${pause}s later ----" >>"$dir/temporal.log"
+      sleep "$pause"
+      start_temporal "$dir"
+      echo "== the Temporal dev server ready again (pid ${pids[0]})"
+    fi
+    touch "$acks/$target"
+  done
+  wait "$loadtest" || rc=$?
+  wait "$tailer" || true
+fi
 stop_stack
 
 echo

@@ -3,8 +3,8 @@
 # The throwaway stack of the benchmark scripts (bench-isolation.sh, bench-e2e.sh, bench-kill.sh),
 # sourced by them after `set -euo pipefail`: it resolves WEBHOOKD_BIN, moves to the repository root,
 # checks the BENCH_*_PORT ports, builds bin/webhookd and loadtest (into $work, with its certificate),
-# exports what webhookd needs, and defines start_stack, start_webhookd and stop_stack. Everything
-# stops on exit; BENCH_KEEP=1 keeps the data and logs.
+# exports what webhookd needs, and defines start_stack, start_temporal, start_webhookd and
+# stop_stack. Everything stops on exit; BENCH_KEEP=1 keeps the data and logs.
 #
 # Ports: BENCH_TEMPORAL_PORT (17233), BENCH_UI_PORT (18233), BENCH_HTTP_PORT (18080),
 # BENCH_HEALTHY_PORT (19443), BENCH_HANGING_PORT (19444), BENCH_OTLP_PORT (14318). webhookd runs on SQLite in the stack's
@@ -168,9 +168,7 @@ start_stack() {
   export WEBHOOKD_DATA_DIR=$dir WEBHOOKD_DATABASE_URL=${BENCH_DATABASE_URL:-sqlite:$dir/webhookd.db${BENCH_SQLITE_SYNCHRONOUS:+?synchronous=$BENCH_SQLITE_SYNCHRONOUS}}
   # Appended to (as run.sh does): devtemporal appends to the same log below.
   : >"$dir/temporal.log"
-  deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >>"$dir/temporal.log" 2>&1 &
-  pids+=($!)
-  wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"
+  start_temporal "$dir"
   bin/devtemporal trim-visibility -cli bin/temporal "$dir/temporal.db" 2>>"$dir/temporal.log" ||
     fail "trimming the dev server's visibility table failed" "$dir/temporal.log"
 
@@ -178,6 +176,16 @@ start_stack() {
   key_c=$("$webhookd" apikey create --owner-email c@bench.localhost --name "bench C (healthy)" | tail -n 1)
 
   start_webhookd "$dir/webhookd.log" "$@"
+}
+
+# start_temporal DIR starts the Temporal dev server on DIR/temporal.db, appending to DIR/temporal.log,
+# and waits until it answers; its pid is ${pids[0]}. start_stack starts it first; bench-e2e.sh's
+# lanes scenario starts it again on the same data after killing it.
+start_temporal() {
+  local dir=$1
+  deployments/dev/temporal-dev.sh bin/webhookd "$temporal_port" "$ui_port" "$dir/temporal.db" >>"$dir/temporal.log" 2>&1 &
+  pids[0]=$!
+  wait_for temporal_healthy "${pids[0]}" "Temporal dev server" "$dir/temporal.log"
 }
 
 # start_webhookd LOG [VAR=value...] starts webhookd on the stack's database and ports, with the

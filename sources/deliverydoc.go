@@ -186,12 +186,12 @@ func deliveryHeaders() map[string]any {
 			true, map[string]any{"type": "string", "pattern": `^[0-9]+$`}),
 		"WebhookSignature": header(wire.HeaderSignature, "v1,<base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`>, one per secret during a rotation, separated by spaces (docs/signatures.md).",
 			true, map[string]any{"type": "string", "pattern": `^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)*$`}),
-		// The lane's headers (docs/ordering.md), named as wire names them.
-		"WebhookSequence": header("webhook-sequence", "Sent by an ordered webhook only (its ordering setting, docs/ordering.md): the event's number in its lane, "+
+		// The lane's headers (docs/ordering.md).
+		"WebhookSequence": header(wire.HeaderSequence, "Sent by an ordered webhook only (its ordering setting, docs/ordering.md): the event's number in its lane, "+
 			"a decimal integer, 1 for the lane's first event and one more for each event after it, in the order intake accepted them. "+
 			"The same on every attempt and resend of one delivery. A receiver that keeps the last number it applied per key can tell an event out of order.",
 			false, map[string]any{"type": "string", "pattern": `^[1-9][0-9]*$`}),
-		"WebhookResend": header("webhook-resend", "true on an ordered webhook's resend of a delivery that was delivered before: "+
+		"WebhookResend": header(wire.HeaderResend, "true on an ordered webhook's resend of a delivery that was delivered before: "+
 			"it arrives with its old webhook-sequence, out of turn, which is no violation of the order (docs/ordering.md). Absent otherwise.",
 			false, map[string]any{"type": "string", "enum": []any{"true"}}),
 		"ServiceEvent": header("X-Service-Event", "The event type, the body's eventType (A) or event (B); a notice's type.",

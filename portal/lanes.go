@@ -33,14 +33,15 @@ type shownLane struct {
 	Head model.LaneHead
 }
 
-// blocked reads w's blocked lanes for its page; nil when w is not ordered.
+// blocked reads w's blocked lanes for its page; nil when w is not ordered and has none (its lanes
+// keep the events they held when its ordering was removed, and may still block on them).
 func (h *endpointHandlers) blocked(c echo.Context, w *model.Webhook) (*blockedLanes, error) {
-	if w.OrderingKey == nil {
-		return nil, nil
-	}
 	views, err := h.webhooks.Lanes(c.Request().Context(), w, model.LaneFilter{Blocked: true, Limit: shownLanes + 1})
 	if err != nil {
 		return nil, err
+	}
+	if w.OrderingKey == nil && len(views) == 0 {
+		return nil, nil
 	}
 	out := &blockedLanes{Lanes: []shownLane{}, More: len(views) > shownLanes}
 	for _, v := range views[:min(len(views), shownLanes)] {

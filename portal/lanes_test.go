@@ -147,5 +147,12 @@ func TestBlockedLanes(t *testing.T) {
 			t.Fatalf("a read-only page:\n%s", rec.Body)
 		}
 		expect(t, e.do(t, "POST", lane+"/skip", ro, url.Values{"csrf": {e.csrf(t, ro)}}), http.StatusForbidden)
+
+		// Ordering removed: the lane keeps its events, still blocked, and the page still lists it.
+		expect(t, e.do(t, "POST", f.page+"/ordering", f.cookie, url.Values{"csrf": {f.csrf}, "do": {"remove"}}), http.StatusOK)
+		rec = e.do(t, "GET", f.page, f.cookie, nil)
+		if !shows(rec.Body.String(), "not ordered") || !shows(rec.Body.String(), row) {
+			t.Fatalf("the page of an endpoint no longer ordered does not list its blocked lane:\n%s", rec.Body)
+		}
 	})
 }

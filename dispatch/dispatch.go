@@ -278,6 +278,10 @@ func (d *Dispatcher) startOne(ctx context.Context, r model.DeliveryRef, eager bo
 }
 
 func (d *Dispatcher) startOptions(r model.DeliveryRef) client.StartWorkflowOptions {
+	details := fmt.Sprintf("delivery %d of event %d to webhook %d (variant %s)", r.DeliveryID, r.EventID, r.WebhookID, r.Variant)
+	if r.LaneID != 0 {
+		details += fmt.Sprintf(", number %d in ordered lane %d", r.LaneSeq, r.LaneID)
+	}
 	return client.StartWorkflowOptions{
 		ID:        workflows.DeliveryWorkflowID(r.EventID, r.WebhookID),
 		TaskQueue: d.TaskQueue,
@@ -288,7 +292,7 @@ func (d *Dispatcher) startOptions(r model.DeliveryRef) client.StartWorkflowOptio
 		// What the Web UI lists: the event type and the receiver's host, never the whole URL, whose
 		// path or query may hold a credential.
 		StaticSummary: DeliverySummary(r),
-		StaticDetails: fmt.Sprintf("delivery %d of event %d to webhook %d (variant %s)", r.DeliveryID, r.EventID, r.WebhookID, r.Variant),
+		StaticDetails: details,
 		// No search attributes: the workflow sets them when the delivery first needs an operator's
 		// eye (retrying, exhausted, canceled); one delivered at once is never indexed, which saves the
 		// Temporal server a visibility write per delivery (workflows.deliveryRun.setState).

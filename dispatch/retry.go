@@ -297,10 +297,18 @@ func (d *Dispatcher) handOver(ctx context.Context, db bun.IDB, r model.DeliveryR
 	err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalRetry, retrySignal(ctx))
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && r.LaneID != 0 && r.Attempts == 0 {
-		// An ordered webhook's delivery that its lane has not reached: it is made in its turn. A
-		// run of its own would pass the deliveries before it (docs/ordering.md); the lane's head
-		// is started, should it not run (a start lost).
-		return d.StartLaneHead(ctx, db, r.LaneID, StartedByRepair)
+		// An ordered webhook's delivery that no run has attempted: unless it is its lane's head, the
+		// lane has not reached it, and it is made in its turn. A run of its own would pass the
+		// deliveries before it (docs/ordering.md); the lane's head is started, should it not run
+		// (a start lost). The head itself gets a new run below.
+		heads, herr := model.LaneHeadRefs(ctx, db, []int64{r.LaneID})
+		if herr != nil {
+			return herr
+		}
+		if len(heads) == 0 || heads[0].DeliveryID != r.DeliveryID {
+			_, serr := d.start(ctx, heads, StartedByRepair)
+			return serr
+		}
 	}
 	if errors.As(err, &nf) {
 		// Not SignalWithStart: a new run must not find a retry signal waiting, which would cut

@@ -58,7 +58,12 @@ func TestOnlyALanesHeadIsStarted(t *testing.T) {
 		}
 		return err == nil
 	}
-	if err := d.Start(ctx, db, []model.DeliveryRef{refs[2], refs[1], refs[0]}, dispatch.StartedBySweeper); err != nil {
+	// As the sweeper reads them: from the database, where nothing says which one is the head.
+	swept, err := model.UndispatchedDeliveries(ctx, db, model.Now().Add(time.Hour), 10)
+	if err != nil || len(swept) != 3 {
+		t.Fatalf("undispatched: %v, %v; want the three", swept, err)
+	}
+	if err := d.Start(ctx, db, swept, dispatch.StartedBySweeper); err != nil {
 		t.Fatal(err)
 	}
 	if !exists(refs[0]) || exists(refs[1]) || exists(refs[2]) {

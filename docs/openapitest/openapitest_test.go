@@ -30,9 +30,9 @@ func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...
 
 const (
 	secret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/5pBqdvU1dc="
-	webhookA  = `{"id":7,"url":"https://example.com/hook","eventType":"campaign.created","version":1,"status":"pending","disabled":false,"createdAt":"2026-11-23T06:42:12.123Z","updatedAt":"2026-11-23T06:42:12.123Z","rateLimit":null,"maxInFlight":null,"filter":null,"headers":null,"auth":null,"tls":null}`
-	webhookB  = `{"id":8,"url":"https://example.com/hook","eventType":"lead.captured","version":1,"status":"active","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":null,"lastStatus":null,"failureCount":0,"rateLimit":null,"maxInFlight":null,"filter":null,"headers":null,"auth":null,"tls":null}`
-	triggered = `{"id":9,"url":"https://example.com/hook","eventType":"website.published","version":1,"status":"failing","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":"2026-11-24T01:00:00.000Z","lastStatus":"failed","failureCount":3,"rateLimit":50,"maxInFlight":4,"filter":{"data":{"budget":{"$gte":1000}}},"headers":{"X-Api-Token":"••••abcd"},"auth":{"type":"oauth2","tokenUrl":"https://idp.example.com/t","clientId":"c","clientSecret":"••••••••","scopes":null,"audience":null},"tls":{"caCert":null,"clientCert":{"subject":"CN=webhookd","issuer":"CN=Client CA","notAfter":"2027-01-01T00:00:00.000Z"},"clientKey":"••••••••"}}`
+	webhookA  = `{"id":7,"url":"https://example.com/hook","eventType":"campaign.created","version":1,"status":"pending","disabled":false,"createdAt":"2026-11-23T06:42:12.123Z","updatedAt":"2026-11-23T06:42:12.123Z","rateLimit":null,"maxInFlight":null,"filter":null,"ordering":null,"headers":null,"auth":null,"tls":null}`
+	webhookB  = `{"id":8,"url":"https://example.com/hook","eventType":"lead.captured","version":1,"status":"active","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":null,"lastStatus":null,"failureCount":0,"rateLimit":null,"maxInFlight":null,"filter":null,"ordering":null,"headers":null,"auth":null,"tls":null}`
+	triggered = `{"id":9,"url":"https://example.com/hook","eventType":"website.published","version":1,"status":"failing","createdAt":"2026-11-23T06:42:12.123Z","lastTriggered":"2026-11-24T01:00:00.000Z","lastStatus":"failed","failureCount":3,"rateLimit":50,"maxInFlight":4,"filter":{"data":{"budget":{"$gte":1000}}},"ordering":{"key":"data.id"},"headers":{"X-Api-Token":"••••abcd"},"auth":{"type":"oauth2","tokenUrl":"https://idp.example.com/t","clientId":"c","clientSecret":"••••••••","scopes":null,"audience":null},"tls":{"caCert":null,"clientCert":{"subject":"CN=webhookd","issuer":"CN=Client CA","notAfter":"2027-01-01T00:00:00.000Z"},"clientKey":"••••••••"}}`
 )
 
 type exchange struct {
@@ -135,7 +135,7 @@ func TestCheckRejectsUndocumentedResponses(t *testing.T) {
 		{exchange{name: "extra field", method: "GET", target: "/api/svc/v2/webhooks/7", status: 200,
 			body: `{"success":true,"data":` + strings.TrimSuffix(webhookA, "}") + `,"secret":"` + secret + `"}}`}, "secret"},
 		{exchange{name: "limits missing", method: "GET", target: "/v2/svc/v2/webhooks/8", status: 200,
-			body: `{"data":` + strings.Replace(webhookB, `,"rateLimit":null,"maxInFlight":null,"filter":null,"headers":null,"auth":null,"tls":null`, "", 1) + `,"message":"ok","isError":false}`}, "rateLimit"},
+			body: `{"data":` + strings.Replace(webhookB, `,"rateLimit":null,"maxInFlight":null,"filter":null,"ordering":null,"headers":null,"auth":null,"tls":null`, "", 1) + `,"message":"ok","isError":false}`}, "rateLimit"},
 		{exchange{name: "limit out of range", method: "PATCH", target: "/api/svc/v2/webhooks/7", status: 200, request: `{}`,
 			body: `{"success":true,"data":` + strings.Replace(webhookA, `"rateLimit":null`, `"rateLimit":0`, 1) + `}`}, "rateLimit"},
 		{exchange{name: "missing field", method: "GET", target: "/v2/svc/v2/webhooks/8", status: 200,

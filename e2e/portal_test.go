@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -301,6 +302,48 @@ func TestPortalEndpointFlow(t *testing.T) {
 	}
 	b.do("scroll to the ordering section", chromedp.ScrollIntoView(chromedp.CSS(`#ordering`)))
 	b.screenshot("portal-16-ordering.png")
+
+	// 8f. A blocked lane, skipped by hand: with the receiver down again, two events of one lane;
+	// the first runs out of its schedule (1s, 1s) and the page lists its lane as blocked, the second
+	// waiting behind it. Skip gives the first up, and with the receiver back the lane goes on: no
+	// lane is blocked, and the second event arrives.
+	fixed.Store(false)
+	sequences := func() []string { // the webhook-sequence of each request to the endpoint, in order
+		var out []string
+		for _, r := range rc.requests("/hook") {
+			if seq := r.Header.Get("webhook-sequence"); seq != "" {
+				out = append(out, seq)
+			}
+		}
+		return out
+	}
+	publishExamples(t, stack, eventType, 2)
+	// Looked at anew by GET: a reload of the page the last form answered would post it again.
+	b.do("open the endpoint's page", chromedp.Navigate(endpointPage), chromedp.WaitVisible(chromedp.CSS(`#ordering`)))
+	b.waitFor("wait for the blocked lane", `document.querySelector("tr.lane form[action$='/skip'] button") !== null`, chromedp.Navigate(endpointPage))
+	b.do("scroll to the blocked lanes", chromedp.ScrollIntoView(chromedp.CSS(`#blocked-lanes`)))
+	b.screenshot("portal-17-blocked-lane.png")
+	head := b.text("read the head's sequence", "tr.lane td:nth-child(3)")
+	if got := sequences(); len(got) < 3 || slices.ContainsFunc(got, func(s string) bool { return s != head }) {
+		t.Fatalf("requests before the skip carry webhook-sequence %v, want the blocked head's %s on each of its 3 attempts and nothing behind it", got, head)
+	}
+	fixed.Store(true)
+	b.do("skip the lane's head",
+		chromedp.Click(chromedp.CSS(`tr.lane form[action$='/skip'] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.lane-notice`)))
+	if got := b.text("read the skip's notice", "p.lane-notice"); !strings.Contains(got, "skipped") {
+		t.Fatalf("the skip is answered %q", got)
+	}
+	next, _ := strconv.Atoi(head)
+	eventually(t, 30*time.Second, "the event behind the skipped head delivered", func() bool {
+		return slices.Contains(sequences(), strconv.Itoa(next+1))
+	})
+	b.do("open the endpoint's page", chromedp.Navigate(endpointPage), chromedp.WaitVisible(chromedp.CSS(`#ordering`)))
+	if got := b.text("read the blocked lanes", "span.lanes-none"); got != "No lane is blocked." {
+		t.Fatalf("after the skip and the next event's delivery the blocked lanes section says %q", got)
+	}
+	b.do("scroll to the ordering section", chromedp.ScrollIntoView(chromedp.CSS(`#ordering`)))
+	b.screenshot("portal-18-lane-skipped.png")
 
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.

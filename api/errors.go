@@ -199,6 +199,9 @@ func useCaseError(err error) *apiError {
 			message: fmt.Sprintf("this account already runs %d filter trials; retry after the time in Retry-After", webhooks.MaxConcurrentTrials)}
 	case errors.Is(err, webhooks.ErrCanceled):
 		return &apiError{status: http.StatusConflict, code: codeConflict, message: "the delivery was canceled with its webhook and cannot be sent again"}
+	case errors.Is(err, webhooks.ErrLaneMoved):
+		return &apiError{status: http.StatusConflict, code: codeConflict, field: "head",
+			message: "the lane's head is no longer that delivery: it was delivered or skipped meanwhile, and nothing was skipped"}
 	case errors.Is(err, webhooks.ErrLaneIdle):
 		return &apiError{status: http.StatusConflict, code: codeConflict,
 			message: "the lane has no delivery at its head: nothing waits to be retried or skipped"}

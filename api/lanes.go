@@ -116,7 +116,8 @@ func (h *deliveryHandlers) retryLane(c echo.Context) error {
 }
 
 // skipLane is POST <collection>/<id>/lanes/<laneId>/skip: the lane's head is given up (canceled),
-// and the lane goes on with the delivery behind it.
+// and the lane goes on with the delivery behind it. ?head=<deliveryId> skips only that delivery:
+// a lane that has passed it is 409, so that a request made twice skips one event, not two.
 func (h *deliveryHandlers) skipLane(c echo.Context) error {
 	w, laneID, err := h.loadLane(c)
 	if err != nil {
@@ -125,7 +126,14 @@ func (h *deliveryHandlers) skipLane(c echo.Context) error {
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
-	v, err := h.webhooks.SkipLane(c.Request().Context(), w, laneID)
+	var head int64
+	if q := c.QueryParam("head"); q != "" {
+		var ok bool
+		if head, ok = parseID(q); !ok || head < 1 {
+			return invalidField("head", "head must be a delivery id, a positive integer")
+		}
+	}
+	v, err := h.webhooks.SkipLane(c.Request().Context(), w, laneID, head)
 	if err != nil {
 		return notFoundAs(err, "lane")
 	}

@@ -37,7 +37,10 @@ func TestRetryAndSkipLane(t *testing.T) {
 			t.Fatalf("retry = %s, want the lane with head %d", r.raw, ids[0])
 		}
 
-		r = e.do(t, "POST", lane+"/skip", auth, "")
+		// A skip that names a head the lane does not have skips nothing.
+		e.do(t, "POST", fmt.Sprintf("%s/skip?head=%d", lane, ids[1]), auth, "").expectError(t, v, http.StatusConflict, "head")
+		e.do(t, "POST", lane+"/skip?head=x", auth, "").expectError(t, v, http.StatusBadRequest, "head")
+		r = e.do(t, "POST", fmt.Sprintf("%s/skip?head=%d", lane, ids[0]), auth, "")
 		r.expect(t, http.StatusOK, "")
 		v.okEnvelope(t, r)
 		head, _ := r.data(t)["head"].(map[string]any)
@@ -52,6 +55,11 @@ func TestRetryAndSkipLane(t *testing.T) {
 			t.Fatalf("skipped head: state %s, last error %v", skipped.State, skipped.LastError)
 		}
 
+		// The same request made again (a client's retry) skips nothing more.
+		e.do(t, "POST", fmt.Sprintf("%s/skip?head=%d", lane, ids[0]), auth, "").expectError(t, v, http.StatusConflict, "head")
+		if got := deliveryState(t, e, ids[1]); got == model.DeliveryCanceled {
+			t.Fatalf("a repeated skip of delivery %d skipped the next, %d", ids[0], ids[1])
+		}
 		e.do(t, "POST", lane+"/skip", auth, "").expect(t, http.StatusOK, "")
 		e.do(t, "POST", lane+"/skip", auth, "").expectError(t, v, http.StatusConflict, "")
 		e.do(t, "POST", lane+"/retry", auth, "").expectError(t, v, http.StatusConflict, "")

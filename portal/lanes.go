@@ -97,10 +97,18 @@ func (h *endpointHandlers) retryLane(c echo.Context) error {
 // the lane goes on with the event behind it, as the API's POST .../lanes/<laneId>/skip does.
 func (h *endpointHandlers) skipLane(c echo.Context) error {
 	return h.laneAction(c, func(w *model.Webhook, laneID int64) (string, error) {
-		_, err := h.webhooks.SkipLane(c.Request().Context(), w, laneID)
+		// The head the page showed: a form posted again (a reload) skips nothing more.
+		head, perr := strconv.ParseInt(c.FormValue("head"), 10, 64)
+		if perr != nil || head < 1 {
+			return "", errFormHead
+		}
+		_, err := h.webhooks.SkipLane(c.Request().Context(), w, laneID, head)
 		return "The head of the lane was skipped: it will not be sent by the lane, which goes on with the event behind it.", err
 	})
 }
+
+// errFormHead refuses a skip form without the head it was shown.
+var errFormHead = errors.New("the form names no head")
 
 // laneAction runs act on the lane of the path and renders the endpoint page with what it did; a
 // lane with nothing at its head is 409 on the page.
@@ -114,6 +122,13 @@ func (h *endpointHandlers) laneAction(c echo.Context, act func(w *model.Webhook,
 		return errNotFound
 	}
 	notice, err := act(w, laneID)
+	if errors.Is(err, errFormHead) {
+		return &pageError{status: http.StatusBadRequest, title: "Form not valid", message: "Skip a lane's head with the button in its row."}
+	}
+	if errors.Is(err, webhooks.ErrLaneMoved) {
+		return h.renderDetail(c, w, detailView{status: http.StatusConflict,
+			laneError: "That lane has moved on: the event you meant to skip was delivered or skipped meanwhile, and nothing was skipped."})
+	}
 	if errors.Is(err, webhooks.ErrLaneIdle) {
 		return h.renderDetail(c, w, detailView{status: http.StatusConflict,
 			laneError: "That lane waits for no event any more: its head was delivered or skipped meanwhile."})

@@ -42,7 +42,7 @@ func TestRetryAndSkipLaneForms(t *testing.T) {
 					if err := dbtest.SetDeliveryState(t.Context(), e.db, head.ID, model.DeliveryExhausted); err != nil {
 						t.Fatal(err)
 					}
-					rec = e.do(t, "POST", lane+"/skip", f.cookie, url.Values{"csrf": {f.csrf}})
+					rec = e.do(t, "POST", lane+"/skip", f.cookie, url.Values{"csrf": {f.csrf}, "head": {fmt.Sprint(head.ID)}})
 					expect(t, rec, http.StatusOK)
 					if !shows(rec.Body.String(), "The head of the lane was skipped") || shows(rec.Body.String(), fmt.Sprintf(`id="lane-%d"`, *head.LaneID)) {
 						t.Fatalf("skip:\n%s", rec.Body)

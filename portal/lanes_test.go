@@ -113,8 +113,20 @@ func TestBlockedLanes(t *testing.T) {
 
 		// No Temporal here: nothing is retried or skipped.
 		lane := fmt.Sprintf("%s/lanes/%d", f.page, c1.ID)
+		headOf := func(v model.LaneView) string { return fmt.Sprint(v.Head.DeliveryID) }
 		for _, op := range []string{"retry", "skip"} {
-			expect(t, e.do(t, "POST", lane+"/"+op, f.cookie, url.Values{"csrf": {f.csrf}}), http.StatusServiceUnavailable)
+			expect(t, e.do(t, "POST", lane+"/"+op, f.cookie, url.Values{"csrf": {f.csrf}, "head": {headOf(c1)}}), http.StatusServiceUnavailable)
+		}
+		// A skip form that names no head, or a head the lane has passed (a reload of the page a
+		// skip answered), skips nothing.
+		expect(t, e.do(t, "POST", lane+"/skip", f.cookie, url.Values{"csrf": {f.csrf}}), http.StatusBadRequest)
+		moved := e.do(t, "POST", lane+"/skip", f.cookie, url.Values{"csrf": {f.csrf}, "head": {headOf(c2)}})
+		expect(t, moved, http.StatusConflict)
+		if !shows(moved.Body.String(), "That lane has moved on") {
+			t.Fatalf("a skip of a head the lane has passed:\n%s", moved.Body)
+		}
+		if !shows(rec.Body.String(), fmt.Sprintf(`name="head" value="%d"`, c1.Head.DeliveryID)) {
+			t.Fatalf("the skip form does not name the head it skips:\n%s", rec.Body)
 		}
 		if got, err := model.GetLane(t.Context(), e.db, f.webhook.ID, c1.ID); err != nil || got.Head == nil || got.Head.State != model.DeliveryExhausted {
 			t.Fatalf("c1 after refused actions: %+v, %v", got, err)
@@ -125,7 +137,7 @@ func TestBlockedLanes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, op := range []string{"retry", "skip"} {
-			rec := e.do(t, "POST", fmt.Sprintf("%s/lanes/%d/%s", f.page, c2.ID, op), f.cookie, url.Values{"csrf": {f.csrf}})
+			rec := e.do(t, "POST", fmt.Sprintf("%s/lanes/%d/%s", f.page, c2.ID, op), f.cookie, url.Values{"csrf": {f.csrf}, "head": {headOf(c2)}})
 			expect(t, rec, http.StatusConflict)
 			if !shows(rec.Body.String(), "That lane waits for no event any more") {
 				t.Fatalf("%s of an idle lane:\n%s", op, rec.Body)
@@ -133,12 +145,12 @@ func TestBlockedLanes(t *testing.T) {
 		}
 
 		for _, bad := range []string{"x", "0", "01", "999999"} {
-			expect(t, e.do(t, "POST", fmt.Sprintf("%s/lanes/%s/skip", f.page, bad), f.cookie, url.Values{"csrf": {f.csrf}}), http.StatusNotFound)
+			expect(t, e.do(t, "POST", fmt.Sprintf("%s/lanes/%s/skip", f.page, bad), f.cookie, url.Values{"csrf": {f.csrf}, "head": {headOf(c1)}}), http.StatusNotFound)
 		}
 		expect(t, e.do(t, "POST", lane+"/skip", f.cookie, url.Values{}), http.StatusForbidden)
 		other := e.endpointForm(t, v)
-		expect(t, e.do(t, "POST", lane+"/skip", other.cookie, url.Values{"csrf": {other.csrf}}), http.StatusNotFound)
-		expect(t, e.do(t, "POST", fmt.Sprintf("%s/lanes/%d/skip", other.page, c1.ID), other.cookie, url.Values{"csrf": {other.csrf}}), http.StatusNotFound)
+		expect(t, e.do(t, "POST", lane+"/skip", other.cookie, url.Values{"csrf": {other.csrf}, "head": {headOf(c1)}}), http.StatusNotFound)
+		expect(t, e.do(t, "POST", fmt.Sprintf("%s/lanes/%d/skip", other.page, c1.ID), other.cookie, url.Values{"csrf": {other.csrf}, "head": {headOf(c1)}}), http.StatusNotFound)
 
 		ro := e.enter(t, e.link(t, f.account.ID, v, true))
 		rec = e.do(t, "GET", f.page, ro, nil)
@@ -146,7 +158,7 @@ func TestBlockedLanes(t *testing.T) {
 		if !shows(rec.Body.String(), row) || strings.Contains(rec.Body.String(), "/skip") {
 			t.Fatalf("a read-only page:\n%s", rec.Body)
 		}
-		expect(t, e.do(t, "POST", lane+"/skip", ro, url.Values{"csrf": {e.csrf(t, ro)}}), http.StatusForbidden)
+		expect(t, e.do(t, "POST", lane+"/skip", ro, url.Values{"csrf": {e.csrf(t, ro)}, "head": {headOf(c1)}}), http.StatusForbidden)
 
 		// Ordering removed: the lane keeps its events, still blocked, and the page still lists it.
 		expect(t, e.do(t, "POST", f.page+"/ordering", f.cookie, url.Values{"csrf": {f.csrf}, "do": {"remove"}}), http.StatusOK)

@@ -13,6 +13,10 @@ import (
 // head.
 var ErrLaneIdle = errors.New("the lane has no delivery at its head")
 
+// ErrLaneMoved refuses a skip that names a head the lane has passed: it was delivered or skipped
+// meanwhile, and the skip, made again (a reload, a client's retry), would give up the next one.
+var ErrLaneMoved = errors.New("the lane's head is no longer that delivery")
+
 // Lanes reads a page of ordered webhook w's lanes that wait for a delivery (f.Blocked: only those
 // whose head ran out of its schedule), each with its head (docs/ordering.md).
 func (s *Service) Lanes(ctx context.Context, w *model.Webhook, f model.LaneFilter) ([]model.LaneView, error) {
@@ -44,15 +48,19 @@ func (s *Service) RetryLane(ctx context.Context, w *model.Webhook, laneID int64,
 // SkipLane gives up on the head of one of w's lanes, so that the lane goes on with the delivery
 // behind it: the head is marked canceled (model.SkippedError says why) and its workflow is
 // canceled. The event is not sent again by the lane; its owner may still resend it, out of order,
-// which its header says (docs/ordering.md). It returns the lane as it is after the request;
-// ErrLaneIdle when nothing is at its head.
-func (s *Service) SkipLane(ctx context.Context, w *model.Webhook, laneID int64) (*model.LaneView, error) {
+// which its header says (docs/ordering.md). head, when not 0, is the delivery the caller saw at
+// the head: a lane that has passed it is ErrLaneMoved, and nothing is skipped. It returns the lane
+// as it is after the request; ErrLaneIdle when nothing is at its head.
+func (s *Service) SkipLane(ctx context.Context, w *model.Webhook, laneID, head int64) (*model.LaneView, error) {
 	lane, err := s.Lane(ctx, w, laneID)
 	if err != nil {
 		return nil, err
 	}
 	if lane.Head == nil {
 		return nil, ErrLaneIdle
+	}
+	if head != 0 && lane.Head.DeliveryID != head {
+		return nil, ErrLaneMoved
 	}
 	// The workflow first: a skip that cannot reach Temporal changes nothing, and the same request
 	// made again skips the same head. Then the row, which an attempt of the head not yet made reads

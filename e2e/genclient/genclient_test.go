@@ -186,7 +186,8 @@ func TestVariantA(t *testing.T) {
 		one, err := c.GetLaneAWithResponse(ctx, id, l.Id)
 		must(t, "get lane", err, one.StatusCode(), http.StatusOK, one.Body)
 	}
-	missing, err := c.SkipLaneAWithResponse(ctx, id, 1<<40, client.SkipLaneAJSONRequestBody{})
+	head := client.LaneHeadParameter(1)
+	missing, err := c.SkipLaneAWithResponse(ctx, id, 1<<40, &client.SkipLaneAParams{Head: &head}, client.SkipLaneAJSONRequestBody{})
 	must(t, "skip a lane that does not exist", err, missing.StatusCode(), http.StatusNotFound, missing.Body)
 	unordered, err := c.PatchWebhookAWithResponse(ctx, id, client.PatchWebhookAJSONRequestBody{Ordering: nullable.NewNullNullable[client.Ordering]()})
 	must(t, "patch ordering null", err, unordered.StatusCode(), http.StatusOK, unordered.Body)

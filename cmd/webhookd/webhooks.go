@@ -207,9 +207,9 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 // filter, the names of the custom headers and the authentication's type come after the URL, so
 // scripts that cut the first five columns read what they always read. headers names a webhook's
 // custom headers, auth the type of its authentication to the receiver, tlsKind what its TLS
-// settings hold (the last column).
+// settings hold; the ordering key (docs/ordering.md) is the last column.
 func listWebhooks(ctx context.Context, uses *webhooks.Service, account *model.Account, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
-	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS")
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS\tORDERING")
 	for _, v := range model.Variants {
 		if only != "" && v != only {
 			continue
@@ -229,8 +229,12 @@ func listWebhooks(ctx context.Context, uses *webhooks.Service, account *model.Ac
 				if w.Filter != nil {
 					filter = *w.Filter
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, w.Version, status, w.URL,
-					limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w), auth(&w), tlsKind(&w))
+				ordering := "-"
+				if w.OrderingKey != nil {
+					ordering = *w.OrderingKey
+				}
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, w.Version, status, w.URL,
+					limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w), auth(&w), tlsKind(&w), ordering)
 			}
 			if int64(len(hooks)) < f.Limit {
 				break

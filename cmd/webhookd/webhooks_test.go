@@ -58,10 +58,11 @@ func TestWebhooksCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	orderingKey := "data.campaignId"
 	for _, w := range []*model.Webhook{
 		{AccountID: acc.ID, Variant: model.VariantA, URL: "https://a.example.com/", EventType: "campaign.created", Status: model.StatusPending},
 		{AccountID: acc.ID, Variant: model.VariantB, URL: "https://b.example.com/", EventType: "lead.captured", Status: model.StatusActive,
-			RateLimit: &rate, MaxInFlight: &inFlight, Filter: &filter, Headers: &headers, Auth: &auth, TLS: &tlsSealed},
+			RateLimit: &rate, MaxInFlight: &inFlight, Filter: &filter, Headers: &headers, Auth: &auth, TLS: &tlsSealed, OrderingKey: &orderingKey},
 		{AccountID: other.ID, Variant: model.VariantB, URL: "https://other.example.com/", EventType: "lead.captured", Status: model.StatusActive},
 	} {
 		w.Secret, w.CreatedAt, w.UpdatedAt = "v1:x", model.Now(), model.Now()
@@ -75,15 +76,15 @@ func TestWebhooksCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS" ||
-		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\t1\tpending\thttps://a.example.com/\t-\t-\t-\t-\t-\t") ||
-		!strings.HasSuffix(lines[2], "\tB\tlead.captured\t1\tactive\thttps://b.example.com/\t50\t4\t"+filter+"\tX-Api-Token,X-Tenant\toauth2\tmtls+ca") ||
+	if len(lines) != 3 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS\tORDERING" ||
+		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\t1\tpending\thttps://a.example.com/\t-\t-\t-\t-\t-\t\t-") ||
+		!strings.HasSuffix(lines[2], "\tB\tlead.captured\t1\tactive\thttps://b.example.com/\t50\t4\t"+filter+"\tX-Api-Token,X-Tenant\toauth2\tmtls+ca\tdata.campaignId") ||
 		strings.Contains(out, "tok-0123456789") || strings.Contains(out, "cs-0123456789") || strings.Contains(out, "secret-key-body") || strings.Contains(out, "idp.example.com") || strings.Contains(out, "other.example.com") {
 		t.Fatalf("list printed:\n%s\nwant a header and the account's two webhooks with their limits, no other account's", out)
 	}
 	// The last line is the last webhook, its columns split by tabs.
-	if f := strings.Split(lastLine(out), "\t"); len(f) != 12 || f[3] != "1" || f[5] != "https://b.example.com/" || f[6] != "50" || f[7] != "4" || f[8] != filter || f[9] != "X-Api-Token,X-Tenant" || f[10] != "oauth2" || f[11] != "mtls+ca" {
-		t.Fatalf("list's last line %q: want id, variant, event type, status, URL, rate limit, max in flight, filter, header names, auth type, tls", lastLine(out))
+	if f := strings.Split(lastLine(out), "\t"); len(f) != 13 || f[3] != "1" || f[5] != "https://b.example.com/" || f[6] != "50" || f[7] != "4" || f[8] != filter || f[9] != "X-Api-Token,X-Tenant" || f[10] != "oauth2" || f[11] != "mtls+ca" || f[12] != "data.campaignId" {
+		t.Fatalf("list's last line %q: want id, variant, event type, status, URL, rate limit, max in flight, filter, header names, auth type, tls, ordering key", lastLine(out))
 	}
 	out, err = cmd("list", "--owner-email", "ops@example.com", "--variant", "B")
 	if err != nil || strings.Contains(out, "a.example.com") || !strings.Contains(out, "b.example.com") {

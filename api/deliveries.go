@@ -25,11 +25,7 @@ func (h *deliveryHandlers) retryDelivery(c echo.Context) error {
 	}
 	// Resends that arrive together are one: an attempt that starts after this one arrived answers
 	// it, however long it then waited for the database or Temporal.
-	arrived, ok := c.Get(contextArrived).(time.Time)
-	if !ok {
-		arrived = model.Now()
-	}
-	ref, err := h.webhooks.Resend(c.Request().Context(), w, deliveryID, arrived)
+	ref, err := h.webhooks.Resend(c.Request().Context(), w, deliveryID, arrivedAt(c))
 	if err != nil {
 		return notFoundAs(err, "delivery")
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -104,11 +103,7 @@ func (h *deliveryHandlers) retryLane(c echo.Context) error {
 	if err := decodeNoBody(c); err != nil {
 		return err
 	}
-	arrived, ok := c.Get(contextArrived).(time.Time)
-	if !ok {
-		arrived = model.Now()
-	}
-	v, err := h.webhooks.RetryLane(c.Request().Context(), w, laneID, arrived)
+	v, err := h.webhooks.RetryLane(c.Request().Context(), w, laneID, arrivedAt(c))
 	if err != nil {
 		return notFoundAs(err, "lane")
 	}

@@ -103,3 +103,12 @@ func httpMetrics(reg prometheus.Registerer) (echo.MiddlewareFunc, error) {
 		DurationHelp: "Management API request latency by method and route.",
 	}, nil)
 }
+
+// arrivedAt is when the request arrived, before it waited for anything (contextArrived); the time
+// of the call when no middleware recorded it.
+func arrivedAt(c echo.Context) time.Time {
+	if at, ok := c.Get(contextArrived).(time.Time); ok {
+		return at
+	}
+	return model.Now()
+}

@@ -211,12 +211,11 @@ var idBase atomic.Int64
 
 // uniqueIDs starts each test database's ids at a different base. Every test gets a fresh database
 // but shares one Temporal namespace, and workflow ids are made of event and webhook ids: without
-// this, two tests would both start delivery:1:1 and the second would be rejected as a duplicate
-// (and lane:1:1 would be woken by both).
+// this, two tests would both start delivery:1:1 and the second would be rejected as a duplicate.
 func uniqueIDs(t *testing.T, db *model.DB) {
 	t.Helper()
 	base := (time.Now().UnixNano()/1e6%1e6)*1e6 + idBase.Add(1)*10_000
-	for _, table := range []string{"accounts", "webhooks", "events", "deliveries", "lanes"} {
+	for _, table := range []string{"accounts", "webhooks", "events", "deliveries"} {
 		if _, err := db.ExecContext(context.Background(), fmt.Sprintf("ALTER TABLE %s ALTER COLUMN id RESTART WITH %d", table, base)); err != nil {
 			t.Fatal(err)
 		}

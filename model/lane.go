@@ -198,9 +198,8 @@ func placeInLanes(deliveries []Delivery, slots []laneSlot) {
 	}
 }
 
-// notDone are the states of a delivery its lane has not finished: all but delivered and canceled
-// (skipped by its owner, or its webhook deleted).
-var notDone = bun.List([]string{DeliveryPending, DeliveryDelivering, DeliveryRetrying, DeliveryExhausted})
+// A lane has not finished a delivery in one of the OpenStates: it is done once delivered, or
+// canceled (skipped by its owner, or its webhook deleted).
 
 // AdvanceLane records that a lane finished its delivery number done (done_seq only grows), and
 // returns its new head, the first delivery after it not done, for the caller to start (nil when
@@ -230,7 +229,7 @@ func LaneHeadRefs(ctx context.Context, db bun.IDB, laneIDs []int64) ([]DeliveryR
 		ColumnExpr("e.account_id, e.variant, e.event_type, w.url AS webhook_url").
 		Join("JOIN lanes AS l ON l.id = d.lane_id").Join("JOIN webhooks AS w ON w.id = d.webhook_id").Join("JOIN events AS e ON e.id = d.event_id").
 		Where("d.lane_id IN (?)", bun.List(laneIDs)).
-		Where(`d.lane_seq = (SELECT MIN(h.lane_seq) FROM deliveries AS h WHERE h.lane_id = l.id AND h.lane_seq > l.done_seq AND h.state IN (?))`, notDone).
+		Where(`d.lane_seq = (SELECT MIN(h.lane_seq) FROM deliveries AS h WHERE h.lane_id = l.id AND h.lane_seq > l.done_seq AND h.state IN (?))`, bun.List(OpenStates)).
 		OrderExpr("d.lane_id ASC").Scan(ctx, &refs)
 	if err != nil {
 		return nil, fmt.Errorf("read the heads of lanes: %w", err)
@@ -275,11 +274,11 @@ type LaneFilter struct {
 func ListLanes(ctx context.Context, db bun.IDB, webhookID int64, f LaneFilter) ([]LaneView, error) {
 	var lanes []Lane
 	q := db.NewSelect().Model(&lanes).Where("webhook_id = ?", webhookID).Where("id > ?", f.After).
-		Where("EXISTS (SELECT 1 FROM deliveries AS d WHERE d.lane_id = lane.id AND d.lane_seq > lane.done_seq AND d.state NOT IN (?))",
-			bun.List([]string{DeliveryDelivered, DeliveryCanceled}))
+		Where("EXISTS (SELECT 1 FROM deliveries AS d WHERE d.lane_id = lane.id AND d.lane_seq > lane.done_seq AND d.state IN (?))",
+			bun.List(OpenStates))
 	if f.Blocked {
-		q = q.Where(`(SELECT d.state FROM deliveries AS d WHERE d.lane_id = lane.id AND d.lane_seq > lane.done_seq AND d.state NOT IN (?)
-			ORDER BY d.lane_seq LIMIT 1) = ?`, bun.List([]string{DeliveryDelivered, DeliveryCanceled}), DeliveryExhausted)
+		q = q.Where(`(SELECT d.state FROM deliveries AS d WHERE d.lane_id = lane.id AND d.lane_seq > lane.done_seq AND d.state IN (?)
+			ORDER BY d.lane_seq LIMIT 1) = ?`, bun.List(OpenStates), DeliveryExhausted)
 	}
 	if err := q.OrderExpr("id ASC").Limit(f.Limit).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list lanes of webhook %d: %w", webhookID, err)
@@ -311,7 +310,7 @@ func GetLane(ctx context.Context, db bun.IDB, webhookID, laneID int64) (*LaneVie
 func (v *LaneView) readHead(ctx context.Context, db bun.IDB) error {
 	var heads []LaneHead
 	err := db.NewSelect().TableExpr("deliveries").Column("id", "event_id", "lane_seq", "state", "attempts", "last_error", "next_attempt_at").
-		Where("lane_id = ?", v.ID).Where("lane_seq > ?", v.DoneSeq).Where("state NOT IN (?)", bun.List([]string{DeliveryDelivered, DeliveryCanceled})).
+		Where("lane_id = ?", v.ID).Where("lane_seq > ?", v.DoneSeq).Where("state IN (?)", bun.List(OpenStates)).
 		OrderExpr("lane_seq ASC").Limit(1).Scan(ctx, &heads)
 	if err != nil {
 		return fmt.Errorf("read head of lane %d: %w", v.ID, err)

@@ -179,16 +179,7 @@ func TestPublishPlacesOrderedDeliveriesInLanes(t *testing.T) {
 func TestStaleLanes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
-		_, account, err := model.CreateAPIKey(ctx, db, "stale@example.com", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := "data.campaignId"
-		w := &model.Webhook{AccountID: account.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
-			Status: model.StatusActive, Secret: "v1:x", CreatedAt: model.Now(), UpdatedAt: model.Now(), OrderingKey: &key}
-		if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
-			t.Fatal(err)
-		}
+		account, w := orderedHook(t, db, "stale@example.com")
 		t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 		publish := func(campaign string, at time.Time) int64 {
 			res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: account.ID, Variant: model.VariantB, EventType: "lead.captured",
@@ -227,16 +218,7 @@ func TestStaleLanes(t *testing.T) {
 func TestAdvanceLane(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
-		_, account, err := model.CreateAPIKey(ctx, db, "advance@example.com", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := "data.campaignId"
-		w := &model.Webhook{AccountID: account.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
-			Status: model.StatusActive, Secret: "v1:x", CreatedAt: model.Now(), UpdatedAt: model.Now(), OrderingKey: &key}
-		if err := model.CreateWebhook(ctx, db, w, 100); err != nil {
-			t.Fatal(err)
-		}
+		account, w := orderedHook(t, db, "advance@example.com")
 		var ids []int64
 		var lane int64
 		for range 4 {
@@ -265,4 +247,21 @@ func TestAdvanceLane(t *testing.T) {
 			t.Fatalf("lane %+v (head %+v), %v; want done 3, head 4, none waiting", v, v.Head, err)
 		}
 	})
+}
+
+// orderedHook creates an account of owner and its lead.captured webhook ordered by
+// data.campaignId.
+func orderedHook(t *testing.T, db *model.DB, owner string) (*model.Account, *model.Webhook) {
+	t.Helper()
+	_, account, err := model.CreateAPIKey(t.Context(), db, owner, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "data.campaignId"
+	w := &model.Webhook{AccountID: account.ID, Variant: model.VariantB, URL: "https://r.example.com/", EventType: "lead.captured",
+		Status: model.StatusActive, Secret: "v1:x", CreatedAt: model.Now(), UpdatedAt: model.Now(), OrderingKey: &key}
+	if err := model.CreateWebhook(t.Context(), db, w, 100); err != nil {
+		t.Fatal(err)
+	}
+	return account, w
 }

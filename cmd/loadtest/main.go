@@ -276,7 +276,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.answerDelay, "answer-delay", 100*time.Millisecond, "how long the healthy endpoints take to answer, so that attempts queue for the host (killload)")
 	flag.BoolVar(&cfg.control, "control", true, "add a phase where B's receiver answers at once, to tell what the hang costs from what B's traffic costs (isolation)")
 	flag.DurationVar(&cfg.progress, "progress", 5*time.Second, "interval between progress lines")
-	matrixRowList := flag.String("matrix-rows", "all", "the rows to run, separated by commas, in the matrix's order: sharedhost-hang, sharedhost-tls, sharedhost-auth, heavy-filters, filter-trials, recover, burst, portal, lists (matrix)")
+	matrixRowList := flag.String("matrix-rows", "all", "the rows to run, separated by commas, in the matrix's order: sharedhost-hang, sharedhost-tls, sharedhost-auth, heavy-filters, filter-trials, recover, burst, ordered-hotkey, portal, lists (matrix)")
 	flag.DurationVar(&cfg.matrix.settle, "matrix-settle", 2*time.Second, "after B's load starts, wait this long before C probes again (matrix; the sharedhost-hang row waits -pause)")
 	flag.DurationVar(&cfg.matrix.trialSettle, "matrix-trial-settle", 30*time.Second, "after B's filter trials start, wait this long before C probes again: a trial reads its events before it matches any (matrix's filter-trials row)")
 	flag.IntVar(&cfg.matrix.steadyHooks, "matrix-steady-hooks", 10, "B's webhooks on the shared host in the sharedhost-tls and sharedhost-auth rows (matrix)")

@@ -80,6 +80,7 @@ var matrixRows = []matrixRowSpec{
 	{"heavy-filters", (*matrix).heavyFilters},
 	{"filter-trials", (*matrix).filterTrials},
 	{"burst", (*matrix).burst},
+	{"ordered-hotkey", (*matrix).orderedHotKey},
 	{"portal", (*matrix).portal},
 	{"lists", (*matrix).lists},
 	{"recover", (*matrix).recoverDataset},

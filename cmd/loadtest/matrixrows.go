@@ -251,6 +251,34 @@ func (m *matrix) burst(ctx context.Context) (*noisyLoad, error) {
 	return load, nil
 }
 
+// orderedHotKey: the burst's publishing to one ordered webhook of B's (docs/ordering.md) whose
+// events all carry one key, the heaviest an ordering allows: every publish takes the one lane's row
+// lock at intake, and every delivery waits in that lane for the one before it, each started by the
+// one before it in the worker.
+func (m *matrix) orderedHotKey(ctx context.Context) (*noisyLoad, error) {
+	n, publishers := m.cfg.matrix.burst, m.cfg.concurrency
+	load, delivered, bBase, err := m.apart(fmt.Sprintf("a burst of %d events, %d publishers, to one webhook of its own ordered by data.id, every event with one id (one lane); it answers at once", n, publishers))
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	load.end = m.deleting(&ids)
+	if err := m.registerB(ctx, 1, &ids, func(int) map[string]any {
+		body := hookBody(bBase+"/ordered", "campaign.created")
+		body["ordering"] = map[string]any{"key": "data.id"}
+		return body
+	}); err != nil {
+		return load, err
+	}
+	t := &opCount{what: "publishes"}
+	load.run = func(ctx context.Context) {
+		repeatN(ctx, n, publishers, t, publishAs(m.b, "campaign.created", campaignData("Load")))
+	}
+	load.finish = true
+	load.work = func() string { return fmt.Sprintf("%s; %d delivered", t, delivered.answered.Load()) }
+	return load, nil
+}
+
 // portal: B's readers, each in a portal session of its own, read the endpoints page, the event
 // log's first page and one in the middle of the data set, and the data set webhook's page, in
 // turn, again and again.

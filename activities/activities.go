@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/webhookd/webhookd/activities/broker"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/notices"
@@ -51,8 +52,11 @@ type Activities struct {
 	// Tokens caches the OAuth2 tokens of webhooks' receiver authentication (auth.go); nil fails
 	// every attempt of an oauth2 webhook with ClassAuthFailed.
 	Tokens *Tokens
-	Mailer Mailer
-	Links  Links
+	// Brokers keeps the connections of webhooks whose destination is a broker
+	// (receiver_broker.go); nil fails every attempt of such a webhook.
+	Brokers *broker.Pool
+	Mailer  Mailer
+	Links   Links
 	// SiteBaseURL is where published websites live (WEBHOOKD_SITE_BASE_URL).
 	SiteBaseURL string
 	Metrics     *Metrics

@@ -55,6 +55,8 @@ func (a *Activities) kindOf(w *model.Webhook) receiverKind {
 		return &mailReceiver{a: a}
 	case w.IsChannel():
 		return &httpsReceiver{a: a, render: noticeRender}
+	case w.Destination != nil:
+		return &brokerReceiver{a: a}
 	}
 	return &httpsReceiver{a: a, render: webhookRender}
 }

@@ -38,7 +38,7 @@ var variantA = &variant{
 		return webhookA{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Version: w.Version, Status: w.Status, Disabled: w.Disabled(),
 			CreatedAt: isoTime(w.CreatedAt), UpdatedAt: isoTime(w.UpdatedAt),
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Ordering: orderingView(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Ordering: orderingView(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS, Destination: r.Destination,
 			Secret: secret,
 		}
 	},
@@ -69,7 +69,7 @@ var variantB = &variant{
 		out := webhookB{
 			ID: w.ID, URL: w.URL, EventType: w.EventType, Version: w.Version, Status: w.Status,
 			CreatedAt: isoTime(w.CreatedAt), LastStatus: w.LastStatus, FailureCount: w.FailureCount,
-			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Ordering: orderingView(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS,
+			RateLimit: w.RateLimit, MaxInFlight: w.MaxInFlight, Filter: filterJSON(w), Ordering: orderingView(w), Headers: r.Headers, Auth: r.Auth, TLS: r.TLS, Destination: r.Destination,
 			Secret: secret,
 		}
 		if w.LastTriggeredAt != nil {
@@ -168,8 +168,11 @@ type webhookA struct {
 	Auth any `json:"auth"`
 	// TLS is the webhook's TLS settings toward its receiver, its certificates shown by subject,
 	// issuer and expiry and its private key redacted (docs/api.md), null for none.
-	TLS    *tlsSettings `json:"tls"`
-	Secret string       `json:"secret,omitempty"`
+	TLS *tlsSettings `json:"tls"`
+	// Destination is the webhook's destination beyond HTTP (docs/destinations.md), its secrets
+	// redacted, null for an HTTPS endpoint.
+	Destination *destinationJSON `json:"destination"`
+	Secret      string           `json:"secret,omitempty"`
 }
 
 // redacted is what a representation shows of a webhook's sealed settings: its custom headers
@@ -178,8 +181,35 @@ type webhookA struct {
 type redacted struct {
 	Headers map[string]string
 	// Auth is a basicAuth, an oauth2Auth or nil (authView).
-	Auth any
-	TLS  *tlsSettings
+	Auth        any
+	TLS         *tlsSettings
+	Destination *destinationJSON
+}
+
+// destinationJSON shows a webhook's destination beyond HTTP (webhooks.Service.RedactedDestination):
+// its type and its kind's members; a secret (token, secretAccessKey, sessionToken) as a mask.
+type destinationJSON struct {
+	Type            string `json:"type"`
+	Subject         string `json:"subject,omitempty"`
+	Exchange        string `json:"exchange,omitempty"`
+	RoutingKey      string `json:"routingKey,omitempty"`
+	Topic           string `json:"topic,omitempty"`
+	Region          string `json:"region,omitempty"`
+	AccessKeyID     string `json:"accessKeyId,omitempty"`
+	MessageGroupID  string `json:"messageGroupId,omitempty"`
+	Token           string `json:"token,omitempty"`
+	SecretAccessKey string `json:"secretAccessKey,omitempty"`
+	SessionToken    string `json:"sessionToken,omitempty"`
+}
+
+// destinationView is how the API shows a redacted destination.
+func destinationView(d *webhooks.DestinationInfo) *destinationJSON {
+	if d == nil {
+		return nil
+	}
+	return &destinationJSON{Type: d.Type, Subject: d.Subject, Exchange: d.Exchange, RoutingKey: d.RoutingKey, Topic: d.Topic,
+		Region: d.Region, AccessKeyID: d.AccessKeyID, MessageGroupID: d.MessageGroupID,
+		Token: d.Token, SecretAccessKey: d.SecretAccessKey, SessionToken: d.SessionToken}
 }
 
 // tlsSettings shows a webhook's TLS settings (webhooks.Service.RedactedTLS): every field is
@@ -263,6 +293,7 @@ type webhookB struct {
 	Headers       map[string]string `json:"headers"`
 	Auth          any               `json:"auth"`
 	TLS           *tlsSettings      `json:"tls"`
+	Destination   *destinationJSON  `json:"destination"`
 	Secret        string            `json:"secret,omitempty"`
 }
 

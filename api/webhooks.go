@@ -30,7 +30,7 @@ func (h *deliveryHandlers) scope(c echo.Context) model.WebhookScope {
 // settings are a webhook's own settings as a request sends them: a field left out keeps its value
 // (on create: the default), null clears it; version, left out or null, keeps the webhook's (on
 // create: the newest version of its event type).
-func settings(rateLimit, maxInFlight nullableInt, filter, ordering, headers, auth, tls nullableJSON, version *jsonInt) webhooks.Settings {
+func settings(rateLimit, maxInFlight nullableInt, filter, ordering, headers, auth, tls, destination nullableJSON, version *jsonInt) webhooks.Settings {
 	var v *int
 	if version != nil {
 		n := int(*version)
@@ -45,6 +45,7 @@ func settings(rateLimit, maxInFlight nullableInt, filter, ordering, headers, aut
 		Headers:     webhooks.HeadersEdit{Set: headers.Set, JSON: headers.Value},
 		Auth:        webhooks.AuthEdit{Set: auth.Set, JSON: auth.Value},
 		TLS:         webhooks.TLSEdit{Set: tls.Set, JSON: tls.Value},
+		Destination: webhooks.DestinationEdit{Set: destination.Set, JSON: destination.Value},
 	}
 }
 
@@ -58,6 +59,7 @@ type createWebhookRequest struct {
 	Headers     nullableJSON `json:"headers"`
 	Auth        nullableJSON `json:"auth"`
 	TLS         nullableJSON `json:"tls"`
+	Destination nullableJSON `json:"destination"`
 	Version     *jsonInt     `json:"version"`
 }
 
@@ -71,6 +73,7 @@ type updateWebhookRequest struct {
 	Headers     nullableJSON `json:"headers"`
 	Auth        nullableJSON `json:"auth"`
 	TLS         nullableJSON `json:"tls"`
+	Destination nullableJSON `json:"destination"`
 	Version     *jsonInt     `json:"version"`
 }
 
@@ -86,6 +89,7 @@ type patchWebhookRequest struct {
 	Headers     nullableJSON    `json:"headers"`
 	Auth        nullableJSON    `json:"auth"`
 	TLS         nullableJSON    `json:"tls"`
+	Destination nullableJSON    `json:"destination"`
 	Version     *jsonInt        `json:"version"`
 }
 
@@ -95,7 +99,7 @@ func (h *deliveryHandlers) create(c echo.Context) error {
 		return err
 	}
 	w, secret, err := h.webhooks.Create(c.Request().Context(), h.scope(c), webhooks.Registration{
-		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Version)})
+		URL: req.URL, EventType: req.EventType, Settings: settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Destination, req.Version)})
 	if err != nil {
 		return err
 	}
@@ -126,7 +130,11 @@ func (h *deliveryHandlers) redact(w *model.Webhook) (redacted, error) {
 	if err != nil {
 		return redacted{}, err
 	}
-	return redacted{Headers: headers, Auth: authView(auth), TLS: tlsView(t)}, nil
+	d, err := h.webhooks.RedactedDestination(w)
+	if err != nil {
+		return redacted{}, err
+	}
+	return redacted{Headers: headers, Auth: authView(auth), TLS: tlsView(t), Destination: destinationView(d)}, nil
 }
 
 func (h *deliveryHandlers) list(c echo.Context) error {
@@ -174,7 +182,7 @@ func (h *deliveryHandlers) update(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Version))
+	w, err := h.webhooks.Update(c.Request().Context(), h.scope(c), id, req.URL, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Destination, req.Version))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}
@@ -198,7 +206,7 @@ func (h *deliveryHandlers) patch(c echo.Context) error {
 	if req.EventType != nil {
 		return validationFailed("eventType", "eventType cannot be changed; register a new webhook for another event type")
 	}
-	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Version))
+	w, err := h.webhooks.SetSettings(c.Request().Context(), h.scope(c), id, settings(req.RateLimit, req.MaxInFlight, req.Filter, req.Ordering, req.Headers, req.Auth, req.TLS, req.Destination, req.Version))
 	if err != nil {
 		return notFoundAsWebhook(err)
 	}

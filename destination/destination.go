@@ -5,6 +5,11 @@
 // publishes with them.
 package destination
 
+import (
+	"encoding/json"
+	"fmt"
+)
+
 // The kinds of destination (Settings.Type). A webhook without a destination is an HTTPS endpoint,
 // exactly as the spec says.
 const (
@@ -44,4 +49,42 @@ type Credentials struct {
 	Token           string `json:"token,omitempty"`
 	SecretAccessKey string `json:"secretAccessKey,omitempty"`
 	SessionToken    string `json:"sessionToken,omitempty"`
+}
+
+// Error is a refusal of a destination as sent: Field names the member at fault (url,
+// destination.subject), Reason is a sentence safe to show a client that never quotes a secret,
+// and Malformed says the request's shape is wrong (400) rather than its values (422).
+type Error struct {
+	Field, Reason string
+	Malformed     bool
+}
+
+func (e *Error) Error() string { return e.Reason }
+
+// Checked is a destination as checked: what is stored, and the broker's hosts, which the address
+// policy judges.
+type Checked struct {
+	Settings Settings
+	// URL is the webhook's URL as stored and shown: the one sent without its password.
+	URL string
+	// Credentials are the secrets sent, from the URL's user and the destination's members.
+	Credentials Credentials
+	// Hosts are the broker's host:port pairs as the URL names them.
+	Hosts []string
+}
+
+// SecretMembers are the members of a destination object that are secrets: sealed, and shown as a
+// mask.
+var SecretMembers = []string{"token", "secretAccessKey", "sessionToken"}
+
+// Of reads the stored JSON of a webhook's destination, nil for an HTTPS endpoint.
+func Of(stored *string) (*Settings, error) {
+	if stored == nil {
+		return nil, nil
+	}
+	var s Settings
+	if err := json.Unmarshal([]byte(*stored), &s); err != nil {
+		return nil, fmt.Errorf("stored destination: %w", err)
+	}
+	return &s, nil
 }

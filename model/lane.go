@@ -384,3 +384,18 @@ func seqOf(d Delivery) int64 {
 	}
 	return *d.LaneSeq
 }
+
+// DeliveryLaneKey returns the key of delivery id's lane as stored (LaneKeyOf), NoLaneKey when the
+// delivery is in no lane.
+func DeliveryLaneKey(ctx context.Context, db bun.IDB, id int64) (string, error) {
+	var keys []string
+	err := db.NewSelect().TableExpr("deliveries AS d").Join("JOIN lanes AS l ON l.id = d.lane_id").
+		ColumnExpr("l.lane_key").Where("d.id = ?", id).Scan(ctx, &keys)
+	if err != nil {
+		return NoLaneKey, fmt.Errorf("lane key of delivery %d: %w", id, err)
+	}
+	if len(keys) == 0 {
+		return NoLaneKey, nil
+	}
+	return keys[0], nil
+}

@@ -65,6 +65,11 @@ type Webhook struct {
 	TLS *string `bun:"tls"`
 	// TLSExpiresAt is the earliest notAfter of the certificates in TLS, nil without TLS.
 	TLSExpiresAt *time.Time `bun:"tls_expires_at"`
+	// Destination is the JSON of the webhook's destination beyond HTTP (destination.Settings:
+	// docs/destinations.md), nil for an HTTPS endpoint; DestinationCredentials is secretbox.Box
+	// ciphertext of its secrets (destination.Credentials), nil for none.
+	Destination            *string `bun:"destination"`
+	DestinationCredentials *string `bun:"destination_credentials"`
 	// Kind is KindWebhook for a subscription to one event type, or the kind of a notification
 	// endpoint (KindNoticeWebhook, KindNoticeChat, KindNoticeEmail: docs/notifications.md), which
 	// receives the notices of NoticeTypes (nil: DefaultNoticeTypes) instead of events.
@@ -241,6 +246,15 @@ type TLSChange struct {
 	ExpiresAt *time.Time
 }
 
+// DestinationChange changes a webhook's destination (docs/destinations.md): Set false keeps it, Set
+// with a nil To makes the webhook an HTTPS endpoint again. To is the settings' JSON, Credentials
+// their secretbox.Box ciphertext (nil for none).
+type DestinationChange struct {
+	Set         bool
+	To          *string
+	Credentials *string
+}
+
 // SettingsChange changes a webhook's own settings, beside its URL: its per-endpoint limits
 // (RateLimit, MaxInFlight), its payload filter, its ordering key and its custom headers. Its zero value changes
 // nothing.
@@ -252,13 +266,14 @@ type SettingsChange struct {
 	Headers     HeadersChange
 	Auth        AuthChange
 	TLS         TLSChange
+	Destination DestinationChange
 	// Version, when Set, is the version of its event type the webhook receives from now on.
 	Version LimitChange
 }
 
 // Empty reports whether c leaves every setting as it is.
 func (c SettingsChange) Empty() bool {
-	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Ordering.Set && !c.Headers.Set && !c.Auth.Set && !c.TLS.Set && !c.Version.Set
+	return !c.RateLimit.Set && !c.MaxInFlight.Set && !c.Filter.Set && !c.Ordering.Set && !c.Headers.Set && !c.Auth.Set && !c.TLS.Set && !c.Destination.Set && !c.Version.Set
 }
 
 // Limits reports whether c changes a limit.
@@ -287,6 +302,9 @@ func (c SettingsChange) set(q *bun.UpdateQuery) *bun.UpdateQuery {
 	}
 	if c.TLS.Set {
 		q = q.Set("tls = ?", c.TLS.To).Set("tls_expires_at = ?", c.TLS.ExpiresAt)
+	}
+	if c.Destination.Set {
+		q = q.Set("destination = ?", c.Destination.To).Set("destination_credentials = ?", c.Destination.Credentials)
 	}
 	if c.Version.Set && c.Version.To != nil {
 		q = q.Set("version = ?", *c.Version.To)
@@ -477,4 +495,21 @@ func CountWebhooksByStatus(ctx context.Context, db bun.IDB) ([]StatusCount, erro
 		return nil, fmt.Errorf("count webhooks: %w", err)
 	}
 	return counts, nil
+}
+
+// WebhookVersions returns the updated_at of each live webhook among ids: one that was deleted is not
+// in the map.
+func WebhookVersions(ctx context.Context, db bun.IDB, ids []int64) (map[int64]time.Time, error) {
+	var rows []struct {
+		ID        int64     `bun:"id"`
+		UpdatedAt time.Time `bun:"updated_at"`
+	}
+	if err := db.NewSelect().Model((*Webhook)(nil)).Column("id", "updated_at").Where("id IN (?)", bun.In(ids)).Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("webhook versions: %w", err)
+	}
+	out := make(map[int64]time.Time, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.UpdatedAt
+	}
+	return out, nil
 }

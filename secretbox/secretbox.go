@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/webhookd/webhookd/destination"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -117,6 +118,25 @@ func (b *Box) WebhookAuth(w *model.Webhook) (*model.ReceiverAuth, error) {
 		return nil, fmt.Errorf("open auth of webhook %d: not a JSON object", w.ID)
 	}
 	return &auth, nil
+}
+
+// WebhookDestination opens the secrets of the webhook's destination beyond HTTP
+// (docs/destinations.md), the zero value for none. Only a delivery attempt needs them; every other
+// reader shows them masked.
+func (b *Box) WebhookDestination(w *model.Webhook) (destination.Credentials, error) {
+	var c destination.Credentials
+	if w.DestinationCredentials == nil {
+		return c, nil
+	}
+	plain, err := b.Open(*w.DestinationCredentials)
+	if err != nil {
+		return c, fmt.Errorf("open destination credentials of webhook %d: %w", w.ID, err)
+	}
+	if err := json.Unmarshal([]byte(plain), &c); err != nil {
+		// The error of encoding/json could quote the plain text: leave it out.
+		return c, fmt.Errorf("open destination credentials of webhook %d: not a JSON object", w.ID)
+	}
+	return c, nil
 }
 
 // Open decrypts a value made by Seal.

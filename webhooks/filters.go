@@ -29,6 +29,7 @@ type Settings struct {
 	Headers                HeadersEdit
 	Auth                   AuthEdit
 	TLS                    TLSEdit
+	Destination            DestinationEdit
 	Version                *int
 }
 

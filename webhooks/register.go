@@ -45,7 +45,8 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if settings.Version.Set {
 		version = *settings.Version.To
 	}
-	if err := s.checkURL(ctx, r.URL); err != nil {
+	url, dest, err := s.target(ctx, r.URL, r.Settings.Destination, nil)
+	if err != nil {
 		return nil, "", err
 	}
 	secret, sealed, err := s.newSecret()
@@ -54,11 +55,12 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	}
 	now := s.clock.Now()
 	w := &model.Webhook{
-		AccountID: scope.AccountID, Variant: scope.Variant, URL: r.URL, EventType: r.EventType, Version: version,
+		AccountID: scope.AccountID, Variant: scope.Variant, URL: url, EventType: r.EventType, Version: version,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 		RateLimit: settings.RateLimit.To, MaxInFlight: settings.MaxInFlight.To, Filter: settings.Filter.To,
 		OrderingKey: settings.Ordering.To,
 		Headers:     settings.Headers.To, Auth: settings.Auth.To, TLS: settings.TLS.To, TLSExpiresAt: settings.TLS.ExpiresAt,
+		Destination: dest.To, DestinationCredentials: dest.Credentials,
 	}
 	err = s.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		if err := model.CreateWebhook(ctx, cs.Tx, w, s.maxWebhooks); err != nil {
@@ -115,10 +117,11 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 		return nil, err
 	}
 	// Existence before the URL's resolution, so another account's id is not found whatever the body.
-	if _, err := model.GetWebhook(ctx, s.db, scope, id); err != nil {
+	stored, err := model.GetWebhook(ctx, s.db, scope, id)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.checkURL(ctx, url); err != nil {
+	if url, limits.Destination, err = s.target(ctx, url, settings.Destination, stored); err != nil {
 		return nil, err
 	}
 	w, err := model.UpdateWebhookURL(ctx, s.db, scope, id, url, limits, s.clock.Now())
@@ -137,6 +140,16 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 	limits, err := s.change(ctx, scope, id, "", settings)
 	if err != nil {
 		return nil, err
+	}
+	if settings.Destination.Set {
+		// The URL stays: the destination's settings change beside it, judged with it.
+		stored, err := model.GetWebhook(ctx, s.db, scope, id)
+		if err != nil {
+			return nil, err
+		}
+		if _, limits.Destination, err = s.target(ctx, stored.URL, settings.Destination, stored); err != nil {
+			return nil, err
+		}
 	}
 	w, err := model.UpdateWebhookLimits(ctx, s.db, scope, id, limits, s.clock.Now())
 	if err != nil {

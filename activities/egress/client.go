@@ -96,6 +96,9 @@ type Client struct {
 	gate *proxyGate
 	// tls holds the clients of webhooks with TLS settings of their own (tlsconfig.go).
 	tls *tlsClients
+	// dial opens every connection: the address policy's check at dial time, through the egress
+	// proxy's tunnel where one is set.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Response is a receiver's reply. Body holds at most MaxResponseRead bytes.
@@ -165,6 +168,7 @@ func New(o Options) (*Client, error) {
 		timeout: o.Timeout,
 		hosts:   hs,
 		tls:     newTLSClients(transport, roots),
+		dial:    dial,
 	}
 	// The proxy's series are there without one too (up, no failures), so that dashboards and
 	// alerts read the same names on every worker.
@@ -270,6 +274,9 @@ type Request struct {
 	// TLS is the webhook's own TLS settings, nil for none: the exchange goes through a transport
 	// built for them (tlsconfig.go) instead of the shared one.
 	TLS *ReceiverTLS
+	// Host, when set, is the receiver's host:port for a URL that is not an HTTP one (a broker's,
+	// docs/destinations.md): its limits are that host's.
+	Host string
 }
 
 // Turn is an exchange admitted by Take: Post makes it, and Cancel gives the turn back unused.
@@ -309,7 +316,10 @@ func (c *Client) Take(ctx context.Context, r Request) (*Turn, error) {
 	if timeout <= 0 || timeout > c.timeout {
 		timeout = c.timeout
 	}
-	key, err := hostKey(r.URL)
+	key, err := r.Host, error(nil)
+	if key == "" {
+		key, err = hostKey(r.URL)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -352,6 +362,64 @@ func (t *Turn) Post(ctx context.Context, header http.Header, body []byte) (*Resp
 	}
 	return resp, err
 }
+
+// Answer is an error that is the receiver's answer, not a failure to reach it: a broker that
+// refused a publish (activities/broker.Refusal). The breakers count it as an HTTP reply: Busy as a
+// 503, otherwise as a 4xx, which says nothing against the host.
+type Answer interface {
+	error
+	Busy() bool
+}
+
+// Run makes the turn's exchange with fn, for a receiver that is not an HTTP endpoint (a broker):
+// fn runs under the exchange's timeout and its error judges the endpoint and its host as Post's
+// does. An error that is an Answer is the receiver's reply. A failure of the egress proxy comes
+// back as a *HeldError, as from Post.
+func (t *Turn) Run(ctx context.Context, fn func(ctx context.Context) error) error {
+	if t.done {
+		return errors.New("egress: turn already used")
+	}
+	t.done = true
+	runCtx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var tunnel tunnelState
+	if t.c.proxy != "" {
+		runCtx = context.WithValue(runCtx, tunnelStateKey{}, &tunnel)
+	}
+	err := fn(runCtx)
+	var resp *Response
+	var answer Answer
+	switch {
+	case err == nil:
+		resp = &Response{StatusCode: http.StatusOK}
+	case errors.As(err, &answer):
+		resp, err = &Response{StatusCode: http.StatusBadRequest}, nil
+		if answer.Busy() {
+			resp.StatusCode = http.StatusServiceUnavailable
+		}
+	default:
+		err = tunnel.blame(t.c.proxy, err)
+	}
+	t.c.hosts.release(ctx, t.t, resp, err)
+	if err = t.c.gate.observe(ctx, t.proxyProbe, err); err != nil {
+		return err
+	}
+	if answer != nil {
+		return answer
+	}
+	return nil
+}
+
+// Dial opens a connection to a receiver that is not an HTTP endpoint (a broker): the address
+// policy judges every address at dial time, and the connection goes through the egress proxy's
+// tunnel where one is set, as every exchange's does.
+func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return c.dial(ctx, network, addr)
+}
+
+// HTTP is the client of a receiver that speaks HTTPS through a library of its own (SQS): the
+// shared transport, with its checks, and no redirects.
+func (c *Client) HTTP() *http.Client { return c.http }
 
 // Cancel gives back a turn that was not posted; after Post it does nothing.
 func (t *Turn) Cancel() {

@@ -267,6 +267,12 @@ func (p AddressPolicy) CheckURL(ctx context.Context, raw string, resolver *net.R
 	return nil
 }
 
+// CheckHost judges a broker's host:port (docs/destinations.md) as CheckURL judges an HTTPS
+// receiver's host: the same names and addresses are refused, with the same switches.
+func (p AddressPolicy) CheckHost(ctx context.Context, hostPort string, resolver *net.Resolver) error {
+	return p.CheckURL(ctx, "https://"+hostPort+"/", resolver)
+}
+
 func (p AddressPolicy) checkLiteral(addr netip.Addr) error {
 	if p.AllowPrivate {
 		return nil

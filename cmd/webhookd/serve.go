@@ -25,6 +25,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/activities/broker"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
@@ -376,6 +377,7 @@ func startWorker(ctx context.Context, cfg Config, p serveParts, errc chan<- erro
 		return err
 	}
 	done := make(chan struct{})
+	go acts.Brokers.Run(ctx)
 	go func() {
 		defer close(done)
 		if err := worker.Run(ctx, workerConfig(cfg, p.temporal, p.db.DB, acts, p.dispatcher, p.logger)); err != nil {
@@ -458,6 +460,8 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 	}
 	return &activities.Activities{
 		DB: db, Secrets: secrets, Egress: out, Tokens: activities.NewTokens(tokenClient), Mailer: mailer,
+		Brokers: &broker.Pool{Open: broker.Open, Log: logger.With("component", "brokers"),
+			Live: func(ctx context.Context, ids []int64) (map[int64]time.Time, error) { return model.WebhookVersions(ctx, db, ids) }},
 		Metrics: metrics, FilterSkips: p.filterSkips, FilterOverruns: p.filterOverruns, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,

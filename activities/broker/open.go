@@ -1,0 +1,13 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+)
+
+// Open opens the Publisher of t's kind (Settings.Type): one file per kind.
+func Open(ctx context.Context, t Target) (Publisher, error) {
+	switch t.Settings.Type {
+	}
+	return nil, fmt.Errorf("no publisher for destinations of type %q", t.Settings.Type)
+}

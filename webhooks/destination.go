@@ -1,0 +1,166 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/destination"
+	"github.com/webhookd/webhookd/model"
+)
+
+// DestinationEdit is a request's destination beyond HTTP (docs/destinations.md): Set false leaves
+// the webhook's as it is; Set with JSON absent or null makes the webhook an HTTPS endpoint;
+// otherwise JSON is the destination as sent, which replaces the stored one whole, its secrets
+// included.
+type DestinationEdit struct {
+	Set  bool
+	JSON json.RawMessage
+}
+
+// DestinationInfo is what every representation shows of a webhook's destination: its settings,
+// and its secrets as AuthMask ("" when not set).
+type DestinationInfo struct {
+	destination.Settings
+	Token           string
+	SecretAccessKey string
+	SessionToken    string
+}
+
+// target judges the receiver a webhook will have after a change: rawURL (PUT's, or the stored one
+// for PATCH) with the destination edit e, stored being the webhook before the change (nil on
+// create). It returns the URL to store and the destination's change. An HTTPS URL is judged as
+// ever. A broker's URL is judged by its kind's rules, its hosts by the address policy; its password
+// is taken out into the sealed credentials, and a URL that names the stored user without a
+// password keeps the stored password, so that a representation sent back as it was read changes
+// nothing.
+func (s *Service) target(ctx context.Context, rawURL string, e DestinationEdit, stored *model.Webhook) (string, model.DestinationChange, error) {
+	var settings *destination.Settings
+	var secrets destination.Credentials
+	var storedCreds destination.Credentials
+	if stored != nil && stored.Destination != nil {
+		var err error
+		if settings, err = destination.Of(stored.Destination); err != nil {
+			return "", model.DestinationChange{}, err
+		}
+		box, err := s.box()
+		if err != nil {
+			return "", model.DestinationChange{}, err
+		}
+		if storedCreds, err = box.WebhookDestination(stored); err != nil {
+			return "", model.DestinationChange{}, err
+		}
+		secrets = destination.Credentials{Token: storedCreds.Token, SecretAccessKey: storedCreds.SecretAccessKey, SessionToken: storedCreds.SessionToken}
+	}
+	if e.Set {
+		settings, secrets = nil, destination.Credentials{}
+		if len(e.JSON) != 0 && string(e.JSON) != "null" {
+			parsed, sent, err := destination.Parse(e.JSON)
+			if err != nil {
+				return "", model.DestinationChange{}, destinationRefusal(err)
+			}
+			settings, secrets = &parsed, sent
+		}
+	}
+	if settings == nil {
+		if err := s.checkURL(ctx, rawURL); err != nil {
+			if stored != nil && stored.Destination != nil && e.Set && rawURL == stored.URL {
+				return "", model.DestinationChange{}, invalid("destination", "destination cannot be removed while the url is a %s url; send an https url with it (PUT)", destinationType(stored))
+			}
+			return "", model.DestinationChange{}, err
+		}
+		// Set only when it changes: an HTTPS webhook's PUT writes no destination columns.
+		return rawURL, model.DestinationChange{Set: stored != nil && stored.Destination != nil}, nil
+	}
+	if rawURL == "" {
+		return "", model.DestinationChange{}, missing("url")
+	}
+	url, user, hosts, err := destination.CheckURL(rawURL, *settings, s.policy.AllowHTTP)
+	if err != nil {
+		return "", model.DestinationChange{}, destinationRefusal(err)
+	}
+	for _, h := range hosts {
+		if err := s.policy.CheckHost(ctx, h, s.resolver); err != nil {
+			var ue *egress.URLError
+			if errors.As(err, &ue) {
+				return "", model.DestinationChange{}, invalid("url", "%s", ue.Reason)
+			}
+			return "", model.DestinationChange{}, err
+		}
+	}
+	if user.Password == "" && user.Username != "" && user.Username == storedCreds.Username {
+		user.Password = storedCreds.Password
+	}
+	creds := destination.Credentials{Username: user.Username, Password: user.Password,
+		Token: secrets.Token, SecretAccessKey: secrets.SecretAccessKey, SessionToken: secrets.SessionToken}
+	text, err := json.Marshal(settings)
+	if err != nil {
+		return "", model.DestinationChange{}, err
+	}
+	change := model.DestinationChange{Set: true, To: new(string(text))}
+	if creds != (destination.Credentials{}) {
+		box, err := s.box()
+		if err != nil {
+			return "", model.DestinationChange{}, err
+		}
+		plain, err := json.Marshal(creds)
+		if err != nil {
+			return "", model.DestinationChange{}, err
+		}
+		sealed, err := box.Seal(string(plain))
+		if err != nil {
+			return "", model.DestinationChange{}, err
+		}
+		change.Credentials = &sealed
+	}
+	return url, change, nil
+}
+
+// RedactedDestination is what every representation of w shows of its destination, nil for an
+// HTTPS endpoint: its settings, and its secrets masked.
+func (s *Service) RedactedDestination(w *model.Webhook) (*DestinationInfo, error) {
+	settings, err := destination.Of(w.Destination)
+	if err != nil || settings == nil {
+		return nil, err
+	}
+	info := &DestinationInfo{Settings: *settings}
+	if w.DestinationCredentials == nil {
+		return info, nil
+	}
+	box, err := s.box()
+	if err != nil {
+		return nil, err
+	}
+	c, err := box.WebhookDestination(w)
+	if err != nil {
+		return nil, err
+	}
+	mask := func(v string) string {
+		if v == "" {
+			return ""
+		}
+		return AuthMask
+	}
+	info.Token, info.SecretAccessKey, info.SessionToken = mask(c.Token), mask(c.SecretAccessKey), mask(c.SessionToken)
+	return info, nil
+}
+
+func destinationType(w *model.Webhook) string {
+	if s, err := destination.Of(w.Destination); err == nil && s != nil {
+		return s.Type
+	}
+	return "broker"
+}
+
+// destinationRefusal is a destination.Error as the use cases' InvalidError.
+func destinationRefusal(err error) error {
+	var de *destination.Error
+	if !errors.As(err, &de) {
+		return err
+	}
+	if de.Malformed {
+		return malformed(de.Field, "%s", de.Reason)
+	}
+	return invalid(de.Field, "%s", de.Reason)
+}

@@ -461,7 +461,9 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 	return &activities.Activities{
 		DB: db, Secrets: secrets, Egress: out, Tokens: activities.NewTokens(tokenClient), Mailer: mailer,
 		Brokers: &broker.Pool{Open: broker.Open, Log: logger.With("component", "brokers"),
-			Live: func(ctx context.Context, ids []int64) (map[int64]time.Time, error) { return model.WebhookVersions(ctx, db, ids) }},
+			Live: func(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
+				return model.WebhookVersions(ctx, db, ids)
+			}},
 		Metrics: metrics, FilterSkips: p.filterSkips, FilterOverruns: p.filterOverruns, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,

@@ -1,0 +1,122 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/webhookd/webhookd/secretbox"
+)
+
+// TestWebhookDestination (issue 44): a destination set at create is stored and shown with its
+// secrets masked and the URL's password taken out; a PUT that names the stored user without a
+// password keeps it, one that leaves destination out keeps the destination, PATCH changes the
+// kind's members, and PUT with an https url and destination null makes an HTTPS endpoint again.
+// Refusals name their field and change nothing; no answer holds a secret.
+func TestWebhookDestination(t *testing.T) {
+	const password, token = "pw-QUOKKA-1", "tok-WOMBAT-2"
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		box, err := secretbox.New(testKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shown := func(r response) string {
+			t.Helper()
+			if strings.Contains(string(r.raw), password) || strings.Contains(string(r.raw), token) {
+				t.Fatalf("an answer holds a secret: %s", r.raw)
+			}
+			b, _ := json.Marshal(r.data(t)["destination"])
+			return string(b)
+		}
+		created := e.do(t, "POST", v.collection, auth, limitsBody("tls://app:"+password+"@nats.example.com", v.eventType,
+			`"destination":{"type":"nats","subject":"orders.events","token":"`+token+`"}`))
+		created.expect(t, http.StatusCreated, "")
+		if got := shown(created); got != `{"subject":"orders.events","token":"••••••••","type":"nats"}` {
+			t.Fatalf("created destination = %s", got)
+		}
+		w := created.data(t)
+		if w["url"] != "tls://app@nats.example.com" {
+			t.Fatalf("url = %v", w["url"])
+		}
+		one := fmt.Sprintf("%s/%s", v.collection, jsonNumber(w["id"]))
+		stored := loadWebhook(t, e, w["id"])
+		if stored.DestinationCredentials == nil || strings.Contains(*stored.DestinationCredentials, password) {
+			t.Fatalf("credentials stored as %v", stored.DestinationCredentials)
+		}
+		creds := func() string {
+			c, err := box.WebhookDestination(loadWebhook(t, e, w["id"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.Username + ":" + c.Password + ":" + c.Token
+		}
+		if got := creds(); got != "app:"+password+":"+token {
+			t.Fatalf("credentials = %s", got)
+		}
+		if got := shown(e.do(t, "GET", one, auth, "")); !strings.Contains(got, `"subject":"orders.events"`) {
+			t.Fatalf("GET destination = %s", got)
+		}
+		plain := e.do(t, "POST", v.collection, auth, createBody("https://p.example.com/", v.eventType))
+		plain.expect(t, http.StatusCreated, "")
+		if got := shown(plain); got != "null" {
+			t.Fatalf("an HTTPS webhook shows destination %s, want null", got)
+		}
+
+		steps := []struct {
+			method, body, destination, url, creds string
+		}{
+			// The representation sent back as read: the stored user without a password keeps it.
+			{"PUT", `{"url":"tls://app@nats.example.com"}`, `{"subject":"orders.events","token":"••••••••","type":"nats"}`, "tls://app@nats.example.com", "app:" + password + ":" + token},
+			// Another user is another login: its password is what the url says (none).
+			{"PUT", `{"url":"tls://ops@nats.example.com:4333"}`, `{"subject":"orders.events","token":"••••••••","type":"nats"}`, "tls://ops@nats.example.com:4333", "ops::" + token},
+			// A destination sent replaces the stored one whole, its secrets included.
+			{"PATCH", `{"destination":{"type":"nats","subject":"orders.v2"}}`, `{"subject":"orders.v2","type":"nats"}`, "tls://ops@nats.example.com:4333", "ops::"},
+			{"PATCH", `{"rateLimit":5}`, `{"subject":"orders.v2","type":"nats"}`, "tls://ops@nats.example.com:4333", "ops::"},
+			{"PUT", `{"url":"amqps://mq.example.com/prod","destination":{"type":"rabbitmq","exchange":"events","routingKey":"orders"}}`, `{"exchange":"events","routingKey":"orders","type":"rabbitmq"}`, "amqps://mq.example.com/prod", "::"},
+			{"PUT", `{"url":"https://back.example.com/","destination":null}`, "null", "https://back.example.com/", "::"},
+		}
+		for _, s := range steps {
+			r := e.do(t, s.method, one, auth, s.body)
+			r.expect(t, http.StatusOK, "")
+			if got := shown(r); got != s.destination {
+				t.Fatalf("%s %s: destination %s, want %s", s.method, s.body, got, s.destination)
+			}
+			if got := r.data(t)["url"]; got != s.url {
+				t.Fatalf("%s %s: url %v, want %s", s.method, s.body, got, s.url)
+			}
+			if got := creds(); got != s.creds {
+				t.Fatalf("%s %s: credentials %s, want %s", s.method, s.body, got, s.creds)
+			}
+		}
+
+		// A broker webhook again, for the refusals.
+		e.do(t, "PUT", one, auth, `{"url":"tls://nats.example.com","destination":{"type":"nats","subject":"x"}}`).expect(t, http.StatusOK, "")
+		for _, c := range []struct {
+			method, path, body string
+			status             int
+			field              string
+		}{
+			{"POST", v.collection, limitsBody("https://h.example.com/", v.eventType, `"destination":{"type":"nats","subject":"x"}`), http.StatusUnprocessableEntity, "url"},
+			{"POST", v.collection, limitsBody("tls://127.0.0.1:4222", v.eventType, `"destination":{"type":"nats","subject":"x"}`), http.StatusUnprocessableEntity, "url"},
+			{"POST", v.collection, limitsBody("tls://localhost", v.eventType, `"destination":{"type":"nats","subject":"x"}`), http.StatusUnprocessableEntity, "url"},
+			{"POST", v.collection, limitsBody("nats://n.example.com", v.eventType, `"destination":{"type":"nats","subject":"x"}`), http.StatusUnprocessableEntity, "url"},
+			{"POST", v.collection, limitsBody("kafka+tls://k.example.com,10.0.0.1:9093", v.eventType, `"destination":{"type":"kafka","topic":"t"}`), http.StatusUnprocessableEntity, "url"},
+			{"POST", v.collection, limitsBody("tls://n.example.com", v.eventType, `"destination":{"type":"nats"}`), http.StatusBadRequest, "destination.subject"},
+			{"POST", v.collection, limitsBody("tls://n.example.com", v.eventType, `"destination":"nats"`), http.StatusBadRequest, "destination"},
+			{"POST", v.collection, limitsBody("tls://n.example.com", v.eventType, `"destination":{"type":"mqtt"}`), http.StatusUnprocessableEntity, "destination.type"},
+			{"POST", v.collection, limitsBody("https://sqs.us-east-1.amazonaws.com/1/q", v.eventType, `"destination":{"type":"sqs","accessKeyId":"AKIA"}`), http.StatusBadRequest, "destination.secretAccessKey"},
+			{"PUT", one, `{"url":"https://h.example.com/"}`, http.StatusUnprocessableEntity, "url"},
+			{"PATCH", one, `{"destination":null}`, http.StatusUnprocessableEntity, "destination"},
+			{"PATCH", one, `{"destination":{"type":"kafka","topic":"t"}}`, http.StatusUnprocessableEntity, "url"},
+		} {
+			r := e.do(t, c.method, c.path, auth, c.body)
+			r.expectError(t, v, c.status, c.field)
+		}
+		if stored := loadWebhook(t, e, w["id"]); stored.URL != "tls://nats.example.com" || stored.Destination == nil || !strings.Contains(*stored.Destination, `"subject":"x"`) {
+			t.Fatalf("refused requests changed the webhook: %s %v", stored.URL, stored.Destination)
+		}
+	})
+}

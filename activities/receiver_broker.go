@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 
@@ -167,4 +169,13 @@ func brokerKey(laneKey string) string {
 		return s
 	}
 	return laneKey
+}
+
+// NewBrokers is the pool of a worker's broker connections (broker.Pool): a publisher of the
+// destination's kind per webhook, closed when db says its webhook changed or was deleted.
+func NewBrokers(db *model.DB, log *slog.Logger) *broker.Pool {
+	return &broker.Pool{Open: broker.Open, Log: log,
+		Live: func(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
+			return model.WebhookVersions(ctx, db, ids)
+		}}
 }

@@ -25,7 +25,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/webhookd/webhookd/activities"
-	"github.com/webhookd/webhookd/activities/broker"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/api"
 	"github.com/webhookd/webhookd/dispatch"
@@ -460,10 +459,7 @@ func newActivities(cfg Config, p serveParts) (*activities.Activities, error) {
 	}
 	return &activities.Activities{
 		DB: db, Secrets: secrets, Egress: out, Tokens: activities.NewTokens(tokenClient), Mailer: mailer,
-		Brokers: &broker.Pool{Open: broker.Open, Log: logger.With("component", "brokers"),
-			Live: func(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
-				return model.WebhookVersions(ctx, db, ids)
-			}},
+		Brokers: activities.NewBrokers(db, logger.With("component", "brokers")),
 		Metrics: metrics, FilterSkips: p.filterSkips, FilterOverruns: p.filterOverruns, Tracer: tracer, UserAgent: "webhookd/" + version, Log: logger.With("component", "activities"),
 		Links:       activities.Links{APIBaseURL: cfg.PublicURL, TemporalUIURL: cfg.TemporalUIURL, TemporalNSpace: cfg.Temporal.Namespace},
 		SiteBaseURL: cfg.SiteBaseURL,

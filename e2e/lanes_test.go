@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -254,32 +253,7 @@ func (lt *laneTest) publishEvent(k, i int) (int64, error) {
 	data["id"] = laneKeyBase + k
 	data["name"] = laneEventName(k, i)
 	data["budget"] = 100 + i
-	body, _ := json.Marshal(map[string]any{"eventType": "campaign.updated", "data": data})
-	client := &http.Client{Timeout: 10 * time.Second}
-	var last string
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		req, _ := http.NewRequest("POST", lt.st.apiURL+"/api/svc/v2/events", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("x-api-key", lt.st.key)
-		req.Header.Set("Idempotency-Key", "lane-"+laneEventName(k, i))
-		resp, err := client.Do(req)
-		if err != nil {
-			last = err.Error()
-			continue
-		}
-		var out struct {
-			Data struct {
-				ID int64 `json:"id"`
-			} `json:"data"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusAccepted && err == nil && out.Data.ID > 0 {
-			return out.Data.ID, nil
-		}
-		last = fmt.Sprintf("answered %d", resp.StatusCode)
-	}
-	return 0, fmt.Errorf("publish %s: no 202 within two minutes, last %s", laneEventName(k, i), last)
+	return publishAgain(lt.st, "campaign.updated", "lane-"+laneEventName(k, i), data)
 }
 
 func laneEventName(k, i int) string { return fmt.Sprintf("k%02d-e%02d", k, i) }

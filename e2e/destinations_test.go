@@ -1,0 +1,301 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/webhookd/webhookd/activities/broker/brokertest"
+	"github.com/webhookd/webhookd/internal/temporaltest"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/wire"
+	"github.com/webhookd/webhookd/workflows"
+)
+
+// brokerUnderTest is a real broker of one destination kind (activities/broker/brokertest): its
+// address as a webhook's url, a kill -9 and a start on the same port and data, and what a consumer
+// read from it.
+type brokerUnderTest interface {
+	URL() string
+	Kill()
+	Restart(t testing.TB)
+	// Consume waits until at least n messages arrived (or the timeout), then returns every one
+	// read so far.
+	Consume(t testing.TB, n int, timeout time.Duration) []brokertest.Received
+}
+
+// destinationCase is one kind's system test: its broker, the webhook's destination, the secrets a
+// search must not find, and whether the broker drops a copy under the same de-duplication id.
+type destinationCase struct {
+	start       func(t *testing.T) brokerUnderTest
+	destination map[string]any
+	secrets     map[string]string
+	dedup       bool
+}
+
+// destinationEvents is how many events each kind's system test delivers across the kill of
+// webhookd, before the broker's outage.
+const destinationEvents = 20
+
+// testDestination is issue 44's system test of one kind, on the built binary, a Temporal dev
+// server, PostgreSQL and the real broker: a webhook with the destination; 20 events published, with
+// webhookd killed with SIGKILL once half were accepted and started again; every event's message
+// read by a consumer and verified with the Standard Webhooks library, copies only under one
+// webhook-id (none where the broker de-duplicates); then the broker killed, an event published, its
+// attempts failing with a class that names the outage while the broker is down, and the event
+// landing on the schedule once the broker is back. No secret of the destination is in webhookd's
+// log, /metrics, the attempt log or the delivery workflows' Temporal history.
+func testDestination(t *testing.T, c destinationCase) {
+	besideOthers(t)
+	b := c.start(t)
+	bin := webhookdBinary(t)
+	dbURL := dbtest.PostgresURL(t)
+	tsrv := temporaltest.Start(t)
+	rc := startReceiver(t)
+	db := openTestDB(t, dbURL)
+	apiAddr := freeAddr(t)
+	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "dest", tsrv, rc,
+		"WEBHOOKD_ALLOW_HTTP_TARGETS=true",
+		"WEBHOOKD_RETRY_SCHEDULE=2s,2s,2s,2s,2s,2s,2s,2s,2s,2s",
+		// A Deliver activity cut by the kill runs again after its start-to-close timeout.
+		"WEBHOOKD_DELIVERY_TIMEOUT=2s",
+		"WEBHOOKD_SWEEP_INTERVAL=250ms",
+		"WEBHOOKD_RATE_LIMIT=10000",
+		"WEBHOOKD_LOG_LEVEL=debug",
+	), healthz: "http://" + apiAddr + "/healthz"}
+	p.start(t)
+	t.Cleanup(func() { p.kill(t) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("webhookd's log:\n%s", p.logs(t))
+		}
+	})
+	key, _, err := model.CreateAPIKey(context.Background(), db, "destinations@example.com", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stack{apiURL: "http://" + apiAddr, key: key, db: db, rc: rc}
+	status, body, _ := st.call(t, "A", "POST", "/api/svc/v2/webhooks", map[string]any{
+		"url": b.URL(), "eventType": "campaign.created", "destination": c.destination})
+	if status != http.StatusCreated {
+		t.Fatalf("create the webhook: %d %v", status, body)
+	}
+	created := body["data"].(map[string]any)
+	hook, secret := int64(created["id"].(float64)), created["secret"].(string)
+
+	// 20 events, eight publishers at once, webhookd killed once half were accepted. A publish that
+	// gets no 202 is made again with the same Idempotency-Key.
+	events := make([]int64, destinationEvents)
+	var accepted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, destinationEvents)
+	killed := make(chan struct{})
+	var killOnce sync.Once
+	for i := range destinationEvents {
+		wg.Go(func() {
+			if i >= destinationEvents/2 {
+				<-killed
+			}
+			id, err := destinationEvent(st, i)
+			if err != nil {
+				errs <- err
+				return
+			}
+			events[i] = id
+			if accepted.Add(1) == destinationEvents/2 {
+				killOnce.Do(func() { close(killed) })
+			}
+		})
+	}
+	<-killed
+	p.kill(t)
+	time.Sleep(time.Second)
+	p.start(t)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		st.waitIdle(t, ev, hook, model.DeliveryDelivered)
+	}
+
+	// The broker down: the next event's attempts fail, naming the outage, until it is back.
+	b.Kill()
+	down := publishOrFail(t, st, destinationEvents)
+	eventually(t, 60*time.Second, "two attempts failed while the broker is down", func() bool {
+		return len(failedAttempts(t, st, down, hook)) >= 2
+	})
+	for _, a := range failedAttempts(t, st, down, hook) {
+		switch *a.ErrorClass {
+		case "refused", "network", "timeout", "circuit_open":
+		default:
+			t.Fatalf("an attempt while the broker is down failed with class %s (%v), want refused, network, timeout or circuit_open", *a.ErrorClass, *a.Error)
+		}
+	}
+	b.Restart(t)
+	st.waitIdle(t, down, hook, model.DeliveryDelivered)
+	events = append(events, down)
+
+	// The consumer's side: every event's message, verified as a receiver verifies a request.
+	msgs := b.Consume(t, len(events), 60*time.Second)
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string][]brokertest.Received{}
+	for _, m := range msgs {
+		h := http.Header{}
+		for k, v := range m.Headers {
+			h.Set(k, v)
+		}
+		if err := wh.Verify(m.Body, h); err != nil {
+			t.Fatalf("a message fails the Standard Webhooks check: %v (headers %v)", err, m.Headers)
+		}
+		var env struct {
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(m.Body, &env); err != nil || env.Data == nil {
+			t.Fatalf("a message's body is not the delivery body: %s", m.Body)
+		}
+		id := m.Headers[wire.HeaderID]
+		byID[id] = append(byID[id], m)
+	}
+	copies := 0
+	for _, ev := range events {
+		got := byID[wire.MessageID(ev, hook)]
+		if len(got) == 0 {
+			t.Fatalf("event %d: no message under webhook-id %s (%d messages read)", ev, wire.MessageID(ev, hook), len(msgs))
+		}
+		for _, m := range got[1:] {
+			if string(m.Body) != string(got[0].Body) {
+				t.Fatalf("event %d: two messages under one webhook-id with different bodies", ev)
+			}
+		}
+		copies += len(got) - 1
+		delete(byID, wire.MessageID(ev, hook))
+	}
+	if len(byID) != 0 {
+		t.Fatalf("messages under webhook-ids of no event: %v", byID)
+	}
+	if c.dedup && copies != 0 {
+		t.Fatalf("the broker de-duplicates, yet the consumer read %d copies", copies)
+	}
+	t.Logf("%d events, %d messages, %d copies under their event's webhook-id", len(events), len(msgs), copies)
+
+	// No secret of the destination anywhere webhookd writes.
+	if len(c.secrets) == 0 {
+		return
+	}
+	secretsAbsent(t, "webhookd's log", p.logs(t), c.secrets, "delivery attempt")
+	secretsAbsent(t, "/metrics", p.metricsText(t), c.secrets, "webhookd_deliveries_total")
+	var log strings.Builder
+	for _, ev := range events {
+		for _, a := range st.attemptsOf(t, ev, hook) {
+			for _, s := range []*string{a.RequestHeaders, a.ResponseBody, a.Error} {
+				if s != nil {
+					log.WriteString(*s + "\n")
+				}
+			}
+		}
+	}
+	secretsAbsent(t, "the attempt log", log.String(), c.secrets, "webhook-id")
+	ids := []string{workflows.DeliveryWorkflowID(down, hook)}
+	for _, ev := range events[:3] {
+		ids = append(ids, workflows.DeliveryWorkflowID(ev, hook))
+	}
+	secretsAbsent(t, "the delivery workflows' history", historyText(t, tsrv.Client(t), ids...), c.secrets, "Deliver")
+	resp, err := http.Get(st.apiURL + fmt.Sprintf("/api/svc/v2/webhooks/%d", hook))
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		secretsAbsent(t, "an answer", string(b), c.secrets)
+	}
+}
+
+// publishAgain publishes an event of eventType with data under Idempotency-Key key until it is
+// answered 202 (for two minutes), and returns its id: an event committed before a kill is not
+// published twice.
+func publishAgain(st *stack, eventType, key string, data any) (int64, error) {
+	body, _ := json.Marshal(map[string]any{"eventType": eventType, "data": data})
+	client := &http.Client{Timeout: 10 * time.Second}
+	var last string
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		req, _ := http.NewRequest("POST", st.apiURL+"/api/svc/v2/events", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-api-key", st.key)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		var out struct {
+			Data struct {
+				ID int64 `json:"id"`
+			} `json:"data"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusAccepted && err == nil && out.Data.ID > 0 {
+			return out.Data.ID, nil
+		}
+		last = fmt.Sprintf("answered %d", resp.StatusCode)
+	}
+	return 0, fmt.Errorf("publish %s: no 202 within two minutes, last %s", key, last)
+}
+
+// destinationEvent publishes the destinations' test event i (campaign.created).
+func destinationEvent(st *stack, i int) (int64, error) {
+	data := maps.Clone(campaign)
+	data["id"], data["name"] = 4400+i, fmt.Sprintf("destination %d", i)
+	return publishAgain(st, "campaign.created", fmt.Sprintf("dest-%d", i), data)
+}
+
+func publishOrFail(t *testing.T, st *stack, i int) int64 {
+	t.Helper()
+	id, err := destinationEvent(st, i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// failedAttempts are the failed attempts of event's delivery to webhook.
+func failedAttempts(t *testing.T, st *stack, event, webhook int64) []model.Attempt {
+	t.Helper()
+	var out []model.Attempt
+	for _, a := range st.attemptsOf(t, event, webhook) {
+		if a.ErrorClass != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// attemptsOf are every attempt of event's delivery to webhook, in order.
+func (st *stack) attemptsOf(t *testing.T, event, webhook int64) []model.Attempt {
+	t.Helper()
+	var out []model.Attempt
+	if err := st.db.NewSelect().Model(&out).
+		Where("delivery_id IN (SELECT id FROM deliveries WHERE event_id = ? AND webhook_id = ?)", event, webhook).
+		OrderExpr("attempt ASC").Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

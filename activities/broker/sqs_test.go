@@ -1,19 +1,20 @@
 //go:build integration
 
-package broker_test
+package broker
 
 import (
 	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/webhookd/webhookd/activities/broker"
 	"github.com/webhookd/webhookd/activities/broker/brokertest"
 	"github.com/webhookd/webhookd/activities/egress"
 	"github.com/webhookd/webhookd/destination"
@@ -21,17 +22,16 @@ import (
 )
 
 // These tests run against goaws (brokertest.StartSQS), a real SQS server of the query protocol
-// run as a process. goaws checks no credentials, so the refusal of bad credentials is not
-// provoked here (sqs_unit_test.go maps SQS's answers); it keeps its queues in memory, so a
-// restart empties them.
+// run as a process. goaws checks no credentials and never throttles, so TestSQSAnswers replays
+// SQS's own error answers for those; it keeps its queues in memory, so a restart empties them.
 
 // sqsSigningSecret signs the test deliveries as a webhook's secret does.
 var sqsSigningSecret = wire.SecretPrefix + base64.StdEncoding.EncodeToString([]byte("sqs-test-signing-secret-32-bytes"))
 
 // sqsTarget is the Target of the queue at queueURL, with goaws's credentials and a plain HTTP
 // client that follows no redirect, as the egress client.
-func sqsTarget(queueURL string) broker.Target {
-	return broker.Target{
+func sqsTarget(queueURL string) Target {
+	return Target{
 		URL:         queueURL,
 		Settings:    destination.Settings{Type: destination.SQS, Region: brokertest.SQSRegion, AccessKeyID: brokertest.SQSAccessKeyID},
 		Credentials: destination.Credentials{SecretAccessKey: brokertest.SQSSecret, SessionToken: "sqs-session-token-secret"},
@@ -41,9 +41,9 @@ func sqsTarget(queueURL string) broker.Target {
 	}
 }
 
-func openSQS(t *testing.T, target broker.Target) broker.Publisher {
+func openSQS(t *testing.T, target Target) Publisher {
 	t.Helper()
-	p, err := broker.OpenSQS(context.Background(), target)
+	p, err := OpenSQS(context.Background(), target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func openSQS(t *testing.T, target broker.Target) broker.Publisher {
 
 // sqsMessage is event n of webhook 7 as the delivery activity builds it: the Standard Webhooks
 // headers under their lower-case names, signed with sqsSigningSecret.
-func sqsMessage(t *testing.T, n int, orderingKey string) broker.Message {
+func sqsMessage(t *testing.T, n int, orderingKey string) Message {
 	t.Helper()
 	msgID := wire.MessageID(int64(n), 7)
 	signedAt := time.Now()
@@ -69,10 +69,10 @@ func sqsMessage(t *testing.T, n int, orderingKey string) broker.Message {
 	for name := range h {
 		headers[strings.ToLower(name)] = h.Get(name)
 	}
-	return broker.Message{Body: body, Headers: headers, DedupID: msgID, OrderingKey: orderingKey}
+	return Message{Body: body, Headers: headers, DedupID: msgID, OrderingKey: orderingKey}
 }
 
-func publish(t *testing.T, p broker.Publisher, m broker.Message) error {
+func publish(t *testing.T, p Publisher, m Message) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -81,7 +81,8 @@ func publish(t *testing.T, p broker.Publisher, m broker.Message) error {
 
 // TestSQSDelivers publishes 20 messages into a standard and a FIFO queue and reads them back:
 // each body byte for byte, every header as an attribute, the signature verified by the Standard
-// Webhooks library, and on the FIFO queue in the order sent (one ordering key, one group).
+// Webhooks library; on the standard queue published all at once through one Publisher, on the
+// FIFO queue one after the other and consumed in that order (one ordering key, one group).
 func TestSQSDelivers(t *testing.T) {
 	s := brokertest.StartSQS(t)
 	wh, err := standardwebhooks.NewWebhook(sqsSigningSecret)
@@ -96,16 +97,26 @@ func TestSQSDelivers(t *testing.T) {
 	} {
 		t.Run(queue.name, func(t *testing.T) {
 			p := openSQS(t, sqsTarget(queue.url))
-			sent := map[string]broker.Message{}
+			sent := map[string]Message{}
 			var order []string
+			var wg sync.WaitGroup
 			for n := 1; n <= 20; n++ {
 				m := sqsMessage(t, n, queue.key)
-				if err := publish(t, p, m); err != nil {
-					t.Fatalf("publish %d: %v", n, err)
-				}
 				sent[m.DedupID] = m
 				order = append(order, m.DedupID)
+				if queue.key != "" { // one group, in order
+					if err := publish(t, p, m); err != nil {
+						t.Fatalf("publish %d: %v", n, err)
+					}
+					continue
+				}
+				wg.Go(func() { // no order: all at once, on one Publisher
+					if err := publish(t, p, m); err != nil {
+						t.Errorf("publish %d: %v", n, err)
+					}
+				})
 			}
+			wg.Wait()
 			got := s.ConsumeQueue(t, queue.url, 20, 60*time.Second)
 			if len(got) != 20 {
 				t.Fatalf("consumed %d messages, want 20", len(got))
@@ -223,7 +234,7 @@ func TestSQSBrokerDown(t *testing.T) {
 	if err == nil {
 		t.Fatal("publish to a killed goaws succeeded")
 	}
-	if r := broker.AsRefusal(err); r != nil {
+	if r := AsRefusal(err); r != nil {
 		t.Errorf("a broker down is no refusal: %v", r)
 	}
 	if class, msg := egress.Classify(err); class != egress.ClassRefused {
@@ -264,9 +275,9 @@ func TestSQSMissingQueue(t *testing.T) {
 	s := brokertest.StartSQS(t)
 	p := openSQS(t, sqsTarget(s.QueueURL("no-such-queue")))
 	err := publish(t, p, sqsMessage(t, 1, ""))
-	r := broker.AsRefusal(err)
-	if r == nil || r.Class != broker.ClassBrokerMissing {
-		t.Fatalf("publish to a missing queue: %v, want a %s refusal", err, broker.ClassBrokerMissing)
+	r := AsRefusal(err)
+	if r == nil || r.Class != ClassBrokerMissing {
+		t.Fatalf("publish to a missing queue: %v, want a %s refusal", err, ClassBrokerMissing)
 	}
 	if !strings.Contains(r.Message, "QueueDoesNotExist") {
 		t.Errorf("message %q names no SQS error code", r.Message)
@@ -282,7 +293,7 @@ func TestSQSRefusesAttributes(t *testing.T) {
 	m := sqsMessage(t, 1, "")
 	m.Headers["x-api-key!"] = "header-value-secret"
 	err := publish(t, p, m)
-	if r := broker.AsRefusal(err); r == nil || r.Class != broker.ClassBrokerRefused || !strings.Contains(r.Message, `"x-api-key!"`) || strings.Contains(r.Message, "header-value-secret") {
+	if r := AsRefusal(err); r == nil || r.Class != ClassBrokerRefused || !strings.Contains(r.Message, `"x-api-key!"`) || strings.Contains(r.Message, "header-value-secret") {
 		t.Errorf("a header name SQS refuses: %v", err)
 	}
 	m = sqsMessage(t, 2, "")
@@ -290,7 +301,7 @@ func TestSQSRefusesAttributes(t *testing.T) {
 		m.Headers[fmt.Sprintf("x-custom-%d", i)] = "v"
 	}
 	err = publish(t, p, m)
-	if r := broker.AsRefusal(err); r == nil || r.Class != broker.ClassBrokerRefused || !strings.Contains(r.Message, "at most 10") {
+	if r := AsRefusal(err); r == nil || r.Class != ClassBrokerRefused || !strings.Contains(r.Message, "at most 10") {
 		t.Errorf("11 headers: %v", err)
 	}
 	if got := s.Consume(t, 1, 2*time.Second); len(got) != 0 {
@@ -319,8 +330,126 @@ func assertNoSecret(t *testing.T, err error) {
 		if err != nil && strings.Contains(err.Error(), secret) {
 			t.Errorf("the error names a secret: %v", err)
 		}
-		if r := broker.AsRefusal(err); r != nil && r.Err != nil && strings.Contains(r.Err.Error(), secret) {
+		if r := AsRefusal(err); r != nil && r.Err != nil && strings.Contains(r.Err.Error(), secret) {
 			t.Errorf("the refusal's cause names a secret: %v", r.Err)
+		}
+	}
+}
+
+// TestSQSAnswers replays SQS's error answers (query protocol, as AWS documents and sends them)
+// that goaws never gives, since it checks no credential and never throttles: each is classed, and
+// the Refusal's text names the code and request id but never SQS's own message, which for
+// SignatureDoesNotMatch echoes the canonical request with its session token.
+func TestSQSAnswers(t *testing.T) {
+	const requestID = "b0fd5a0b-1c7e-5d3f-9f1a-3c2a7e0e4b11"
+	for _, c := range []struct {
+		status      int
+		code, class string
+		busy        bool
+	}{
+		{403, "InvalidClientTokenId", ClassBrokerAuth, false},
+		{403, "SignatureDoesNotMatch", ClassBrokerAuth, false},
+		{403, "AccessDenied", ClassBrokerAuth, false},
+		{400, "ExpiredToken", ClassBrokerAuth, false},
+		{400, "KMS.AccessDeniedException", ClassBrokerAuth, false},
+		{400, "AWS.SimpleQueueService.NonExistentQueue", ClassBrokerMissing, false},
+		{400, "RequestThrottled", ClassBrokerRefused, true},
+		{400, "KMS.ThrottlingException", ClassBrokerRefused, true},
+		{503, "ServiceUnavailable", ClassBrokerRefused, true},
+		{500, "InternalError", ClassBrokerRefused, true},
+		{400, "InvalidParameterValue", ClassBrokerRefused, false},
+		{400, "InvalidMessageContents", ClassBrokerRefused, false},
+	} {
+		t.Run(c.code, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				token := r.Header.Get("X-Amz-Security-Token")
+				w.Header().Set("Content-Type", "text/xml")
+				w.Header().Set("X-Amzn-Requestid", requestID)
+				w.WriteHeader(c.status)
+				fmt.Fprintf(w, `<?xml version="1.0"?><ErrorResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><Error><Type>Sender</Type><Code>%s</Code><Message>The Canonical String for this request should have been 'POST / x-amz-security-token:%s' with attribute webhook-signature %s</Message><Detail/></Error><RequestId>%s</RequestId></ErrorResponse>`,
+					c.code, token, r.FormValue("MessageAttribute.1.Value.StringValue"), requestID)
+			}))
+			defer srv.Close()
+			p := openSQS(t, sqsTarget(srv.URL+"/123456789012/webhooks"))
+			err := publish(t, p, sqsMessage(t, 1, ""))
+			r := AsRefusal(err)
+			if r == nil {
+				t.Fatalf("%d %s: %v, want a refusal", c.status, c.code, err)
+			}
+			if r.Class != c.class || r.Busy != c.busy {
+				t.Errorf("%d %s: class %s busy %v, want %s busy %v", c.status, c.code, r.Class, r.Busy, c.class, c.busy)
+			}
+			if !strings.Contains(r.Message, requestID) {
+				t.Errorf("message %q names no request id", r.Message)
+			}
+			if strings.Contains(r.Message, "Canonical") || strings.Contains(r.Err.Error(), "Canonical") {
+				t.Errorf("the refusal repeats SQS's message: %q (%v)", r.Message, r.Err)
+			}
+			assertNoSecret(t, err)
+		})
+	}
+	// A server at the queue URL that is not SQS: reached, refused, its page not shown.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("<html>bad gateway</html>"))
+	}))
+	defer srv.Close()
+	err := publish(t, openSQS(t, sqsTarget(srv.URL+"/123456789012/webhooks")), sqsMessage(t, 1, ""))
+	if r := AsRefusal(err); r == nil || r.Class != ClassBrokerRefused || r.Busy || strings.Contains(r.Message, "html") {
+		t.Errorf("a 502 page: %v", err)
+	}
+}
+
+// TestSQSOpen: the region comes from the settings or the queue URL's host; a URL that names no
+// queue, a host that names no region without one set, or missing keys fail Open.
+func TestSQSOpen(t *testing.T) {
+	for host, region := range map[string]string{
+		"sqs.eu-west-1.amazonaws.com":                       "eu-west-1",
+		"SQS.us-east-2.amazonaws.com":                       "us-east-2",
+		"sqs.cn-north-1.amazonaws.com.cn":                   "cn-north-1",
+		"ap-south-1.queue.amazonaws.com":                    "ap-south-1",
+		"vpce-0a1b2c-3d4e.sqs.us-west-2.vpce.amazonaws.com": "us-west-2",
+		"127.0.0.1:4100":                                    "",
+		"sqs.example.com":                                   "",
+	} {
+		if got := regionOfHost(strings.Split(host, ":")[0]); got != region {
+			t.Errorf("region of %s: %q, want %q", host, got, region)
+		}
+	}
+	ok := sqsTarget("https://sqs.eu-west-1.amazonaws.com/123456789012/webhooks")
+	ok.Settings.Region = ""
+	if _, err := OpenSQS(context.Background(), ok); err != nil {
+		t.Errorf("open with the region in the host: %v", err)
+	}
+	for name, change := range map[string]func(*Target){
+		"no queue":  func(t *Target) { t.URL = "https://sqs.eu-west-1.amazonaws.com/" },
+		"not a URL": func(t *Target) { t.URL = "sqs.eu-west-1.amazonaws.com/1/q" },
+		"no region": func(t *Target) { t.URL = "https://queue.example.com/1/q" },
+		"no key id": func(t *Target) { t.Settings.AccessKeyID = "" },
+		"no secret": func(t *Target) { t.Credentials.SecretAccessKey = "" },
+		"no HTTP":   func(t *Target) { t.HTTP = nil },
+	} {
+		target := ok
+		change(&target)
+		if name == "no region" {
+			target.Settings.Region = ""
+		}
+		if _, err := OpenSQS(context.Background(), target); err == nil {
+			t.Errorf("%s: Open succeeded", name)
+		} else if strings.Contains(err.Error(), brokertest.SQSSecret) {
+			t.Errorf("%s: the error names the secret: %v", name, err)
+		}
+	}
+	for in, want := range map[string]string{
+		"customer-42":            "customer-42",
+		"msg_1_7":                "msg_1_7",
+		"with space":             "sha256-",
+		"café":                   "sha256-",
+		strings.Repeat("k", 129): "sha256-",
+		"":                       "sha256-",
+	} {
+		if got := sqsGroupID(in); !strings.HasPrefix(got, want) || (want == "sha256-" && len(got) != len("sha256-")+64) {
+			t.Errorf("group id of %q: %q, want %q", in, got, want)
 		}
 	}
 }

@@ -2,10 +2,12 @@ package broker
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -31,6 +33,9 @@ const (
 	sqsMaxAttributes = 10
 	sqsMaxName       = 256
 	sqsMaxGroupID    = 128
+	// sqsMaxAnswer bounds what is read of an answer: SQS's are a few hundred bytes, and the queue
+	// URL is the customer's choice, so its server may send anything.
+	sqsMaxAnswer = 64 << 10
 )
 
 // sqsPublisher sends each message with SendMessage, which SQS answers only once it stored the
@@ -83,11 +88,12 @@ func OpenSQS(ctx context.Context, t Target) (Publisher, error) {
 		BaseEndpoint: aws.String(u.Scheme + "://" + u.Host),
 		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(
 			t.Settings.AccessKeyID, t.Credentials.SecretAccessKey, t.Credentials.SessionToken)),
-		HTTPClient: t.HTTP,
+		HTTPClient: sqsHTTP{t.HTTP},
 		// One request per Publish: the delivery's own schedule retries, and each attempt is
 		// counted, classified and logged as such. The SDK's retries would hide failures from the
 		// breakers and, on a standard queue, could store a message twice within one attempt.
-		Retryer: aws.NopRetryer{},
+		Retryer:                          aws.NopRetryer{},
+		DisableMessageChecksumValidation: true,
 	}, func(o *sqs.Options) {
 		o.Protocol = awsquery.New(schemas.AmazonSQS)
 	})
@@ -148,11 +154,17 @@ func (p *sqsPublisher) Publish(ctx context.Context, m Message) error {
 		in.MessageGroupId = aws.String(sqsGroupID(group))
 		in.MessageDeduplicationId = aws.String(sqsGroupID(m.DedupID))
 	}
-	_, err = p.client.SendMessage(ctx, in)
-	if err == nil {
-		return nil
+	out, err := p.client.SendMessage(ctx, in)
+	if err != nil {
+		return sqsError(err)
 	}
-	return sqsError(err)
+	// SQS's answer always has both (the SDK checks the digest only when there is one, so the
+	// client leaves the check to this).
+	sum := md5.Sum(m.Body)
+	if out.MessageId == nil || aws.ToString(out.MD5OfMessageBody) != hex.EncodeToString(sum[:]) {
+		return &Refusal{Class: ClassBrokerRefused, Message: "the queue URL's answer has no message id, or not the MD5 digest of the body sent: not SQS's"}
+	}
+	return nil
 }
 
 // Close stops the Publisher: a later Publish fails. The connections belong to the egress client,
@@ -278,6 +290,9 @@ func sqsError(err error) error {
 	if errors.As(err, &resp) {
 		status, requestID = resp.HTTPStatusCode(), resp.ServiceRequestID()
 	}
+	if errors.Is(err, errSQSAnswerTooLarge) {
+		return &Refusal{Class: ClassBrokerRefused, Message: errSQSAnswerTooLarge.Error(), Err: errSQSAnswerTooLarge}
+	}
 	if errors.As(err, &api) {
 		code := api.ErrorCode()
 		r := &Refusal{Class: ClassBrokerRefused, Err: sqsAnswer{code: code, status: status, requestID: requestID}}
@@ -307,6 +322,41 @@ func sqsError(err error) error {
 		return fmt.Errorf("sqs: %w", send.Err)
 	}
 	return fmt.Errorf("sqs: %w", err)
+}
+
+// errSQSAnswerTooLarge ends the read of an answer beyond sqsMaxAnswer.
+var errSQSAnswerTooLarge = fmt.Errorf("the queue URL's answer exceeded %d KiB: not SQS", sqsMaxAnswer>>10)
+
+// sqsHTTP is Target.HTTP with every answer's body bounded by sqsMaxAnswer.
+type sqsHTTP struct{ c *http.Client }
+
+func (h sqsHTTP) Do(r *http.Request) (*http.Response, error) {
+	resp, err := h.c.Do(r)
+	if err == nil {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: sqsMaxAnswer}
+	}
+	return resp, err
+}
+
+// boundedBody fails a read past its bound with errSQSAnswerTooLarge.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errSQSAnswerTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left+1] // one more byte tells a body of exactly the bound from a longer one
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, errSQSAnswerTooLarge
+	}
+	return n, err
 }
 
 // sqsAnswer is SQS's error answer as a Refusal keeps it: its code, status and request id only.

@@ -4,6 +4,7 @@ package broker
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -388,16 +389,48 @@ func TestSQSAnswers(t *testing.T) {
 			assertNoSecret(t, err)
 		})
 	}
-	// A server at the queue URL that is not SQS: reached, refused, its page not shown.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = w.Write([]byte("<html>bad gateway</html>"))
-	}))
-	defer srv.Close()
-	err := publish(t, openSQS(t, sqsTarget(srv.URL+"/123456789012/webhooks")), sqsMessage(t, 1, ""))
-	if r := AsRefusal(err); r == nil || r.Class != ClassBrokerRefused || r.Busy || strings.Contains(r.Message, "html") {
-		t.Errorf("a 502 page: %v", err)
+}
+
+// TestSQSNotSQS publishes to servers at the queue URL that are not SQS: each was reached and did
+// not take the message as SQS does, so each is a refusal, never an acknowledgement, and its page
+// is not shown. An endless answer is read no further than a bound.
+func TestSQSNotSQS(t *testing.T) {
+	const sendResult = `<SendMessageResponse><SendMessageResult><MD5OfMessageBody>%s</MD5OfMessageBody><MessageId>5fea7756-0ea4-451a-a703-a558b933e274</MessageId></SendMessageResult></SendMessageResponse>`
+	for name, c := range map[string]struct {
+		status int
+		body   func(w http.ResponseWriter, body string)
+		want   string
+	}{
+		"a 502 page": {http.StatusBadGateway, func(w http.ResponseWriter, _ string) {
+			_, _ = w.Write([]byte("<html>bad gateway</html>"))
+		}, "without an SQS error"},
+		"200 and nothing": {http.StatusOK, func(http.ResponseWriter, string) {}, "no message id"},
+		"200 and another digest": {http.StatusOK, func(w http.ResponseWriter, _ string) {
+			fmt.Fprintf(w, sendResult, "0123456789abcdef0123456789abcdef")
+		}, "MD5"},
+		"200 and no end": {http.StatusOK, func(w http.ResponseWriter, body string) {
+			fmt.Fprintf(w, "<SendMessageResponse><SendMessageResult><MD5OfMessageBody>%x</MD5OfMessageBody>", md5.Sum([]byte(body)))
+			for range 1 << 10 { // 1 MiB of a comment, at most
+				if _, err := w.Write([]byte("<!--" + strings.Repeat("x", 1017) + "-->")); err != nil {
+					return
+				}
+			}
+		}, "exceeded 64 KiB"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(c.status)
+				c.body(w, r.FormValue("MessageBody"))
+			}))
+			defer srv.Close()
+			err := publish(t, openSQS(t, sqsTarget(srv.URL+"/123456789012/webhooks")), sqsMessage(t, 1, ""))
+			r := AsRefusal(err)
+			if r == nil || r.Class != ClassBrokerRefused || r.Busy || !strings.Contains(r.Message, c.want) || strings.Contains(r.Message, "html") {
+				t.Errorf("%v, want a refusal saying %q", err, c.want)
+			}
+		})
 	}
+	// The bound is no obstacle to SQS's own answer, which TestSQSDelivers reads.
 }
 
 // TestSQSOpen: the region comes from the settings or the queue URL's host; a URL that names no

@@ -31,6 +31,15 @@ bin/errcheck:
 	@echo "==> installing errcheck $(ERRCHECK_VERSION) into bin/ (once)"
 	GOBIN=$(CURDIR)/bin go install github.com/kisielk/errcheck@$(ERRCHECK_VERSION)
 
+# The SQS that the tests of activities/broker run (brokertest.StartSQS): goaws, pinned, as a process
+# of its own. Its main package is app/cmd, so go install names the binary cmd.
+GOAWS_VERSION := v0.4.5
+bin/goaws:
+	@echo "==> building goaws $(GOAWS_VERSION) into bin/ (once; seconds)"
+	GOBIN=$(CURDIR)/bin/goaws.tmp go install github.com/Admiral-Piett/goaws/app/cmd@$(GOAWS_VERSION)
+	mv bin/goaws.tmp/cmd bin/goaws
+	rmdir bin/goaws.tmp
+
 bin/workflowcheck:
 	@echo "==> installing Temporal's workflowcheck $(WORKFLOWCHECK_VERSION) into bin/ (once)"
 	GOBIN=$(CURDIR)/bin go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)

@@ -1,0 +1,7 @@
+package brokertest
+
+type Received struct {
+	Body    []byte
+	Headers map[string]string
+	Key     string
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,7 @@ func TestRabbitMQ(t *testing.T) {
 	t.Run("MessageID", func(t *testing.T) { testRabbitMessageID(t, rmq) })
 	t.Run("Refusals", func(t *testing.T) { testRabbitRefusals(t, rmq) })
 	t.Run("AddressPolicy", func(t *testing.T) { testRabbitAddressPolicy(t, rmq) })
+	t.Run("Unanswered", func(t *testing.T) { testRabbitUnanswered(t, rmq) })
 	t.Run("KillAndRestart", func(t *testing.T) { testRabbitKillAndRestart(t, rmq) })
 }
 
@@ -251,6 +253,8 @@ func testRabbitKillAndRestart(t *testing.T, rmq *brokertest.RabbitMQ) {
 		t.Fatalf("Publish before the kill: %v", err)
 	}
 	rmq.Kill()
+	// Open connects nothing, so a broker that is down does not fail it.
+	opened := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
 
 	var classes []string
 	for len(classes) < 3 {
@@ -289,9 +293,80 @@ func testRabbitKillAndRestart(t *testing.T, rmq *brokertest.RabbitMQ) {
 	if err := publish(t, p, after); err != nil {
 		t.Fatalf("Publish after the restart: %v", err)
 	}
-	got := rmq.Consume(t, 2, time.Minute)
-	ids := []string{got[0].Headers[wire.HeaderID], got[1].Headers[wire.HeaderID]}
-	if ids[0] != before.DedupID || ids[1] != after.DedupID {
-		t.Errorf("consumed %v, want the message confirmed before the kill (%s), then the one after the restart (%s)", ids, before.DedupID, after.DedupID)
+	// The publisher opened while the broker was down connects on its first Publish.
+	afterOpened := signedMessage(t, 13)
+	if err := publish(t, opened, afterOpened); err != nil {
+		t.Fatalf("Publish after the restart, by a publisher opened during the kill: %v", err)
+	}
+	var ids []string
+	for _, got := range rmq.Consume(t, 3, time.Minute) {
+		ids = append(ids, got.Headers[wire.HeaderID])
+	}
+	if want := []string{before.DedupID, after.DedupID, afterOpened.DedupID}; !slices.Equal(ids, want) {
+		t.Errorf("consumed %v, want the message confirmed before the kill, then those after the restart: %v", ids, want)
+	}
+}
+
+// A broker that answers nothing (SIGSTOP): Publish returns at its ctx's deadline, on a connection
+// it had and on one it opens (whose handshake waits), and egress.Classify names it a timeout.
+// Continued, the broker takes the publisher's next message.
+func testRabbitUnanswered(t *testing.T, rmq *brokertest.RabbitMQ) {
+	connected := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
+	if err := publish(t, connected, signedMessage(t, 20)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	rmq.Consume(t, 1, time.Minute)
+	fresh := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
+
+	rmq.Pause(t)
+	paused := true
+	defer func() {
+		if paused {
+			rmq.Resume(t)
+		}
+	}()
+	unanswered := signedMessage(t, 21)
+	for name, p := range map[string]broker.Publisher{"connected": connected, "connecting": fresh} {
+		err := publishBounded(t, p, unanswered, 2*time.Second)
+		class, msg := egress.Classify(err)
+		t.Logf("%s, the broker stopped: %s (%s)", name, class, msg)
+		if class != egress.ClassTimeout || broker.AsRefusal(err) != nil {
+			t.Errorf("%s, the broker stopped: Publish: %v (class %s), want class %s and no refusal", name, err, class, egress.ClassTimeout)
+		}
+	}
+	rmq.Resume(t)
+	paused = false
+
+	next := signedMessage(t, 22)
+	for name, p := range map[string]broker.Publisher{"connected": connected, "connecting": fresh} {
+		if err := publish(t, p, next); err != nil {
+			t.Fatalf("%s, the broker continued: Publish: %v", name, err)
+		}
+	}
+	// The unanswered message was in the connected publisher's socket: the broker took it when it
+	// continued (at least once; its message_id tells it from a retry's).
+	count := map[string]int{}
+	for _, got := range rmq.Consume(t, 3, time.Minute) {
+		count[got.Headers[wire.HeaderID]]++
+	}
+	if count[unanswered.DedupID] != 1 || count[next.DedupID] != 2 {
+		t.Errorf("consumed %v, want %s once and %s twice", count, unanswered.DedupID, next.DedupID)
+	}
+}
+
+// publishBounded publishes with a ctx of timeout, and fails the test when Publish has not
+// returned a generous minute after it: a Publish that ignores its deadline.
+func publishBounded(t *testing.T, p broker.Publisher, m broker.Message, timeout time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Publish(ctx, m) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout + time.Minute):
+		t.Fatalf("Publish has not returned a minute after its deadline (%s)", timeout)
+		return nil
 	}
 }

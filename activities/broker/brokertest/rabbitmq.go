@@ -113,8 +113,8 @@ func (r *RabbitMQ) UserPassword(user string) string { return r.passwords[user] }
 // Addr is the broker's AMQP address, host:port.
 func (r *RabbitMQ) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
 
-// Kill kills the broker with SIGKILL: the process group of the start script, which holds the
-// Erlang VM (beam.smp) and its helpers. Its data stay for Restart.
+// Kill kills the broker with SIGKILL: its process group, the Erlang VM (beam.smp, the process
+// started) and its helpers, and returns once the VM is gone. Its data stay for Restart.
 func (r *RabbitMQ) Kill() {
 	r.mu.Lock()
 	proc, done := r.proc, r.done
@@ -125,6 +125,26 @@ func (r *RabbitMQ) Kill() {
 	}
 	_ = syscall.Kill(-proc.Process.Pid, syscall.SIGKILL)
 	<-done
+}
+
+// Pause stops the broker with SIGSTOP: it keeps its connections and its port, and answers
+// nothing until Resume.
+func (r *RabbitMQ) Pause(t testing.TB) { r.signal(t, syscall.SIGSTOP) }
+
+// Resume continues the broker that Pause stopped.
+func (r *RabbitMQ) Resume(t testing.TB) { r.signal(t, syscall.SIGCONT) }
+
+func (r *RabbitMQ) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	r.mu.Lock()
+	proc := r.proc
+	r.mu.Unlock()
+	if proc == nil {
+		t.Fatalf("rabbitmq: %v: the broker is not running", sig)
+	}
+	if err := syscall.Kill(-proc.Process.Pid, sig); err != nil {
+		t.Fatalf("rabbitmq: %v: %v", sig, err)
+	}
 }
 
 // Restart starts the killed broker again, on the same ports with the same data, and waits until
@@ -297,6 +317,11 @@ log.console = false
 		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(r.dir, "rabbitmq-env.conf"),
 		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(r.dir, "enabled_plugins"),
 		"RABBITMQ_PID_FILE="+filepath.Join(r.dir, "rabbitmq.pid"),
+		// The script execs erl, which execs the Erlang VM (beam.smp): the test's child is the
+		// VM itself, not a shell that waits for it, so Kill's SIGKILL reaches the broker and
+		// Wait returns once it is gone. -noinput, as the script's default mode has it.
+		"RABBITMQ_ALLOW_INPUT=true",
+		"RABBITMQ_SERVER_START_ARGS=-noinput",
 	)
 }
 
@@ -312,8 +337,8 @@ func (r *RabbitMQ) start(t testing.TB) {
 	cmd.Env = r.env
 	cmd.Dir = r.dir
 	cmd.Stdout, cmd.Stderr = out, out
-	// Its own process group: rabbitmq-server is a shell script that runs erl (beam.smp) as its
-	// child, which runs helpers of its own; Kill kills the group.
+	// Its own process group: the Erlang VM runs helpers of its own (erl_child_setup,
+	// inet_gethost, a shell for the disk monitor); Kill kills the group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = out.Close()

@@ -61,7 +61,6 @@ func OpenRabbitMQ(_ context.Context, t Target) (Publisher, error) {
 		user = t.Credentials.Username
 	}
 	cfg := amqp.Config{
-		SASL:       []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: t.Credentials.Password}},
 		Vhost:      uri.Vhost,
 		Heartbeat:  rabbitHeartbeat,
 		Locale:     "en_US",
@@ -73,6 +72,7 @@ func OpenRabbitMQ(_ context.Context, t Target) (Publisher, error) {
 	return &rabbitPublisher{
 		target:   t,
 		host:     net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)),
+		user:     user,
 		cfg:      cfg,
 		exchange: t.Settings.Exchange,
 		key:      t.Settings.RoutingKey,
@@ -83,7 +83,8 @@ func OpenRabbitMQ(_ context.Context, t Target) (Publisher, error) {
 type rabbitPublisher struct {
 	target   Target
 	host     string // host:port, for error texts
-	cfg      amqp.Config
+	user     string
+	cfg      amqp.Config // without SASL, which connect adds
 	exchange string
 	key      string
 	// dialing is a token: one Publish connects at a time, and the others wait for it as long as
@@ -136,7 +137,17 @@ func (p *rabbitPublisher) publish(ctx context.Context, rc *rabbitChannel, m Mess
 		MessageId:    m.DedupID,
 		Body:         m.Body,
 	}
+	// amqp091's write takes no context, and waits while the broker does not read (a message
+	// larger than the sockets' buffers, a broker that blocks publishers or stopped answering):
+	// ctx's end cuts it with a write deadline in the past, which ends the connection too.
+	stop := context.AfterFunc(ctx, func() { _ = rc.conn.sock.SetWriteDeadline(time.Unix(1, 0)) })
 	dc, err := rc.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, p.key, true, false, msg)
+	cut := !stop()
+	if cut {
+		// The write may be cut short, its frame broken: the connection is given up.
+		_ = rc.conn.sock.Close()
+		return false, fmt.Errorf("rabbitmq: publish to %s: %w", p.host, ctx.Err())
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return true, fmt.Errorf("rabbitmq: publish to %s: %w", p.host, ctx.Err())
@@ -309,10 +320,7 @@ func (p *rabbitPublisher) connect(ctx context.Context) (*rabbitConn, error) {
 	conn := &rabbitConn{}
 	var stop func() bool
 	cfg := p.cfg
-	cfg.SASL = []amqp.Authentication{&amqp.PlainAuth{
-		Username: p.cfg.SASL[0].(*amqp.PlainAuth).Username,
-		Password: p.target.Credentials.Password,
-	}}
+	cfg.SASL = []amqp.Authentication{&amqp.PlainAuth{Username: p.user, Password: p.target.Credentials.Password}}
 	cfg.Dial = func(network, addr string) (net.Conn, error) {
 		c, err := p.target.Dial(ctx, network, addr)
 		if err != nil {
@@ -376,7 +384,7 @@ func (p *rabbitPublisher) handshakeError(conn *rabbitConn, err *amqp.Error) erro
 	if err == amqp.ErrCredentials && hungUp {
 		return &Refusal{
 			Class:   ClassBrokerAuth,
-			Message: fmt.Sprintf("the RabbitMQ broker at %s refused the login of user %q", p.host, p.cfg.SASL[0].(*amqp.PlainAuth).Username),
+			Message: fmt.Sprintf("the RabbitMQ broker at %s refused the login of user %q", p.host, p.user),
 			Err:     err,
 		}
 	}

@@ -5,6 +5,7 @@ package broker_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -33,6 +34,7 @@ func TestRabbitMQ(t *testing.T) {
 	t.Run("MessageID", func(t *testing.T) { testRabbitMessageID(t, rmq) })
 	t.Run("Refusals", func(t *testing.T) { testRabbitRefusals(t, rmq) })
 	t.Run("AddressPolicy", func(t *testing.T) { testRabbitAddressPolicy(t, rmq) })
+	t.Run("TLS", func(t *testing.T) { testRabbitTLS(t, rmq) })
 	t.Run("Unanswered", func(t *testing.T) { testRabbitUnanswered(t, rmq) })
 	t.Run("KillAndRestart", func(t *testing.T) { testRabbitKillAndRestart(t, rmq) })
 }
@@ -317,6 +319,14 @@ func testRabbitUnanswered(t *testing.T, rmq *brokertest.RabbitMQ) {
 	}
 	rmq.Consume(t, 1, time.Minute)
 	fresh := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
+	// A message larger than the sockets' buffers: its write waits for the broker to read.
+	connectedLarge := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
+	if err := publish(t, connectedLarge, signedMessage(t, 23)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	rmq.Consume(t, 1, time.Minute)
+	large := signedMessage(t, 24)
+	large.Body = bytes.Repeat([]byte("x"), 64<<20)
 
 	rmq.Pause(t)
 	paused := true
@@ -334,11 +344,19 @@ func testRabbitUnanswered(t *testing.T, rmq *brokertest.RabbitMQ) {
 			t.Errorf("%s, the broker stopped: Publish: %v (class %s), want class %s and no refusal", name, err, class, egress.ClassTimeout)
 		}
 	}
+	// The write of the large message stops at the deadline: the error is the deadline's, not
+	// a later one of the connection (its heartbeat's, some 30 s on).
+	err := publishBounded(t, connectedLarge, large, 2*time.Second)
+	class, msg := egress.Classify(err)
+	t.Logf("connected, a large message, the broker stopped: %s (%s)", class, msg)
+	if !errors.Is(err, context.DeadlineExceeded) || broker.AsRefusal(err) != nil {
+		t.Errorf("connected, a large message, the broker stopped: Publish: %v (class %s), want the ctx's deadline and no refusal", err, class)
+	}
 	rmq.Resume(t)
 	paused = false
 
 	next := signedMessage(t, 22)
-	for name, p := range map[string]broker.Publisher{"connected": connected, "connecting": fresh} {
+	for name, p := range map[string]broker.Publisher{"connected": connected, "connecting": fresh, "connected, a large message": connectedLarge} {
 		if err := publish(t, p, next); err != nil {
 			t.Fatalf("%s, the broker continued: Publish: %v", name, err)
 		}
@@ -346,11 +364,14 @@ func testRabbitUnanswered(t *testing.T, rmq *brokertest.RabbitMQ) {
 	// The unanswered message was in the connected publisher's socket: the broker took it when it
 	// continued (at least once; its message_id tells it from a retry's).
 	count := map[string]int{}
-	for _, got := range rmq.Consume(t, 3, time.Minute) {
+	for _, got := range rmq.Consume(t, 4, time.Minute) {
 		count[got.Headers[wire.HeaderID]]++
 	}
-	if count[unanswered.DedupID] != 1 || count[next.DedupID] != 2 {
-		t.Errorf("consumed %v, want %s once and %s twice", count, unanswered.DedupID, next.DedupID)
+	if count[unanswered.DedupID] != 1 || count[next.DedupID] != 3 {
+		t.Errorf("consumed %v, want %s once and %s three times", count, unanswered.DedupID, next.DedupID)
+	}
+	if n := rmq.Depth(t, brokertest.RabbitQueue); n != 0 {
+		t.Errorf("%d more messages in %s (the large one, cut at its deadline, should not be)", n, brokertest.RabbitQueue)
 	}
 }
 
@@ -368,5 +389,18 @@ func publishBounded(t *testing.T, p broker.Publisher, m broker.Message, timeout 
 	case <-time.After(timeout + time.Minute):
 		t.Fatalf("Publish has not returned a minute after its deadline (%s)", timeout)
 		return nil
+	}
+}
+
+// amqps:// verifies the broker's certificate: one that a private authority signed fails the
+// handshake, and egress.Classify names it tls, not a refusal.
+func testRabbitTLS(t *testing.T, rmq *brokertest.RabbitMQ) {
+	target := rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue)
+	target.URL = rmq.TLSURL()
+	err := publish(t, openRabbit(t, target), signedMessage(t, 30))
+	class, msg := egress.Classify(err)
+	t.Logf("amqps, a private authority: %s (%s)", class, msg)
+	if class != egress.ClassTLS || broker.AsRefusal(err) != nil {
+		t.Fatalf("Publish: %v (class %s), want class %s and no refusal", err, class, egress.ClassTLS)
 	}
 }

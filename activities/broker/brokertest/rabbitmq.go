@@ -20,6 +20,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/webhookd/webhookd/activities/egress/egresstest"
 )
 
 // RabbitMQServer is where Debian's rabbitmq-server package puts the broker's start script
@@ -47,6 +49,8 @@ const (
 type RabbitMQ struct {
 	dir       string
 	port      int
+	tlsPort   int
+	ca        *egresstest.CA
 	env       []string
 	passwords map[string]string // user -> password; admin consumes
 
@@ -74,9 +78,10 @@ func StartRabbitMQ(t testing.TB) *RabbitMQ {
 			"admin": secret(t), RabbitPublisher: secret(t), RabbitReader: secret(t),
 		},
 	}
-	ports := freePorts(t, 3)
-	r.port = ports[0]
-	distPort, epmdPort := ports[1], ports[2]
+	ports := freePorts(t, 4)
+	r.port, r.tlsPort = ports[0], ports[1]
+	distPort, epmdPort := ports[2], ports[3]
+	r.ca = egresstest.NewCA(t, "brokertest RabbitMQ CA", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 
 	// epmd in the foreground, as a child of the test: the broker's own would daemonize and
 	// outlive it.
@@ -101,6 +106,15 @@ func (r *RabbitMQ) URL() string { return r.UserURL(RabbitPublisher) }
 
 // Password is RabbitPublisher's password.
 func (r *RabbitMQ) Password() string { return r.passwords[RabbitPublisher] }
+
+// TLSURL is the publisher's amqps:// URL, on the broker's TLS listener, whose certificate (for
+// 127.0.0.1) CA signed: a private authority, which no system trusts.
+func (r *RabbitMQ) TLSURL() string {
+	return fmt.Sprintf("amqps://%s@127.0.0.1:%d/%s", RabbitPublisher, r.tlsPort, RabbitVhost)
+}
+
+// CA is the authority of the TLS listener's certificate.
+func (r *RabbitMQ) CA() *egresstest.CA { return r.ca }
 
 // UserURL is user's URL in RabbitVhost.
 func (r *RabbitMQ) UserURL(user string) string {
@@ -248,12 +262,20 @@ func (r *RabbitMQ) dialAdmin() (*amqp.Connection, error) {
 // not read), its plugins (none) and the definitions it loads at boot.
 func (r *RabbitMQ) writeConfig(t testing.TB, distPort, epmdPort int) {
 	t.Helper()
+	server := r.ca.Server(t)
 	conf := fmt.Sprintf(`listeners.tcp.default = 127.0.0.1:%d
+listeners.ssl.default = 127.0.0.1:%d
+ssl_options.cacertfile = %s
+ssl_options.certfile = %s
+ssl_options.keyfile = %s
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
 loopback_users = none
 load_definitions = %s
 log.file.level = info
 log.console = false
-`, r.port, filepath.Join(r.dir, "definitions.json"))
+`, r.port, r.tlsPort, filepath.Join(r.dir, "ca.pem"), filepath.Join(r.dir, "server.pem"), filepath.Join(r.dir, "server.key"),
+		filepath.Join(r.dir, "definitions.json"))
 	perm := func(user, configure, write, read string) map[string]string {
 		return map[string]string{"user": user, "vhost": RabbitVhost, "configure": configure, "write": write, "read": read}
 	}
@@ -294,6 +316,9 @@ log.console = false
 	}
 	for name, content := range map[string][]byte{
 		"rabbitmq.conf":     []byte(conf),
+		"ca.pem":            []byte(r.ca.CertPEM),
+		"server.pem":        []byte(server.CertPEM),
+		"server.key":        []byte(server.KeyPEM),
 		"definitions.json":  definitions,
 		"enabled_plugins":   []byte("[].\n"),
 		"rabbitmq-env.conf": nil,

@@ -29,7 +29,8 @@ const (
 	// publish takes one for itself, so concurrent publishes open more, closed when they end.
 	rabbitMaxIdle = 16
 	// rabbitHeartbeat is the connection's heartbeat: a broker that stops answering is noticed
-	// after about three of them, which bounds a publish whose own deadline could not.
+	// after about three of them, and a kept connection that died while idle is closed, so that
+	// the next Publish connects again.
 	rabbitHeartbeat = 10 * time.Second
 	// rabbitHandshake bounds a connection's TCP, TLS and AMQP handshake when ctx has no deadline.
 	rabbitHandshake = 30 * time.Second

@@ -34,6 +34,7 @@ func TestRabbitMQ(t *testing.T) {
 	t.Run("MessageID", func(t *testing.T) { testRabbitMessageID(t, rmq) })
 	t.Run("Refusals", func(t *testing.T) { testRabbitRefusals(t, rmq) })
 	t.Run("AddressPolicy", func(t *testing.T) { testRabbitAddressPolicy(t, rmq) })
+	t.Run("Close", func(t *testing.T) { testRabbitClose(t, rmq) })
 	t.Run("TLS", func(t *testing.T) { testRabbitTLS(t, rmq) })
 	t.Run("Unanswered", func(t *testing.T) { testRabbitUnanswered(t, rmq) })
 	t.Run("KillAndRestart", func(t *testing.T) { testRabbitKillAndRestart(t, rmq) })
@@ -403,4 +404,58 @@ func testRabbitTLS(t *testing.T, rmq *brokertest.RabbitMQ) {
 	if class != egress.ClassTLS || broker.AsRefusal(err) != nil {
 		t.Fatalf("Publish: %v (class %s), want class %s and no refusal", err, class, egress.ClassTLS)
 	}
+}
+
+// Close while publishes are in flight: each publish ends (confirmed, or failed without a
+// refusal), a second Close is nil, and a Publish after Close fails.
+func testRabbitClose(t *testing.T, rmq *brokertest.RabbitMQ) {
+	p, err := broker.OpenRabbitMQ(context.Background(), rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(t, p, signedMessage(t, 40)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	var wg sync.WaitGroup
+	var confirmed sync.Map
+	for n := range 10 {
+		m := signedMessage(t, 41+n)
+		wg.Go(func() {
+			err := publishBounded(t, p, m, 30*time.Second)
+			if err == nil {
+				confirmed.Store(m.DedupID, true)
+			} else if broker.AsRefusal(err) != nil {
+				t.Errorf("Publish during Close: a refusal: %v", err)
+			}
+		})
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	wg.Wait()
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := publish(t, p, signedMessage(t, 60)); err == nil {
+		t.Error("Publish after Close: no error")
+	}
+	// The broker handled every frame sent before Close's goodbye: the queue holds every
+	// confirmed message, and may hold some sent and not yet confirmed.
+	got := map[string]bool{}
+	for _, r := range rmq.Consume(t, rmq.Depth(t, brokertest.RabbitQueue), time.Minute) {
+		got[r.Headers[wire.HeaderID]] = true
+	}
+	confirmed.Range(func(id, _ any) bool {
+		if !got[id.(string)] {
+			t.Errorf("%s was confirmed and is not in the queue", id)
+		}
+		return true
+	})
+	t.Logf("%d of 10 confirmed; %d in the queue besides the first", countMap(&confirmed), len(got)-1)
+}
+
+func countMap(m *sync.Map) int {
+	n := 0
+	m.Range(func(any, any) bool { n++; return true })
+	return n
 }

@@ -8,7 +8,7 @@ WORKFLOWCHECK_VERSION := v0.6.0
 # The linters read the system tests (e2e) and the recorders of workflows/testdata (record) too.
 LINT_TAGS := e2e,record,integration,pressure
 
-.PHONY: build run postgres promtool chromium test lint bench fmt vet clean
+.PHONY: build run postgres promtool chromium rabbitmq test lint bench fmt vet clean
 
 build:
 	@echo "==> building bin/webhookd and bin/devtemporal (the first build downloads modules: 1-3 minutes; then seconds)"
@@ -70,6 +70,12 @@ bin/node_modules: deployments/dev/npm/package.json deployments/dev/npm/package-l
 chromium:
 	@echo "==> checking for Chromium (installed with apt when absent: about a minute)"
 	deployments/dev/ensure-chromium.sh
+
+# The broker tests of the RabbitMQ destination (activities/broker, tag integration) start RabbitMQ
+# brokers of their own from Debian's rabbitmq-server package (its service stays stopped).
+rabbitmq:
+	@echo "==> checking for RabbitMQ (installed with apt when absent: about a minute)"
+	deployments/dev/ensure-rabbitmq.sh
 
 run: build bin/temporal
 	deployments/dev/run.sh

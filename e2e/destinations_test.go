@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,9 +35,9 @@ type brokerUnderTest interface {
 	URL() string
 	Kill()
 	Restart(t testing.TB)
-	// Consume waits until at least n messages arrived (or the timeout), then returns every one
-	// read so far.
-	Consume(t testing.TB, n int, timeout time.Duration) []brokertest.Received
+	// Poll takes up to n messages: it returns once n came or the timeout passed, with what came
+	// since the last Poll.
+	Poll(t testing.TB, n int, timeout time.Duration) []brokertest.Received
 }
 
 // destinationCase is one kind's system test: its broker, the webhook's destination, the secrets a
@@ -45,7 +46,9 @@ type destinationCase struct {
 	start       func(t *testing.T) brokerUnderTest
 	destination map[string]any
 	secrets     map[string]string
-	dedup       bool
+	// secretsOf, when set, gives the secrets once the broker started (its generated password).
+	secretsOf func() map[string]string
+	dedup     bool
 }
 
 // destinationEvents is how many events each kind's system test delivers across the kill of
@@ -203,6 +206,9 @@ func testDestination(t *testing.T, c destinationCase) {
 	t.Logf("%d events, %d messages, %d copies under their event's webhook-id", len(events), read, copies)
 
 	// No secret of the destination anywhere webhookd writes.
+	if c.secretsOf != nil {
+		c.secrets = c.secretsOf()
+	}
 	if len(c.secrets) == 0 {
 		return
 	}
@@ -247,12 +253,12 @@ func collect(t *testing.T, b brokerUnderTest, byID map[string][]brokertest.Recei
 		return n
 	}
 	for deadline := time.Now().Add(90 * time.Second); missing() > 0 && time.Now().Before(deadline); {
-		for _, m := range b.Consume(t, missing(), 5*time.Second) {
+		for _, m := range b.Poll(t, missing(), 5*time.Second) {
 			byID[m.Headers[wire.HeaderID]] = append(byID[m.Headers[wire.HeaderID]], m)
 			read++
 		}
 	}
-	for _, m := range b.Consume(t, 1000, 2*time.Second) {
+	for _, m := range b.Poll(t, 1000, 2*time.Second) {
 		byID[m.Headers[wire.HeaderID]] = append(byID[m.Headers[wire.HeaderID]], m)
 		read++
 	}
@@ -349,4 +355,32 @@ func TestDestinationSQS(t *testing.T) {
 			"secretAccessKey": secretKey},
 		secrets: map[string]string{"the AWS secret access key": secretKey},
 	})
+}
+
+// TestDestinationRabbitMQ: the rabbitmq kind on Debian's RabbitMQ, its own node: a durable exchange
+// and queue, the password in the URL (no de-duplication of its own: copies carry one message_id).
+func TestDestinationRabbitMQ(t *testing.T) {
+	var password string
+	testDestination(t, destinationCase{
+		start: func(t *testing.T) brokerUnderTest {
+			r := brokertest.StartRabbitMQ(t)
+			password = r.Password()
+			return rabbitWithPassword{r}
+		},
+		destination: map[string]any{"type": "rabbitmq", "exchange": brokertest.RabbitExchange, "routingKey": brokertest.RabbitQueue},
+		secretsOf:   func() map[string]string { return map[string]string{"the broker's password": password} },
+	})
+}
+
+// rabbitWithPassword is the RabbitMQ of a test with its publisher's password in its URL, as an
+// owner registers it.
+type rabbitWithPassword struct{ *brokertest.RabbitMQ }
+
+func (r rabbitWithPassword) URL() string {
+	u, err := url.Parse(r.RabbitMQ.URL())
+	if err != nil {
+		panic(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), r.Password())
+	return u.String()
 }

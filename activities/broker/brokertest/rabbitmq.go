@@ -175,7 +175,18 @@ func (r *RabbitMQ) stop() { r.Kill() }
 // timeout.
 func (r *RabbitMQ) Consume(t testing.TB, n int, timeout time.Duration) []Received {
 	t.Helper()
-	ds := r.ConsumeDeliveries(t, RabbitQueue, n, timeout)
+	return received(t, r.ConsumeDeliveries(t, RabbitQueue, n, timeout))
+}
+
+// Poll takes up to n messages from RabbitQueue: it returns once n came or once timeout passed, with
+// what came.
+func (r *RabbitMQ) Poll(t testing.TB, n int, timeout time.Duration) []Received {
+	t.Helper()
+	return received(t, r.takeDeliveries(t, RabbitQueue, n, timeout))
+}
+
+func received(t testing.TB, ds []amqp.Delivery) []Received {
+	t.Helper()
 	out := make([]Received, len(ds))
 	for i, d := range ds {
 		headers := make(map[string]string, len(d.Headers))
@@ -194,6 +205,16 @@ func (r *RabbitMQ) Consume(t testing.TB, n int, timeout time.Duration) []Receive
 // ConsumeDeliveries takes n messages from queue, acknowledged, with all their properties (the
 // message id among them), or fails the test when they did not all come within timeout.
 func (r *RabbitMQ) ConsumeDeliveries(t testing.TB, queue string, n int, timeout time.Duration) []amqp.Delivery {
+	t.Helper()
+	out := r.takeDeliveries(t, queue, n, timeout)
+	if len(out) < n {
+		t.Fatalf("rabbitmq: %d of %d messages from %s within %s", len(out), n, queue, timeout)
+	}
+	return out
+}
+
+// takeDeliveries takes up to n messages from queue, acknowledged, within timeout.
+func (r *RabbitMQ) takeDeliveries(t testing.TB, queue string, n int, timeout time.Duration) []amqp.Delivery {
 	t.Helper()
 	conn, ch := r.admin(t)
 	defer func() { _ = conn.Close() }()
@@ -218,7 +239,7 @@ func (r *RabbitMQ) ConsumeDeliveries(t testing.TB, queue string, n int, timeout 
 			}
 			out = append(out, d)
 		case <-timer.C:
-			t.Fatalf("rabbitmq: %d of %d messages from %s within %s", len(out), n, queue, timeout)
+			return out
 		}
 	}
 	return out

@@ -236,6 +236,12 @@ func (s *SQS) Consume(t testing.TB, n int, timeout time.Duration) []Received {
 	return s.ConsumeQueue(t, s.URL(), n, timeout)
 }
 
+// Poll is Consume: it never fails the test for what did not come.
+func (s *SQS) Poll(t testing.TB, n int, timeout time.Duration) []Received {
+	t.Helper()
+	return s.Consume(t, n, timeout)
+}
+
 // ConsumeQueue receives up to n messages of the queue at queueURL: it returns once n arrived or
 // once timeout passed, with what arrived. Each message's attributes are its Headers. Key stays
 // empty: goaws does not return a FIFO message's MessageGroupId (ReceiveHeld shows the groups).

@@ -153,6 +153,19 @@ func (n *NATS) Restart(t testing.TB) {
 	}
 }
 
+// CreateStream creates another stream on the server, such as a small one that refuses what
+// overflows it (jetstream.DiscardNew).
+func (n *NATS) CreateStream(t testing.TB, cfg jetstream.StreamConfig) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), natsReadyTimeout)
+	defer cancel()
+	nc, js := n.connect(t)
+	defer nc.Close()
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatalf("nats-server: create stream %s: %v", cfg.Name, err)
+	}
+}
+
 // Consume reads up to n messages from the stream, in order, each once across calls (a durable
 // consumer acknowledges them), waiting at most timeout for them; it returns what arrived.
 func (n *NATS) Consume(t testing.TB, count int, timeout time.Duration) []Received {

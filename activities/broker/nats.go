@@ -2,9 +2,11 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -32,6 +34,7 @@ type natsPublisher struct {
 	server  string // nats://host:port or tls://host:port, no user info
 	subject string
 	target  Target
+	tls     *tls.Config // for tls:// only
 
 	// lock is held while the session is read or (re)opened; a channel so that a Publish waiting
 	// for another's connect gives up with its own context.
@@ -44,6 +47,10 @@ type natsPublisher struct {
 type natsSession struct {
 	nc *nats.Conn
 	js jetstream.JetStream
+	// raw is the connection Target.Dial opened, under nats.go's buffers and TLS: closing it ends
+	// a write that a server no longer reading would hold past the Publish's deadline (nats.go
+	// writes a large message under its own lock, bounded only by its one-minute flush timeout).
+	raw net.Conn
 	// denied is closed when the server reports a permissions violation on the connection (a
 	// publish to the subject, or the subscription to the reply inbox, not allowed): a JetStream
 	// publish then gets no answer, so the Publish waiting for it fails at once instead of at its
@@ -87,12 +94,29 @@ func OpenNATS(_ context.Context, t Target) (Publisher, error) {
 	if t.Credentials.Username == "" && u.User != nil {
 		t.Credentials.Username = u.User.Username()
 	}
-	return &natsPublisher{
+	p := &natsPublisher{
 		server:  u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port),
 		subject: t.Settings.Subject,
 		target:  t,
 		lock:    make(chan struct{}, 1),
-	}, nil
+	}
+	if u.Scheme == "tls" {
+		p.tls = natsTLS(t, u.Hostname())
+	}
+	return p, nil
+}
+
+// natsTLS is the TLS of a tls:// URL: at least TLS 1.2, the server's certificate checked for the
+// URL's host against the roots of the egress client when Target.HTTP's transport has them (the
+// system's and the operator's extra CA file), else the system's.
+func natsTLS(t Target, host string) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	if t.HTTP != nil {
+		if tr, ok := t.HTTP.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
+			cfg.RootCAs = tr.TLSClientConfig.RootCAs
+		}
+	}
+	return cfg
 }
 
 // Publish publishes m to the subject and returns once the stream acknowledged it (a PubAck, which
@@ -121,12 +145,20 @@ func (p *natsPublisher) Publish(ctx context.Context, m Message) error {
 		case <-pubCtx.Done():
 		}
 	}()
+	// At the deadline the connection is given up, as failed does after a timeout: closing it
+	// under nats.go ends a write that blocks.
+	stop := context.AfterFunc(ctx, func() { _ = s.raw.Close() })
 	_, err = s.js.PublishMsg(pubCtx, msg, opts...)
+	stop()
 	if err == nil {
 		return nil
 	}
-	if errors.Is(context.Cause(pubCtx), errNATSDenied) {
+	switch {
+	case errors.Is(context.Cause(pubCtx), errNATSDenied):
 		err = errNATSDenied
+	case ctx.Err() != nil:
+		// The deadline, whatever nats.go saw when the connection was closed under it.
+		err = fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	return p.failed(s, err)
 }
@@ -140,6 +172,7 @@ func (p *natsPublisher) Close() error {
 	defer func() { <-p.lock }()
 	p.closed = true
 	if p.session != nil {
+		_ = p.session.raw.Close()
 		p.session.nc.Close()
 		p.session = nil
 	}
@@ -198,6 +231,9 @@ func (p *natsPublisher) connect(ctx context.Context) (*natsSession, error) {
 			}
 		}),
 	}
+	if p.tls != nil {
+		opts = append(opts, nats.Secure(p.tls.Clone()))
+	}
 	switch c := p.target.Credentials; {
 	case c.Token != "":
 		opts = append(opts, nats.Token(c.Token))
@@ -213,7 +249,7 @@ func (p *natsPublisher) connect(ctx context.Context) (*natsSession, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats: %w", err)
 	}
-	s.nc, s.js = nc, js
+	s.nc, s.js, s.raw = nc, js, d.conn()
 	return s, nil
 }
 
@@ -226,7 +262,9 @@ func (p *natsPublisher) connectError(err, dialErr error) error {
 		errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired):
 		return &Refusal{Class: ClassBrokerAuth, Err: err,
 			Message: "the NATS server refused webhookd's credentials (" + strings.TrimPrefix(err.Error(), "nats: ") + ")"}
-	case errors.Is(err, nats.ErrSecureConnRequired):
+	case errors.Is(err, nats.ErrSecureConnRequired), p.tls == nil && errors.Is(err, nats.ErrTLS):
+		// With a nats:// URL, nats.go moves to TLS when the server requires it, but checks the
+		// certificate against the system's roots only: the tls:// URL is the one that says TLS.
 		return &Refusal{Class: ClassBrokerRefused, Err: err,
 			Message: "the NATS server requires TLS: use a tls:// URL"}
 	case errors.Is(err, nats.ErrSecureConnWanted):
@@ -267,23 +305,21 @@ func (p *natsPublisher) failed(s *natsSession, err error) error {
 	case errors.Is(err, nats.ErrInvalidMsg), errors.Is(err, nats.ErrBadHeaderMsg):
 		return &Refusal{Class: ClassBrokerRefused, Err: err, Message: "nats: " + err.Error()}
 	}
-	// The connection failed or the stream did not answer in time. The connection's own error (a
-	// reset, an EOF) says more than nats.go's "connection closed".
-	if s.nc.IsClosed() || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) {
-		p.drop(s)
-		if last := s.nc.LastError(); last != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("nats: publish to %s: %w", p.server, last)
-		}
-	} else if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-		// No answer: a broken connection the kernel has not reported yet looks the same, so the
-		// next Publish starts on a new one.
-		p.drop(s)
+	// The connection failed, or the stream did not answer in time (a broken connection the kernel
+	// has not reported yet looks the same): the next Publish starts on a new connection. The
+	// connection's own error (a reset, an EOF) says more than nats.go's "connection closed".
+	last := s.nc.LastError()
+	closed := s.nc.IsClosed() || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected)
+	p.drop(s)
+	if closed && last != nil && !errors.Is(err, context.DeadlineExceeded) {
+		err = last
 	}
 	return fmt.Errorf("nats: publish to %s: %w", p.server, err)
 }
 
 // drop closes s and forgets it, unless another Publish replaced it already.
 func (p *natsPublisher) drop(s *natsSession) {
+	_ = s.raw.Close() // first: nats.go's Close flushes, which a hung server would hold
 	s.nc.Close()
 	p.lock <- struct{}{}
 	if p.session == s {
@@ -319,16 +355,24 @@ type natsDialer struct {
 	ctx  context.Context
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	mu  sync.Mutex
-	err error
+	mu   sync.Mutex
+	err  error
+	last net.Conn
 }
 
 func (d *natsDialer) Dial(network, addr string) (net.Conn, error) {
 	conn, err := d.dial(d.ctx, network, addr)
 	d.mu.Lock()
-	d.err = err
+	d.err, d.last = err, conn
 	d.mu.Unlock()
 	return conn, err
+}
+
+// conn is the connection of the last dial, the one nats.go connected over.
+func (d *natsDialer) conn() net.Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
 }
 
 func (d *natsDialer) failure() error {

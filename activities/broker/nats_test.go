@@ -5,6 +5,7 @@ package broker_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/webhookd/webhookd/activities/broker"
 	"github.com/webhookd/webhookd/activities/broker/brokertest"
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/activities/egress/egresstest"
 	"github.com/webhookd/webhookd/destination"
 	"github.com/webhookd/webhookd/wire"
 )
@@ -196,7 +198,7 @@ func publishWithin(t *testing.T, p broker.Publisher, m broker.Message, timeout t
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(timeout + 30*time.Second):
+	case <-time.After(timeout + 20*time.Second): // nats.go's own bound on a write is a minute
 		t.Fatalf("Publish did not return long after its deadline of %s", timeout)
 		return nil
 	}
@@ -249,7 +251,7 @@ func TestNATSRefusals(t *testing.T) {
 		return target
 	}
 	big := natsMessage(t, 9)
-	big.Body = bytes.Repeat([]byte("x"), 2<<20) // the server's max_payload is 1 MiB
+	big.Body = bytes.Repeat([]byte("x"), brokertest.NATSMaxPayload+1)
 	cases := []struct {
 		name    string
 		target  broker.Target
@@ -405,5 +407,86 @@ func TestOpenNATSRefusesBadSettings(t *testing.T) {
 				t.Errorf("OpenNATS: %v, want an error naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestNATSTLS publishes over tls:// with the server's certificate checked against the roots of
+// Target.HTTP's transport (the egress client's). Without those roots the handshake fails with
+// egress.ClassTLS; a nats:// URL to the TLS-only server is the broker's refusal.
+func TestNATSTLS(t *testing.T) {
+	ca := egresstest.NewCA(t, "nats CA", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	leaf := ca.Server(t)
+	srv := brokertest.StartNATS(t, brokertest.WithNATSTLS(leaf.CertPEM, leaf.KeyPEM, ca.Pool()))
+	if !strings.HasPrefix(srv.URL(), "tls://") {
+		t.Fatalf("URL %s", srv.URL())
+	}
+	target := natsTarget(srv, srv.Subject(), nil)
+	target.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	p := openNATS(t, target)
+	m := natsMessage(t, 1)
+	if err := publish(t, p, m, 30*time.Second); err != nil {
+		t.Fatalf("Publish over TLS: %v", err)
+	}
+	if got := srv.Consume(t, 1, 10*time.Second); len(got) != 1 || !bytes.Equal(got[0].Body, m.Body) {
+		t.Errorf("consumed %d messages, want the one published", len(got))
+	}
+
+	untrusted := natsTarget(srv, srv.Subject(), nil)
+	err := publish(t, openNATS(t, untrusted), m, 10*time.Second)
+	if class, _ := egress.Classify(err); class != egress.ClassTLS || broker.AsRefusal(err) != nil {
+		t.Errorf("Publish to a certificate of an unknown CA: %v, classed %q, want %q", err, class, egress.ClassTLS)
+	}
+
+	plain := natsTarget(srv, srv.Subject(), nil)
+	plain.URL = "nats://" + srv.Addr()
+	err = publish(t, openNATS(t, plain), m, 10*time.Second)
+	if r := broker.AsRefusal(err); r == nil || r.Class != broker.ClassBrokerRefused || !strings.Contains(r.Message, "tls://") {
+		t.Errorf("Publish over nats:// to a TLS-only server: %v, want a refusal naming tls://", err)
+	}
+}
+
+// TestNATSBrokerHangs stops the server with SIGSTOP: it keeps the connection and answers nothing.
+// Publish fails at its deadline with egress.ClassTimeout, not a refusal, and so does the next one,
+// which finds the server accepting connections but never greeting. Once the server continues, the
+// same Publisher publishes again. A message larger than the socket's buffers, which nats.go
+// writes under its lock until the server reads, still ends its Publish at the deadline.
+func TestNATSBrokerHangs(t *testing.T) {
+	srv := brokertest.StartNATS(t)
+	p := openNATS(t, natsTarget(srv, srv.Subject(), nil))
+	m1, m2, large, m4 := natsMessage(t, 1), natsMessage(t, 2), natsMessage(t, 3), natsMessage(t, 4)
+	large.Body = bytes.Repeat([]byte("y"), brokertest.NATSMaxPayload-1024)
+	if err := publish(t, p, m1, 30*time.Second); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	srv.Pause(t)
+	for i := range 2 {
+		err := publishWithin(t, p, m2, 2*time.Second)
+		class, message := egress.Classify(err)
+		t.Logf("Publish %d to the stopped server: %s: %s", i+1, class, message)
+		if class != egress.ClassTimeout || broker.AsRefusal(err) != nil {
+			t.Errorf("Publish %d to the stopped server: %v, classed %q, want %q", i+1, err, class, egress.ClassTimeout)
+		}
+	}
+	srv.Resume(t)
+	if err := publish(t, p, m2, 30*time.Second); err != nil {
+		t.Fatalf("Publish after the server continued: %v", err)
+	}
+
+	srv.Pause(t)
+	err := publishWithin(t, p, large, 2*time.Second)
+	if class, _ := egress.Classify(err); class != egress.ClassTimeout || broker.AsRefusal(err) != nil {
+		t.Errorf("Publish of %d bytes to the stopped server: %v, classed %q, want %q", len(large.Body), err, class, egress.ClassTimeout)
+	}
+	srv.Resume(t)
+	if err := publish(t, p, m4, 30*time.Second); err != nil {
+		t.Fatalf("Publish after the server continued: %v", err)
+	}
+
+	count := map[string]int{}
+	for _, r := range srv.Consume(t, 5, 3*time.Second) {
+		count[r.Headers[wire.HeaderID]]++
+	}
+	if count[m1.DedupID] != 1 || count[m2.DedupID] != 1 || count[m4.DedupID] != 1 || count[large.DedupID] > 1 {
+		t.Errorf("the stream holds %v: want each message once (the large one at most once)", count)
 	}
 }

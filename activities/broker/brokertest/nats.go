@@ -3,6 +3,8 @@ package brokertest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -31,10 +33,12 @@ const (
 	NATSStream  = "WEBHOOKS"
 	NATSSubject = "webhooks.deliveries"
 	// natsAdmin is the user the helper itself connects as when the server requires users.
-	natsAdmin         = "brokertest-admin"
-	natsReadyTimeout  = 30 * time.Second
-	natsStopTimeout   = 10 * time.Second
-	natsConsumer      = "brokertest"
+	natsAdmin        = "brokertest-admin"
+	natsReadyTimeout = 30 * time.Second
+	natsStopTimeout  = 10 * time.Second
+	natsConsumer     = "brokertest"
+	// NATSMaxPayload is the largest message the server takes.
+	NATSMaxPayload    = 8 << 20
 	natsDuplicateSpan = 2 * time.Minute
 )
 
@@ -53,6 +57,12 @@ func WithNATSUsers(users ...NATSUser) NATSOption {
 	return func(n *NATS) { n.users = append(n.users, users...) }
 }
 
+// WithNATSTLS makes the server speak TLS only, with the certificate and key given (PEM), which
+// roots verify: its URL is tls://.
+func WithNATSTLS(certPEM, keyPEM string, roots *x509.CertPool) NATSOption {
+	return func(n *NATS) { n.tlsCert, n.tlsKey, n.tlsRoots = certPEM, keyPEM, roots }
+}
+
 // NATS is a nats-server with JetStream, run as a process on a loopback port with its store in a
 // temporary directory, and NATSStream storing NATSSubject (file storage, a duplicate window of two
 // minutes).
@@ -65,6 +75,9 @@ type NATS struct {
 	cmd       *exec.Cmd
 	exited    chan struct{}
 	logPath   string
+
+	tlsCert, tlsKey string
+	tlsRoots        *x509.CertPool
 }
 
 // StartNATS starts a nats-server for t, creates the stream, and stops the server at t's cleanup.
@@ -109,7 +122,12 @@ func StartNATS(t testing.TB, opts ...NATSOption) *NATS {
 }
 
 // URL is the server's URL as a webhook stores it.
-func (n *NATS) URL() string { return "nats://" + n.Addr() }
+func (n *NATS) URL() string {
+	if n.tlsCert != "" {
+		return "tls://" + n.Addr()
+	}
+	return "nats://" + n.Addr()
+}
 
 // Addr is the server's host:port.
 func (n *NATS) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)) }
@@ -125,6 +143,23 @@ func (n *NATS) Kill() {
 	_ = n.cmd.Process.Signal(syscall.SIGKILL) // it may have exited on its own: Wait tells
 	<-n.exited
 	n.cmd = nil
+}
+
+// Pause stops the server with SIGSTOP: it keeps its connections and answers nothing, as a hung
+// broker does, until Resume.
+func (n *NATS) Pause(t testing.TB) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("pause nats-server: %v", err)
+	}
+}
+
+// Resume continues the server Pause stopped.
+func (n *NATS) Resume(t testing.TB) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("resume nats-server: %v", err)
+	}
 }
 
 // Restart starts the server again on the same port with the same store, after Kill, and waits
@@ -215,6 +250,9 @@ func (n *NATS) Consume(t testing.TB, count int, timeout time.Duration) []Receive
 func (n *NATS) connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	opts := []nats.Option{nats.Name("brokertest"), nats.Timeout(5 * time.Second)}
+	if n.tlsCert != "" {
+		opts = append(opts, nats.Secure(&tls.Config{RootCAs: n.tlsRoots, MinVersion: tls.VersionTLS12}))
+	}
 	if len(n.users) > 0 {
 		opts = append(opts, nats.UserInfo(natsAdmin, n.adminPass))
 	}
@@ -240,6 +278,14 @@ func (n *NATS) connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 
 // start runs the server on n.port and waits until it accepts connections.
 func (n *NATS) start() error {
+	if n.tlsCert != "" {
+		if err := os.WriteFile(filepath.Join(n.dir, "cert.pem"), []byte(n.tlsCert), 0o600); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(n.dir, "key.pem"), []byte(n.tlsKey), 0o600); err != nil {
+			return err
+		}
+	}
 	conf := filepath.Join(n.dir, "nats.conf")
 	if err := os.WriteFile(conf, []byte(n.config()), 0o600); err != nil {
 		return err
@@ -281,7 +327,12 @@ func (n *NATS) start() error {
 func (n *NATS) config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: %q\n", n.Addr())
+	// Above the default 1 MiB, so that one message can fill the socket of a paused server.
+	fmt.Fprintf(&b, "max_payload: %d\n", NATSMaxPayload)
 	fmt.Fprintf(&b, "jetstream { store_dir: %q }\n", filepath.Join(n.dir, "store"))
+	if n.tlsCert != "" {
+		fmt.Fprintf(&b, "tls { cert_file: %q, key_file: %q }\n", filepath.Join(n.dir, "cert.pem"), filepath.Join(n.dir, "key.pem"))
+	}
 	if len(n.users) > 0 {
 		b.WriteString("authorization {\n  users = [\n")
 		fmt.Fprintf(&b, "    { user: %q, password: %q }\n", natsAdmin, n.adminPass)
@@ -306,6 +357,7 @@ func (n *NATS) stop() {
 	if n.cmd == nil {
 		return
 	}
+	_ = n.cmd.Process.Signal(syscall.SIGCONT) // a paused server takes SIGTERM only once continued
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-n.exited:

@@ -129,6 +129,9 @@ func (p *natsPublisher) Publish(ctx context.Context, m Message) error {
 	}
 	msg := &nats.Msg{Subject: p.subject, Data: m.Body, Header: nats.Header{}}
 	for name, value := range m.Headers {
+		if natsReserved(name) {
+			continue
+		}
 		msg.Header.Set(name, value) // NATS header names keep their case
 	}
 	var opts []jetstream.PublishOpt
@@ -146,8 +149,13 @@ func (p *natsPublisher) Publish(ctx context.Context, m Message) error {
 		}
 	}()
 	// At the deadline the connection is given up, as failed does after a timeout: closing it
-	// under nats.go ends a write that blocks.
-	stop := context.AfterFunc(ctx, func() { _ = s.raw.Close() })
+	// under nats.go ends a write that blocks. A cancellation says nothing of the connection,
+	// which other Publishes may be using.
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			_ = s.raw.Close()
+		}
+	})
 	_, err = s.js.PublishMsg(pubCtx, msg, opts...)
 	stop()
 	if err == nil {
@@ -161,6 +169,13 @@ func (p *natsPublisher) Publish(ctx context.Context, m Message) error {
 		err = fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	return p.failed(s, err)
+}
+
+// natsReserved says whether a header name is JetStream's (Nats-Msg-Id, Nats-Expected-*,
+// Nats-Rollup, Nats-TTL...): those are never sent from Message.Headers, so that no header of a
+// webhook's can replace the de-duplication id or act on the stream.
+func natsReserved(name string) bool {
+	return len(name) >= 5 && strings.EqualFold(name[:5], "nats-")
 }
 
 // errNATSDenied marks a publish ended by a permissions violation.
@@ -308,6 +323,9 @@ func (p *natsPublisher) failed(s *natsSession, err error) error {
 	// The connection failed, or the stream did not answer in time (a broken connection the kernel
 	// has not reported yet looks the same): the next Publish starts on a new connection. The
 	// connection's own error (a reset, an EOF) says more than nats.go's "connection closed".
+	if errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("nats: publish to %s: %w", p.server, err)
+	}
 	last := s.nc.LastError()
 	closed := s.nc.IsClosed() || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected)
 	p.drop(s)

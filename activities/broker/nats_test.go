@@ -490,3 +490,57 @@ func TestNATSBrokerHangs(t *testing.T) {
 		t.Errorf("the stream holds %v: want each message once (the large one at most once)", count)
 	}
 }
+
+// TestNATSReservedHeaders: a message's headers cannot steer JetStream. Headers named Nats-* (its
+// own: the de-duplication id, expectations, rollups, TTLs) are not sent, so a webhook's custom
+// header cannot replace DedupID, fail the publish on an expectation, or purge the stream.
+func TestNATSReservedHeaders(t *testing.T) {
+	srv := brokertest.StartNATS(t)
+	p := openNATS(t, natsTarget(srv, srv.Subject(), nil))
+	first := natsMessage(t, 1)
+	if err := publish(t, p, first, 30*time.Second); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	m := natsMessage(t, 2)
+	m.Headers["Nats-Msg-Id"] = first.DedupID // would make m a duplicate of first
+	m.Headers["nats-expected-stream"] = "ANOTHER"
+	m.Headers["Nats-Rollup"] = "all" // would purge first
+	if err := publish(t, p, m, 30*time.Second); err != nil {
+		t.Fatalf("Publish with Nats-* headers: %v", err)
+	}
+	got := srv.Consume(t, 3, 3*time.Second)
+	if len(got) != 2 || got[1].Headers["Nats-Msg-Id"] != m.DedupID {
+		t.Fatalf("the stream holds %d messages (want 2), the second's Nats-Msg-Id %q (want %q)", len(got), got[len(got)-1].Headers["Nats-Msg-Id"], m.DedupID)
+	}
+	for name := range got[1].Headers {
+		if strings.EqualFold(name, "Nats-Rollup") || strings.EqualFold(name, "Nats-Expected-Stream") {
+			t.Errorf("header %s reached the stream", name)
+		}
+	}
+}
+
+// TestNATSCancelKeepsConnection: a Publish whose context is cancelled (its activity is) returns,
+// and leaves the connection to the Publishes sharing it: one waiting on the stopped server is
+// acknowledged once the server continues.
+func TestNATSCancelKeepsConnection(t *testing.T) {
+	srv := brokertest.StartNATS(t)
+	p := openNATS(t, natsTarget(srv, srv.Subject(), nil))
+	if err := publish(t, p, natsMessage(t, 1), 30*time.Second); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	srv.Pause(t)
+	waiting := make(chan error, 1)
+	go func() { waiting <- publish(t, p, natsMessage(t, 2), 60*time.Second) }()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- p.Publish(ctx, natsMessage(t, 3)) }()
+	time.Sleep(200 * time.Millisecond) // let both reach the server's socket; no outcome depends on it
+	cancel()
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled Publish: %v, want context.Canceled", err)
+	}
+	srv.Resume(t)
+	if err := <-waiting; err != nil {
+		t.Errorf("the Publish sharing the connection: %v", err)
+	}
+}

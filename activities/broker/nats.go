@@ -106,16 +106,20 @@ func OpenNATS(_ context.Context, t Target) (Publisher, error) {
 	return p, nil
 }
 
-// natsTLS is the TLS of a tls:// URL: at least TLS 1.2, the server's certificate checked for the
-// URL's host against the roots of the egress client when Target.HTTP's transport has them (the
-// system's and the operator's extra CA file), else the system's.
+// natsTLS is the TLS of a tls:// URL: the egress client's TLS when Target.HTTP's transport has one
+// (its roots, the system's and the operator's extra CA file; a webhook's own CA and client
+// certificate when Target.HTTP is the client built for them), else the system's roots; at least
+// TLS 1.2, the server's certificate checked for the URL's host, no HTTP protocol offered.
 func natsTLS(t Target, host string) *tls.Config {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	cfg := &tls.Config{}
 	if t.HTTP != nil {
 		if tr, ok := t.HTTP.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
-			cfg.RootCAs = tr.TLSClientConfig.RootCAs
+			cfg = tr.TLSClientConfig.Clone()
 		}
 	}
+	cfg.ServerName = host
+	cfg.NextProtos = nil
+	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
 	return cfg
 }
 

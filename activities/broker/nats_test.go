@@ -544,3 +544,31 @@ func TestNATSCancelKeepsConnection(t *testing.T) {
 		t.Errorf("the Publish sharing the connection: %v", err)
 	}
 }
+
+// TestNATSClientCertificate: a server that requires a client certificate takes the one of
+// Target.HTTP's TLS (a webhook's own client certificate, issue 41); without it the connection
+// fails with egress.ClassTLS.
+func TestNATSClientCertificate(t *testing.T) {
+	ca := egresstest.NewCA(t, "nats CA", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	clients := egresstest.NewCA(t, "clients CA", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	leaf := ca.Server(t)
+	helper := clients.Client(t, "brokertest", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	srv := brokertest.StartNATS(t, brokertest.WithNATSTLS(leaf.CertPEM, leaf.KeyPEM, ca.Pool()),
+		brokertest.WithNATSClientCA(clients.CertPEM, helper.TLS))
+	client := clients.Client(t, "webhookd", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+
+	with := natsTarget(srv, srv.Subject(), nil)
+	with.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: ca.Pool(), Certificates: []tls.Certificate{client.TLS}, NextProtos: []string{"h2", "http/1.1"},
+	}}}
+	if err := publish(t, openNATS(t, with), natsMessage(t, 1), 30*time.Second); err != nil {
+		t.Fatalf("Publish with the client certificate: %v", err)
+	}
+
+	without := natsTarget(srv, srv.Subject(), nil)
+	without.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	err := publish(t, openNATS(t, without), natsMessage(t, 2), 10*time.Second)
+	if class, message := egress.Classify(err); class != egress.ClassTLS || broker.AsRefusal(err) != nil {
+		t.Errorf("Publish without a client certificate: %v, classed %q (%s), want %q", err, class, message, egress.ClassTLS)
+	}
+}

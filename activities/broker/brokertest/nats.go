@@ -63,6 +63,13 @@ func WithNATSTLS(certPEM, keyPEM string, roots *x509.CertPool) NATSOption {
 	return func(n *NATS) { n.tlsCert, n.tlsKey, n.tlsRoots = certPEM, keyPEM, roots }
 }
 
+// WithNATSClientCA makes a TLS server (WithNATSTLS) require a client certificate that the CA
+// (PEM) signed.
+// The helper connects with helperCert, which the CA signed.
+func WithNATSClientCA(caPEM string, helperCert tls.Certificate) NATSOption {
+	return func(n *NATS) { n.clientCA, n.clientCert = caPEM, &helperCert }
+}
+
 // NATS is a nats-server with JetStream, run as a process on a loopback port with its store in a
 // temporary directory, and NATSStream storing NATSSubject (file storage, a duplicate window of two
 // minutes).
@@ -78,6 +85,8 @@ type NATS struct {
 
 	tlsCert, tlsKey string
 	tlsRoots        *x509.CertPool
+	clientCA        string
+	clientCert      *tls.Certificate // the helper's own, when clientCA is set
 }
 
 // StartNATS starts a nats-server for t, creates the stream, and stops the server at t's cleanup.
@@ -251,7 +260,11 @@ func (n *NATS) connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	opts := []nats.Option{nats.Name("brokertest"), nats.Timeout(5 * time.Second)}
 	if n.tlsCert != "" {
-		opts = append(opts, nats.Secure(&tls.Config{RootCAs: n.tlsRoots, MinVersion: tls.VersionTLS12}))
+		cfg := &tls.Config{RootCAs: n.tlsRoots, MinVersion: tls.VersionTLS12}
+		if n.clientCert != nil {
+			cfg.Certificates = []tls.Certificate{*n.clientCert}
+		}
+		opts = append(opts, nats.Secure(cfg))
 	}
 	if len(n.users) > 0 {
 		opts = append(opts, nats.UserInfo(natsAdmin, n.adminPass))
@@ -284,6 +297,11 @@ func (n *NATS) start() error {
 		}
 		if err := os.WriteFile(filepath.Join(n.dir, "key.pem"), []byte(n.tlsKey), 0o600); err != nil {
 			return err
+		}
+		if n.clientCA != "" {
+			if err := os.WriteFile(filepath.Join(n.dir, "client-ca.pem"), []byte(n.clientCA), 0o600); err != nil {
+				return err
+			}
 		}
 	}
 	conf := filepath.Join(n.dir, "nats.conf")
@@ -331,7 +349,11 @@ func (n *NATS) config() string {
 	fmt.Fprintf(&b, "max_payload: %d\n", NATSMaxPayload)
 	fmt.Fprintf(&b, "jetstream { store_dir: %q }\n", filepath.Join(n.dir, "store"))
 	if n.tlsCert != "" {
-		fmt.Fprintf(&b, "tls { cert_file: %q, key_file: %q }\n", filepath.Join(n.dir, "cert.pem"), filepath.Join(n.dir, "key.pem"))
+		fmt.Fprintf(&b, "tls { cert_file: %q, key_file: %q", filepath.Join(n.dir, "cert.pem"), filepath.Join(n.dir, "key.pem"))
+		if n.clientCA != "" {
+			fmt.Fprintf(&b, ", ca_file: %q, verify: true", filepath.Join(n.dir, "client-ca.pem"))
+		}
+		b.WriteString(" }\n")
 	}
 	if len(n.users) > 0 {
 		b.WriteString("authorization {\n  users = [\n")

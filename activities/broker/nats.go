@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +24,9 @@ const natsDefaultPort = "4222"
 // natsHandshakeTimeout bounds the NATS handshake (INFO, CONNECT, PING/PONG) when the Publish's
 // context has no deadline; with one, the handshake ends with it.
 const natsHandshakeTimeout = 10 * time.Second
+
+// errNATSTLSClosed is a TLS server's closing of the connection right after the handshake.
+var errNATSTLSClosed = errors.New("tls: the NATS server closed the connection after the TLS handshake: it requires a client certificate, or refused this one")
 
 // errNATSClosed is what Publish returns after Close.
 var errNATSClosed = errors.New("nats: the publisher is closed")
@@ -292,6 +297,12 @@ func (p *natsPublisher) connectError(err, dialErr error) error {
 	case errors.Is(err, nats.ErrMaxConnectionsExceeded), errors.Is(err, nats.ErrMaxAccountConnectionsExceeded):
 		return &Refusal{Class: ClassBrokerRefused, Busy: true, Err: err,
 			Message: "the NATS server refused the connection: " + strings.TrimPrefix(err.Error(), "nats: ")}
+	case p.tls != nil && errors.Is(err, nats.ErrTLS) &&
+		(errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)):
+		// Under TLS 1.3 a server checks the client's certificate after the handshake: the client
+		// reads its alert (a "remote error", which egress.Classify names TLS) or, writing first,
+		// meets the closed connection. Both are the same answer.
+		return fmt.Errorf("nats: connect to %s: %w", p.server, &net.OpError{Op: "remote error", Net: "tcp", Err: errNATSTLSClosed})
 	case dialErr != nil:
 		return fmt.Errorf("nats: connect to %s: %w", p.server, dialErr)
 	}

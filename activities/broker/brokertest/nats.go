@@ -161,6 +161,7 @@ func (n *NATS) Pause(t testing.TB) {
 	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("pause nats-server: %v", err)
 	}
+	n.waitState(t, true)
 }
 
 // Resume continues the server Pause stopped.
@@ -168,6 +169,29 @@ func (n *NATS) Resume(t testing.TB) {
 	t.Helper()
 	if err := n.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatalf("resume nats-server: %v", err)
+	}
+	n.waitState(t, false)
+}
+
+// waitState waits until the kernel shows the server stopped (state T in /proc/<pid>/stat), or
+// not: a signal is delivered when the process next runs, not when kill returns.
+func (n *NATS) waitState(t testing.TB, stopped bool) {
+	t.Helper()
+	stat := fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid)
+	for deadline := time.Now().Add(natsReadyTimeout); ; {
+		out, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatalf("nats-server: %v", err)
+		}
+		// The state follows the command's name in parentheses, which may hold spaces.
+		fields := strings.Fields(string(out[bytes.LastIndexByte(out, ')')+1:]))
+		if len(fields) > 0 && (fields[0] == "T") == stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nats-server: state %v in %s, want stopped %v", fields[:1], stat, stopped)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -57,6 +57,11 @@ func WithNATSUsers(users ...NATSUser) NATSOption {
 	return func(n *NATS) { n.users = append(n.users, users...) }
 }
 
+// WithNATSToken makes the server require the token (and no user), which the helper uses too.
+func WithNATSToken(token string) NATSOption {
+	return func(n *NATS) { n.token = token }
+}
+
 // WithNATSTLS makes the server speak TLS only, with the certificate and key given (PEM), which
 // roots verify: its URL is tls://.
 func WithNATSTLS(certPEM, keyPEM string, roots *x509.CertPool) NATSOption {
@@ -86,6 +91,7 @@ type NATS struct {
 	tlsCert, tlsKey string
 	tlsRoots        *x509.CertPool
 	clientCA        string
+	token           string
 	clientCert      *tls.Certificate // the helper's own, when clientCA is set
 }
 
@@ -290,7 +296,10 @@ func (n *NATS) connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 		}
 		opts = append(opts, nats.Secure(cfg))
 	}
-	if len(n.users) > 0 {
+	switch {
+	case n.token != "":
+		opts = append(opts, nats.Token(n.token))
+	case len(n.users) > 0:
 		opts = append(opts, nats.UserInfo(natsAdmin, n.adminPass))
 	}
 	var nc *nats.Conn
@@ -378,6 +387,9 @@ func (n *NATS) config() string {
 			fmt.Fprintf(&b, ", ca_file: %q, verify: true", filepath.Join(n.dir, "client-ca.pem"))
 		}
 		b.WriteString(" }\n")
+	}
+	if n.token != "" {
+		fmt.Fprintf(&b, "authorization { token: %q }\n", n.token)
 	}
 	if len(n.users) > 0 {
 		b.WriteString("authorization {\n  users = [\n")

@@ -5,6 +5,7 @@ TEMPORAL_CLI_VERSION := v1.5.1
 STATICCHECK_VERSION := v0.8.2
 ERRCHECK_VERSION := v1.30.0
 WORKFLOWCHECK_VERSION := v0.6.0
+NATS_SERVER_VERSION := v2.15.3
 # The linters read the system tests (e2e) and the recorders of workflows/testdata (record) too.
 LINT_TAGS := e2e,record,integration,pressure
 
@@ -43,6 +44,12 @@ bin/goaws:
 bin/workflowcheck:
 	@echo "==> installing Temporal's workflowcheck $(WORKFLOWCHECK_VERSION) into bin/ (once)"
 	GOBIN=$(CURDIR)/bin go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+# The tests of NATS destinations (activities/broker, tag integration) start a real nats-server,
+# built from its Go module (under a minute), pinned like the tools above.
+bin/nats-server:
+	@echo "==> installing nats-server $(NATS_SERVER_VERSION) into bin/ (once; under a minute)"
+	GOBIN=$(CURDIR)/bin go install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 
 # The integration tests (-tags integration) start throwaway PostgreSQL clusters of their own, so they
 # need the server binaries.

@@ -1,6 +1,3 @@
-// Package brokertest starts real message brokers for the tests of activities/broker and the
-// system tests, each as a process of its own on a free local port, and consumes what a delivery
-// published into them.
 package brokertest
 
 // Received is one message as a consumer took it from a broker: its body byte for byte, its

@@ -25,6 +25,7 @@ import (
 	"github.com/webhookd/webhookd/activities/broker"
 	"github.com/webhookd/webhookd/activities/broker/brokertest"
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/activities/egress/egresstest"
 	"github.com/webhookd/webhookd/destination"
 	"github.com/webhookd/webhookd/wire"
 )
@@ -223,6 +224,39 @@ func TestKafkaBrokerDown(t *testing.T) {
 	}
 }
 
+// TestKafkaBrokerHangs: a broker that takes the record and never answers fails the attempt at
+// its deadline, as "timeout" and no *Refusal; after the restart the same Publisher publishes.
+func TestKafkaBrokerHangs(t *testing.T) {
+	k := brokertest.StartKafka(t)
+	target, _ := kafkaTarget(k, destination.Credentials{})
+	p := openKafka(t, target)
+	secret := kafkaSecret(t)
+	if err := publishKafka(t, p, kafkaMessage(t, secret, 0, "")); err != nil {
+		t.Fatal(err)
+	}
+	k.StopAnswering(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Publish(ctx, kafkaMessage(t, secret, 1, "")) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(kafkaEventually):
+		t.Fatal("Publish did not return after its deadline")
+	}
+	if r := broker.AsRefusal(err); r != nil || err == nil {
+		t.Fatalf("Publish to a hung broker = %v, want the deadline's error", err)
+	}
+	if class, message := egress.Classify(err); class != egress.ClassTimeout {
+		t.Errorf("Classify(%v) = %s (%s), want %s", err, class, message, egress.ClassTimeout)
+	}
+	k.Restart(t)
+	if err := publishKafka(t, p, kafkaMessage(t, secret, 2, "")); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+}
+
 // TestKafkaBlockedAddress: a dial the address policy refuses fails the attempt as "blocked",
 // though franz-go retried it until the deadline.
 func TestKafkaBlockedAddress(t *testing.T) {
@@ -240,6 +274,62 @@ func TestKafkaBlockedAddress(t *testing.T) {
 	}
 	if n := k.Count(t); n != 0 {
 		t.Errorf("the topic holds %d records; the blocked publisher must have sent none", n)
+	}
+}
+
+// TestKafkaTLS: kafka+tls:// speaks TLS through Target.Dial and verifies the broker's certificate
+// (for its name, with the system's roots): one signed by a private CA fails the attempt as "tls",
+// and the cluster, reached, holds nothing.
+func TestKafkaTLS(t *testing.T) {
+	ca := egresstest.NewCA(t, "kafka test CA", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	k := brokertest.StartKafka(t, brokertest.KafkaTLS(ca.Server(t).TLS, ca.Pool()))
+	target, dials := kafkaTarget(k, destination.Credentials{})
+	if !strings.HasPrefix(target.URL, "kafka+tls://") {
+		t.Fatalf("URL %s, want kafka+tls://", target.URL)
+	}
+	p := openKafka(t, target)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := p.Publish(ctx, kafkaMessage(t, kafkaSecret(t), 0, ""))
+	if class, message := egress.Classify(err); class != egress.ClassTLS {
+		t.Errorf("Classify(%v) = %s (%s), want %s", err, class, message, egress.ClassTLS)
+	}
+	if dials.Load() == 0 {
+		t.Error("the publisher connected without Target.Dial")
+	}
+	if n := k.Count(t); n != 0 {
+		t.Errorf("the topic holds %d records; the publisher must not have trusted the broker", n)
+	}
+}
+
+// TestKafkaConcurrent: one Publisher takes publishes from many goroutines at once, every one
+// acknowledged and consumed once.
+func TestKafkaConcurrent(t *testing.T) {
+	k := brokertest.StartKafka(t)
+	target, _ := kafkaTarget(k, destination.Credentials{})
+	p := openKafka(t, target)
+	secret := kafkaSecret(t)
+	const n = 40
+	errs := make(chan error, n)
+	for i := range n {
+		m := kafkaMessage(t, secret, i, "lane-"+strconv.Itoa(i%4))
+		go func() { errs <- publishKafka(t, p, m) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range k.Consume(t, n, kafkaEventually) {
+		id := r.Headers[wire.HeaderID]
+		if seen[id] {
+			t.Errorf("%s consumed twice", id)
+		}
+		seen[id] = true
+	}
+	if c := k.Count(t); c != n {
+		t.Errorf("the topic holds %d records, want %d", c, n)
 	}
 }
 

@@ -2,6 +2,8 @@ package brokertest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,6 +32,7 @@ const (
 // the same port over the same data directory, so records published before the kill are still
 // there, as after a real broker's restart.
 type Kafka struct {
+	tls   *tls.Config // the helper's client's, when the cluster speaks TLS
 	opts  []kfake.Opt
 	users map[string]string // the SASL/PLAIN users and their passwords
 	port  int
@@ -47,6 +50,16 @@ type kafkaSetup struct {
 	sasl  *plain.Auth
 	users map[string]string
 	acls  bool
+	tls   *tls.Config
+}
+
+// KafkaTLS makes the cluster speak TLS only, with cert; roots are what the helper's own client
+// verifies it with. URL is then kafka+tls://.
+func KafkaTLS(cert tls.Certificate, roots *x509.CertPool) KafkaOption {
+	return func(s *kafkaSetup) {
+		s.opts = append(s.opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+		s.tls = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
 }
 
 // KafkaSASL makes the cluster take only SASL/PLAIN connections, with user and password as its
@@ -98,7 +111,7 @@ func StartKafka(t testing.TB, options ...KafkaOption) *Kafka {
 	if s.acls {
 		opts = append(opts, kfake.EnableACLs())
 	}
-	k := &Kafka{opts: opts, sasl: s.sasl, users: s.users}
+	k := &Kafka{opts: opts, sasl: s.sasl, users: s.users, tls: s.tls}
 	k.start(t)
 	port, err := strconv.Atoi(k.live.ListenAddrs()[0][len("127.0.0.1:"):])
 	if err != nil {
@@ -159,8 +172,14 @@ func (k *Kafka) refuseBadLogin(c *kfake.Cluster) func(kmsg.Request) (kmsg.Respon
 	}
 }
 
-// URL is the destination's URL as a webhook stores it: kafka://127.0.0.1:<port>.
-func (k *Kafka) URL() string { return "kafka://127.0.0.1:" + strconv.Itoa(k.port) }
+// URL is the destination's URL as a webhook stores it: kafka://127.0.0.1:<port>, or
+// kafka+tls:// with KafkaTLS.
+func (k *Kafka) URL() string {
+	if k.tls != nil {
+		return "kafka+tls://" + k.Addr()
+	}
+	return "kafka://" + k.Addr()
+}
 
 // Addr is the broker's host:port.
 func (k *Kafka) Addr() string { return "127.0.0.1:" + strconv.Itoa(k.port) }
@@ -175,6 +194,22 @@ func (k *Kafka) Kill() {
 	if c != nil {
 		c.Close()
 	}
+}
+
+// StopAnswering makes the cluster read produce requests and answer none, as a broker that hangs
+// with its connections open, until Restart.
+func (k *Kafka) StopAnswering(t testing.TB) {
+	t.Helper()
+	k.mu.Lock()
+	c := k.live
+	k.mu.Unlock()
+	if c == nil {
+		t.Fatal("kafka: StopAnswering with the cluster killed")
+	}
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, nil, true // handled, with no answer
+	})
 }
 
 // Restart starts the cluster again on the same port over the same data, after Kill.
@@ -255,6 +290,9 @@ func (k *Kafka) client(t testing.TB) *kgo.Client {
 	}
 	if k.sasl != nil {
 		opts = append(opts, kgo.SASL(k.sasl.AsMechanism()))
+	}
+	if k.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(k.tls))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,18 +114,20 @@ func StartKafka(t testing.TB, options ...KafkaOption) *Kafka {
 	}
 	k := &Kafka{opts: opts, sasl: s.sasl, users: s.users, tls: s.tls}
 	k.start(t)
-	port, err := strconv.Atoi(k.live.ListenAddrs()[0][len("127.0.0.1:"):])
+	_, port, err := net.SplitHostPort(k.live.ListenAddrs()[0])
+	if err == nil {
+		k.port, err = strconv.Atoi(port)
+	}
 	if err != nil {
 		t.Fatalf("kfake listens on %v: %v", k.live.ListenAddrs(), err)
 	}
-	k.port = port
 	t.Cleanup(func() {
-		k.Kill()
 		k.mu.Lock()
-		defer k.mu.Unlock()
 		if k.admin != nil {
 			k.admin.Close()
 		}
+		k.mu.Unlock()
+		k.Kill()
 	})
 	return k
 }

@@ -68,12 +68,7 @@ func Parse(raw json.RawMessage) (Settings, Credentials, error) {
 		return s, c, invalid("destination.type", "destination.type must be one of %v", Types)
 	}
 	// Each kind takes its own members: another kind's is a mistake worth naming.
-	own := map[string][]string{
-		NATS:     {"subject", "token"},
-		RabbitMQ: {"exchange", "routingKey"},
-		Kafka:    {"topic"},
-		SQS:      {"region", "accessKeyId", "secretAccessKey", "sessionToken", "messageGroupId"},
-	}[s.Type]
+	own := Members[s.Type]
 	given := map[string]*string{
 		"subject": req.Subject, "exchange": req.Exchange, "routingKey": req.RoutingKey, "topic": req.Topic,
 		"region": req.Region, "accessKeyId": req.AccessKeyID, "messageGroupId": req.MessageGroupID,

@@ -73,6 +73,14 @@ type Checked struct {
 	Hosts []string
 }
 
+// Members are the members each kind takes beside its type (SecretMembers among them).
+var Members = map[string][]string{
+	NATS:     {"subject", "token"},
+	RabbitMQ: {"exchange", "routingKey"},
+	Kafka:    {"topic"},
+	SQS:      {"region", "accessKeyId", "secretAccessKey", "sessionToken", "messageGroupId"},
+}
+
 // SecretMembers are the members of a destination object that are secrets: sealed, and shown as a
 // mask.
 var SecretMembers = []string{"token", "secretAccessKey", "sessionToken"}

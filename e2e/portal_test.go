@@ -345,6 +345,57 @@ func TestPortalEndpointFlow(t *testing.T) {
 	b.do("scroll to the ordering section", chromedp.ScrollIntoView(chromedp.CSS(`#ordering`)))
 	b.screenshot("portal-18-lane-skipped.png")
 
+	// 8g. A destination beyond HTTP (issue 44). The HTTPS endpoint's page says it is one; a webhook
+	// into a NATS subject, made with the API (no broker needs to run for its page), shows its type,
+	// its subject, its URL without the password and its token as the mask, never a secret. A
+	// subject holding markup is refused naming destination.subject, kept in its field as text; a
+	// new subject is saved with the token's field left empty, and the token stays.
+	if got := b.text("read the HTTPS endpoint's destination", "span.destination-current"); got != "HTTPS endpoint" {
+		t.Fatalf("the HTTPS endpoint's destination section says %q", got)
+	}
+	const natsPassword, natsToken = "e2e-nats-password", "e2e-nats-token"
+	created := devAPI(t, stack, stack.apiKey, "POST", "/v2/svc/v2/webhooks", map[string]any{
+		"url": "tls://hooks:" + natsPassword + "@127.0.0.1:4222", "eventType": eventType,
+		"destination": map[string]any{"type": "nats", "subject": "orders.created", "token": natsToken},
+	})["data"].(map[string]any)
+	natsHook := fmt.Sprintf("/v2/svc/v2/webhooks/%.0f", created["id"].(float64))
+	natsPage := fmt.Sprintf("%s/portal/webhooks/%.0f", stack.apiURL, created["id"].(float64))
+	noSecret := func(what string) {
+		t.Helper()
+		page := b.eval("read the page", `document.documentElement.outerHTML`)
+		if strings.Contains(page, natsPassword) || strings.Contains(page, natsToken) {
+			t.Fatalf("%s shows a secret of the destination", what)
+		}
+	}
+	b.do("open the NATS endpoint's page", chromedp.Navigate(natsPage), chromedp.WaitVisible(chromedp.CSS(`form.destination input[name=subject]`)))
+	noSecret("the NATS endpoint's page")
+	if typ, u, shown := b.text("read the destination's type", "dd.destination-type"), b.text("read the URL", "dd.url"),
+		b.eval("read the destination", `document.querySelector("dl.destination-current").innerText`); typ != "nats" || u != "tls://hooks@127.0.0.1:4222" ||
+		!strings.Contains(shown, "orders.created") || !strings.Contains(shown, "••••••••") {
+		t.Fatalf("the NATS endpoint's page shows type %q, URL %q and:\n%s", typ, u, shown)
+	}
+	const markup = `orders.<b>bold</b>`
+	b.do("save a subject holding markup",
+		chromedp.SetValue(chromedp.CSS(`form.destination input[name=subject]`), markup),
+		chromedp.Click(chromedp.CSS(`form.destination button[value=save]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.destination-error`)))
+	if got, kept, bold := b.text("read the refusal", "p.destination-error"), b.eval("read the subject kept", `document.querySelector("form.destination input[name=subject]").value`),
+		b.eval("look for markup", `document.querySelectorAll("#destination ~ dl b, form.destination b").length + ""`); !strings.Contains(got, "destination.subject") || kept != markup || bold != "0" {
+		t.Fatalf("a subject holding markup is answered %q, the field keeps %q, %s elements made of it", got, kept, bold)
+	}
+	noSecret("the refusal")
+	b.do("save a new subject",
+		chromedp.SetValue(chromedp.CSS(`form.destination input[name=subject]`), "orders.updated"),
+		chromedp.Click(chromedp.CSS(`form.destination button[value=save]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.destination-notice`)))
+	noSecret("the answer to the save")
+	d := devAPI(t, stack, stack.apiKey, "GET", natsHook, nil)["data"].(map[string]any)["destination"].(map[string]any)
+	if d["subject"] != "orders.updated" || d["token"] != "••••••••" {
+		t.Fatalf("after the portal's save the API shows the destination %v, want subject orders.updated and the token kept", d)
+	}
+	b.do("scroll to the destination section", chromedp.ScrollIntoView(chromedp.CSS(`#destination`)))
+	b.screenshot("portal-19-destination.png")
+
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.
 	b.do("open the integrator's page", chromedp.Navigate(allowed.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))

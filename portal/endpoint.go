@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/webhookd/webhookd/destination"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
@@ -34,6 +35,7 @@ func registerEndpointRoutes(g *echo.Group, s *Server, read, write []echo.Middlew
 	g.POST("/webhooks/:id/tls", h.tls, write...)
 	g.POST("/webhooks/:id/version", h.version, write...)
 	g.POST("/webhooks/:id/ordering", h.ordering, write...)
+	g.POST("/webhooks/:id/destination", h.destination, write...)
 	g.POST("/webhooks/:id/lanes/:laneId/retry", h.retryLane, write...)
 	g.POST("/webhooks/:id/lanes/:laneId/skip", h.skipLane, write...)
 }
@@ -95,6 +97,10 @@ type detailView struct {
 	// orderingError the refusal, orderingNotice what a change did.
 	orderingText                  *string
 	orderingError, orderingNotice string
+	// destinationSent is the destination form's members as sent when they were refused (else the
+	// stored ones are shown), destinationError the refusal, destinationNotice what a save did.
+	destinationSent                     *destination.Settings
+	destinationError, destinationNotice string
 	// laneError and laneNotice say what a blocked lane's retry or skip did.
 	laneError, laneNotice string
 }
@@ -137,6 +143,10 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 	if err != nil {
 		return err
 	}
+	dest, err := h.destinationOf(w, v.destinationSent)
+	if err != nil {
+		return err
+	}
 	orderingText := ""
 	if v.orderingText != nil {
 		orderingText = *v.orderingText
@@ -156,6 +166,7 @@ func (h *endpointHandlers) renderDetail(c echo.Context, w *model.Webhook, v deta
 		"TLS": tlsInfo, "TLSError": v.tlsError, "TLSNotice": v.tlsNotice,
 		"OrderingText": orderingText, "OrderingError": v.orderingError, "OrderingNotice": v.orderingNotice,
 		"Blocked": lanes, "LaneError": v.laneError, "LaneNotice": v.laneNotice,
+		"Destination": dest, "DestinationError": v.destinationError, "DestinationNotice": v.destinationNotice,
 		"Versions": sources.VersionsOf(w.EventType), "VersionError": v.versionError, "VersionNotice": v.versionNotice,
 		"Title": fmt.Sprintf("Endpoint %d", w.ID), "Endpoint": w, "LastAttempt": health.LastAttempt,
 		"Chart": ChartSVG(health.Hours, chartTitle), "Range": rangeName,

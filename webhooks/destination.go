@@ -13,10 +13,14 @@ import (
 // DestinationEdit is a request's destination beyond HTTP (docs/destinations.md): Set false leaves
 // the webhook's as it is; Set with JSON absent or null makes the webhook an HTTPS endpoint;
 // otherwise JSON is the destination as sent, which replaces the stored one whole, its secrets
-// included.
+// included. KeepSecrets, which the portal sets and the API never does, makes a secret member
+// (destination.SecretMembers) absent from JSON keep the stored one when JSON is of the stored
+// type, so that a form that never shows a secret can change the other members; a secret sent
+// empty ("") removes it.
 type DestinationEdit struct {
-	Set  bool
-	JSON json.RawMessage
+	Set         bool
+	JSON        json.RawMessage
+	KeepSecrets bool
 }
 
 // DestinationInfo is what every representation shows of a webhook's destination: its settings,
@@ -54,9 +58,14 @@ func (s *Service) target(ctx context.Context, rawURL string, e DestinationEdit, 
 		secrets = destination.Credentials{Token: storedCreds.Token, SecretAccessKey: storedCreds.SecretAccessKey, SessionToken: storedCreds.SessionToken}
 	}
 	if e.Set {
+		storedSettings := settings
 		settings, secrets = nil, destination.Credentials{}
 		if len(e.JSON) != 0 && string(e.JSON) != "null" {
-			parsed, sent, err := destination.Parse(e.JSON)
+			raw := e.JSON
+			if e.KeepSecrets && storedSettings != nil {
+				raw = keepSecrets(raw, storedSettings.Type, storedCreds)
+			}
+			parsed, sent, err := destination.Parse(raw)
 			if err != nil {
 				return "", model.DestinationChange{}, destinationRefusal(err)
 			}
@@ -144,6 +153,35 @@ func (s *Service) RedactedDestination(w *model.Webhook) (*DestinationInfo, error
 	}
 	info.Token, info.SecretAccessKey, info.SessionToken = mask(c.Token), mask(c.SecretAccessKey), mask(c.SessionToken)
 	return info, nil
+}
+
+// keepSecrets is raw, a destination as sent, with the stored secrets of a destination of
+// storedType added where raw leaves them out; raw as it is when it is not an object of that type,
+// which destination.Parse then judges.
+func keepSecrets(raw json.RawMessage, storedType string, stored destination.Credentials) json.RawMessage {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return raw
+	}
+	var typ string
+	if err := json.Unmarshal(members["type"], &typ); err != nil || typ != storedType {
+		return raw
+	}
+	for name, v := range map[string]string{"token": stored.Token, "secretAccessKey": stored.SecretAccessKey, "sessionToken": stored.SessionToken} {
+		if _, sent := members[name]; sent || v == "" {
+			continue
+		}
+		text, err := json.Marshal(v)
+		if err != nil {
+			return raw
+		}
+		members[name] = text
+	}
+	kept, err := json.Marshal(members)
+	if err != nil {
+		return raw
+	}
+	return kept
 }
 
 func destinationType(w *model.Webhook) string {

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 
+	"github.com/webhookd/webhookd/destination"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/secretbox"
 	"github.com/webhookd/webhookd/webhooks"
@@ -207,9 +208,10 @@ func operatorUseCases(ctx context.Context, cfg Config, db *model.DB, logger *slo
 // filter, the names of the custom headers and the authentication's type come after the URL, so
 // scripts that cut the first five columns read what they always read. headers names a webhook's
 // custom headers, auth the type of its authentication to the receiver, tlsKind what its TLS
-// settings hold; the ordering key (docs/ordering.md) is the last column.
+// settings hold; the ordering key (docs/ordering.md) comes next, and the destination's type
+// (nats, rabbitmq, kafka, sqs; https for an HTTPS endpoint) is the last column.
 func listWebhooks(ctx context.Context, uses *webhooks.Service, account *model.Account, only model.Variant, headers, auth, tlsKind func(*model.Webhook) string, stdout io.Writer) error {
-	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS\tORDERING")
+	fmt.Fprintln(stdout, "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS\tORDERING\tDESTINATION")
 	for _, v := range model.Variants {
 		if only != "" && v != only {
 			continue
@@ -233,8 +235,8 @@ func listWebhooks(ctx context.Context, uses *webhooks.Service, account *model.Ac
 				if w.OrderingKey != nil {
 					ordering = *w.OrderingKey
 				}
-				fmt.Fprintf(stdout, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, w.Version, status, w.URL,
-					limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w), auth(&w), tlsKind(&w), ordering)
+				fmt.Fprintf(stdout, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.Variant, w.EventType, w.Version, status, w.URL,
+					limit(w.RateLimit), limit(w.MaxInFlight), filter, headers(&w), auth(&w), tlsKind(&w), ordering, destinationType(&w))
 			}
 			if int64(len(hooks)) < f.Limit {
 				break
@@ -243,6 +245,19 @@ func listWebhooks(ctx context.Context, uses *webhooks.Service, account *model.Ac
 		}
 	}
 	return nil
+}
+
+// destinationType shows the type of a webhook's destination (docs/destinations.md): https for an
+// HTTPS endpoint, "?" for a stored destination that cannot be read.
+func destinationType(w *model.Webhook) string {
+	s, err := destination.Of(w.Destination)
+	if err != nil {
+		return "?"
+	}
+	if s == nil {
+		return "https"
+	}
+	return s.Type
 }
 
 // headerNames shows the names of a webhook's custom headers, never their values: "-" for none, and

@@ -59,8 +59,10 @@ func TestWebhooksCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	orderingKey := "data.campaignId"
+	nats := `{"type":"nats","subject":"orders.created"}`
 	for _, w := range []*model.Webhook{
 		{AccountID: acc.ID, Variant: model.VariantA, URL: "https://a.example.com/", EventType: "campaign.created", Status: model.StatusPending},
+		{AccountID: acc.ID, Variant: model.VariantA, URL: "tls://nats.example.com:4222", EventType: "campaign.created", Status: model.StatusPending, Destination: &nats},
 		{AccountID: acc.ID, Variant: model.VariantB, URL: "https://b.example.com/", EventType: "lead.captured", Status: model.StatusActive,
 			RateLimit: &rate, MaxInFlight: &inFlight, Filter: &filter, Headers: &headers, Auth: &auth, TLS: &tlsSealed, OrderingKey: &orderingKey},
 		{AccountID: other.ID, Variant: model.VariantB, URL: "https://other.example.com/", EventType: "lead.captured", Status: model.StatusActive},
@@ -76,15 +78,16 @@ func TestWebhooksCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS\tORDERING" ||
-		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\t1\tpending\thttps://a.example.com/\t-\t-\t-\t-\t-\t\t-") ||
-		!strings.HasSuffix(lines[2], "\tB\tlead.captured\t1\tactive\thttps://b.example.com/\t50\t4\t"+filter+"\tX-Api-Token,X-Tenant\toauth2\tmtls+ca\tdata.campaignId") ||
+	if len(lines) != 4 || lines[0] != "ID\tVARIANT\tEVENT TYPE\tVERSION\tSTATUS\tURL\tRATE LIMIT\tMAX IN FLIGHT\tFILTER\tHEADERS\tAUTH\tTLS\tORDERING\tDESTINATION" ||
+		!strings.HasSuffix(lines[1], "\tA\tcampaign.created\t1\tpending\thttps://a.example.com/\t-\t-\t-\t-\t-\t\t-\thttps") ||
+		!strings.HasSuffix(lines[2], "\tA\tcampaign.created\t1\tpending\ttls://nats.example.com:4222\t-\t-\t-\t-\t-\t\t-\tnats") ||
+		!strings.HasSuffix(lines[3], "\tB\tlead.captured\t1\tactive\thttps://b.example.com/\t50\t4\t"+filter+"\tX-Api-Token,X-Tenant\toauth2\tmtls+ca\tdata.campaignId\thttps") ||
 		strings.Contains(out, "tok-0123456789") || strings.Contains(out, "cs-0123456789") || strings.Contains(out, "secret-key-body") || strings.Contains(out, "idp.example.com") || strings.Contains(out, "other.example.com") {
-		t.Fatalf("list printed:\n%s\nwant a header and the account's two webhooks with their limits, no other account's", out)
+		t.Fatalf("list printed:\n%s\nwant a header and the account's three webhooks with their limits, no other account's", out)
 	}
 	// The last line is the last webhook, its columns split by tabs.
-	if f := strings.Split(lastLine(out), "\t"); len(f) != 13 || f[3] != "1" || f[5] != "https://b.example.com/" || f[6] != "50" || f[7] != "4" || f[8] != filter || f[9] != "X-Api-Token,X-Tenant" || f[10] != "oauth2" || f[11] != "mtls+ca" || f[12] != "data.campaignId" {
-		t.Fatalf("list's last line %q: want id, variant, event type, status, URL, rate limit, max in flight, filter, header names, auth type, tls, ordering key", lastLine(out))
+	if f := strings.Split(lastLine(out), "\t"); len(f) != 14 || f[3] != "1" || f[5] != "https://b.example.com/" || f[6] != "50" || f[7] != "4" || f[8] != filter || f[9] != "X-Api-Token,X-Tenant" || f[10] != "oauth2" || f[11] != "mtls+ca" || f[12] != "data.campaignId" || f[13] != "https" {
+		t.Fatalf("list's last line %q: want id, variant, event type, status, URL, rate limit, max in flight, filter, header names, auth type, tls, ordering key, destination type", lastLine(out))
 	}
 	out, err = cmd("list", "--owner-email", "ops@example.com", "--variant", "B")
 	if err != nil || strings.Contains(out, "a.example.com") || !strings.Contains(out, "b.example.com") {

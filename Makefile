@@ -117,7 +117,7 @@ bin/temporal-ui:
 # them, the tests that judge a latency, a rate or work per unit of time run alone, first; then those
 # that call besideOthers (e2e/harness_test.go: counts and behaviour, mostly waiting) run three at a
 # time (-parallel 3).
-test: lint build bin/temporal bin/goaws rabbitmq bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium bin/node_modules
+test: lint build bin/temporal bin/goaws bin/nats-server rabbitmq bin/temporal-server bin/temporal-sql-tool bin/temporal-ui postgres promtool chromium bin/node_modules
 	go test -tags integration -race -count=1 -timeout 20m -json ./... | go run ./internal/testreport -slowest 15
 	go test -tags e2e -race -count=1 -parallel 3 -timeout 20m -json ./e2e/ | go run ./internal/testreport -slowest 30
 	cd deployments/kubernetes && go test -count=1 ./...

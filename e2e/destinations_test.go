@@ -384,3 +384,39 @@ func (r rabbitWithPassword) URL() string {
 	u.User = url.UserPassword(u.User.Username(), r.Password())
 	return u.String()
 }
+
+// TestDestinationNATS: the nats kind on nats-server (built from its Go module) with JetStream and a
+// token: the stream drops a copy under the same Nats-Msg-Id, so the consumer reads none.
+func TestDestinationNATS(t *testing.T) {
+	const token = "nats-token-WALLABY-44"
+	testDestination(t, destinationCase{
+		start:       func(t *testing.T) brokerUnderTest { return brokertest.StartNATS(t, brokertest.WithNATSToken(token)) },
+		destination: map[string]any{"type": "nats", "subject": brokertest.NATSSubject, "token": token},
+		secrets:     map[string]string{"the NATS token": token},
+		dedup:       true,
+	})
+}
+
+// TestDestinationKafka: the kafka kind on franz-go's in-process cluster (kfake: no Kafka broker runs
+// on these machines), SASL/PLAIN with the password in the URL. Kafka has no de-duplication id:
+// copies carry one webhook-id header.
+func TestDestinationKafka(t *testing.T) {
+	const user, password = "webhookd", "kafka-pw-NUMBAT-44"
+	testDestination(t, destinationCase{
+		start: func(t *testing.T) brokerUnderTest {
+			return kafkaWithPassword{brokertest.StartKafka(t, brokertest.KafkaSASL(user, password)), user, password}
+		},
+		destination: map[string]any{"type": "kafka", "topic": brokertest.KafkaTopic},
+		secrets:     map[string]string{"the Kafka password": password},
+	})
+}
+
+// kafkaWithPassword is the kfake cluster of a test with its SASL user and password in its URL.
+type kafkaWithPassword struct {
+	*brokertest.Kafka
+	user, password string
+}
+
+func (k kafkaWithPassword) URL() string {
+	return "kafka://" + url.UserPassword(k.user, k.password).String() + "@" + k.Addr()
+}

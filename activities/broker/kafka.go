@@ -110,8 +110,16 @@ func kafkaSeeds(raw string) (seeds []string, useTLS bool, err error) {
 		return nil, false, fmt.Errorf("kafka: the URL's scheme must be %s or %s, not %q", kafkaScheme, kafkaTLSScheme, scheme)
 	}
 	authority, _, _ := strings.Cut(rest, "/")
-	if strings.ContainsAny(authority, "@?#") {
-		return nil, false, errors.New("kafka: the URL holds only brokers' host:port (credentials go in the destination's credentials)")
+	// The URL as stored names its SASL user (user@host:port); the user and the password come from
+	// the destination's credentials.
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		if strings.Contains(authority[:at], ":") {
+			return nil, false, errors.New("kafka: the URL must not hold a password (credentials go in the destination's credentials)")
+		}
+		authority = authority[at+1:]
+	}
+	if strings.ContainsAny(authority, "?#") {
+		return nil, false, errors.New("kafka: the URL holds only brokers' host:port")
 	}
 	for seed := range strings.SplitSeq(authority, ",") {
 		host, port, err := net.SplitHostPort(seed)

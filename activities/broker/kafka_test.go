@@ -455,7 +455,10 @@ func TestKafkaOpen(t *testing.T) {
 		{"kafka+tls://a.example,[2001:db8::1]:9093", "t", destination.Credentials{Username: "u", Password: "p"}, true},
 		{"kafka://a.example:9092", "", destination.Credentials{}, false},
 		{"http://a.example:9092", "t", destination.Credentials{}, false},
-		{"kafka://user@a.example:9092", "t", destination.Credentials{}, false},
+		// The URL as stored names the SASL user; a password never.
+		{"kafka://u@a.example:9092", "t", destination.Credentials{Username: "u", Password: "p"}, true},
+		{"kafka://u:p@a.example:9092", "t", destination.Credentials{Username: "u", Password: "p"}, false},
+		{"kafka://a.example:9092?x=1", "t", destination.Credentials{}, false},
 		{"kafka://a.example:port", "t", destination.Credentials{}, false},
 		{"kafka://a.example:9092,", "t", destination.Credentials{}, false},
 		{"kafka://a.example:9092", "t", destination.Credentials{Username: "u"}, false},

@@ -10,8 +10,12 @@ import (
 // Open opens the Publisher of t's kind (Settings.Type): one file per kind.
 func Open(ctx context.Context, t Target) (Publisher, error) {
 	switch t.Settings.Type {
+	case destination.NATS:
+		return OpenNATS(ctx, t)
 	case destination.RabbitMQ:
 		return OpenRabbitMQ(ctx, t)
+	case destination.Kafka:
+		return OpenKafka(ctx, t)
 	case destination.SQS:
 		return OpenSQS(ctx, t)
 	}

@@ -226,6 +226,17 @@ func (k *Kafka) Restart(t testing.TB) {
 // each partition's order, failing t when fewer than n arrive within timeout.
 func (k *Kafka) Consume(t testing.TB, n int, timeout time.Duration) []Received {
 	t.Helper()
+	got := k.Poll(t, n, timeout)
+	if len(got) < n {
+		t.Fatalf("kafka: %d of %d records consumed from %s in %s", len(got), n, KafkaTopic, timeout)
+	}
+	return got
+}
+
+// Poll returns up to n records of KafkaTopic that this helper has not returned yet: once n came,
+// or once timeout passed, with what came.
+func (k *Kafka) Poll(t testing.TB, n int, timeout time.Duration) []Received {
+	t.Helper()
 	cl := k.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -239,8 +250,8 @@ func (k *Kafka) Consume(t testing.TB, n int, timeout time.Duration) []Received {
 			}
 			got = append(got, Received{Body: r.Value, Headers: h, Key: string(r.Key)})
 		})
-		if ctx.Err() != nil && len(got) < n {
-			t.Fatalf("kafka: %d of %d records consumed from %s in %s", len(got), n, KafkaTopic, timeout)
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	return got

@@ -240,6 +240,12 @@ func (n *NATS) CreateStream(t testing.TB, cfg jetstream.StreamConfig) {
 	}
 }
 
+// Poll is Consume: it never fails the test for what did not come.
+func (n *NATS) Poll(t testing.TB, count int, timeout time.Duration) []Received {
+	t.Helper()
+	return n.Consume(t, count, timeout)
+}
+
 // Consume reads up to n messages from the stream, in order, each once across calls (a durable
 // consumer acknowledges them), waiting at most timeout for them; it returns what arrived.
 func (n *NATS) Consume(t testing.TB, count int, timeout time.Duration) []Received {

@@ -28,7 +28,16 @@ func TestWebhookDestination(t *testing.T) {
 			if strings.Contains(string(r.raw), password) || strings.Contains(string(r.raw), token) {
 				t.Fatalf("an answer holds a secret: %s", r.raw)
 			}
-			b, _ := json.Marshal(r.data(t)["destination"])
+			d, _ := r.data(t)["destination"].(map[string]any)
+			if d == nil {
+				return "null"
+			}
+			for name, v := range d {
+				if v == nil {
+					delete(d, name) // every member is shown; the test reads those set
+				}
+			}
+			b, _ := json.Marshal(d)
 			return string(b)
 		}
 		created := e.do(t, "POST", v.collection, auth, limitsBody("tls://app:"+password+"@nats.example.com", v.eventType,

@@ -187,19 +187,20 @@ type redacted struct {
 }
 
 // destinationJSON shows a webhook's destination beyond HTTP (webhooks.Service.RedactedDestination):
-// its type and its kind's members; a secret (token, secretAccessKey, sessionToken) as a mask.
+// every member is present, null when the destination does not set it (another kind's member
+// among them); a secret (token, secretAccessKey, sessionToken) shows as a mask.
 type destinationJSON struct {
-	Type            string `json:"type"`
-	Subject         string `json:"subject,omitempty"`
-	Exchange        string `json:"exchange,omitempty"`
-	RoutingKey      string `json:"routingKey,omitempty"`
-	Topic           string `json:"topic,omitempty"`
-	Region          string `json:"region,omitempty"`
-	AccessKeyID     string `json:"accessKeyId,omitempty"`
-	MessageGroupID  string `json:"messageGroupId,omitempty"`
-	Token           string `json:"token,omitempty"`
-	SecretAccessKey string `json:"secretAccessKey,omitempty"`
-	SessionToken    string `json:"sessionToken,omitempty"`
+	Type            string  `json:"type"`
+	Subject         *string `json:"subject"`
+	Exchange        *string `json:"exchange"`
+	RoutingKey      *string `json:"routingKey"`
+	Topic           *string `json:"topic"`
+	Region          *string `json:"region"`
+	AccessKeyID     *string `json:"accessKeyId"`
+	MessageGroupID  *string `json:"messageGroupId"`
+	Token           *string `json:"token"`
+	SecretAccessKey *string `json:"secretAccessKey"`
+	SessionToken    *string `json:"sessionToken"`
 }
 
 // destinationView is how the API shows a redacted destination.
@@ -207,9 +208,15 @@ func destinationView(d *webhooks.DestinationInfo) *destinationJSON {
 	if d == nil {
 		return nil
 	}
-	return &destinationJSON{Type: d.Type, Subject: d.Subject, Exchange: d.Exchange, RoutingKey: d.RoutingKey, Topic: d.Topic,
-		Region: d.Region, AccessKeyID: d.AccessKeyID, MessageGroupID: d.MessageGroupID,
-		Token: d.Token, SecretAccessKey: d.SecretAccessKey, SessionToken: d.SessionToken}
+	set := func(v string) *string {
+		if v == "" {
+			return nil
+		}
+		return &v
+	}
+	return &destinationJSON{Type: d.Type, Subject: set(d.Subject), Exchange: set(d.Exchange), RoutingKey: set(d.RoutingKey),
+		Topic: set(d.Topic), Region: set(d.Region), AccessKeyID: set(d.AccessKeyID), MessageGroupID: set(d.MessageGroupID),
+		Token: set(d.Token), SecretAccessKey: set(d.SecretAccessKey), SessionToken: set(d.SessionToken)}
 }
 
 // tlsSettings shows a webhook's TLS settings (webhooks.Service.RedactedTLS): every field is

@@ -81,6 +81,8 @@ func TestWebhookDestination(t *testing.T) {
 			{"PUT", `{"url":"tls://app@nats.example.com"}`, `{"subject":"orders.events","token":"••••••••","type":"nats"}`, "tls://app@nats.example.com", "app:" + password + ":" + token},
 			// Another user is another login: its password is what the url says (none).
 			{"PUT", `{"url":"tls://ops@nats.example.com:4333"}`, `{"subject":"orders.events","token":"••••••••","type":"nats"}`, "tls://ops@nats.example.com:4333", "ops::" + token},
+			// A destination sent back as read, its secret as the mask, keeps the secret.
+			{"PATCH", `{"destination":{"type":"nats","subject":"orders.events","token":"••••••••"}}`, `{"subject":"orders.events","token":"••••••••","type":"nats"}`, "tls://ops@nats.example.com:4333", "ops::" + token},
 			// A destination sent replaces the stored one whole, its secrets included.
 			{"PATCH", `{"destination":{"type":"nats","subject":"orders.v2"}}`, `{"subject":"orders.v2","type":"nats"}`, "tls://ops@nats.example.com:4333", "ops::"},
 			{"PATCH", `{"rateLimit":5}`, `{"subject":"orders.v2","type":"nats"}`, "tls://ops@nats.example.com:4333", "ops::"},
@@ -119,6 +121,8 @@ func TestWebhookDestination(t *testing.T) {
 			{"POST", v.collection, limitsBody("https://sqs.us-east-1.amazonaws.com/1/q", v.eventType, `"destination":{"type":"sqs","accessKeyId":"AKIA"}`), http.StatusBadRequest, "destination.secretAccessKey"},
 			{"PUT", one, `{"url":"https://h.example.com/"}`, http.StatusUnprocessableEntity, "url"},
 			{"PATCH", one, `{"destination":null}`, http.StatusUnprocessableEntity, "destination"},
+			// The stored destination holds no token: its mask names nothing.
+			{"PATCH", one, `{"destination":{"type":"nats","subject":"x","token":"••••••••"}}`, http.StatusUnprocessableEntity, "destination.token"},
 			{"PATCH", one, `{"destination":{"type":"kafka","topic":"t"}}`, http.StatusUnprocessableEntity, "url"},
 		} {
 			r := e.do(t, c.method, c.path, auth, c.body)

@@ -69,6 +69,9 @@ func (s *Service) target(ctx context.Context, rawURL string, e DestinationEdit, 
 			if err != nil {
 				return "", model.DestinationChange{}, destinationRefusal(err)
 			}
+			if sent, err = unmask(sent, parsed.Type, storedSettings, storedCreds); err != nil {
+				return "", model.DestinationChange{}, err
+			}
 			settings, secrets = &parsed, sent
 		}
 	}
@@ -201,4 +204,27 @@ func destinationRefusal(err error) error {
 		return malformed(de.Field, "%s", de.Reason)
 	}
 	return invalid(de.Field, "%s", de.Reason)
+}
+
+// unmask gives back the stored secret for each secret member sent as AuthMask, as a representation
+// shows it: a destination read and sent back changes nothing. The mask of a destination of another
+// type, or of none, names no secret, and is refused.
+func unmask(sent destination.Credentials, typ string, stored *destination.Settings, storedCreds destination.Credentials) (destination.Credentials, error) {
+	for _, m := range []struct {
+		name       string
+		sent, keep *string
+	}{
+		{"token", &sent.Token, &storedCreds.Token},
+		{"secretAccessKey", &sent.SecretAccessKey, &storedCreds.SecretAccessKey},
+		{"sessionToken", &sent.SessionToken, &storedCreds.SessionToken},
+	} {
+		if *m.sent != AuthMask {
+			continue
+		}
+		if stored == nil || stored.Type != typ || *m.keep == "" {
+			return sent, invalid("destination."+m.name, "destination.%s is the mask of a secret this webhook does not hold; send the secret itself", m.name)
+		}
+		*m.sent = *m.keep
+	}
+	return sent, nil
 }

@@ -7,6 +7,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -87,4 +88,21 @@ func AsRefusal(err error) *Refusal {
 		return r
 	}
 	return nil
+}
+
+// brokerTLS is the TLS of a broker's TLS URL (tls://, amqps://, kafka+tls://): the egress client's
+// TLS when Target.HTTP's transport has one (its roots: the system's and the operator's extra CA
+// file, WEBHOOKD_EXTRA_CA_FILE), else the system's roots; at least TLS 1.2, the broker's
+// certificate checked for host, no HTTP protocol offered.
+func brokerTLS(t Target, host string) *tls.Config {
+	cfg := &tls.Config{}
+	if t.HTTP != nil {
+		if tr, ok := t.HTTP.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
+			cfg = tr.TLSClientConfig.Clone()
+		}
+	}
+	cfg.ServerName = host
+	cfg.NextProtos = nil
+	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
+	return cfg
 }

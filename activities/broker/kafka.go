@@ -61,7 +61,7 @@ func OpenKafka(_ context.Context, t Target) (Publisher, error) {
 	p := &kafkaPublisher{topic: t.Settings.Topic}
 	dial := t.Dial
 	if useTLS {
-		dial = dialTLS(t.Dial)
+		dial = dialTLS(t)
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
@@ -136,7 +136,8 @@ func kafkaSeeds(raw string) (seeds []string, useTLS bool, err error) {
 
 // dialTLS speaks TLS over dial's connections, verifying the broker's certificate for its name.
 // franz-go's own TLS option cannot be combined with a dialer of ours.
-func dialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func dialTLS(t Target) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := t.Dial
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -146,7 +147,7 @@ func dialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, err
 		if err != nil {
 			return nil, err
 		}
-		tc := tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+		tc := tls.Client(conn, brokerTLS(t, host))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
 			return nil, err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -106,26 +105,9 @@ func OpenNATS(_ context.Context, t Target) (Publisher, error) {
 		lock:    make(chan struct{}, 1),
 	}
 	if u.Scheme == "tls" {
-		p.tls = natsTLS(t, u.Hostname())
+		p.tls = brokerTLS(t, u.Hostname())
 	}
 	return p, nil
-}
-
-// natsTLS is the TLS of a tls:// URL: the egress client's TLS when Target.HTTP's transport has one
-// (its roots, the system's and the operator's extra CA file; a webhook's own CA and client
-// certificate when Target.HTTP is the client built for them), else the system's roots; at least
-// TLS 1.2, the server's certificate checked for the URL's host, no HTTP protocol offered.
-func natsTLS(t Target, host string) *tls.Config {
-	cfg := &tls.Config{}
-	if t.HTTP != nil {
-		if tr, ok := t.HTTP.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
-			cfg = tr.TLSClientConfig.Clone()
-		}
-	}
-	cfg.ServerName = host
-	cfg.NextProtos = nil
-	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
-	return cfg
 }
 
 // Publish publishes m to the subject and returns once the stream acknowledged it (a PubAck, which

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -68,7 +67,7 @@ func OpenRabbitMQ(_ context.Context, t Target) (Publisher, error) {
 		Properties: amqp.Table{"product": "webhookd", "connection_name": "webhookd"},
 	}
 	if uri.Scheme == "amqps" {
-		cfg.TLSClientConfig = &tls.Config{ServerName: uri.Host, MinVersion: tls.VersionTLS12}
+		cfg.TLSClientConfig = brokerTLS(t, uri.Host)
 	}
 	return &rabbitPublisher{
 		target:   t,

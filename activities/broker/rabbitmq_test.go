@@ -5,6 +5,7 @@ package broker_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -403,6 +404,12 @@ func testRabbitTLS(t *testing.T, rmq *brokertest.RabbitMQ) {
 	t.Logf("amqps, a private authority: %s (%s)", class, msg)
 	if class != egress.ClassTLS || broker.AsRefusal(err) != nil {
 		t.Fatalf("Publish: %v (class %s), want class %s and no refusal", err, class, egress.ClassTLS)
+	}
+	// The egress client's roots (the operator's extra CA file among them) verify it: the same
+	// broker, its authority among the roots of Target.HTTP's transport, takes the message.
+	target.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: rmq.CA().Pool()}}}
+	if err := rabbitPublish(t, openRabbit(t, target), signedMessage(t, 31)); err != nil {
+		t.Fatalf("amqps with the authority among the egress client's roots: %v", err)
 	}
 }
 

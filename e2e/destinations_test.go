@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -419,4 +420,76 @@ type kafkaWithPassword struct {
 
 func (k kafkaWithPassword) URL() string {
 	return "kafka://" + url.UserPassword(k.user, k.password).String() + "@" + k.Addr()
+}
+
+// TestDestinationFailingNotifiesOnce: a broker that refuses every publish (a NATS subject no
+// stream stores) fails a destination's deliveries as an HTTPS receiver's 5xx would: each attempt
+// recorded with its class and message, every delivery exhausted on the schedule, the webhook moved
+// to failing, and its owner told once, by one e-mail and one webhook.failing at the account's
+// operational endpoint; the API's delivery log names the class. Then the owner fixes the
+// destination (PATCH, a subject the stream stores) and a retry delivers.
+func TestDestinationFailingNotifiesOnce(t *testing.T) {
+	besideOthers(t)
+	n := brokertest.StartNATS(t)
+	st := newStack(t, stackOptions{allowPrivate: true, allowPlaintext: true, schedule: []time.Duration{200 * time.Millisecond}})
+	addChannel(t, st, "A", "webhook", st.rc.url("/ops"))
+	status, body, _ := st.call(t, "A", "POST", "/api/svc/v2/webhooks", map[string]any{
+		"url": n.URL(), "eventType": "campaign.created", "destination": map[string]any{"type": "nats", "subject": "orders.nowhere"}})
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %v", status, body)
+	}
+	hook := int64(body["data"].(map[string]any)["id"].(float64))
+	var events []int64
+	for range 3 {
+		events = append(events, st.publish(t, "A", "campaign.created", campaign))
+	}
+	eventually(t, 60*time.Second, "three deliveries exhausted", func() bool {
+		return countStates(t, st.db, hook)[model.DeliveryExhausted] == 3
+	})
+	if w := st.webhook(t, hook); w.Status != "failed" {
+		t.Fatalf("webhook status %s, want failed (variant A's failing)", w.Status)
+	}
+	eventually(t, 30*time.Second, "webhook.failing", func() bool { return len(st.rc.requests("/ops")) >= 1 })
+	time.Sleep(2 * time.Second) // a wait for a notice that must not come
+	if got := noticeTypes(noticesAt(t, st.rc, "/ops", hook)); !slices.Equal(got, []string{"webhook.failing"}) {
+		t.Fatalf("notices = %v, want one webhook.failing", got)
+	}
+	if n := len(st.mb.Messages()); n != 1 {
+		t.Fatalf("%d e-mails, want one", n)
+	}
+	for _, ev := range events {
+		for _, a := range st.attemptsOf(t, ev, hook) {
+			if a.ErrorClass == nil || *a.ErrorClass != "broker_missing" || !strings.Contains(*a.Error, "nats") {
+				t.Fatalf("attempt %d of event %d: class %v (%v), want broker_missing naming nats", a.Attempt, ev, a.ErrorClass, a.Error)
+			}
+		}
+	}
+	status, body, _ = st.call(t, "A", "GET", fmt.Sprintf("/api/svc/v2/webhooks/%d/deliveries", hook), nil)
+	if status != http.StatusOK || !strings.Contains(fmt.Sprint(body), "broker_missing") {
+		t.Fatalf("the delivery log does not name the class: %d %v", status, body)
+	}
+
+	// Fixed: the subject the stream stores, then a retry of the exhausted deliveries.
+	if s, b, _ := st.call(t, "A", "PATCH", fmt.Sprintf("/api/svc/v2/webhooks/%d", hook), map[string]any{
+		"destination": map[string]any{"type": "nats", "subject": n.Subject()}}); s != http.StatusOK {
+		t.Fatalf("patch: %d %v", s, b)
+	}
+	if s, b, _ := st.call(t, "A", "POST", fmt.Sprintf("/api/svc/v2/webhooks/%d/retry", hook), map[string]any{}); s != http.StatusAccepted && s != http.StatusOK {
+		t.Fatalf("retry: %d %v", s, b)
+	} else {
+		t.Logf("retry: %d %v", s, b)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, a := range st.attemptsOf(t, events[0], hook) {
+				t.Logf("attempt %d: %v %v", a.Attempt, deref(a.ErrorClass), deref(a.Error))
+			}
+		}
+	})
+	for _, ev := range events {
+		waitDelivered(t, st, ev, hook)
+	}
+	if got := len(n.Consume(t, 3, 30*time.Second)); got != 3 {
+		t.Fatalf("the stream holds %d messages, want 3", got)
+	}
 }

@@ -76,6 +76,9 @@ type stackOptions struct {
 	// retryWindow is how long exhausted deliveries wait for a retry; zero: an hour.
 	retryWindow  time.Duration
 	allowPrivate bool
+	// allowPlaintext permits http:// receivers and the plaintext schemes of brokers
+	// (WEBHOOKD_ALLOW_HTTP_TARGETS).
+	allowPlaintext bool
 	// noWorker leaves the worker out, for tests that start it themselves.
 	noWorker bool
 	// Receiver isolation and auto-disable; zero values take egress's defaults and never disable.
@@ -134,7 +137,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := egress.AddressPolicy{AllowPrivate: o.allowPrivate}
+	policy := egress.AddressPolicy{AllowPrivate: o.allowPrivate, AllowHTTP: o.allowPlaintext}
 	starts, err := dispatch.NewStartsMetric(st.registry)
 	if err != nil {
 		t.Fatal(err)
@@ -257,6 +260,7 @@ func (st *stack) startWorker(t *testing.T, box *secretbox.Box, policy egress.Add
 		Versions: sources.Versions(), UserAgent: "webhookd/test", Log: logger,
 		Links:       activities.Links{APIBaseURL: "https://api.example.com", TemporalUIURL: "http://127.0.0.1:8233", TemporalNSpace: "default"},
 		SiteBaseURL: "https://sites.example.com",
+		Brokers:     activities.NewBrokers(st.db, logger),
 	}
 	if o.served {
 		acts.LocalWaits = activities.LocalWaitsFor(stackDeliverySlots)
@@ -276,6 +280,7 @@ func (st *stack) startWorker(t *testing.T, box *secretbox.Box, policy egress.Add
 			if err := <-done; err != nil {
 				t.Errorf("worker: %v", err)
 			}
+			acts.Brokers.Close()
 		})
 	}
 	t.Cleanup(stop)

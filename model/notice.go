@@ -87,7 +87,7 @@ type NoticeData struct {
 	AccountID    int64        `json:"accountId" data:"id"`
 	Variant      Variant      `json:"variant" data:"enum:A,B"`
 	WebhookID    int64        `json:"webhookId" data:"id"`
-	URL          string       `json:"url" data:"url"`
+	URL          string       `json:"url" data:"address"`
 	EventType    string       `json:"eventType" data:"string"`
 	Status       string       `json:"status" data:"enum:pending,processing,failed,finished,active,failing,disabled"`
 	At           time.Time    `json:"at" data:"time"`

@@ -94,7 +94,7 @@ func exampleValue(f field) any {
 		return "2026-05-01T12:00:00Z"
 	case kindTimeMillis:
 		return "2026-05-01T12:00:00.000Z"
-	case kindURL:
+	case kindURL, kindAddress:
 		return "https://example.com/"
 	case kindEmail:
 		return "fan@example.com"

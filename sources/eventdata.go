@@ -31,6 +31,7 @@ const (
 	kindTime                   // ISO 8601 / RFC 3339 timestamp in years 0001 to 9999 (UTC)
 	kindTimeMillis             // ISO 8601 UTC with milliseconds, 2006-01-02T15:04:05.000Z, years 0001 to 9999
 	kindURL                    // absolute http(s) URL
+	kindAddress                // a webhook's address: an absolute http(s) URL, or a broker's (docs/destinations.md)
 	kindEmail                  //
 	kindPhone                  // E.164
 	kindIP                     // IPv4 or IPv6 address
@@ -38,6 +39,10 @@ const (
 	kindObject                 // nested object described by fields
 	kindEnum                   // one of enum
 )
+
+// addressSchemes are the schemes of a webhook's address (kindAddress): HTTP's and the brokers'
+// (destination.Schemes).
+var addressSchemes = map[string]bool{"http": true, "https": true, "nats": true, "tls": true, "amqp": true, "amqps": true, "kafka": true, "kafka+tls": true}
 
 type field struct {
 	name     string
@@ -170,7 +175,7 @@ var AnalyticsMetrics = slices.Clone(eventData["analytics.threshold"][2].enum)
 
 var kindNames = map[string]kind{
 	"id": kindID, "count": kindCount, "number": kindNumber, "string": kindString, "text": kindText,
-	"bool": kindBool, "time": kindTime, "timeMillis": kindTimeMillis, "url": kindURL, "email": kindEmail,
+	"bool": kindBool, "time": kindTime, "timeMillis": kindTimeMillis, "url": kindURL, "address": kindAddress, "email": kindEmail,
 	"phone": kindPhone, "ip": kindIP, "stringMap": kindStringMap,
 }
 
@@ -378,6 +383,11 @@ func checkString(path, s string, f field) error {
 		u, err := url.Parse(s)
 		if err != nil || !u.IsAbs() || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return bad("must be an absolute http(s) URL")
+		}
+	case kindAddress:
+		u, err := url.Parse(s)
+		if err != nil || !addressSchemes[strings.ToLower(u.Scheme)] || u.Host == "" {
+			return bad("must be an absolute http(s) URL or a broker's address (nats, tls, amqp, amqps, kafka, kafka+tls)")
 		}
 	case kindEmail:
 		if !ValidEmail(s) {

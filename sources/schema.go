@@ -53,6 +53,8 @@ const (
 	// urlPattern: an absolute http(s) URL with a host; the scheme's case is free, as url.Parse's.
 	// No control character anywhere, as url.Parse refuses them.
 	urlPattern = `^[hH][tT][tT][pP][sS]?://[^/?#\s\x00-\x1f\x7f]+([/?#][^\x00-\x1f\x7f]*)?$`
+	// addressPattern: urlPattern, or a broker's address (kindAddress).
+	addressPattern = `^([hH][tT][tT][pP][sS]?|[nN][aA][tT][sS]|[tT][lL][sS]|[aA][mM][qQ][pP][sS]?|[kK][aA][fF][kK][aA](\+[tT][lL][sS])?)://[^/?#\s\x00-\x1f\x7f]+([/?#][^\x00-\x1f\x7f]*)?$`
 	// emailPattern: one @ and a dotted domain that neither starts nor ends with a dot (ValidEmail).
 	emailPattern = `^[^@\s]+@[^@\s.][^@\s]*\.[^@\s]*[^@\s.]$`
 	// signaturePattern: variant B's body signature.
@@ -182,6 +184,9 @@ func fieldSchema(f field, d Dialect) map[string]any {
 		}
 	case kindURL:
 		s = map[string]any{"type": "string", "pattern": urlPattern, "description": "An absolute http(s) URL."}
+	case kindAddress:
+		s = map[string]any{"type": "string", "pattern": addressPattern,
+			"description": "The webhook's address: an absolute http(s) URL, or a broker's in its kind's scheme (nats, tls, amqp, amqps, kafka, kafka+tls; docs/destinations.md)."}
 	case kindEmail:
 		s = map[string]any{"type": "string", "format": "email", "pattern": emailPattern}
 	case kindPhone:

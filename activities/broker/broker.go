@@ -79,7 +79,11 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string { return r.Message }
-func (r *Refusal) Unwrap() error { return r.Err }
+
+// Overloaded makes a Refusal an egress.Answer: the broker answered, so the breakers judge it as
+// an HTTP reply (a 503 when Busy), never as a failure to reach the broker.
+func (r *Refusal) Overloaded() bool { return r.Busy }
+func (r *Refusal) Unwrap() error    { return r.Err }
 
 // AsRefusal returns err's *Refusal, nil when it has none.
 func AsRefusal(err error) *Refusal {

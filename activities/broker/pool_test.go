@@ -98,3 +98,11 @@ func poolEventually(t *testing.T, ok func() bool) {
 	}
 	t.Fatal("condition not met in 10 s")
 }
+
+// A Refusal is the broker's answer to the egress turn (egress.Answer), which the breakers count as
+// a reply, not as a failure to reach the broker: without it, refusals opened the endpoint's breaker
+// (TestDestinationFailingNotifiesOnce, e2e).
+var _ interface {
+	error
+	Overloaded() bool
+} = (*Refusal)(nil)

@@ -364,11 +364,11 @@ func (t *Turn) Post(ctx context.Context, header http.Header, body []byte) (*Resp
 }
 
 // Answer is an error that is the receiver's answer, not a failure to reach it: a broker that
-// refused a publish (activities/broker.Refusal). The breakers count it as an HTTP reply: Busy as a
+// refused a publish (activities/broker.Refusal). The breakers count it as an HTTP reply: Overloaded as a
 // 503, otherwise as a 4xx, which says nothing against the host.
 type Answer interface {
 	error
-	Busy() bool
+	Overloaded() bool
 }
 
 // Run makes the turn's exchange with fn, for a receiver that is not an HTTP endpoint (a broker):
@@ -394,7 +394,7 @@ func (t *Turn) Run(ctx context.Context, fn func(ctx context.Context) error) erro
 		resp = &Response{StatusCode: http.StatusOK}
 	case errors.As(err, &answer):
 		resp, err = &Response{StatusCode: http.StatusBadRequest}, nil
-		if answer.Busy() {
+		if answer.Overloaded() {
 			resp.StatusCode = http.StatusServiceUnavailable
 		}
 	default:

@@ -3,9 +3,11 @@ package egress
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -395,4 +397,40 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+// answerErr is a broker's refusal as Turn.Run sees it (Answer).
+type answerErr struct{ busy bool }
+
+func (answerErr) Error() string      { return "the broker refused the publish" }
+func (a answerErr) Overloaded() bool { return a.busy }
+
+// TestRunJudgesAnswersAsReplies: a broker's refusals made through Turn.Run (Answer) are replies,
+// never evidence against the endpoint: however many, the breaker stays closed; a network error of
+// the same turns counts as it does for a POST, and opens it.
+func TestRunJudgesAnswersAsReplies(t *testing.T) {
+	c := newClient(t, Options{Policy: AddressPolicy{AllowPrivate: true}, Timeout: time.Second, BreakerFailures: 2, Now: newFakeClock().Now})
+	req := Request{URL: "nats://127.0.0.1:4222", Host: "127.0.0.1:4222", Endpoint: Endpoint{Account: 1, Webhook: 7}}
+	run := func(err error) error {
+		t.Helper()
+		turn, terr := c.Take(context.Background(), req)
+		if terr != nil {
+			return terr
+		}
+		return turn.Run(context.Background(), func(context.Context) error { return err })
+	}
+	for i := range 5 {
+		if err := run(answerErr{busy: i%2 == 0}); !errors.As(err, new(answerErr)) {
+			t.Fatalf("refusal %d: Run returned %v, want the answer", i+1, err)
+		}
+	}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	for i := range 2 {
+		if err := run(reset); !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("reset %d: Run returned %v", i+1, err)
+		}
+	}
+	if err := run(nil); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("after two broken connections: %v, want the endpoint's breaker open", err)
+	}
 }

@@ -504,7 +504,7 @@ func WebhookVersions(ctx context.Context, db bun.IDB, ids []int64) (map[int64]ti
 		ID        int64     `bun:"id"`
 		UpdatedAt time.Time `bun:"updated_at"`
 	}
-	if err := db.NewSelect().Model((*Webhook)(nil)).Column("id", "updated_at").Where("id IN (?)", bun.In(ids)).Scan(ctx, &rows); err != nil {
+	if err := db.NewSelect().Model((*Webhook)(nil)).Column("id", "updated_at").Where("id IN (?)", bun.List(ids)).Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("webhook versions: %w", err)
 	}
 	out := make(map[int64]time.Time, len(rows))

@@ -1,0 +1,29 @@
+package model_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/webhookd/webhookd/model"
+)
+
+// TestWebhookVersions: the broker pool's liveness read gives each live webhook's updated_at, and
+// leaves out a deleted one and an id that never existed.
+func TestWebhookVersions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *model.DB) {
+		ctx := context.Background()
+		_, acc, _ := model.CreateAPIKey(ctx, db, "versions@example.com", "")
+		live := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		gone := newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+		if err := model.DeleteWebhook(ctx, db, model.WebhookScope{AccountID: acc.ID, Variant: model.VariantA}, gone.ID); err != nil {
+			t.Fatal(err)
+		}
+		got, err := model.WebhookVersions(ctx, db, []int64{live.ID, gone.ID, gone.ID + 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !got[live.ID].Equal(live.UpdatedAt) {
+			t.Fatalf("versions = %v, want only webhook %d at %v", got, live.ID, live.UpdatedAt)
+		}
+	})
+}

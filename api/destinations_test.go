@@ -68,8 +68,9 @@ func TestWebhookDestination(t *testing.T) {
 		if got := shown(e.do(t, "GET", one, auth, "")); !strings.Contains(got, `"subject":"orders.events"`) {
 			t.Fatalf("GET destination = %s", got)
 		}
-		plain := e.do(t, "POST", v.collection, auth, createBody("https://p.example.com/", v.eventType))
+		plain := e.do(t, "POST", v.collection, auth, limitsBody("https://p.example.com/", v.eventType, `"auth":{"type":"basic","username":"u","password":"p"}`))
 		plain.expect(t, http.StatusCreated, "")
+		plainOne := fmt.Sprintf("%s/%s", v.collection, jsonNumber(plain.data(t)["id"]))
 		if got := shown(plain); got != "null" {
 			t.Fatalf("an HTTPS webhook shows destination %s, want null", got)
 		}
@@ -121,6 +122,10 @@ func TestWebhookDestination(t *testing.T) {
 			{"POST", v.collection, limitsBody("https://sqs.us-east-1.amazonaws.com/1/q", v.eventType, `"destination":{"type":"sqs","accessKeyId":"AKIA"}`), http.StatusBadRequest, "destination.secretAccessKey"},
 			{"PUT", one, `{"url":"https://h.example.com/"}`, http.StatusUnprocessableEntity, "url"},
 			{"PATCH", one, `{"destination":null}`, http.StatusUnprocessableEntity, "destination"},
+			// An HTTPS receiver's authentication and TLS settings have no place beside a destination.
+			{"POST", v.collection, limitsBody("tls://n.example.com", v.eventType, `"destination":{"type":"nats","subject":"x"},"auth":{"type":"basic","username":"u","password":"p"}`), http.StatusUnprocessableEntity, "auth"},
+			{"PATCH", one, `{"auth":{"type":"basic","username":"u","password":"p"}}`, http.StatusUnprocessableEntity, "auth"},
+			{"PUT", plainOne, `{"url":"tls://n.example.com","destination":{"type":"nats","subject":"x"}}`, http.StatusUnprocessableEntity, "auth"},
 			// The stored destination holds no token: its mask names nothing.
 			{"PATCH", one, `{"destination":{"type":"nats","subject":"x","token":"••••••••"}}`, http.StatusUnprocessableEntity, "destination.token"},
 			{"PATCH", one, `{"destination":{"type":"kafka","topic":"t"}}`, http.StatusUnprocessableEntity, "url"},

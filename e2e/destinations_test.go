@@ -493,3 +493,47 @@ func TestDestinationFailingNotifiesOnce(t *testing.T) {
 		t.Fatalf("the stream holds %d messages, want 3", got)
 	}
 }
+
+// TestDestinationsThroughEgressProxy: with an egress proxy, every broker connection goes through
+// it, as an HTTPS receiver's does: webhookd asks the proxy for a CONNECT tunnel to the broker's
+// checked address, and speaks NATS, AMQP, Kafka or SQS's HTTP through it. Each kind's message
+// arrives, and the proxy saw a tunnel to each broker.
+func TestDestinationsThroughEgressProxy(t *testing.T) {
+	besideOthers(t)
+	proxy := startConnectProxy(t, "webhookd", "proxy-secret")
+	proxyURL := &url.URL{Scheme: "http", Host: proxy.ln.Addr().String(), User: url.UserPassword("webhookd", "proxy-secret")}
+	st := newStack(t, stackOptions{allowPrivate: true, allowPlaintext: true, proxy: proxyURL})
+	nats := brokertest.StartNATS(t)
+	kafka := brokertest.StartKafka(t)
+	sqs := brokertest.StartSQS(t)
+	rabbit := brokertest.StartRabbitMQ(t)
+	kinds := []struct {
+		b           brokerUnderTest
+		addr        string
+		destination map[string]any
+	}{
+		{nats, strings.TrimPrefix(nats.URL(), "nats://"), map[string]any{"type": "nats", "subject": brokertest.NATSSubject}},
+		{kafka, kafka.Addr(), map[string]any{"type": "kafka", "topic": brokertest.KafkaTopic}},
+		{sqs, strings.Split(strings.TrimPrefix(sqs.URL(), "http://"), "/")[0], map[string]any{"type": "sqs", "region": "us-east-1", "accessKeyId": "AKIA44", "secretAccessKey": "proxy-test"}},
+		{rabbitWithPassword{rabbit}, strings.Split(strings.Split(rabbit.URL(), "@")[1], "/")[0], map[string]any{"type": "rabbitmq", "exchange": brokertest.RabbitExchange, "routingKey": brokertest.RabbitQueue}},
+	}
+	var hooks []int64
+	for _, k := range kinds {
+		status, body, _ := st.call(t, "A", "POST", "/api/svc/v2/webhooks", map[string]any{
+			"url": k.b.URL(), "eventType": "campaign.created", "destination": k.destination})
+		if status != http.StatusCreated {
+			t.Fatalf("create %v: %d %v", k.destination["type"], status, body)
+		}
+		hooks = append(hooks, int64(body["data"].(map[string]any)["id"].(float64)))
+	}
+	ev := st.publish(t, "A", "campaign.created", campaign)
+	for i, k := range kinds {
+		waitDelivered(t, st, ev, hooks[i])
+		byID := map[string][]brokertest.Received{}
+		collect(t, k.b, byID, []int64{ev}, hooks[i])
+		targets, _ := proxy.seen()
+		if !slices.Contains(targets, k.addr) {
+			t.Fatalf("%v: the proxy saw tunnels to %v, not to the broker at %s", k.destination["type"], targets, k.addr)
+		}
+	}
+}

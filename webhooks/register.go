@@ -49,6 +49,9 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err != nil {
 		return nil, "", err
 	}
+	if err := httpOnly(dest, settings, nil); err != nil {
+		return nil, "", err
+	}
 	secret, sealed, err := s.newSecret()
 	if err != nil {
 		return nil, "", err
@@ -124,6 +127,9 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 	if url, limits.Destination, err = s.target(ctx, url, settings.Destination, stored); err != nil {
 		return nil, err
 	}
+	if err := httpOnly(limits.Destination, limits, stored); err != nil {
+		return nil, err
+	}
 	w, err := model.UpdateWebhookURL(ctx, s.db, scope, id, url, limits, s.clock.Now())
 	if err != nil {
 		return nil, err
@@ -141,13 +147,18 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 	if err != nil {
 		return nil, err
 	}
-	if settings.Destination.Set {
+	if settings.Destination.Set || limits.Auth.To != nil || limits.TLS.To != nil {
 		// The URL stays: the destination's settings change beside it, judged with it.
 		stored, err := model.GetWebhook(ctx, s.db, scope, id)
 		if err != nil {
 			return nil, err
 		}
-		if _, limits.Destination, err = s.target(ctx, stored.URL, settings.Destination, stored); err != nil {
+		if settings.Destination.Set {
+			if _, limits.Destination, err = s.target(ctx, stored.URL, settings.Destination, stored); err != nil {
+				return nil, err
+			}
+		}
+		if err := httpOnly(limits.Destination, limits, stored); err != nil {
 			return nil, err
 		}
 	}
@@ -307,6 +318,23 @@ func (s *Service) checkURL(ctx context.Context, raw string) error {
 			return invalid("url", "%s", ue.Reason)
 		}
 		return err
+	}
+	return nil
+}
+
+// httpOnly refuses an HTTP receiver's settings on a webhook that delivers into a broker, as the
+// webhook would have them after the change (stored: before it, nil on create): auth sets an
+// Authorization header and tls a TLS client for an HTTPS exchange, and a destination makes none.
+func httpOnly(dest model.DestinationChange, c model.SettingsChange, stored *model.Webhook) error {
+	destOn := dest.To != nil || !dest.Set && stored != nil && stored.Destination != nil
+	if !destOn {
+		return nil
+	}
+	switch {
+	case c.Auth.To != nil || !c.Auth.Set && stored != nil && stored.Auth != nil:
+		return invalid("auth", "auth is an HTTPS receiver's authentication; a destination's credentials go in its url or its destination (docs/destinations.md); send auth null with it")
+	case c.TLS.To != nil || !c.TLS.Set && stored != nil && stored.TLS != nil:
+		return invalid("tls", "tls is an HTTPS receiver's TLS settings; a destination's broker is verified with webhookd's roots (docs/destinations.md); send tls null with it")
 	}
 	return nil
 }

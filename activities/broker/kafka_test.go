@@ -93,13 +93,6 @@ func kafkaMessage(t *testing.T, secret string, i int, orderingKey string) broker
 	return broker.Message{Body: body, Headers: headers, DedupID: msgID, OrderingKey: orderingKey}
 }
 
-func publishKafka(t *testing.T, p broker.Publisher, m broker.Message) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kafkaEventually)
-	defer cancel()
-	return p.Publish(ctx, m)
-}
-
 // TestKafkaPublish: 20 deliveries, half of them on one ordered lane, arrive byte for byte with
 // every header, the lane's key as the record key and in the lane's order, and their signatures
 // verify with the Standard Webhooks library; every connection was dialed through Target.Dial.
@@ -116,7 +109,7 @@ func TestKafkaPublish(t *testing.T) {
 			key = "customer-42"
 		}
 		m := kafkaMessage(t, secret, i, key)
-		if err := publishKafka(t, p, m); err != nil {
+		if err := publish(t, p, m, kafkaEventually); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 		sent[m.DedupID] = m
@@ -176,7 +169,7 @@ func TestKafkaBrokerDown(t *testing.T) {
 	target, _ := kafkaTarget(k, destination.Credentials{})
 	p := openKafka(t, target)
 	secret := kafkaSecret(t)
-	if err := publishKafka(t, p, kafkaMessage(t, secret, 0, "")); err != nil {
+	if err := publish(t, p, kafkaMessage(t, secret, 0, ""), kafkaEventually); err != nil {
 		t.Fatal(err)
 	}
 
@@ -203,7 +196,7 @@ func TestKafkaBrokerDown(t *testing.T) {
 	}
 
 	k.Restart(t)
-	if err := publishKafka(t, p, kafkaMessage(t, secret, 2, "")); err != nil {
+	if err := publish(t, p, kafkaMessage(t, secret, 2, ""), kafkaEventually); err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
 	// The record published while the cluster was down may land too, after the restart: franz-go
@@ -231,7 +224,7 @@ func TestKafkaBrokerHangs(t *testing.T) {
 	target, _ := kafkaTarget(k, destination.Credentials{})
 	p := openKafka(t, target)
 	secret := kafkaSecret(t)
-	if err := publishKafka(t, p, kafkaMessage(t, secret, 0, "")); err != nil {
+	if err := publish(t, p, kafkaMessage(t, secret, 0, ""), kafkaEventually); err != nil {
 		t.Fatal(err)
 	}
 	k.StopAnswering(t)
@@ -252,7 +245,7 @@ func TestKafkaBrokerHangs(t *testing.T) {
 		t.Errorf("Classify(%v) = %s (%s), want %s", err, class, message, egress.ClassTimeout)
 	}
 	k.Restart(t)
-	if err := publishKafka(t, p, kafkaMessage(t, secret, 2, "")); err != nil {
+	if err := publish(t, p, kafkaMessage(t, secret, 2, ""), kafkaEventually); err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
 }
@@ -313,7 +306,7 @@ func TestKafkaConcurrent(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		m := kafkaMessage(t, secret, i, "lane-"+strconv.Itoa(i%4))
-		go func() { errs <- publishKafka(t, p, m) }()
+		go func() { errs <- publish(t, p, m, kafkaEventually) }()
 	}
 	for range n {
 		if err := <-errs; err != nil {
@@ -343,7 +336,7 @@ func TestKafkaDuplicates(t *testing.T) {
 	m := kafkaMessage(t, kafkaSecret(t), 0, "")
 	delete(m.Headers, wire.HeaderID) // the record header comes from DedupID too
 	for range 2 {
-		if err := publishKafka(t, p, m); err != nil {
+		if err := publish(t, p, m, kafkaEventually); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -392,7 +385,7 @@ func TestKafkaRefusals(t *testing.T) {
 			target, _ := kafkaTarget(k, c.creds)
 			target.Settings.Topic = c.topic
 			p := openKafka(t, target)
-			err := publishKafka(t, p, c.m)
+			err := publish(t, p, c.m, kafkaEventually)
 			r := broker.AsRefusal(err)
 			if r == nil {
 				t.Fatalf("Publish = %v, want a refusal of class %s", err, c.class)
@@ -411,7 +404,7 @@ func TestKafkaRefusals(t *testing.T) {
 
 	// The good credentials publish, so the refusals above were the broker's word on them.
 	target, _ := kafkaTarget(k, destination.Credentials{Username: "admin", Password: password})
-	if err := publishKafka(t, openKafka(t, target), kafkaMessage(t, secret, 1, "")); err != nil {
+	if err := publish(t, openKafka(t, target), kafkaMessage(t, secret, 1, ""), kafkaEventually); err != nil {
 		t.Fatalf("the superuser's publish: %v", err)
 	}
 	if n := k.Count(t); n != 1 {
@@ -432,7 +425,7 @@ func TestKafkaClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = publishKafka(t, p, kafkaMessage(t, kafkaSecret(t), 0, ""))
+	err = publish(t, p, kafkaMessage(t, kafkaSecret(t), 0, ""), kafkaEventually)
 	if err == nil || broker.AsRefusal(err) != nil {
 		t.Fatalf("Publish after Close = %v, want the closed client's error", err)
 	}

@@ -74,9 +74,11 @@ func natsMessage(t *testing.T, n int) broker.Message {
 	return broker.Message{Body: body, Headers: headers, DedupID: msgID}
 }
 
+// publish publishes m within timeout, on a context of its own: a publish a test left in flight
+// is not cut when the test ends (a cut one could land in the next test's consumption).
 func publish(t *testing.T, p broker.Publisher, m broker.Message, timeout time.Duration) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return p.Publish(ctx, m)
 }

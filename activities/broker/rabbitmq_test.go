@@ -91,13 +91,6 @@ func signedMessage(t *testing.T, n int) broker.Message {
 	return broker.Message{Body: body, Headers: headers, DedupID: msgID}
 }
 
-func rabbitPublish(t *testing.T, p broker.Publisher, m broker.Message) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return p.Publish(ctx, m)
-}
-
 // (a) 20 messages, published concurrently, come out byte for byte with every header, and the
 // Standard Webhooks library verifies each.
 func testRabbitDeliveries(t *testing.T, rmq *brokertest.RabbitMQ) {
@@ -108,7 +101,7 @@ func testRabbitDeliveries(t *testing.T, rmq *brokertest.RabbitMQ) {
 	for n := range 20 {
 		m := signedMessage(t, n)
 		sent[m.DedupID] = m
-		wg.Go(func() { errs <- rabbitPublish(t, p, m) })
+		wg.Go(func() { errs <- publish(t, p, m, 30*time.Second) })
 	}
 	wg.Wait()
 	close(errs)
@@ -160,7 +153,7 @@ func testRabbitMessageID(t *testing.T, rmq *brokertest.RabbitMQ) {
 	p := openRabbit(t, rabbitTarget(rmq, "", brokertest.RabbitQueue))
 	m := signedMessage(t, 100)
 	for range 2 {
-		if err := rabbitPublish(t, p, m); err != nil {
+		if err := publish(t, p, m, 30*time.Second); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 	}
@@ -207,7 +200,7 @@ func testRabbitRefusals(t *testing.T, rmq *brokertest.RabbitMQ) {
 			p := openRabbit(t, c.target)
 			// Twice: a refusal leaves the publisher usable, and refuses again.
 			for range 2 {
-				err := rabbitPublish(t, p, signedMessage(t, 1))
+				err := publish(t, p, signedMessage(t, 1), 30*time.Second)
 				r := broker.AsRefusal(err)
 				if r == nil {
 					t.Fatalf("Publish: %v, want a refusal of class %s", err, c.class)
@@ -228,7 +221,7 @@ func testRabbitRefusals(t *testing.T, rmq *brokertest.RabbitMQ) {
 	// After a refused publish closed its channel, the publisher's next publish goes through.
 	t.Run("publishes after a refusal", func(t *testing.T) {
 		p := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
-		if err := rabbitPublish(t, p, signedMessage(t, 2)); err != nil {
+		if err := publish(t, p, signedMessage(t, 2), 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		rmq.Consume(t, 1, time.Minute)
@@ -240,7 +233,7 @@ func testRabbitRefusals(t *testing.T, rmq *brokertest.RabbitMQ) {
 func testRabbitAddressPolicy(t *testing.T, rmq *brokertest.RabbitMQ) {
 	target := rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue)
 	target.Dial = (&net.Dialer{Control: egress.AddressPolicy{}.DialControl}).DialContext
-	err := rabbitPublish(t, openRabbit(t, target), signedMessage(t, 3))
+	err := publish(t, openRabbit(t, target), signedMessage(t, 3), 30*time.Second)
 	if class, msg := egress.Classify(err); class != egress.ClassBlocked || broker.AsRefusal(err) != nil {
 		t.Fatalf("Publish: %v (class %s: %s), want class %s and no refusal", err, class, msg, egress.ClassBlocked)
 	}
@@ -253,7 +246,7 @@ func testRabbitAddressPolicy(t *testing.T, rmq *brokertest.RabbitMQ) {
 func testRabbitKillAndRestart(t *testing.T, rmq *brokertest.RabbitMQ) {
 	p := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
 	before := signedMessage(t, 10)
-	if err := rabbitPublish(t, p, before); err != nil {
+	if err := publish(t, p, before, 30*time.Second); err != nil {
 		t.Fatalf("Publish before the kill: %v", err)
 	}
 	rmq.Kill()
@@ -294,12 +287,12 @@ func testRabbitKillAndRestart(t *testing.T, rmq *brokertest.RabbitMQ) {
 
 	rmq.Restart(t)
 	after := signedMessage(t, 12)
-	if err := rabbitPublish(t, p, after); err != nil {
+	if err := publish(t, p, after, 30*time.Second); err != nil {
 		t.Fatalf("Publish after the restart: %v", err)
 	}
 	// The publisher opened while the broker was down connects on its first Publish.
 	afterOpened := signedMessage(t, 13)
-	if err := rabbitPublish(t, opened, afterOpened); err != nil {
+	if err := publish(t, opened, afterOpened, 30*time.Second); err != nil {
 		t.Fatalf("Publish after the restart, by a publisher opened during the kill: %v", err)
 	}
 	var ids []string
@@ -316,14 +309,14 @@ func testRabbitKillAndRestart(t *testing.T, rmq *brokertest.RabbitMQ) {
 // Continued, the broker takes the publisher's next message.
 func testRabbitUnanswered(t *testing.T, rmq *brokertest.RabbitMQ) {
 	connected := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
-	if err := rabbitPublish(t, connected, signedMessage(t, 20)); err != nil {
+	if err := publish(t, connected, signedMessage(t, 20), 30*time.Second); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	rmq.Consume(t, 1, time.Minute)
 	fresh := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
 	// A message larger than the sockets' buffers: its write waits for the broker to read.
 	connectedLarge := openRabbit(t, rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue))
-	if err := rabbitPublish(t, connectedLarge, signedMessage(t, 23)); err != nil {
+	if err := publish(t, connectedLarge, signedMessage(t, 23), 30*time.Second); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	rmq.Consume(t, 1, time.Minute)
@@ -359,7 +352,7 @@ func testRabbitUnanswered(t *testing.T, rmq *brokertest.RabbitMQ) {
 
 	next := signedMessage(t, 22)
 	for name, p := range map[string]broker.Publisher{"connected": connected, "connecting": fresh, "connected, a large message": connectedLarge} {
-		if err := rabbitPublish(t, p, next); err != nil {
+		if err := publish(t, p, next, 30*time.Second); err != nil {
 			t.Fatalf("%s, the broker continued: Publish: %v", name, err)
 		}
 	}
@@ -399,7 +392,7 @@ func publishBounded(t *testing.T, p broker.Publisher, m broker.Message, timeout 
 func testRabbitTLS(t *testing.T, rmq *brokertest.RabbitMQ) {
 	target := rabbitTarget(rmq, brokertest.RabbitExchange, brokertest.RabbitQueue)
 	target.URL = rmq.TLSURL()
-	err := rabbitPublish(t, openRabbit(t, target), signedMessage(t, 30))
+	err := publish(t, openRabbit(t, target), signedMessage(t, 30), 30*time.Second)
 	class, msg := egress.Classify(err)
 	t.Logf("amqps, a private authority: %s (%s)", class, msg)
 	if class != egress.ClassTLS || broker.AsRefusal(err) != nil {
@@ -408,8 +401,12 @@ func testRabbitTLS(t *testing.T, rmq *brokertest.RabbitMQ) {
 	// The egress client's roots (the operator's extra CA file among them) verify it: the same
 	// broker, its authority among the roots of Target.HTTP's transport, takes the message.
 	target.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: rmq.CA().Pool()}}}
-	if err := rabbitPublish(t, openRabbit(t, target), signedMessage(t, 31)); err != nil {
+	trusted := signedMessage(t, 31)
+	if err := publish(t, openRabbit(t, target), trusted, 30*time.Second); err != nil {
 		t.Fatalf("amqps with the authority among the egress client's roots: %v", err)
+	}
+	if got := rmq.Consume(t, 1, time.Minute); got[0].Headers[wire.HeaderID] != trusted.DedupID {
+		t.Fatalf("consumed %v, want the message published over amqps", got[0].Headers)
 	}
 }
 
@@ -420,7 +417,7 @@ func testRabbitClose(t *testing.T, rmq *brokertest.RabbitMQ) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rabbitPublish(t, p, signedMessage(t, 40)); err != nil {
+	if err := publish(t, p, signedMessage(t, 40), 30*time.Second); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	var wg sync.WaitGroup
@@ -443,7 +440,7 @@ func testRabbitClose(t *testing.T, rmq *brokertest.RabbitMQ) {
 	if err := p.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if err := rabbitPublish(t, p, signedMessage(t, 60)); err == nil {
+	if err := publish(t, p, signedMessage(t, 60), 30*time.Second); err == nil {
 		t.Error("Publish after Close: no error")
 	}
 	// The broker handled every frame sent before Close's goodbye: the queue holds every

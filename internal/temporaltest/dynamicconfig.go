@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/webhookd/webhookd/internal/repo"
 )
 
 // DynamicConfigFile, relative to the module root, is the Temporal server configuration webhookd
@@ -23,7 +25,7 @@ const DynamicConfigFile = "deployments/dev/dynamicconfig.txt"
 
 // DynamicConfig reads DynamicConfigFile: each key with its value, in JSON.
 func DynamicConfig() (map[string]string, error) {
-	root, err := moduleRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, fmt.Errorf("%w to find %s in", err, DynamicConfigFile)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/webhookd/webhookd/internal/repo"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -30,7 +31,7 @@ func TestClusterDynamicConfigAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := moduleRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

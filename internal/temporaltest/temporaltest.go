@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/internal/repo"
 	"github.com/webhookd/webhookd/workflows"
 )
 
@@ -228,7 +229,7 @@ func CLIPath() (string, error) {
 	if p := os.Getenv(EnvCLI); p != "" {
 		return p, nil
 	}
-	root, err := moduleRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return "", fmt.Errorf("%w to find bin/temporal in: run make test (it installs bin/temporal), or set %s", err, EnvCLI)
 	}
@@ -237,23 +238,4 @@ func CLIPath() (string, error) {
 		return "", fmt.Errorf("no Temporal CLI at %s: run make test (it installs bin/temporal): %w", p, err)
 	}
 	return p, nil
-}
-
-// moduleRoot is the directory of the go.mod above the working directory, which go test sets to
-// the package's directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("working directory: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

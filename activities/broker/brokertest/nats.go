@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/webhookd/webhookd/internal/repo"
 )
 
 // NATSServerBin, relative to the module root, is the nats-server that `make bin/nats-server`
@@ -446,25 +447,7 @@ func natsServerPath() (string, error) {
 	if p := os.Getenv(EnvNATSServer); p != "" {
 		return p, nil
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("working directory: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory to find %s in: run make bin/nats-server at the module root, or set %s", NATSServerBin, EnvNATSServer)
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, NATSServerBin)
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("no nats-server at %s: run `make bin/nats-server` (it builds github.com/nats-io/nats-server/v2 into bin/): %w", p, err)
-	}
-	return p, nil
+	return repo.Bin(filepath.Base(NATSServerBin), NATSServerBin)
 }
 
 // natsFreePort is a loopback port nothing listens on, as far as the kernel knows now.

@@ -2,7 +2,6 @@ package brokertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/transport/http/protocol/awsquery"
+	"github.com/webhookd/webhookd/internal/repo"
 )
 
 // The queues and account of a goaws that StartSQS runs. SQSQueue is a standard queue,
@@ -96,36 +96,7 @@ func StartSQS(t testing.TB) *SQS {
 }
 
 // goawsPath is bin/goaws at the module root.
-func goawsPath() (string, error) {
-	root, err := sqsModuleRoot()
-	if err != nil {
-		return "", fmt.Errorf("%w to find bin/goaws in", err)
-	}
-	p := filepath.Join(root, "bin", "goaws")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("no goaws at %s: build it with `make bin/goaws` at %s", p, root)
-	}
-	return p, nil
-}
-
-// sqsModuleRoot is the directory of the go.mod above the working directory, which go test sets to
-// the package's directory.
-func sqsModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("working directory: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
+func goawsPath() (string, error) { return repo.Bin("goaws", "bin/goaws") }
 
 // sqsFreePort is a loopback port that nothing listened on a moment ago.
 func sqsFreePort() (int, error) {

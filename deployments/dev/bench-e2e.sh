@@ -26,7 +26,7 @@
 # (bench-brokers.sh: bin/nats-server with JetStream, a RabbitMQ node of its own; `make rabbitmq`
 # installs RabbitMQ) and webhookd with WEBHOOKD_ALLOW_HTTP_TARGETS=true for their plaintext
 # nats:// and amqp:// URLs (the caller's wins). It is not in the suite: it needs RabbitMQ installed
-# and adds about two minutes. Scaled down:
+# and adds more than a minute (its nine tiers take 60-80 s). Scaled down:
 #
 #   deployments/dev/bench-e2e.sh destinations -events 500 -rounds 1
 #

@@ -36,7 +36,9 @@ import (
 // publish to the last accepted event's first message consumed, and it fails unless every accepted
 // event's webhook-id arrived. Copies under one webhook-id are counted, not failures. Each tier
 // reports the CPU time per delivery of webhookd, the Temporal server and this loadtest, and a
-// broker tier the broker's own (-nats-pid, -rabbitmq-pid) apart. A kind whose URL is not given is
+// broker tier the broker's own (-nats-pid, -rabbitmq-pid) apart, and the mean duration of
+// webhookd's attempts in it (its /metrics: dial or publish to the reply or the broker's
+// acknowledgement). A kind whose URL is not given is
 // left out. deployments/dev/bench-e2e.sh destinations starts both brokers (bench-brokers.sh).
 
 // destinationsConfig is the destinations scenario's own flags.
@@ -80,6 +82,8 @@ type destinationTier struct {
 	tierResult
 	broker cpuCost // the broker's own CPU time per delivery, apart from the stack's
 	copies int     // messages consumed beyond the first under a webhook-id; -1: not counted
+	// attempt is the mean duration of webhookd's attempts in the tier (its /metrics); 0: unknown.
+	attempt time.Duration
 }
 
 // destinationsResult is the scenario's figures: rounds[r][k] is kind k (in kinds' order) in round r.
@@ -116,7 +120,7 @@ func destinationsScenario(ctx context.Context, cfg config, cert tls.Certificate)
 			k := kinds[i]
 			name := fmt.Sprintf("%s, round %d", k.name, round+1)
 			watched := append(append([]cpuProcess(nil), stack...), k.broker...)
-			before := readCPU(watched)
+			before, attemptsBefore := readCPU(watched), scrapeAttemptTime(ctx, cfg.api)
 			var t destinationTier
 			if k.https {
 				var r throughputResult
@@ -129,6 +133,7 @@ func destinationsScenario(ctx context.Context, cfg config, cert tls.Certificate)
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			after := readCPU(watched)
+			t.attempt = meanAttempt(attemptsBefore, scrapeAttemptTime(ctx, cfg.api))
 			t.name = name
 			t.cpu = cpuPerDelivery(stack, before, after, t.n)
 			t.broker = cpuPerDelivery(k.broker, before, after, t.n)
@@ -446,10 +451,11 @@ func (c *amqpConsumer) close() { _ = c.conn.Close() }
 // broker's rate over HTTPS's by round.
 func printDestinations(r destinationsResult) {
 	fmt.Println()
-	fmt.Printf("| destination | deliveries/s | first publish to last delivery | CPU ms per delivery | broker CPU ms per delivery | copies |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| destination | deliveries/s | first publish to last delivery | mean attempt | CPU ms per delivery | broker CPU ms per delivery | copies |\n|---|---|---|---|---|---|---|\n")
 	for _, round := range r.rounds {
 		for _, t := range round {
-			fmt.Printf("| %s | %.0f | %s | %s | %s | %s |\n", t.name, t.rate(), t.elapsed.Round(time.Millisecond), t.cpu, brokerCost(t.broker), copiesText(t.copies))
+			fmt.Printf("| %s | %.0f | %s | %s | %s | %s | %s |\n", t.name, t.rate(), t.elapsed.Round(time.Millisecond), attemptText(t.attempt),
+				t.cpu, brokerCost(t.broker), copiesText(t.copies))
 		}
 	}
 	if len(r.rounds) == 0 {
@@ -458,8 +464,10 @@ func printDestinations(r destinationsResult) {
 	byKind := make([][]tierResult, len(r.kinds))
 	brokers := make([][]tierResult, len(r.kinds))
 	copies := make([]int, len(r.kinds))
+	attempts := make([][]float64, len(r.kinds))
 	for _, round := range r.rounds {
 		for k, t := range round {
+			attempts[k] = append(attempts[k], float64(t.attempt))
 			byKind[k] = append(byKind[k], t.tierResult)
 			brokers[k] = append(brokers[k], tierResult{cpu: t.broker})
 			if t.copies < 0 || copies[k] < 0 {
@@ -470,15 +478,15 @@ func printDestinations(r destinationsResult) {
 		}
 	}
 	for k, name := range r.kinds {
-		fmt.Printf("| %s, median of %d rounds | %.0f | | %s | %s | %s |\n", name, len(r.rounds), median(rates(byKind[k])),
-			medianCost(byKind[k]), brokerCost(medianCost(brokers[k])), copiesText(copies[k]))
+		fmt.Printf("| %s, median of %d rounds | %.0f | | %s | %s | %s | %s |\n", name, len(r.rounds), median(rates(byKind[k])),
+			attemptText(time.Duration(median(attempts[k]))), medianCost(byKind[k]), brokerCost(medianCost(brokers[k])), copiesText(copies[k]))
 	}
 	for k := 1; k < len(r.kinds); k++ {
 		ratios := make([]float64, len(r.rounds))
 		for i := range r.rounds {
 			ratios[i] = byKind[k][i].rate() / byKind[0][i].rate()
 		}
-		fmt.Printf("| %s / HTTPS deliveries/s, by round; median | %s; %.2f | | | | |\n", r.kinds[k], formatRatios(ratios), median(ratios))
+		fmt.Printf("| %s / HTTPS deliveries/s, by round; median | %s; %.2f | | | | | |\n", r.kinds[k], formatRatios(ratios), median(ratios))
 	}
 }
 
@@ -488,6 +496,14 @@ func brokerCost(c cpuCost) string {
 		return "-"
 	}
 	return fmt.Sprintf("%s %.2f", c.names[0], c.ms[0])
+}
+
+// attemptText is a mean attempt's duration in milliseconds, "-" when unknown.
+func attemptText(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 }
 
 func copiesText(n int) string {

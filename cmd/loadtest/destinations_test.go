@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,45 @@ func TestTurnOrder(t *testing.T) {
 	}
 	if got := turnOrder(3, 4); !slices.Equal(got, []int{1, 2, 0}) {
 		t.Fatalf("round 5 of 3 kinds: %v, want [1 2 0]", got)
+	}
+}
+
+// TestMeanAttempt: the mean attempt of a tier is read from webhookd's attempt histogram, summed
+// over its labels, between two scrapes, the first of which may come before any attempt (no
+// sample yet); a failed scrape or no attempt gives none.
+func TestMeanAttempt(t *testing.T) {
+	scrape := func(a, b string) attemptTime {
+		return parseAttemptTime(strings.NewReader(`# TYPE webhookd_delivery_attempt_duration_seconds histogram
+webhookd_delivery_attempt_duration_seconds_bucket{variant="A",outcome="delivered",le="+Inf"} ` + a + `
+webhookd_delivery_attempt_duration_seconds_sum{variant="A",outcome="delivered"} ` + b + `
+webhookd_delivery_attempt_duration_seconds_count{variant="A",outcome="delivered"} ` + a + `
+webhookd_delivery_attempt_duration_seconds_bucket{variant="A",outcome="refused",le="+Inf"} 2
+webhookd_delivery_attempt_duration_seconds_sum{variant="A",outcome="refused"} 0.5
+webhookd_delivery_attempt_duration_seconds_count{variant="A",outcome="refused"} 2
+`))
+	}
+	before, after := scrape("10", "1.0"), scrape("110", "3.0")
+	if !before.ok || before.count != 12 || before.sum != 1.5 {
+		t.Fatalf("parsed %+v, want 12 attempts over 1.5 s", before)
+	}
+	if got := meanAttempt(before, after); got != 20*time.Millisecond {
+		t.Fatalf("mean attempt %s, want 20ms (2 s over 100 attempts)", got)
+	}
+	if got := meanAttempt(attemptTime{}, after); got != 0 {
+		t.Fatalf("a failed scrape gives %s, want none", got)
+	}
+	if got := meanAttempt(after, after); got != 0 {
+		t.Fatalf("no attempt gives %s, want none", got)
+	}
+	// Before webhookd's first attempt the histogram has no sample: none were made.
+	none := parseAttemptTime(strings.NewReader("# TYPE other counter\nother 1\n"))
+	if !none.ok || none.count != 0 {
+		t.Fatalf("a /metrics without the histogram gives %+v, want ok and no attempt", none)
+	}
+	if got := meanAttempt(none, after); got != 3500*time.Millisecond/112 {
+		t.Fatalf("from no attempt to 112 attempts over 3.5 s: %s, want %s", got, 3500*time.Millisecond/112)
+	}
+	if got := parseAttemptTime(strings.NewReader("not metrics {")); got.ok {
+		t.Fatalf("a scrape that does not parse gives %+v, want ok false", got)
 	}
 }

@@ -467,7 +467,9 @@ func printDestinations(r destinationsResult) {
 	attempts := make([][]float64, len(r.kinds))
 	for _, round := range r.rounds {
 		for k, t := range round {
-			attempts[k] = append(attempts[k], float64(t.attempt))
+			if t.attempt > 0 {
+				attempts[k] = append(attempts[k], float64(t.attempt))
+			}
 			byKind[k] = append(byKind[k], t.tierResult)
 			brokers[k] = append(brokers[k], tierResult{cpu: t.broker})
 			if t.copies < 0 || copies[k] < 0 {

@@ -177,6 +177,8 @@ bench-kill:
 # throwaway PostgreSQL cluster. The tiers print CPU ms per delivery of each process (issue 21).
 # BENCH_TRACING=1 (or 0.01) runs webhookd with tracing on, sampled at that ratio, exporting to a
 # discarding OTLP receiver in the loadtest, which prints how many spans it got.
+# SCENARIO=destinations (issue 44) measures tier (c) beside NATS and RabbitMQ destinations, on
+# brokers it starts (bin/nats-server, and RabbitMQ from `make rabbitmq`).
 .PHONY: bench-e2e
 bench-e2e:
 	deployments/dev/bench-e2e.sh $(SCENARIO) $(ARGS)

@@ -82,6 +82,12 @@
 //     -lane-fail of the requests answered 503, while deployments/dev/bench-e2e.sh kills webhookd
 //     and the Temporal server with SIGKILL and starts them again: the order violations and the lost
 //     events the receiver saw (exit 1 if any).
+//   - destinations: issue 44's destination tier (destinations.go): in -rounds rounds, tier (c) to
+//     an HTTPS receiver, then the same publishing to a webhook whose destination is a JetStream
+//     subject on the nats-server at -nats, and to one whose destination is an exchange on the
+//     RabbitMQ broker at -amqp, each consumed by this process and checked (every event's
+//     webhook-id arrived): deliveries/s and the CPU time per delivery of webhookd, Temporal and
+//     loadtest, and the broker's apart (-nats-pid, -rabbitmq-pid).
 //
 // The stack must trust the receivers' certificate and allow loopback receivers, so the first run
 // writes the certificate and tells how to start the stack:
@@ -92,7 +98,7 @@
 //
 // deployments/dev/bench-isolation.sh (make bench-isolation) runs the hanging, isolation,
 // sharedhost, matrix and ratelimit scenarios on a stack of their own, deployments/dev/bench-e2e.sh (make
-// bench-e2e) the suite and lanes, deployments/dev/bench-scale.sh (make bench-scale) the list and pending
+// bench-e2e) the suite, lanes and destinations (with the brokers), deployments/dev/bench-scale.sh (make bench-scale) the list and pending
 // scenarios, deployments/dev/bench-kill.sh (make bench-kill) the killload scenario. The isolation
 // defaults (10 events/s each, B with 20 webhooks) overload a Temporal dev server whatever B's
 // receiver does, so that script scales them down.
@@ -194,6 +200,9 @@ type config struct {
 
 	// lanes
 	lanes lanesConfig
+
+	// destinations
+	dest destinationsConfig
 }
 
 // incompleteError reports a run that printed its figures although its wait ended before every
@@ -229,7 +238,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending, killload or lanes")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending, killload, lanes or destinations")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
 	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation, sharedhost, matrix, ratelimit and killload scenarios")
 	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost), whose load is heavy (matrix), the second account (killload)")
@@ -241,10 +250,10 @@ func run(ctx context.Context) error {
 	flag.StringVar(&cfg.keyFile, "cert-key", ".data/loadtest-key.pem", "receiver private key")
 	initOnly := flag.Bool("init", false, "only write the receiver certificate, then exit")
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "after the last publish, wait this long for deliveries at most")
-	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers and burst; default 1000, 2000 for burst), the backlog of each rate (ratelimit; default 40), the chaos phase's events (lanes; default 10000)")
+	flag.IntVar(&cfg.events, "events", 0, "events to publish (throughput, tiers, destinations and burst; default 1000, 2000 for burst), the backlog of each rate (ratelimit; default 40), the chaos phase's events (lanes; default 10000)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 16, "concurrent publishers (throughput, tiers and burst)")
 	flag.StringVar(&cfg.bareCompression, "bare-compression", "none", "gRPC compression of the bare tiers' Temporal client: none, as webhookd's default (WEBHOOKD_TEMPORAL_COMPRESSION), or gzip, the SDK's")
-	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of (b) then (c) (tiers): the table gives each, their medians and the median (c)/(b)")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of (b) then (c) (tiers), of each destination kind (destinations): the table gives each, their medians and the median (c)/(b), or each broker's rate over HTTPS's")
 	flag.IntVar(&cfg.hooks, "hooks", 1000, "webhooks the event fans out to (fanout), webhooks to list (list)")
 	flag.IntVar(&cfg.listCalls, "list-calls", 0, "timed list calls per kind (list; default 500), per burst (pending; default 50)")
 	flag.IntVar(&cfg.listLimit, "list-limit", 50, "?limit= of the timed list calls (list and pending)")
@@ -299,6 +308,10 @@ func run(ctx context.Context) error {
 	flag.IntVar(&cfg.lanes.pairs, "lane-pairs", 3, "pairs of open-loop phases, without then with a stuck key (lanes)")
 	flag.Float64Var(&cfg.lanes.failRate, "lane-fail", 0.05, "share of the chaos phase's requests the receiver answers 503, at random (lanes)")
 	flag.StringVar(&cfg.lanes.killAckDir, "kill-ack-dir", "", "after printing \"lanes: kill <process>\", wait for a file of that name in this directory: bench-e2e.sh writes it once the process runs again (lanes; empty: no wait)")
+	flag.StringVar(&cfg.dest.natsURL, "nats", "", "a NATS server with JetStream, nats://host:port: the NATS destination's URL; its stream is created (destinations; empty: no NATS tier)")
+	flag.StringVar(&cfg.dest.amqpURL, "amqp", "", "a RabbitMQ broker, amqp://user:password@host:port: the RabbitMQ destination's URL; its exchange and queue are declared (destinations; empty: no RabbitMQ tier)")
+	flag.IntVar(&cfg.dest.natsPID, "nats-pid", 0, "the nats-server's process id, whose CPU time per delivery is reported apart (destinations)")
+	flag.IntVar(&cfg.dest.rabbitPID, "rabbitmq-pid", 0, "the RabbitMQ node's process id (the Erlang VM, with its descendants), whose CPU time per delivery is reported apart (destinations)")
 	flag.StringVar(&cfg.otlpSink, "otlp-sink", "", "serve a discarding OTLP/HTTP trace receiver at this address during the run and print how many spans it got (webhookd's OTEL_EXPORTER_OTLP_ENDPOINT; see BENCH_TRACING)")
 	flag.Parse()
 
@@ -375,6 +388,8 @@ func run(ctx context.Context) error {
 			return errors.New("-lane-rate and -lane-pairs must be positive, -lane-fail in [0, 1)")
 		}
 		return lanesScenario(ctx, cfg, cert)
+	case "destinations":
+		return destinationsScenario(ctx, cfg, cert)
 	case "list":
 		cfg.listCalls = orDefault(cfg.listCalls, 500)
 		return scaleList(ctx, cfg)
@@ -419,7 +434,7 @@ func run(ctx context.Context) error {
 		}
 		return isolation(ctx, cfg, cert)
 	}
-	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite, list, pending, killload or lanes", cfg.scenario)
+	return fmt.Errorf("-scenario %q: want throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite, list, pending, killload, lanes or destinations", cfg.scenario)
 }
 
 // temporalOptions finds the Temporal server the stack uses as webhookd finds it (TEMPORAL_*

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -98,4 +99,59 @@ func awaitStarts(ctx context.Context, cfg config, before startCounts, want int) 
 		return !d.ok || d.total() >= want
 	}, func() { fmt.Printf("  waiting for %s to count %d starts: %d so far\n", startsMetric, want, d.total()) })
 	return d
+}
+
+// attemptMetric is webhookd's histogram of delivery attempts' durations, from dial (or the
+// broker's publish) to the end of the reply (or the broker's acknowledgement).
+const attemptMetric = "webhookd_delivery_attempt_duration_seconds"
+
+// attemptTime is one scrape of attemptMetric, summed over its labels; ok is false when the scrape
+// failed.
+type attemptTime struct {
+	ok    bool
+	sum   float64 // seconds
+	count uint64
+}
+
+// scrapeAttemptTime reads attemptMetric from the API's /metrics; a failed scrape gives ok false.
+func scrapeAttemptTime(ctx context.Context, api string) attemptTime {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/metrics", nil)
+	if err != nil {
+		return attemptTime{}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return attemptTime{}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return attemptTime{}
+	}
+	return parseAttemptTime(resp.Body)
+}
+
+func parseAttemptTime(r io.Reader) attemptTime {
+	parser := expfmt.NewTextParser(promodel.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return attemptTime{}
+	}
+	// Before its first attempt webhookd exports no sample of the histogram: none were made.
+	t := attemptTime{ok: true}
+	for _, m := range families[attemptMetric].GetMetric() {
+		t.sum += m.GetHistogram().GetSampleSum()
+		t.count += m.GetHistogram().GetSampleCount()
+	}
+	return t
+}
+
+// meanAttempt is the mean duration of the attempts made between two scrapes; 0 when either failed
+// or none was made.
+func meanAttempt(before, after attemptTime) time.Duration {
+	if !before.ok || !after.ok || after.count <= before.count {
+		return 0
+	}
+	return time.Duration((after.sum - before.sum) / float64(after.count-before.count) * float64(time.Second))
 }

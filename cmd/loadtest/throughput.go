@@ -61,7 +61,7 @@ func measureThroughput(ctx context.Context, cfg config, cert tls.Certificate, la
 	stopProgress := every(cfg.progress, func() {
 		fmt.Printf("  %s: %d of %d events accepted, %d delivered\n", label, accepted.Load(), cfg.events, counter.received.Load())
 	})
-	latencies, err := publishClosedLoop(ctx, client, cfg.events, cfg.concurrency, &accepted)
+	latencies, _, err := publishClosedLoop(ctx, client, cfg.events, cfg.concurrency, &accepted)
 	stopProgress()
 	if err != nil {
 		return throughputResult{}, fmt.Errorf("publish: %w", err)
@@ -75,12 +75,13 @@ func measureThroughput(ctx context.Context, cfg config, cert tls.Certificate, la
 }
 
 // publishClosedLoop publishes n events with the given number of clients, each publishing its next
-// event when the previous one is accepted, and returns each publish's latency. It counts the
-// accepted events in accepted.
-func publishClosedLoop(ctx context.Context, client *apiClient, n, clients int, accepted *atomic.Int64) ([]time.Duration, error) {
+// event when the previous one is accepted, and returns each publish's latency and the accepted
+// events' ids. It counts the accepted events in accepted.
+func publishClosedLoop(ctx context.Context, client *apiClient, n, clients int, accepted *atomic.Int64) ([]time.Duration, []int64, error) {
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
+		ids       []int64
 		lastErr   error
 	)
 	jobs := make(chan struct{})
@@ -89,12 +90,13 @@ func publishClosedLoop(ctx context.Context, client *apiClient, n, clients int, a
 		wg.Go(func() {
 			for range jobs {
 				t0 := time.Now()
-				_, err := client.publish(ctx)
+				ev, err := client.publish(ctx)
 				mu.Lock()
 				if err != nil {
 					lastErr = err
 				} else {
 					latencies = append(latencies, time.Since(t0))
+					ids = append(ids, ev.ID)
 					accepted.Add(1)
 				}
 				mu.Unlock()
@@ -106,7 +108,7 @@ func publishClosedLoop(ctx context.Context, client *apiClient, n, clients int, a
 	}
 	close(jobs)
 	wg.Wait()
-	return latencies, lastErr
+	return latencies, ids, lastErr
 }
 
 // deliveryCounter is the throughput receiver: it counts campaign.created deliveries and closes

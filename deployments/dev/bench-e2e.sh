@@ -5,7 +5,7 @@
 # beside a `make run` (bench-stack.sh, shared with bench-isolation.sh). It prints the table at the
 # end and stops everything on exit.
 #
-#   deployments/dev/bench-e2e.sh [suite|tiers|openloop|fanout|fanout-filter|burst|throughput|lanes] [loadtest flags, e.g. -events 500]
+#   deployments/dev/bench-e2e.sh [suite|tiers|openloop|fanout|fanout-filter|burst|throughput|lanes|destinations] [loadtest flags, e.g. -events 500]
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-e2e.sh     # measure another build
 #   WEBHOOKD_SWEEP_INTERVAL=1s deployments/dev/bench-e2e.sh         # WEBHOOKD_* reach webhookd
 #   BENCH_TRACING=0.01 deployments/dev/bench-e2e.sh tiers           # webhookd traces 1% of events (1: all)
@@ -20,11 +20,23 @@
 #
 #   deployments/dev/bench-e2e.sh lanes -events 2000 -keys 100
 #
+# destinations (issue 44; cmd/loadtest/destinations.go) is the destination tier: tier (c) to an
+# HTTPS receiver beside the same publishing into NATS JetStream and RabbitMQ, -rounds rounds (3),
+# deliveries/s and CPU per delivery, the brokers' own apart. This script starts the brokers
+# (bench-brokers.sh: bin/nats-server with JetStream, a RabbitMQ node of its own; `make rabbitmq`
+# installs RabbitMQ) and webhookd with WEBHOOKD_ALLOW_HTTP_TARGETS=true for their plaintext
+# nats:// and amqp:// URLs (the caller's wins). It is not in the suite: it needs RabbitMQ installed
+# and adds more than a minute (its nine tiers take 60-80 s). Scaled down:
+#
+#   deployments/dev/bench-e2e.sh destinations -events 500 -rounds 1
+#
 # Flags given here come after the script's own, so they win. The stack allows the fan-out's
 # webhooks (WEBHOOKD_MAX_WEBHOOKS: -hooks plus 10, unless set) and does not rate-limit the API.
 #
 # Ports: BENCH_TEMPORAL_PORT (17233), BENCH_UI_PORT (18233), BENCH_HTTP_PORT (18080),
-# BENCH_HEALTHY_PORT (19443). BENCH_KEEP=1 keeps the data and logs.
+# BENCH_HEALTHY_PORT (19443); the destinations' brokers, bench-brokers.sh's BENCH_NATS_PORT (14222),
+# BENCH_AMQP_PORT (15673), BENCH_AMQP_DIST_PORT (25673), BENCH_EPMD_PORT (14369). BENCH_KEEP=1 keeps
+# the data and logs.
 set -euo pipefail
 scenario=suite
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
@@ -32,8 +44,8 @@ if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
   shift
 fi
 case $scenario in
-  suite | tiers | openloop | fanout | fanout-filter | burst | throughput | lanes) ;;
-  *) echo "usage: $0 [suite|tiers|openloop|fanout|fanout-filter|burst|throughput|lanes] [loadtest flags]" >&2; exit 2 ;;
+  suite | tiers | openloop | fanout | fanout-filter | burst | throughput | lanes | destinations) ;;
+  *) echo "usage: $0 [suite|tiers|openloop|fanout|fanout-filter|burst|throughput|lanes|destinations] [loadtest flags]" >&2; exit 2 ;;
 esac
 
 # The fan-out registers -hooks webhooks (loadtest's default: 1000) on one account.
@@ -41,6 +53,10 @@ esac
 # shellcheck source=deployments/dev/bench-stack.sh
 source "$(dirname "$0")/bench-stack.sh"
 hooks=$(hooks_flag 1000 "$@")
+if [ "$scenario" = destinations ]; then
+  # shellcheck source=deployments/dev/bench-brokers.sh
+  source deployments/dev/bench-brokers.sh
+fi
 
 # bench-stack.sh exports TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, so the tiers scenario's bare
 # Temporal tier runs on the stack's server; WEBHOOKD_RATE_LIMIT, WEBHOOKD_ALLOW_PRIVATE_TARGETS and
@@ -48,18 +64,26 @@ hooks=$(hooks_flag 1000 "$@")
 export WEBHOOKD_MAX_WEBHOOKS=${WEBHOOKD_MAX_WEBHOOKS:-$((hooks + 10))}
 
 stack_env=()
-if [ "$scenario" = lanes ]; then
-  stack_env=("WEBHOOKD_RETRY_SCHEDULE=${WEBHOOKD_RETRY_SCHEDULE:-1s,1s,2s,2s,5s,5s,5s,5s}")
-fi
+case $scenario in
+  lanes) stack_env=("WEBHOOKD_RETRY_SCHEDULE=${WEBHOOKD_RETRY_SCHEDULE:-1s,1s,2s,2s,5s,5s,5s,5s}") ;;
+  destinations) stack_env=("WEBHOOKD_ALLOW_HTTP_TARGETS=${WEBHOOKD_ALLOW_HTTP_TARGETS:-true}") ;;
+esac
 echo "== $scenario: starting a fresh stack ($webhookd, $("$webhookd" version), tracing ${BENCH_TRACING:-off}) ${stack_env[*]}"
 dir=$work/$scenario
 start_stack "$dir" ${stack_env[@]+"${stack_env[@]}"}
+# The brokers start after the stack, whose processes are ${pids[0]} and ${pids[1]}.
+broker_flags=()
+if [ "$scenario" = destinations ]; then
+  start_brokers "$dir"
+  broker_flags=(-nats "$nats_url" -amqp "$amqp_url" -nats-pid "$nats_pid" -rabbitmq-pid "$rabbitmq_pid")
+fi
 rc=0
 # The tiers report the CPU time per delivery of webhookd, the Temporal dev server (with what it
 # runs under) and, given BENCH_POSTGRES_PID (the postmaster of BENCH_DATABASE_URL's server), PostgreSQL.
 loadtest_cmd=("$work/loadtest" -scenario "$scenario" -api "http://$WEBHOOKD_HTTP_ADDR" -key "$key_c"
   -listen "127.0.0.1:$healthy_port" -pid "${pids[1]}" -temporal-pid "${pids[0]}" ${BENCH_POSTGRES_PID:+-postgres-pid "$BENCH_POSTGRES_PID"}
-  -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" ${otlp_sink_flag[@]+"${otlp_sink_flag[@]}"})
+  -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" ${otlp_sink_flag[@]+"${otlp_sink_flag[@]}"}
+  ${broker_flags[@]+"${broker_flags[@]}"})
 if [ "$scenario" != lanes ]; then
   "${loadtest_cmd[@]}" "$@" 2>&1 | tee "$work/$scenario.out" || rc=$?
 else

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 
@@ -107,12 +106,13 @@ func (k *brokerReceiver) send(ctx context.Context, at *attempt) (*exchange, erro
 	msg := broker.Message{Body: k.body, Headers: messageHeaders(header), DedupID: msgID, OrderingKey: orderingKey}
 	if err == nil {
 		err = turn.Run(ctx, func(ctx context.Context) error {
-			pub, err := a.Brokers.Get(ctx, w.ID, w.UpdatedAt, func() broker.Target {
+			pub, release, err := a.Brokers.Get(ctx, w.ID, w.DestinationVersion(), func() broker.Target {
 				return broker.Target{URL: w.URL, Settings: k.dest, Credentials: k.creds, Dial: a.Egress.Dial, HTTP: a.Egress.HTTP()}
 			})
 			if err != nil {
 				return err
 			}
+			defer release()
 			return pub.Publish(ctx, msg)
 		})
 	}
@@ -175,7 +175,7 @@ func brokerKey(laneKey string) string {
 // destination's kind per webhook, closed when db says its webhook changed or was deleted.
 func NewBrokers(db *model.DB, log *slog.Logger) *broker.Pool {
 	return &broker.Pool{Open: broker.Open, Log: log,
-		Live: func(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
+		Live: func(ctx context.Context, ids []int64) (map[int64]string, error) {
 			return model.WebhookVersions(ctx, db, ids)
 		}}
 }

@@ -2,7 +2,9 @@ package model
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -497,19 +499,30 @@ func CountWebhooksByStatus(ctx context.Context, db bun.IDB) ([]StatusCount, erro
 	return counts, nil
 }
 
-// WebhookVersions returns the updated_at of each live webhook among ids: one that was deleted is not
-// in the map.
-func WebhookVersions(ctx context.Context, db bun.IDB, ids []int64) (map[int64]time.Time, error) {
-	var rows []struct {
-		ID        int64     `bun:"id"`
-		UpdatedAt time.Time `bun:"updated_at"`
+// DestinationVersion names what a delivery into w's destination is made with: its URL, its
+// destination's settings and their sealed credentials. It changes when any of them does, and only
+// then: a status, a failure count or a limit moves updated_at, and says nothing of the connection.
+func (w *Webhook) DestinationVersion() string {
+	h := sha256.New()
+	for _, part := range []*string{&w.URL, w.Destination, w.DestinationCredentials} {
+		if part != nil {
+			h.Write([]byte(*part))
+		}
+		h.Write([]byte{0})
 	}
-	if err := db.NewSelect().Model((*Webhook)(nil)).Column("id", "updated_at").Where("id IN (?)", bun.List(ids)).Scan(ctx, &rows); err != nil {
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// WebhookVersions returns the DestinationVersion of each live webhook among ids: one that was
+// deleted is not in the map.
+func WebhookVersions(ctx context.Context, db bun.IDB, ids []int64) (map[int64]string, error) {
+	var rows []Webhook
+	if err := db.NewSelect().Model(&rows).Column("id", "url", "destination", "destination_credentials").Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("webhook versions: %w", err)
 	}
-	out := make(map[int64]time.Time, len(rows))
-	for _, r := range rows {
-		out[r.ID] = r.UpdatedAt
+	out := make(map[int64]string, len(rows))
+	for i := range rows {
+		out[rows[i].ID] = rows[i].DestinationVersion()
 	}
 	return out, nil
 }

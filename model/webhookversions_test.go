@@ -22,8 +22,18 @@ func TestWebhookVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || !got[live.ID].Equal(live.UpdatedAt) {
-			t.Fatalf("versions = %v, want only webhook %d at %v", got, live.ID, live.UpdatedAt)
+		if len(got) != 1 || got[live.ID] != live.DestinationVersion() {
+			t.Fatalf("versions = %v, want only webhook %d at %s", got, live.ID, live.DestinationVersion())
+		}
+		// A status change is no new version; a new URL or destination is.
+		before := live.DestinationVersion()
+		live.Status, live.FailureCount = model.StatusFailing, 3
+		if live.DestinationVersion() != before {
+			t.Fatal("a status change moved the destination's version")
+		}
+		live.URL += "x"
+		if live.DestinationVersion() == before {
+			t.Fatal("a new URL kept the destination's version")
 		}
 	})
 }

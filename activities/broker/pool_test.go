@@ -12,16 +12,24 @@ type countingPublisher struct {
 	closed atomic.Int32
 }
 
-func (p *countingPublisher) Publish(context.Context, Message) error { return nil }
-func (p *countingPublisher) Close() error                           { p.closed.Add(1); return nil }
+func (p *countingPublisher) Publish(context.Context, Message) error {
+	if p.closed.Load() != 0 {
+		return errClosed
+	}
+	return nil
+}
+func (p *countingPublisher) Close() error { p.closed.Add(1); return nil }
+
+var errClosed = &Refusal{Class: ClassBrokerRefused, Message: "closed"}
 
 // TestPoolKeepsOnePublisherPerWebhookVersion: concurrent attempts of one webhook open one
-// publisher; a new version of the webhook (a change) gets a new one and the old is closed; the sweep
-// closes the publishers of webhooks deleted or changed, and those idle too long.
+// publisher; a new version of the webhook's destination gets a new one and the old is closed once
+// the publishes in flight on it end, never under them; the sweep closes the publishers of webhooks
+// deleted or changed, and those idle too long.
 func TestPoolKeepsOnePublisherPerWebhookVersion(t *testing.T) {
 	var mu sync.Mutex
 	var opened []*countingPublisher
-	live := map[int64]time.Time{}
+	live := map[int64]string{}
 	p := &Pool{
 		Open: func(context.Context, Target) (Publisher, error) {
 			mu.Lock()
@@ -30,10 +38,10 @@ func TestPoolKeepsOnePublisherPerWebhookVersion(t *testing.T) {
 			opened = append(opened, pub)
 			return pub, nil
 		},
-		Live: func(_ context.Context, ids []int64) (map[int64]time.Time, error) {
+		Live: func(_ context.Context, ids []int64) (map[int64]string, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			out := map[int64]time.Time{}
+			out := map[int64]string{}
 			for _, id := range ids {
 				if v, ok := live[id]; ok {
 					out[id] = v
@@ -43,49 +51,70 @@ func TestPoolKeepsOnePublisherPerWebhookVersion(t *testing.T) {
 		},
 	}
 	ctx := context.Background()
-	v1, v2 := time.Unix(100, 0), time.Unix(200, 0)
-	live[1], live[2] = v1, v1
+	target := func() Target { return Target{} }
+	get := func(id int64, version string) (Publisher, func()) {
+		t.Helper()
+		pub, release, err := p.Get(ctx, id, version, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pub, release
+	}
+	live[1], live[2] = "v1", "v1"
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if _, err := p.Get(ctx, 1, v1, func() Target { return Target{} }); err != nil {
+			_, release, err := p.Get(ctx, 1, "v1", target)
+			if err != nil {
 				t.Error(err)
+				return
 			}
+			release()
 		})
 	}
 	wg.Wait()
 	if len(opened) != 1 {
 		t.Fatalf("8 concurrent attempts opened %d publishers, want 1", len(opened))
 	}
-	if _, err := p.Get(ctx, 1, v2, func() Target { return Target{} }); err != nil {
-		t.Fatal(err)
+
+	// A publish in flight on v1 when an attempt reads v2: v1 is closed after it, not under it.
+	inFlight, releaseInFlight := get(1, "v1")
+	_, release := get(1, "v2")
+	release()
+	time.Sleep(20 * time.Millisecond) // a close that must not come
+	if err := inFlight.Publish(ctx, Message{}); err != nil || opened[0].closed.Load() != 0 {
+		t.Fatalf("the publisher in use was closed under its publish: %v", err)
 	}
+	releaseInFlight()
 	poolEventually(t, func() bool { return opened[0].closed.Load() == 1 })
-	if _, err := p.Get(ctx, 2, v1, func() Target { return Target{} }); err != nil {
-		t.Fatal(err)
-	}
+
+	_, release = get(2, "v1")
+	release()
 	if p.Len() != 2 {
 		t.Fatalf("pool holds %d publishers, want 2", p.Len())
 	}
-	// Webhook 1 was changed again (v2 is not live any more) and webhook 2 deleted.
+	// Webhook 1's destination changed again (v2 is not live any more) and webhook 2 was deleted.
 	mu.Lock()
-	live[1] = time.Unix(300, 0)
+	live[1] = "v3"
 	delete(live, 2)
 	mu.Unlock()
 	p.Sweep(ctx)
-	if p.Len() != 0 || opened[1].closed.Load() != 1 || opened[2].closed.Load() != 1 {
-		t.Fatalf("after the sweep: %d open, closes %d %d", p.Len(), opened[1].closed.Load(), opened[2].closed.Load())
+	poolEventually(t, func() bool { return opened[1].closed.Load() == 1 && opened[2].closed.Load() == 1 })
+	if p.Len() != 0 {
+		t.Fatalf("after the sweep: %d open", p.Len())
 	}
-	// An idle publisher of a live webhook is closed after IdleTimeout.
+	// An idle publisher of a live webhook is closed after IdleTimeout; one in use is not.
 	p.IdleTimeout = time.Nanosecond
-	if _, err := p.Get(ctx, 1, time.Unix(300, 0), func() Target { return Target{} }); err != nil {
-		t.Fatal(err)
-	}
+	_, release = get(1, "v3")
 	time.Sleep(time.Millisecond)
 	p.Sweep(ctx)
-	if p.Len() != 0 || opened[3].closed.Load() != 1 {
-		t.Fatalf("idle publisher kept: %d open", p.Len())
+	if p.Len() != 1 {
+		t.Fatal("the sweep retired a publisher in use as idle")
 	}
+	release()
+	time.Sleep(time.Millisecond)
+	p.Sweep(ctx)
+	poolEventually(t, func() bool { return p.Len() == 0 && opened[3].closed.Load() == 1 })
 	p.Close()
 }
 

@@ -138,3 +138,45 @@ func TestWebhookDestination(t *testing.T) {
 		}
 	})
 }
+
+// TestSQSDestinationHeaderRoom (issue 44): an SQS message carries at most 10 attributes and
+// webhookd's own headers take 5 (7 on an ordered webhook's resend), so an SQS webhook may have 5
+// headers of its own, 3 when it is ordered: more is 422 naming headers, on create, PUT and PATCH,
+// whichever of the destination, the headers and the ordering changes; other kinds take them.
+func TestSQSDestinationHeaderRoom(t *testing.T) {
+	headers := func(n int) string {
+		var parts []string
+		for i := range n {
+			parts = append(parts, fmt.Sprintf(`"X-H%d":"v"`, i))
+		}
+		return `{` + strings.Join(parts, ",") + `}`
+	}
+	const sqs = `{"type":"sqs","accessKeyId":"AKIA1","secretAccessKey":"s"}`
+	const queue = "https://sqs.us-east-1.amazonaws.com/1/q"
+	forEach(t, func(t *testing.T, e *testEnv, v variantCase) {
+		auth := v.auth(newKey(t, e.db))
+		e.do(t, "POST", v.collection, auth, limitsBody(queue, v.eventType, `"destination":`+sqs+`,"headers":`+headers(6))).
+			expectError(t, v, http.StatusUnprocessableEntity, "headers")
+		e.do(t, "POST", v.collection, auth, limitsBody(queue, v.eventType, `"destination":`+sqs+`,"ordering":{"key":"data.id"},"headers":`+headers(4))).
+			expectError(t, v, http.StatusUnprocessableEntity, "headers")
+		e.do(t, "POST", v.collection, auth, limitsBody("tls://n.example.com", v.eventType, `"destination":{"type":"nats","subject":"x"},"headers":`+headers(8))).
+			expect(t, http.StatusCreated, "")
+		created := e.do(t, "POST", v.collection, auth, limitsBody(queue, v.eventType, `"destination":`+sqs+`,"headers":`+headers(5)))
+		created.expect(t, http.StatusCreated, "")
+		one := fmt.Sprintf("%s/%s", v.collection, jsonNumber(created.data(t)["id"]))
+		for _, c := range []struct{ method, body string }{
+			{"PATCH", `{"headers":` + headers(6) + `}`},
+			{"PATCH", `{"ordering":{"key":"data.id"}}`},
+			{"PUT", `{"url":"` + queue + `","headers":` + headers(6) + `}`},
+		} {
+			e.do(t, c.method, one, auth, c.body).expectError(t, v, http.StatusUnprocessableEntity, "headers")
+		}
+		e.do(t, "PATCH", one, auth, `{"headers":`+headers(3)+`,"ordering":{"key":"data.id"}}`).expect(t, http.StatusOK, "")
+		// An HTTPS webhook with many headers cannot become an SQS one without dropping some.
+		plain := e.do(t, "POST", v.collection, auth, limitsBody("https://p.example.com/", v.eventType, `"headers":`+headers(7)))
+		plain.expect(t, http.StatusCreated, "")
+		plainOne := fmt.Sprintf("%s/%s", v.collection, jsonNumber(plain.data(t)["id"]))
+		e.do(t, "PUT", plainOne, auth, `{"url":"`+queue+`","destination":`+sqs+`}`).expectError(t, v, http.StatusUnprocessableEntity, "headers")
+	})
+}
+

@@ -228,3 +228,55 @@ func unmask(sent destination.Credentials, typ string, stored *destination.Settin
 	}
 	return sent, nil
 }
+
+// sqsOwnAttributes are the message attributes webhookd's own headers take on an SQS message
+// (content-type, x-service-event, webhook-id, webhook-timestamp, webhook-signature), and
+// sqsOrderedAttributes an ordered webhook's resend's (webhook-sequence, webhook-resend beside
+// them); SQS takes at most sqsMaxAttributes.
+const (
+	sqsMaxAttributes     = 10
+	sqsOwnAttributes     = 5
+	sqsOrderedAttributes = 7
+)
+
+// fitsDestination refuses settings that the webhook's destination, as it would be after the change
+// (stored: before it, nil on create), cannot carry: an HTTPS receiver's auth and tls beside any
+// destination (httpOnly), and more headers of its own than an SQS message has attributes left for.
+func (s *Service) fitsDestination(dest model.DestinationChange, c model.SettingsChange, stored *model.Webhook) error {
+	if err := httpOnly(dest, c, stored); err != nil {
+		return err
+	}
+	text := dest.To
+	if !dest.Set && stored != nil {
+		text = stored.Destination
+	}
+	d, err := destination.Of(text)
+	if err != nil || d == nil || d.Type != destination.SQS {
+		return err
+	}
+	sealed := c.Headers.To
+	if !c.Headers.Set && stored != nil {
+		sealed = stored.Headers
+	}
+	if sealed == nil {
+		return nil
+	}
+	box, err := s.box()
+	if err != nil {
+		return err
+	}
+	headers, err := box.WebhookHeaders(&model.Webhook{Headers: sealed})
+	if err != nil {
+		return err
+	}
+	ordered := c.Ordering.To != nil || !c.Ordering.Set && stored != nil && stored.OrderingKey != nil
+	room := sqsMaxAttributes - sqsOwnAttributes
+	if ordered {
+		room = sqsMaxAttributes - sqsOrderedAttributes
+	}
+	if len(headers) > room {
+		return invalid("headers", "an sqs destination's messages carry at most %d attributes and webhookd's own headers take %d, so the webhook may have at most %d headers of its own; it has %d",
+			sqsMaxAttributes, sqsMaxAttributes-room, room, len(headers))
+	}
+	return nil
+}

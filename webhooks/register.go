@@ -49,7 +49,7 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	if err != nil {
 		return nil, "", err
 	}
-	if err := httpOnly(dest, settings, nil); err != nil {
+	if err := s.fitsDestination(dest, settings, nil); err != nil {
 		return nil, "", err
 	}
 	secret, sealed, err := s.newSecret()
@@ -127,7 +127,7 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 	if url, limits.Destination, err = s.target(ctx, url, settings.Destination, stored); err != nil {
 		return nil, err
 	}
-	if err := httpOnly(limits.Destination, limits, stored); err != nil {
+	if err := s.fitsDestination(limits.Destination, limits, stored); err != nil {
 		return nil, err
 	}
 	w, err := model.UpdateWebhookURL(ctx, s.db, scope, id, url, limits, s.clock.Now())
@@ -147,7 +147,7 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 	if err != nil {
 		return nil, err
 	}
-	if settings.Destination.Set || limits.Auth.To != nil || limits.TLS.To != nil {
+	if settings.Destination.Set || limits.Auth.To != nil || limits.TLS.To != nil || limits.Headers.Set || limits.Ordering.Set {
 		// The URL stays: the destination's settings change beside it, judged with it.
 		stored, err := model.GetWebhook(ctx, s.db, scope, id)
 		if err != nil {
@@ -158,7 +158,7 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 				return nil, err
 			}
 		}
-		if err := httpOnly(limits.Destination, limits, stored); err != nil {
+		if err := s.fitsDestination(limits.Destination, limits, stored); err != nil {
 			return nil, err
 		}
 	}

@@ -179,4 +179,3 @@ func TestSQSDestinationHeaderRoom(t *testing.T) {
 		e.do(t, "PUT", plainOne, auth, `{"url":"`+queue+`","destination":`+sqs+`}`).expectError(t, v, http.StatusUnprocessableEntity, "headers")
 	})
 }
-

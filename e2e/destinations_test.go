@@ -75,7 +75,11 @@ func testDestination(t *testing.T, c destinationCase) {
 	apiAddr := freeAddr(t)
 	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "dest", tsrv, rc,
 		"WEBHOOKD_ALLOW_HTTP_TARGETS=true",
-		"WEBHOOKD_RETRY_SCHEDULE=2s,2s,2s,2s,2s,2s,2s,2s,2s,2s",
+		// Enough attempts to outlast a broker's restart under load (RabbitMQ's takes 6-30 s on two
+		// busy cores), the breaker's cooldowns included: an attempt while the broker's breaker is
+		// open fails fast and takes a place in the schedule.
+		"WEBHOOKD_RETRY_SCHEDULE=2s,2s,2s,2s,2s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s",
+		"WEBHOOKD_BREAKER_COOLDOWN=3s",
 		// A Deliver activity cut by the kill runs again after its start-to-close timeout.
 		"WEBHOOKD_DELIVERY_TIMEOUT=2s",
 		"WEBHOOKD_SWEEP_INTERVAL=250ms",
@@ -317,7 +321,7 @@ func publishOrFail(t *testing.T, st *stack, i int) int64 {
 // waitDelivered waits until event's delivery to webhook is recorded delivered.
 func waitDelivered(t *testing.T, st *stack, event, webhook int64) {
 	t.Helper()
-	eventually(t, 90*time.Second, fmt.Sprintf("event %d delivered", event), func() bool {
+	eventually(t, 3*time.Minute, fmt.Sprintf("event %d delivered", event), func() bool {
 		return st.delivery(t, event, webhook).State == model.DeliveryDelivered
 	})
 }

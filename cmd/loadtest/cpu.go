@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ import (
 type cpuProcess struct {
 	name string
 	pids []int // the trees whose CPU time is summed under name; none: this process
+	// split, when set, also reports the one tree's CPU time by child, as name/label (proccpu.ByChild):
+	// PostgreSQL's by database.
+	split func(cmdline string) string
 }
 
 // serverProcesses are the stack's processes whose ids were given: webhookd (-pid), webhookd's API
@@ -28,13 +32,25 @@ type cpuProcess struct {
 // and PostgreSQL (-postgres-pid).
 func serverProcesses(cfg config) []cpuProcess {
 	var procs []cpuProcess
-	for _, p := range []cpuProcess{{"webhookd", onePID(cfg.pid)}, {"webhookd-api", cfg.apiPIDs},
-		{"webhookd-worker", cfg.workerPIDs}, {"temporal", onePID(cfg.temporalPID)}, {"postgres", onePID(cfg.postgresPID)}} {
+	for _, p := range []cpuProcess{{"webhookd", onePID(cfg.pid), nil}, {"webhookd-api", cfg.apiPIDs, nil},
+		{"webhookd-worker", cfg.workerPIDs, nil}, {"temporal", onePID(cfg.temporalPID), nil}, {"postgres", onePID(cfg.postgresPID), postgresDatabase}} {
 		if len(p.pids) > 0 {
 			procs = append(procs, p)
 		}
 	}
 	return procs
+}
+
+// postgresDatabase labels a PostgreSQL backend by its database, from the command line the
+// backend sets ("postgres: <user> <database> <client> <activity>"), so that Temporal's, its
+// visibility's and webhookd's shares of the server's CPU are apart; everything else (the postmaster,
+// its background processes, the backends that ended) is "other".
+func postgresDatabase(cmdline string) string {
+	f := strings.Fields(cmdline)
+	if len(f) >= 4 && f[0] == "postgres:" && strings.Contains(f[3], "(") {
+		return f[2]
+	}
+	return "other"
 }
 
 // onePID is a flag's one process id as a list: none when it was not given.
@@ -84,8 +100,19 @@ func readCPU(procs []cpuProcess) cpuReading {
 			}
 			sum += d
 		}
-		if read {
-			r[p.name] = sum
+		if !read {
+			continue
+		}
+		r[p.name] = sum
+		if p.split != nil && len(pids) == 1 {
+			if parts, err := proccpu.ByChild("/proc", pids[0], p.split); err == nil {
+				for label, d := range parts {
+					if label == "" {
+						label = "other"
+					}
+					r[p.name+"/"+label] += d
+				}
+			}
 		}
 	}
 	return r
@@ -110,9 +137,26 @@ func cpuPerDelivery(procs []cpuProcess, before, after cpuReading, n int) cpuCost
 		}
 		c.names = append(c.names, p.name)
 		c.ms = append(c.ms, float64(a-b)/float64(time.Millisecond)/float64(n))
+		if p.split == nil {
+			continue
+		}
+		var parts []string
+		for name := range after {
+			if _, ok := before[name]; ok && strings.HasPrefix(name, p.name+"/") {
+				parts = append(parts, name)
+			}
+		}
+		slices.Sort(parts)
+		for _, name := range parts {
+			c.names = append(c.names, name)
+			c.ms = append(c.ms, float64(after[name]-before[name])/float64(time.Millisecond)/float64(n))
+		}
 	}
 	return c
 }
+
+// isPart tells a share of a tree (postgres/webhookd) from a tree: total counts only the trees.
+func isPart(name string) bool { return strings.Contains(name, "/") }
 
 // of is the CPU time per delivery of the named tree, 0 when it was not read.
 func (c cpuCost) of(name string) float64 {
@@ -133,8 +177,10 @@ func (c cpuCost) lookup(name string) (float64, bool) {
 // total is the CPU time per delivery of every tree read.
 func (c cpuCost) total() float64 {
 	var t float64
-	for _, ms := range c.ms {
-		t += ms
+	for i, ms := range c.ms {
+		if !isPart(c.names[i]) {
+			t += ms
+		}
 	}
 	return t
 }

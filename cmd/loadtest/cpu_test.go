@@ -106,3 +106,26 @@ func TestClusterProcessGroups(t *testing.T) {
 		t.Errorf("a group of the same tree twice: %v, want at least twice %v", r["two"], r["one"])
 	}
 }
+
+func TestPostgresDatabaseShares(t *testing.T) {
+	for cmdline, want := range map[string]string{
+		"postgres: temporal temporal_visibility 127.0.0.1(40122) idle": "temporal_visibility",
+		"postgres: webhookd webhookd 127.0.0.1(40123) COMMIT":          "webhookd",
+		"postgres: checkpointer":                                       "other",
+		"postgres: autovacuum launcher":                                "other",
+		"/usr/lib/postgresql/15/bin/postgres -D data":                  "other",
+		"": "other",
+	} {
+		if got := postgresDatabase(cmdline); got != want {
+			t.Errorf("postgresDatabase(%q) = %q, want %q", cmdline, got, want)
+		}
+	}
+	procs := []cpuProcess{{name: "postgres", pids: []int{1}, split: postgresDatabase}, {name: "temporal", pids: []int{2}}}
+	before := cpuReading{"postgres": 0, "postgres/webhookd": 0, "postgres/other": 0, "temporal": 0}
+	after := cpuReading{"postgres": 30 * time.Millisecond, "postgres/webhookd": 10 * time.Millisecond, "postgres/other": 20 * time.Millisecond,
+		"postgres/temporal": 5 * time.Millisecond, "temporal": 40 * time.Millisecond}
+	c := cpuPerDelivery(procs, before, after, 10)
+	if got, want := c.String(), "postgres 3.00, postgres/other 2.00, postgres/webhookd 1.00, temporal 4.00 (all 7.00)"; got != want {
+		t.Fatalf("cost = %q, want %q (a share read once is left out, and shares are not added to the total)", got, want)
+	}
+}

@@ -156,10 +156,18 @@ type config struct {
 	workerPIDs  []int // and its worker replicas
 	temporalPID int
 	postgresPID int
-	sample      time.Duration
-	listEvery   time.Duration
-	idle        time.Duration
-	publishFor  time.Duration
+	// temporalMetrics is the Temporal server's Prometheus endpoint, whose store operations per
+	// delivery the tiers report.
+	temporalMetrics string
+	// postgresStats is a URL of the PostgreSQL database where pg_stat_statements is installed, whose
+	// statements per delivery the tiers report.
+	postgresStats string
+	// tiers are the tiers the tiers scenario measures (-tiers); none: all.
+	tiers      tierSet
+	sample     time.Duration
+	listEvery  time.Duration
+	idle       time.Duration
+	publishFor time.Duration
 
 	// hanging, isolation and sharedhost
 	noisyHooks int
@@ -262,6 +270,9 @@ func run(ctx context.Context) error {
 	apiPIDs := flag.String("api-pids", "", "process ids of webhookd's API replicas, separated by commas, whose CPU time per delivery is reported summed as webhookd-api (tiers; make cluster, see bench-cluster.sh)")
 	workerPIDs := flag.String("worker-pids", "", "process ids of webhookd's worker replicas, separated by commas, whose CPU time per delivery is reported summed as webhookd-worker (tiers)")
 	flag.IntVar(&cfg.temporalPID, "temporal-pid", 0, "the Temporal server's process id (with its descendants), whose CPU time per delivery (tiers) or in B's held backlog (sharedhost) is reported")
+	tierList := flag.String("tiers", "a,b',b,c", "the tiers to measure, separated by commas, among a, b', b and c (tiers)")
+	flag.StringVar(&cfg.postgresStats, "postgres-stats", "", "a postgres:// URL of the database where pg_stat_statements is installed, whose top statements per delivery the tiers report (make cluster with CLUSTER_PG_STATEMENTS=1)")
+	flag.StringVar(&cfg.temporalMetrics, "temporal-metrics", "", "the Temporal server's metrics URL (http://host:port/metrics), whose store operations per delivery the tiers report")
 	flag.IntVar(&cfg.postgresPID, "postgres-pid", 0, "PostgreSQL's postmaster process id (with its backends), whose CPU time per delivery is reported (tiers)")
 	flag.DurationVar(&cfg.sample, "sample", 2*time.Second, "interval between RSS samples (pending)")
 	flag.DurationVar(&cfg.listEvery, "list-every", 10*time.Second, "interval between bursts of timed list calls under load (pending)")
@@ -351,6 +362,9 @@ func run(ctx context.Context) error {
 	}
 	cfg.matrix.quietCPU = *quietPct / 100
 	if err := cfg.matrix.check(); err != nil {
+		return err
+	}
+	if cfg.tiers, err = parseTiers(*tierList); err != nil {
 		return err
 	}
 	if cfg.apiPIDs, err = parsePIDs("api-pids", *apiPIDs); err != nil {

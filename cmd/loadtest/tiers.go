@@ -33,8 +33,13 @@ type tierResult struct {
 	name    string
 	n       int
 	elapsed time.Duration
-	// cpu is the CPU time per delivery of each watched process.
+	// cpu is the CPU time per delivery of each watched process, from the first send until the
+	// server processes are quiet after the last arrival (settle).
 	cpu cpuCost
+	// ops is the Temporal server's store operations per delivery (-temporal-metrics), or "".
+	ops string
+	// statements is PostgreSQL's statements per delivery (-postgres-stats), or "".
+	statements string
 }
 
 func (r tierResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -51,9 +56,11 @@ type tiersResult struct {
 // ratios are (c)/(b) of each round: how close webhookd comes to what Temporal itself allows in the
 // same shape, under the same load.
 func (r tiersResult) ratios() []float64 {
-	out := make([]float64, len(r.e2e))
+	var out []float64
 	for i := range r.e2e {
-		out[i] = r.e2e[i].rate() / r.bare[i].rate()
+		if r.e2e[i].n > 0 && r.bare[i].n > 0 {
+			out = append(out, r.e2e[i].rate()/r.bare[i].rate())
+		}
 	}
 	return out
 }
@@ -63,9 +70,20 @@ func (r tiersResult) ratio() float64 { return median(r.ratios()) }
 
 // all lists the tiers in the order they ran.
 func (r tiersResult) all() []tierResult {
-	out := []tierResult{r.raw, r.bareRegular}
-	for i := range r.e2e {
-		out = append(out, r.bare[i], r.e2e[i])
+	var out []tierResult
+	for _, t := range append([]tierResult{r.raw, r.bareRegular}, interleave(r.bare, r.e2e)...) {
+		if t.n > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// interleave is a[0], b[0], a[1], b[1], ...: the rounds in the order they ran.
+func interleave(a, b []tierResult) []tierResult {
+	var out []tierResult
+	for i := range a {
+		out = append(out, a[i], b[i])
 	}
 	return out
 }
@@ -117,11 +135,31 @@ func tiers(ctx context.Context, cfg config, cert tls.Certificate, temporalOpts c
 		fmt.Printf("| %s | %.0f | %s | %s |\n", t.name, t.rate(), t.elapsed.Round(time.Millisecond), t.cpu)
 	}
 	if len(r.e2e) > 1 {
-		fmt.Printf("| (b), median of %d rounds | %.0f | | %s |\n", len(r.bare), median(rates(r.bare)), medianCost(r.bare))
-		fmt.Printf("| (c), median of %d rounds | %.0f | | %s |\n", len(r.e2e), median(rates(r.e2e)), medianCost(r.e2e))
-		fmt.Printf("\n(c)/(b) by round: %s\n", formatRatios(r.ratios()))
+		if cfg.tiers.has("b") {
+			fmt.Printf("| (b), median of %d rounds | %.0f | | %s |\n", len(r.bare), median(rates(r.bare)), medianCost(r.bare))
+		}
+		if cfg.tiers.has("c") {
+			fmt.Printf("| (c), median of %d rounds | %.0f | | %s |\n", len(r.e2e), median(rates(r.e2e)), medianCost(r.e2e))
+		}
+		if cfg.tiers.has("b") && cfg.tiers.has("c") {
+			fmt.Printf("\n(c)/(b) by round: %s\n", formatRatios(r.ratios()))
+		}
 	}
-	fmt.Printf("\n(c)/(b): %.2f\n", r.ratio())
+	if cfg.tiers.has("b") && cfg.tiers.has("c") {
+		fmt.Printf("\n(c)/(b): %.2f\n", r.ratio())
+	}
+	if cfg.temporalMetrics != "" {
+		fmt.Printf("\nThe Temporal server's store operations per delivery (%s):\n", cfg.temporalMetrics)
+		for _, t := range r.all() {
+			fmt.Printf("- %s: %s\n", t.name, orNA(t.ops))
+		}
+	}
+	if cfg.postgresStats != "" {
+		fmt.Printf("\nPostgreSQL's statements per delivery (pg_stat_statements; execution time only):\n")
+		for _, t := range r.all() {
+			fmt.Printf("- %s:\n%s", t.name, t.statements)
+		}
+	}
 	return nil
 }
 
@@ -147,40 +185,78 @@ func measureTiers(ctx context.Context, cfg config, cert tls.Certificate, tempora
 	fmt.Printf("tiers: %d deliveries each, %d concurrent clients, (b) and (c) in %d rounds\n", cfg.events, cfg.concurrency, rounds)
 	procs := cpuProcesses(cfg)
 	// withCPU runs one tier and notes the CPU time each watched process spent on it.
+	stmts := openPGStatements(cfg.postgresStats)
+	defer stmts.close()
 	withCPU := func(measure func() (tierResult, error)) (tierResult, error) {
-		before := readCPU(procs)
+		stmts.reset(ctx)
+		ops, before := scrapePersistence(ctx, cfg.temporalMetrics), readCPU(procs)
 		r, err := measure()
+		if err == nil {
+			settle(ctx, procs)
+		}
 		r.cpu = cpuPerDelivery(procs, before, readCPU(procs), r.n)
+		r.ops = persistencePerDelivery(ops, scrapePersistence(ctx, cfg.temporalMetrics), r.n)
+		r.statements = stmts.report(ctx, r.n)
 		return r, err
 	}
 	var res tiersResult
 	var err error
-	if res.raw, err = withCPU(func() (tierResult, error) { return rawTier(ctx, cfg, cert) }); err != nil {
-		return tiersResult{}, fmt.Errorf("(a) raw HTTPS: %w", err)
+	if cfg.tiers.has("a") {
+		if res.raw, err = withCPU(func() (tierResult, error) { return rawTier(ctx, cfg, cert) }); err != nil {
+			return tiersResult{}, fmt.Errorf("(a) raw HTTPS: %w", err)
+		}
 	}
-	if res.bareRegular, err = withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, false) }); err != nil {
-		return tiersResult{}, fmt.Errorf("(b') bare Temporal: %w", err)
+	if cfg.tiers.has("b'") {
+		if res.bareRegular, err = withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, false) }); err != nil {
+			return tiersResult{}, fmt.Errorf("(b') bare Temporal: %w", err)
+		}
 	}
 	for round := 1; round <= rounds; round++ {
 		suffix := ""
 		if rounds > 1 {
 			suffix = fmt.Sprintf(", round %d", round)
 		}
-		bare, err := withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, true) })
-		if err != nil {
-			return tiersResult{}, fmt.Errorf("(b) bare Temporal: %w", err)
+		var bare, e2e tierResult
+		if cfg.tiers.has("b") {
+			bare, err = withCPU(func() (tierResult, error) { return bareTemporalTier(ctx, cfg, cert, temporalOpts, true) })
+			if err != nil {
+				return tiersResult{}, fmt.Errorf("(b) bare Temporal: %w", err)
+			}
+			bare.name += suffix
 		}
-		bare.name += suffix
-		e2e, err := withCPU(func() (tierResult, error) {
-			t, err := measureThroughput(ctx, cfg, cert, "(c) webhookd")
-			return tierResult{name: "(c) webhookd end to end" + suffix, n: cfg.events, elapsed: t.total}, err
-		})
-		if err != nil {
-			return tiersResult{}, fmt.Errorf("(c) webhookd: %w", err)
+		if cfg.tiers.has("c") {
+			e2e, err = withCPU(func() (tierResult, error) {
+				t, err := measureThroughput(ctx, cfg, cert, "(c) webhookd")
+				return tierResult{name: "(c) webhookd end to end" + suffix, n: cfg.events, elapsed: t.total}, err
+			})
+			if err != nil {
+				return tiersResult{}, fmt.Errorf("(c) webhookd: %w", err)
+			}
 		}
 		res.bare, res.e2e = append(res.bare, bare), append(res.e2e, e2e)
 	}
 	return res, nil
+}
+
+// tierSet is the tiers a run measures (-tiers): a, b', b and c.
+type tierSet []string
+
+func (s tierSet) has(tier string) bool { return len(s) == 0 || slices.Contains(s, tier) }
+
+// parseTiers parses -tiers: tiers separated by commas, each one of a, b', b and c.
+func parseTiers(v string) (tierSet, error) {
+	var s tierSet
+	for f := range strings.SplitSeq(v, ",") {
+		f = strings.TrimSpace(f)
+		switch f {
+		case "":
+		case "a", "b'", "b", "c":
+			s = append(s, f)
+		default:
+			return nil, fmt.Errorf("-tiers %q: want tiers separated by commas among a, b', b and c", v)
+		}
+	}
+	return s, nil
 }
 
 // receiverClient is an HTTPS client that trusts the loadtest certificate and keeps conns

@@ -23,6 +23,7 @@ func TestTiersRounds(t *testing.T) {
 		return tierResult{n: int(perSecond), elapsed: time.Second, cpu: cpuCost{names: []string{"webhookd", "temporal"}, ms: []float64{webhookd, temporal}}}
 	}
 	r := tiersResult{
+		raw: tier(5000, 0, 0), bareRegular: tier(70, 0, 12),
 		bare: []tierResult{tier(200, 0, 5), tier(100, 0, 9), tier(200, 0, 6)},
 		e2e:  []tierResult{tier(150, 2, 7), tier(90, 4, 11), tier(190, 3, 6)},
 	}
@@ -40,5 +41,29 @@ func TestTiersRounds(t *testing.T) {
 	}
 	if n := len(r.all()); n != 2+6 {
 		t.Errorf("%d tiers reported, want (a), (b') and 3 rounds of (b) and (c)", n)
+	}
+	// -tiers c: only (c)'s rounds are reported, and no ratio.
+	onlyC := tiersResult{bare: make([]tierResult, 3), e2e: r.e2e}
+	if n := len(onlyC.all()); n != 3 {
+		t.Errorf("%d tiers reported of a run of (c) alone, want its 3 rounds", n)
+	}
+	if got := onlyC.ratios(); len(got) != 0 {
+		t.Errorf("a run of (c) alone has ratios %v", got)
+	}
+}
+
+func TestParseTiers(t *testing.T) {
+	s, err := parseTiers("b, c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.has("a") || s.has("b'") || !s.has("b") || !s.has("c") {
+		t.Fatalf("parseTiers(\"b, c\") = %v", s)
+	}
+	if all, err := parseTiers(""); err != nil || !all.has("a") || !all.has("c") {
+		t.Fatalf("no tiers named measures all of them: %v, %v", all, err)
+	}
+	if _, err := parseTiers("b,d"); err == nil {
+		t.Fatal("an unknown tier was taken")
 	}
 }

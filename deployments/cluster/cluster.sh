@@ -12,6 +12,15 @@
 #   WEBHOOKD_BIN, TEMPORAL_SERVER_BIN, TEMPORAL_SQL_TOOL_BIN, TEMPORAL_UI_BIN, TEMPORAL_CLI
 #                        the programs to run (default bin/webhookd, bin/temporal-server, ...)
 #   WEBHOOKD_*           passed to every webhookd replica (e.g. WEBHOOKD_ALLOW_PRIVATE_TARGETS)
+#   CLUSTER_HISTORY_SHARDS  the Temporal server's history shards (4), for a new CLUSTER_DIR only:
+#                        the count is fixed when Temporal's database is created
+#   CLUSTER_TEMPORAL_GOGC, CLUSTER_TEMPORAL_GOMEMLIMIT  the Temporal server's GOGC and GOMEMLIMIT
+#                        (the Go defaults unless set)
+#   CLUSTER_DYNAMIC_CONFIG_EXTRA  a YAML file of dynamic config keys added to dynamicconfig.yaml's;
+#                        a key in both takes the extra file's value
+#   CLUSTER_PG_STATEMENTS  1: PostgreSQL loads pg_stat_statements (the extension is created in
+#                        the database postgres), so that benchmarks can tell which statements,
+#                        Temporal's or webhookd's, cost what (make bench-cluster; issue 45)
 #   CLUSTER_ROLES        split (default): api-1 and api-2 (--role api), worker-1 and worker-2
 #                        (--role worker); all: all-1 and all-2 (--role all, API and worker in one
 #                        process, on the API ports), whose starts can be eager
@@ -272,6 +281,19 @@ export CLUSTER_TEMPORAL_METRICS_PORT=$((base + 10))
 export CLUSTER_UI_PORT=$ui_port
 export CLUSTER_TLS_DIR=$tls
 export CLUSTER_DYNAMIC_CONFIG=$here/dynamicconfig.yaml
+if [ -n "${CLUSTER_DYNAMIC_CONFIG_EXTRA:-}" ]; then
+  [ -f "$CLUSTER_DYNAMIC_CONFIG_EXTRA" ] || { echo "CLUSTER_DYNAMIC_CONFIG_EXTRA=$CLUSTER_DYNAMIC_CONFIG_EXTRA is not a file" >&2; exit 1; }
+  # A key of the extra file replaces the base file's (its line and the indented lines under it).
+  awk 'NR == FNR { if ($0 ~ /^[A-Za-z]/) extra[$1] = 1; next }
+    /^[A-Za-z]/ { skip = ($1 in extra) } /^[^ -]/ && !/^[A-Za-z]/ { skip = 0 } !skip' \
+    "$CLUSTER_DYNAMIC_CONFIG_EXTRA" "$here/dynamicconfig.yaml" >"$state/dynamicconfig.yaml"
+  cat "$CLUSTER_DYNAMIC_CONFIG_EXTRA" >>"$state/dynamicconfig.yaml"
+  export CLUSTER_DYNAMIC_CONFIG=$state/dynamicconfig.yaml
+fi
+case ${CLUSTER_HISTORY_SHARDS:-4} in '' | *[!0-9]* | 0) echo "CLUSTER_HISTORY_SHARDS=$CLUSTER_HISTORY_SHARDS: want a positive number" >&2; exit 1 ;; esac
+temporal_env=()
+[ -z "${CLUSTER_TEMPORAL_GOGC:-}" ] || temporal_env+=("GOGC=$CLUSTER_TEMPORAL_GOGC")
+[ -z "${CLUSTER_TEMPORAL_GOMEMLIMIT:-}" ] || temporal_env+=("GOMEMLIMIT=$CLUSTER_TEMPORAL_GOMEMLIMIT")
 
 started=$SECONDS
 
@@ -308,8 +330,12 @@ fi
 # In the foreground, as a service manager runs it. No Unix socket (-k ''): TCP on loopback only.
 # fsync and synchronous_commit on (the defaults): a commit that answered a client, an event's 202
 # included, survives a crash of the server (issue 33; e2e/pgcrash_test.go kills it to show it).
+pg_settings=(-c max_connections=300)
+if [ "${CLUSTER_PG_STATEMENTS:-}" = 1 ]; then
+  pg_settings+=(-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=2000)
+fi
 supervise postgres "${as_pg[@]}" "$pg_bin/postgres" -D "$pgdir/data" -h 127.0.0.1 -p "$pg_port" -k '' \
-  -c max_connections=300
+  "${pg_settings[@]}"
 wait_until 60 PostgreSQL postgres "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U postgres
 
 # psql_as <user> <database> <psql arguments...>, unaligned and without headers, for scripting.
@@ -318,6 +344,9 @@ psql_as() {
   shift 2
   "$pg_bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U "$user" -d "$db" "$@"
 }
+if [ "${CLUSTER_PG_STATEMENTS:-}" = 1 ]; then
+  psql_as postgres postgres -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+fi
 # Each service owns its databases through a role of its own.
 for role_db in temporal:temporal temporal:temporal_visibility webhookd:webhookd; do
   role=${role_db%%:*} db=${role_db#*:}
@@ -353,7 +382,7 @@ done
 echo "starting the Temporal server (log: $logs/temporal-server.log)"
 # --allow-no-auth: the frontend authenticates clients by certificate but authorizes nothing; a real
 # deployment configures an authorizer and claim mapper (docs.temporal.io/self-hosted-guide/security).
-supervise temporal-server "$temporal_server" --root "$here" --config . --env temporal-server \
+supervise temporal-server env "${temporal_env[@]}" "$temporal_server" --root "$here" --config . --env temporal-server \
   --allow-no-auth start
 wait_until 120 "Temporal server" temporal-server "$temporal" operator cluster health
 

@@ -84,6 +84,12 @@ export WEBHOOKD_ALLOW_PRIVATE_TARGETS=true
 export WEBHOOKD_EXTRA_CA_FILE=$work/loadtest-cert.pem
 # The API's per-key rate limit is not under test: the publishers must not meet it.
 export WEBHOOKD_RATE_LIMIT=${WEBHOOKD_RATE_LIMIT:-100000}
+# BENCH_PG_STATEMENTS=1: PostgreSQL tracks its statements, and each tier lists the costliest.
+stats_args=()
+if [ "${BENCH_PG_STATEMENTS:-}" = 1 ]; then
+  export CLUSTER_PG_STATEMENTS=1
+  stats_args=(-postgres-stats "postgres://postgres@127.0.0.1:$base/postgres?sslmode=disable")
+fi
 
 echo "== tiers on make cluster: starting a fresh cluster on ports $base-$((base + 31)) ($webhookd, $("$webhookd" version); log: $work/cluster.log)"
 CLUSTER_DIR=$cluster_dir CLUSTER_PORT_BASE=$base WEBHOOKD_BIN=$webhookd \
@@ -156,6 +162,7 @@ processes="$processes; temporal: the server (pid $temporal_pid); postgres: the p
 rc=0
 "$work/loadtest" -scenario tiers -api "$api" -key "$key" -listen "127.0.0.1:$receiver_port" \
   -api-pids "$api_pids" -worker-pids "$worker_pids" -temporal-pid "$temporal_pid" -postgres-pid "$postgres_pid" \
+  -temporal-metrics "http://127.0.0.1:$((base + 10))/metrics" "${stats_args[@]}" \
   -cert "$work/loadtest-cert.pem" -cert-key "$work/loadtest-key.pem" "$@" >"$work/tiers.out" 2>&1 &
 loadtest_pid=$!
 tail -n +1 -f --pid="$loadtest_pid" "$work/tiers.out" &

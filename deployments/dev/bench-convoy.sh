@@ -6,6 +6,7 @@
 #
 #   CONVOY_DIR=/work/convoy deployments/dev/bench-convoy.sh [loadtest flags, e.g. -events 200]
 #   CONVOY_DIR=/work/convoy BENCH_POSTGRES=1 BENCH_PAIRS=7 deployments/dev/bench-convoy.sh
+#   CONVOY_DIR=/work/convoy BENCH_CLUSTER=all deployments/dev/bench-convoy.sh   # make cluster's topology
 #
 # Convoy is set up once beforehand, outside the repository (docs/performance-history.md, "Beside
 # Convoy (issue 33)"); nothing is fetched or built from the network here. CONVOY_DIR holds:
@@ -37,6 +38,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 convoy_dir=${CONVOY_DIR:?set CONVOY_DIR to the directory holding convoy, convoybench, convoy.env and pg/data (docs/performance-history.md, "Beside Convoy (issue 33)")}
 convoy_dir=$(realpath "$convoy_dir")
 pairs=${BENCH_PAIRS:-3}
+# BENCH_CLUSTER=all or split: webhookd's side is make cluster's production topology
+# (deployments/dev/bench-cluster.sh: a Temporal server on PostgreSQL, replicas of role all, or API
+# and worker replicas apart) instead of the dev stack.
+cluster=${BENCH_CLUSTER:-}
+case $cluster in
+  '') topology="the dev stack ($([ "${BENCH_POSTGRES:-}" = 1 ] && echo PostgreSQL || echo SQLite))" ;;
+  all) topology="make cluster, 2 replicas of role all" ;;
+  split) topology="make cluster, 2 API and 2 worker replicas" ;;
+  *) echo "BENCH_CLUSTER=$cluster: all or split" >&2; exit 2 ;;
+esac
 idle_wait=${BENCH_IDLE_WAIT:-600}
 case $pairs in '' | *[!0-9]* | 0) echo "BENCH_PAIRS=$pairs: want a positive number" >&2; exit 2 ;; esac
 
@@ -162,17 +173,27 @@ run_webhookd() {
   local pair=$1 log=$out/webhookd-$1.log row rate cpu
   shift
   wait_idle
-  echo "== pair $pair: webhookd, tier (c) (load $run_load, $run_idle% idle)"
+  echo "== pair $pair: webhookd, tier (c) on $topology (load $run_load, $run_idle% idle)"
   # -rounds 1: one (c) per pair; the pairs are the rounds. The caller's flags come after and win.
-  make --no-print-directory bench-e2e SCENARIO=tiers ARGS="-rounds 1 $*" 2>&1 | tee "$log" ||
-    { echo "webhookd's run failed; see $log" >&2; exit 1; }
+  if [ -n "$cluster" ]; then
+    # (b) beside (c) in the same run: bare Temporal on the same cluster, for (c)/(b).
+    CLUSTER_ROLES=$cluster deployments/dev/bench-cluster.sh -rounds 1 -tiers b,c "$@" 2>&1 | tee "$log" ||
+      { echo "webhookd's run failed; see $log" >&2; exit 1; }
+  else
+    make --no-print-directory bench-e2e SCENARIO=tiers ARGS="-rounds 1 $*" 2>&1 | tee "$log" ||
+      { echo "webhookd's run failed; see $log" >&2; exit 1; }
+  fi
   row=$(grep -E '^\| \(c\), median of' "$log" | tail -n 1 || true)
   [ -n "$row" ] || row=$(grep -E '^\| \(c\) webhookd end to end' "$log" | tail -n 1 || true)
   [ -n "$row" ] || { echo "no (c) row in $log" >&2; exit 1; }
   rate=$(awk -F'|' '{ gsub(/ /, "", $3); print $3 }' <<<"$row")
   cpu=$(awk -F'|' '{ sub(/^ +/, "", $5); sub(/ +$/, "", $5); print $5 }' <<<"$row")
-  # PostgreSQL's CPU is read only on the stack's own cluster (BENCH_POSTGRES=1).
-  if [ "${BENCH_POSTGRES:-}" = 1 ]; then
+  # PostgreSQL's CPU is read only on the stack's own cluster (BENCH_POSTGRES=1, or make cluster's).
+  if [ "$cluster" = split ]; then
+    record webhookd "$pair" "$rate" webhookd-api webhookd-worker temporal postgres "$cpu"
+  elif [ -n "$cluster" ]; then
+    record webhookd "$pair" "$rate" webhookd-api temporal postgres "$cpu"
+  elif [ "${BENCH_POSTGRES:-}" = 1 ]; then
     record webhookd "$pair" "$rate" webhookd temporal postgres "$cpu"
   else
     record webhookd "$pair" "$rate" webhookd temporal "$cpu"
@@ -260,7 +281,7 @@ run_convoy() {
   record convoy "$pair" "$rate" server agent postgres redis "$cpu"
 }
 
-echo "== webhookd beside Convoy: pairs: $pairs, $events events, $concurrency publishers, webhookd on $([ "${BENCH_POSTGRES:-}" = 1 ] && echo PostgreSQL || echo SQLite); output in $out"
+echo "== webhookd beside Convoy: pairs: $pairs, $events events, $concurrency publishers, webhookd on $topology; output in $out"
 (cd "$convoy_dir" && env "${convoy_env[@]}" ./convoy version 2>/dev/null | tail -n 1) || true
 for pair in $(seq 1 "$pairs"); do
   run_webhookd "$pair" "$@"

@@ -212,6 +212,57 @@ func TestCloudActionsPerDelivery(t *testing.T) {
 	}
 }
 
+// temporalWrites models the writes a delivery's history makes the Temporal server do in its
+// database, as docs/capacity.md sizes PostgreSQL: one transaction (the run's mutable state updated,
+// its new events appended, its new tasks inserted) for the start and for each event that the server
+// records on its own (a workflow task or an activity task handed to a worker, an activity's
+// result, a timer fired, a signal, a cancel request) or that a worker's workflow task completion
+// brings; and one write of the run's visibility row at its start, at each upsert and at its close.
+// The first workflow task is counted as started eagerly (role all): it is written with the start.
+// Task queue writes are left out (a task handed to a waiting poller is never written), as are the
+// deletes of executed tasks and of the run at the end of its retention.
+func temporalWrites(h *historypb.History) (execution, visibility int) {
+	visibility = 1 // the start's
+	for _, e := range h.GetEvents() {
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+			enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, enumspb.EVENT_TYPE_TIMER_FIRED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
+			execution++
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			visibility++
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+			visibility++
+		}
+	}
+	return execution - 1, visibility // the eager first workflow task is part of the start
+}
+
+// TestTemporalWritesPerDelivery holds the write counts docs/capacity.md sizes PostgreSQL with:
+// the recorded histories through temporalWrites, and the 7 execution writes and 1 visibility write
+// that each failed attempt adds (the timer fired, a workflow task, the activity started and
+// completed, a workflow task; the upsert to retrying).
+func TestTemporalWritesPerDelivery(t *testing.T) {
+	for _, c := range []struct {
+		file                 string
+		execution, visibility int
+	}{
+		{"delivery-delivered.json", 2, 2},
+		{"delivery-retried.json", 16, 5},
+		{"delivery-window-ended-webhook-gone.json", 24, 5},
+	} {
+		e, v := temporalWrites(loadHistory(t, filepath.Join("testdata", c.file)))
+		t.Logf("%s: %d execution writes, %d visibility writes", c.file, e, v)
+		if e != c.execution || v != c.visibility {
+			t.Errorf("%s: %d execution and %d visibility writes, want %d and %d: update docs/capacity.md's PostgreSQL sizing",
+				c.file, e, v, c.execution, c.visibility)
+		}
+	}
+}
+
 // prefixActions counts the actions of h's events before the first event of type stop.
 func prefixActions(t *testing.T, h *historypb.History, stop enumspb.EventType) int {
 	t.Helper()

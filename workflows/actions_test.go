@@ -247,7 +247,7 @@ func temporalWrites(h *historypb.History) (execution, visibility int) {
 // completed, a workflow task; the upsert to retrying).
 func TestTemporalWritesPerDelivery(t *testing.T) {
 	for _, c := range []struct {
-		file                 string
+		file                  string
 		execution, visibility int
 	}{
 		{"delivery-delivered.json", 2, 2},

@@ -64,7 +64,7 @@ func (p *pgStatements) report(ctx context.Context, n int) string {
 	if err == nil {
 		err = p.each(ctx, `SELECT d.datname, s.calls::float8, s.total_exec_time, s.rows::float8, regexp_replace(s.query, '\s+', ' ', 'g')
 			FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-			WHERE d.datname <> 'postgres' ORDER BY s.total_exec_time DESC LIMIT 15`, func(rows *sql.Rows) error {
+			WHERE d.datname <> 'postgres' ORDER BY s.total_exec_time DESC LIMIT 30`, func(rows *sql.Rows) error {
 			var db, query string
 			var calls, ms, rowCount float64
 			if err := rows.Scan(&db, &calls, &ms, &rowCount, &query); err != nil {

@@ -31,6 +31,8 @@ knob() {
     visibility-reads) echo DC:history.visibilityProcessorMaxPollRPS=5 DC:history.visibilityTaskBatchSize=1000 ;;
     transfer-reads) echo DC:history.transferProcessorMaxPollRPS=5 DC:history.transferTaskBatchSize=1000 ;;
     persistence-qps) echo DC:history.persistenceMaxQPS=2000 DC:frontend.persistenceMaxQPS=2000 DC:matching.persistenceMaxQPS=2000 ;;
+    # Two knobs together, once each was measured alone.
+    reads) echo DC:history.visibilityProcessorMaxPollRPS=5 DC:history.visibilityTaskBatchSize=1000 DC:history.transferProcessorMaxPollRPS=5 DC:history.transferTaskBatchSize=1000 ;;
     *) echo "unknown knob $1" >&2; return 1 ;;
   esac
 }

@@ -20,7 +20,13 @@ const clusterDynamicConfig = "deployments/cluster/dynamicconfig.yaml"
 
 // clusterOnly lists the keys that make cluster's server sets and the dev server does not, each with
 // why. None today: the two run with the same configuration.
-var clusterOnly = map[string]string{}
+var clusterOnly = map[string]string{
+	// deployments/dev/temporal-dev.sh sets these two on the dev server it starts for make run and the
+	// benchmarks; the tests' dev server keeps the defaults, so that a workflow they start shows in
+	// visibility at once.
+	"history.visibilityProcessorMaxPollRPS": "fewer visibility writes per delivery (issue 45); make run sets it in temporal-dev.sh",
+	"history.visibilityTaskBatchSize":       "the batch that goes with history.visibilityProcessorMaxPollRPS",
+}
 
 // TestClusterDynamicConfigAgrees: make cluster's dynamicconfig.yaml sets every key of
 // DynamicConfigFile to the same value, for every namespace, and no key of its own that clusterOnly

@@ -196,7 +196,8 @@ bench-cluster:
 # measured by convoybench, same events and publishers, then a table and the medians of the ratios.
 # Needs CONVOY_DIR: a Convoy set up once outside the repository (see docs/performance-history.md,
 # "Beside Convoy (issue 33)"). ARGS='-events 200' passes loadtest flags (and convoybench's -n, -c),
-# BENCH_POSTGRES=1 runs webhookd on PostgreSQL, WEBHOOKD_BIN=... measures another build.
+# BENCH_POSTGRES=1 runs webhookd on PostgreSQL, BENCH_CLUSTER=all|split on make cluster's production
+# topology (issue 45: the headline), WEBHOOKD_BIN=... measures another build.
 .PHONY: bench-convoy
 bench-convoy:
 	deployments/dev/bench-convoy.sh $(ARGS)

@@ -246,7 +246,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	var cfg config
-	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending, killload, lanes or destinations")
+	flag.StringVar(&cfg.scenario, "scenario", "throughput", "throughput, tiers, hanging, isolation, sharedhost, matrix, ratelimit, openloop, fanout, burst, suite (tiers, openloop, fanout and burst, then one table), list, pending, killload, lanes, destinations or idle (the stack's CPU with no load over -duration)")
 	flag.StringVar(&cfg.api, "api", "http://127.0.0.1:8080", "webhookd API base URL")
 	flag.StringVar(&cfg.key, "key", "", "API key (printed by make run); account C in the hanging, isolation, sharedhost, matrix, ratelimit and killload scenarios")
 	flag.StringVar(&cfg.noisyKey, "noisy-key", "", "API key of account B, whose webhooks hang (hanging, isolation and sharedhost), whose load is heavy (matrix), the second account (killload)")
@@ -291,7 +291,7 @@ func run(ctx context.Context) error {
 		"with -pid or -temporal-pid: the window after the pause, C quiet, over which the CPU of B's held backlog is measured, and the length of the idle window before B publishes (sharedhost; 0: neither)")
 	rates := flag.String("rates", "1,2,5,50", "rateLimit values (deliveries/s) to measure one after another, separated by commas (ratelimit)")
 	flag.Float64Var(&cfg.rate, "rate", 10, "events per second each account publishes (isolation, openloop, killload)")
-	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation), of the publishing (openloop, killload)")
+	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of each phase (isolation), of the publishing (openloop, killload), of the measurement (idle)")
 	flag.IntVar(&cfg.hookRateLimit, "hook-rate-limit", 2, "rateLimit (deliveries/s) of each account's rate-limited webhook, below -rate so that its attempts queue (killload)")
 	flag.DurationVar(&cfg.answerDelay, "answer-delay", 100*time.Millisecond, "how long the healthy endpoints take to answer, so that attempts queue for the host (killload)")
 	flag.BoolVar(&cfg.control, "control", true, "add a phase where B's receiver answers at once, to tell what the hang costs from what B's traffic costs (isolation)")
@@ -383,6 +383,8 @@ func run(ctx context.Context) error {
 	switch cfg.scenario {
 	case "throughput":
 		return throughput(ctx, cfg, cert)
+	case "idle":
+		return idle(ctx, cfg)
 	case "openloop":
 		return openloop(ctx, cfg, cert)
 	case "fanout":

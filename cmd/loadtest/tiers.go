@@ -184,9 +184,10 @@ func measureTiers(ctx context.Context, cfg config, cert tls.Certificate, tempora
 	rounds := max(1, cfg.rounds)
 	fmt.Printf("tiers: %d deliveries each, %d concurrent clients, (b) and (c) in %d rounds\n", cfg.events, cfg.concurrency, rounds)
 	procs := cpuProcesses(cfg)
-	// withCPU runs one tier and notes the CPU time each watched process spent on it.
 	stmts := openPGStatements(cfg.postgresStats)
 	defer stmts.close()
+	// withCPU runs one tier and notes what each watched process spent on it: its CPU time, the
+	// Temporal server's store operations, PostgreSQL's statements.
 	withCPU := func(measure func() (tierResult, error)) (tierResult, error) {
 		stmts.reset(ctx)
 		ops, before := scrapePersistence(ctx, cfg.temporalMetrics), readCPU(procs)

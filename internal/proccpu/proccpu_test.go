@@ -31,24 +31,11 @@ func TestParseStat(t *testing.T) {
 // the root down; processes outside the tree do not count.
 func TestTreeCPU(t *testing.T) {
 	proc := t.TempDir()
-	write := func(pid, ppid int, ut, st, cut, cst uint64) {
-		dir := filepath.Join(proc, strconv.Itoa(pid))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := strconv.Itoa(pid) + " (p) S " + strconv.Itoa(ppid) + " 1 1 0 -1 0 0 0 0 0 " +
-			strconv.FormatUint(ut, 10) + " " + strconv.FormatUint(st, 10) + " " + strconv.FormatUint(cut, 10) + " " + strconv.FormatUint(cst, 10) + " 20 0 1 0 1 0 0\n"
-		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(pid, ppid int, ut, st, cut, cst uint64) { writeProc(t, proc, pid, ppid, ut, st, cut, cst, "") }
 	write(10, 1, 100, 50, 30, 20) // the root: 200 ticks with its reaped children
 	write(11, 10, 40, 10, 0, 0)   // a child: 50
 	write(12, 11, 5, 5, 0, 0)     // a grandchild: 10
 	write(20, 1, 999, 999, 0, 0)  // not in the tree
-	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	got, err := Tree(proc, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -64,18 +51,7 @@ func TestTreeCPU(t *testing.T) {
 func TestByChild(t *testing.T) {
 	proc := t.TempDir()
 	write := func(pid, ppid int, ut, st, cut, cst uint64, cmdline string) {
-		dir := filepath.Join(proc, strconv.Itoa(pid))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := strconv.Itoa(pid) + " (p) S " + strconv.Itoa(ppid) + " 1 1 0 -1 0 0 0 0 0 " +
-			strconv.FormatUint(ut, 10) + " " + strconv.FormatUint(st, 10) + " " + strconv.FormatUint(cut, 10) + " " + strconv.FormatUint(cst, 10) + " 20 0 1 0 1 0 0\n"
-		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(cmdline), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeProc(t, proc, pid, ppid, ut, st, cut, cst, cmdline)
 	}
 	write(10, 1, 100, 50, 30, 20, "postgres\x00-D\x00data\x00")                  // the postmaster: 200 ticks
 	write(11, 10, 40, 10, 0, 0, "postgres: temporal temporal 127.0.0.1(1) idle") // 50
@@ -84,9 +60,6 @@ func TestByChild(t *testing.T) {
 	write(14, 10, 1, 1, 0, 0, "postgres: checkpointer")                          // 2
 	write(15, 13, 2, 2, 0, 0, "")                                                // 4, in its parent's tree
 	write(20, 1, 999, 999, 0, 0, "postgres: other other")                        // not a child
-	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	db := func(cmdline string) string {
 		f := strings.Fields(cmdline)
 		if len(f) >= 4 && f[0] == "postgres:" {
@@ -116,5 +89,26 @@ func TestByChild(t *testing.T) {
 	}
 	if _, err := ByChild(proc, 99, db); err == nil {
 		t.Fatal("a missing process was read")
+	}
+}
+
+// writeProc writes a process's stat and cmdline files into a test's copy of /proc (and its self
+// directory, which clockTicks reads).
+func writeProc(t *testing.T, proc string, pid, ppid int, ut, st, cut, cst uint64, cmdline string) {
+	t.Helper()
+	dir := filepath.Join(proc, strconv.Itoa(pid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := strconv.Itoa(pid) + " (p) S " + strconv.Itoa(ppid) + " 1 1 0 -1 0 0 0 0 0 " +
+		strconv.FormatUint(ut, 10) + " " + strconv.FormatUint(st, 10) + " " + strconv.FormatUint(cut, 10) + " " + strconv.FormatUint(cst, 10) + " 20 0 1 0 1 0 0\n"
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(cmdline), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

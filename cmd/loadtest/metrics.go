@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	promodel "github.com/prometheus/common/model"
 )
@@ -24,23 +25,8 @@ type startCounts struct {
 // scrapeStarts reads startsMetric from the API's /metrics. A stack without it (an older build, or
 // no /metrics at all) gives ok false: the figures are then "n/a", not a failure.
 func scrapeStarts(ctx context.Context, api string) startCounts {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/metrics", nil)
-	if err != nil {
-		return startCounts{}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return startCounts{}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return startCounts{}
-	}
-	parser := expfmt.NewTextParser(promodel.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil || families[startsMetric] == nil {
+	families := scrapeMetrics(ctx, api+"/metrics")
+	if families[startsMetric] == nil {
 		return startCounts{}
 	}
 	c := startCounts{ok: true}
@@ -115,29 +101,52 @@ type attemptTime struct {
 
 // scrapeAttemptTime reads attemptMetric from the API's /metrics; a failed scrape gives ok false.
 func scrapeAttemptTime(ctx context.Context, api string) attemptTime {
+	families := scrapeMetrics(ctx, api+"/metrics")
+	if families == nil {
+		return attemptTime{}
+	}
+	return attemptTimeOf(families)
+}
+
+// scrapeMetrics reads the Prometheus text at url; nil when it cannot (no such endpoint, an older
+// build, a reply that does not parse).
+func scrapeMetrics(ctx context.Context, url string) map[string]*dto.MetricFamily {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return attemptTime{}
+		return nil
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return attemptTime{}
+		return nil
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return attemptTime{}
+		return nil
 	}
-	return parseAttemptTime(resp.Body)
+	return parseMetrics(resp.Body)
 }
 
-func parseAttemptTime(r io.Reader) attemptTime {
+// parseMetrics parses Prometheus text; nil when it does not parse.
+func parseMetrics(r io.Reader) map[string]*dto.MetricFamily {
 	parser := expfmt.NewTextParser(promodel.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
+		return nil
+	}
+	return families
+}
+
+func parseAttemptTime(r io.Reader) attemptTime {
+	families := parseMetrics(r)
+	if families == nil {
 		return attemptTime{}
 	}
+	return attemptTimeOf(families)
+}
+
+func attemptTimeOf(families map[string]*dto.MetricFamily) attemptTime {
 	// Before its first attempt webhookd exports no sample of the histogram: none were made.
 	t := attemptTime{ok: true}
 	for _, m := range families[attemptMetric].GetMetric() {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	promodel "github.com/prometheus/common/model"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The Temporal server counts each call to its stores by operation (issue 45: where a delivery's
@@ -27,27 +25,14 @@ func scrapePersistence(ctx context.Context, url string) persistenceOps {
 	if url == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil
-	}
-	return parsePersistence(resp.Body)
+	return persistenceOf(scrapeMetrics(ctx, url))
 }
 
-func parsePersistence(r io.Reader) persistenceOps {
-	parser := expfmt.NewTextParser(promodel.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(r)
-	if err != nil {
+func parsePersistence(r io.Reader) persistenceOps { return persistenceOf(parseMetrics(r)) }
+
+// persistenceOf sums the store operations' counters by operation; nil without metrics.
+func persistenceOf(families map[string]*dto.MetricFamily) persistenceOps {
+	if families == nil {
 		return nil
 	}
 	ops := persistenceOps{}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -176,6 +177,36 @@ func (s *SQS) Freeze(t testing.TB) {
 		t.Fatalf("freeze goaws: %v", err)
 	}
 	t.Cleanup(func() { s.signal(syscall.SIGCONT) })
+	// The signal is delivered, not yet acted on: a thread of goaws that is running finishes its
+	// time slice first, and in CI one answered a publish made after Freeze returned
+	// (TestSQSDeadline: class "", want "timeout"). Return once every thread has stopped.
+	deadline := time.Now().Add(10 * time.Second)
+	for !stopped(s.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("goaws (pid %d) did not stop within 10 s of SIGSTOP", s.cmd.Process.Pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stopped tells whether every thread of process pid is stopped (state T in /proc).
+func stopped(pid int) bool {
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "stat"))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses and may hold spaces.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // Thaw resumes a goaws that Freeze stopped.

@@ -187,7 +187,8 @@ bench-e2e:
 # (Temporal server on PostgreSQL with mutual TLS, 2 API and 2 worker replicas) in a temporary
 # directory on ports of its own (CLUSTER_PORT_BASE, 27200), with CPU ms per delivery of the API
 # replicas, the workers, Temporal and PostgreSQL. ARGS='-events 1000 -rounds 3' passes loadtest
-# flags, WEBHOOKD_BIN=... measures another build. Needs make cluster's programs (run it once).
+# flags, WEBHOOKD_BIN=... measures another build, BENCH_PG_STATEMENTS=1 adds PostgreSQL's costliest
+# statements. Needs make cluster's programs (run it once).
 .PHONY: bench-cluster
 bench-cluster:
 	deployments/dev/bench-cluster.sh $(ARGS)

@@ -8,14 +8,19 @@
 # webhookd reads them), (c) webhookd end to end, publishing to the first API replica. Each tier
 # reports its CPU ms per delivery per process: webhookd-api (the API replicas summed, role all's
 # included), webhookd-worker (the worker replicas), temporal (the server), postgres (the postmaster
-# and its backends, Temporal's and webhookd's) and loadtest. It prints the table at the end and stops
-# the cluster on exit, Ctrl-C and TERM included.
+# and its backends, Temporal's and webhookd's, and its share by database: postgres/temporal,
+# postgres/temporal_visibility, postgres/webhookd, postgres/other) and loadtest, and the Temporal
+# server's store operations per delivery (its metrics endpoint). It prints the table at the end and
+# stops the cluster on exit, Ctrl-C and TERM included.
 #
 #   deployments/dev/bench-cluster.sh [loadtest flags, e.g. -events 1000 -rounds 3]
 #   make bench-cluster ARGS='-events 1000 -rounds 3'
 #   WEBHOOKD_BIN=/path/to/webhookd deployments/dev/bench-cluster.sh   # measure another build
 #   WEBHOOKD_SWEEP_INTERVAL=1s deployments/dev/bench-cluster.sh       # WEBHOOKD_* reach every replica
 #   CLUSTER_ROLES=all make bench-cluster                              # role all replicas: eager starts
+#   BENCH_PG_STATEMENTS=1 make bench-cluster ARGS='-tiers b,c'        # and PostgreSQL's costliest statements
+#   make bench-cluster ARGS='-scenario idle -duration 30s'            # what the cluster spends idle
+#   CLUSTER_HISTORY_SHARDS=1 CLUSTER_TEMPORAL_GOGC=400 make bench-cluster   # cluster.sh's settings (issue 45)
 #
 # Flags given here come after the script's own, so they win. It needs make cluster's programs
 # (bin/temporal, bin/temporal-server, bin/temporal-sql-tool, bin/temporal-ui, or TEMPORAL_CLI,

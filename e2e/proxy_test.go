@@ -137,9 +137,19 @@ func TestEgressProxy(t *testing.T) {
 	proxyURL := &url.URL{Scheme: "http", Host: proxy.ln.Addr().String(), User: url.UserPassword("webhookd", "proxy-secret")}
 	st := newStack(t, stackOptions{allowPrivate: true, proxy: proxyURL, schedule: []time.Duration{time.Second, time.Second}})
 	// The first attempt of each delivery on /flaky fails with a 500, so retries go through the
-	// proxy too.
-	st.rc.setRespond(func(n int, path string, w http.ResponseWriter) {
-		if path == "/flaky" && n%2 == 1 {
+	// proxy too. "First" is by the delivery's webhook-id: failing every odd request to the path
+	// did so only while no attempt came twice, and in CI (-race, a loaded machine) one delivery's
+	// attempts all landed on odd counts, it was exhausted, and the test timed out.
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	st.rc.setRespondTo(func(r receivedRequest, w http.ResponseWriter) {
+		if r.Path != "/flaky" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if id := r.Header.Get("Webhook-Id"); !failed[id] {
+			failed[id] = true
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	})

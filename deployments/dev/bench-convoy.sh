@@ -137,17 +137,9 @@ port_free() {
   ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# wait_idle notes the 1-minute load average and the idle share of the 3 s before the run starts.
-wait_idle() {
-  local deadline=$((SECONDS + idle_wait)) idle
-  while :; do
-    idle=$(vmstat 3 2 | awk 'NR == 2 { for (i = 1; i <= NF; i++) if ($i == "id") c = i } NR == 4 { print $c }')
-    if [ "$idle" -ge 90 ] || [ "$SECONDS" -ge "$deadline" ]; then break; fi
-    echo "   waiting for idle CPUs ($idle% idle over 3 s)"
-  done
-  run_idle=$idle
-  run_load=$(cut -d ' ' -f 1 /proc/loadavg)
-}
+# wait_idle: before each run, wait for idle CPUs (run_idle, run_load).
+# shellcheck source=wait-idle.sh
+. "deployments/dev/wait-idle.sh"
 
 # cpu_of NAME CPU prints NAME's figure in a "name 1.23, other 4.56 (...)" CPU string, or "".
 cpu_of() {

@@ -50,14 +50,9 @@ results=$out/results.tsv
 export CLUSTER_ROLES=${CLUSTER_ROLES:-all}
 make build >/dev/null
 
-wait_idle() {
-  local deadline=$((SECONDS + idle_wait)) idle
-  while :; do
-    idle=$(vmstat 3 2 | awk 'NR == 2 { for (i = 1; i <= NF; i++) if ($i == "id") c = i } NR == 4 { print $c }')
-    if [ "$idle" -ge 90 ] || [ "$SECONDS" -ge "$deadline" ]; then break; fi
-  done
-  run_idle=$idle
-}
+# wait_idle: before each run, wait for idle CPUs (run_idle, run_load).
+# shellcheck source=wait-idle.sh
+. "deployments/dev/wait-idle.sh"
 
 # run NAME PAIR: one bench-cluster run with the knob's settings.
 run() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -23,6 +24,13 @@ type DeliveryQuery struct {
 	DeliveryID int64
 	// States, when set, keeps the deliveries in one of them.
 	States []string
+	// WebhookIDs, when set, keeps the deliveries of one of these webhooks; EventTypes, of one of
+	// these event types.
+	WebhookIDs []int64
+	EventTypes []string
+	// StatusClasses, when set, keeps the deliveries whose last attempt is in one of them
+	// (StatusClasses, statusClassSQL): what the receiver last answered, or why it could not.
+	StatusClasses []string
 	// Since (inclusive) and Until (exclusive) bound the deliveries' created_at when set.
 	Since, Until time.Time
 	// Undispatched keeps the deliveries whose workflow was never started (dispatched_at NULL);
@@ -41,6 +49,38 @@ type DeliveryQuery struct {
 	MaxBytes int64
 	Include  DeliveryInclude
 }
+
+// The status classes of a delivery, judged on its last attempt (the delivery_attempts row whose
+// attempt is the delivery's attempts): every delivery is in exactly one (docs/api.md, "The delivery
+// log across webhooks").
+const (
+	// Status2xx to Status5xx: the last attempt got an HTTP answer of that hundred.
+	Status2xx = "2xx"
+	Status3xx = "3xx"
+	Status4xx = "4xx"
+	Status5xx = "5xx"
+	// StatusTimeout: no answer in time (error class timeout, no status).
+	StatusTimeout = "timeout"
+	// StatusTLS: the TLS handshake failed (error class tls, no status).
+	StatusTLS = "tls"
+	// StatusNetwork: the exchange failed before an answer for another reason of the network
+	// (NetworkErrorClasses, no status).
+	StatusNetwork = "network"
+	// StatusOther: anything else: no status and a class that is not the network's (a token
+	// endpoint that failed, a broker's or a mail server's refusal, a class added later), or a
+	// status outside 200 to 599.
+	StatusOther = "other"
+	// StatusNone: no attempt yet.
+	StatusNone = "none"
+)
+
+// StatusClasses are every status class, in the order the API lists them.
+var StatusClasses = []string{Status2xx, Status3xx, Status4xx, Status5xx, StatusTimeout, StatusTLS, StatusNetwork, StatusOther, StatusNone}
+
+// NetworkErrorClasses are the attempt error classes (activities/egress) of an exchange that failed
+// before the receiver answered, other than a timeout or TLS: StatusNetwork. A test in activities
+// checks that every class it records is named here or known to be StatusOther.
+var NetworkErrorClasses = []string{"refused", "dns", "network", "blocked", "circuit_open", "proxy", "proxy_upstream", "response_too_large"}
 
 // DeliveryOrder orders a read of deliveries.
 type DeliveryOrder int
@@ -132,7 +172,7 @@ const (
 // plan needs neither: they read the deliveries alone.
 func (q DeliveryQuery) from(db bun.IDB, join int) *bun.SelectQuery {
 	s := db.NewSelect().TableExpr("deliveries AS d")
-	if join&joinEvents != 0 {
+	if join&joinEvents != 0 || len(q.EventTypes) > 0 {
 		s = s.Join("JOIN events AS e ON e.id = d.event_id")
 	}
 	if join&joinWebhooks != 0 || q.Scope != nil {
@@ -154,6 +194,15 @@ func (q DeliveryQuery) from(db bun.IDB, join int) *bun.SelectQuery {
 	if len(q.States) > 0 {
 		s = s.Where("d.state IN (?)", bun.List(q.States))
 	}
+	if len(q.WebhookIDs) > 0 {
+		s = s.Where("d.webhook_id IN (?)", bun.List(q.WebhookIDs))
+	}
+	if len(q.EventTypes) > 0 {
+		s = s.Where("e.event_type IN (?)", bun.List(q.EventTypes))
+	}
+	if len(q.StatusClasses) > 0 {
+		s = s.Where(statusClassSQL(q.StatusClasses))
+	}
 	if !q.Since.IsZero() {
 		s = s.Where("d.created_at >= ?", q.Since)
 	}
@@ -167,6 +216,53 @@ func (q DeliveryQuery) from(db bun.IDB, join int) *bun.SelectQuery {
 		s = s.Where("d.claimed_at < ?", q.ClaimedBefore)
 	}
 	return s
+}
+
+// statusClassSQL is the condition that a delivery (d) is in one of classes, judged on its last
+// attempt (la): the row of delivery_attempts whose attempt is d.attempts, one by the unique index
+// (delivery_id, attempt). A name that is not a class selects nothing.
+func statusClassSQL(classes []string) string {
+	quoted := func(names []string) string {
+		q := make([]string, len(names))
+		for i, n := range names {
+			q[i] = "'" + n + "'"
+		}
+		return strings.Join(q, ", ")
+	}
+	noStatus := "la.status_code IS NULL AND "
+	known := append([]string{StatusTimeout, StatusTLS}, NetworkErrorClasses...)
+	conds := map[string]string{
+		Status2xx:     "la.status_code BETWEEN 200 AND 299",
+		Status3xx:     "la.status_code BETWEEN 300 AND 399",
+		Status4xx:     "la.status_code BETWEEN 400 AND 499",
+		Status5xx:     "la.status_code BETWEEN 500 AND 599",
+		StatusTimeout: noStatus + "la.error_class = '" + StatusTimeout + "'",
+		StatusTLS:     noStatus + "la.error_class = '" + StatusTLS + "'",
+		StatusNetwork: noStatus + "la.error_class IN (" + quoted(NetworkErrorClasses) + ")",
+		StatusOther: "(la.status_code IS NOT NULL AND (la.status_code < 200 OR la.status_code > 599)) OR (" + noStatus +
+			"(la.error_class IS NULL OR la.error_class NOT IN (" + quoted(known) + ")))",
+	}
+	var attempted []string
+	none := false
+	for _, c := range classes {
+		if c == StatusNone {
+			none = true
+		} else if cond, ok := conds[c]; ok {
+			attempted = append(attempted, "("+cond+")")
+		}
+	}
+	var or []string
+	if none {
+		or = append(or, "d.attempts = 0")
+	}
+	if len(attempted) > 0 {
+		or = append(or, "EXISTS (SELECT 1 FROM delivery_attempts AS la WHERE la.delivery_id = d.id AND la.attempt = d.attempts AND ("+
+			strings.Join(attempted, " OR ")+"))")
+	}
+	if len(or) == 0 {
+		return "1 = 0"
+	}
+	return "(" + strings.Join(or, " OR ") + ")"
 }
 
 // ordered orders s (which selects d, e and w) as q asks; the account turns need a column of

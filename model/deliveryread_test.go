@@ -174,6 +174,63 @@ func TestReadDeliveriesConformance(t *testing.T) {
 			})
 		}
 
+		t.Run("status classes judge each delivery's last attempt", func(t *testing.T) {
+			sc := newClassFixture(t, db)
+			for _, tc := range []struct {
+				classes []string
+				want    []int64
+			}{
+				{[]string{model.Status2xx}, []int64{sc.ids["2xx"]}},
+				{[]string{model.Status3xx}, []int64{sc.ids["3xx"]}},
+				{[]string{model.Status4xx}, []int64{sc.ids["4xx"]}},
+				// A 503 after a timeout is 5xx: only the last attempt counts.
+				{[]string{model.Status5xx}, []int64{sc.ids["5xx"]}},
+				{[]string{model.StatusTimeout}, []int64{sc.ids["timeout"]}},
+				{[]string{model.StatusTLS}, []int64{sc.ids["tls"]}},
+				{[]string{model.StatusNetwork}, sc.network},
+				{[]string{model.StatusOther}, sc.other},
+				{[]string{model.StatusNone}, []int64{sc.ids["none"]}},
+				{[]string{model.Status4xx, model.Status5xx}, []int64{sc.ids["4xx"], sc.ids["5xx"]}},
+				{[]string{model.StatusNone, model.StatusTimeout}, []int64{sc.ids["timeout"], sc.ids["none"]}},
+			} {
+				q := model.DeliveryQuery{Scope: sc.scope, StatusClasses: tc.classes}
+				page, err := model.ReadDeliveries(ctx, db, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := slices.Clone(tc.want)
+				slices.Sort(want)
+				if got := viewIDs(page.Views); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%v: ids = %v, want %v", tc.classes, got, want)
+				}
+				if n, _, err := model.CountDeliveries(ctx, db, q); err != nil || n != len(want) {
+					t.Fatalf("%v: count = %d, %v; want %d", tc.classes, n, err, len(want))
+				}
+			}
+			// Every delivery is in exactly one class.
+			total := 0
+			for _, c := range model.StatusClasses {
+				n, _, err := model.CountDeliveries(ctx, db, model.DeliveryQuery{Scope: sc.scope, StatusClasses: []string{c}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				total += n
+			}
+			if all, _, _ := model.CountDeliveries(ctx, db, model.DeliveryQuery{Scope: sc.scope}); total != all {
+				t.Fatalf("the classes hold %d deliveries, the scope %d", total, all)
+			}
+			// With the other filters: a webhook, event types, a list of webhooks.
+			page, err := model.ReadDeliveries(ctx, db, model.DeliveryQuery{Scope: sc.scope, WebhookIDs: []int64{sc.hook.ID},
+				EventTypes: []string{"campaign.created"}, StatusClasses: []string{model.Status2xx, model.StatusNone}})
+			if err != nil || fmt.Sprint(viewIDs(page.Views)) != fmt.Sprint([]int64{sc.ids["2xx"], sc.ids["none"]}) {
+				t.Fatalf("with webhooks and types: %v, %v", viewIDs(page.Views), err)
+			}
+			page, err = model.ReadDeliveries(ctx, db, model.DeliveryQuery{Scope: sc.scope, EventTypes: []string{"campaign.updated"}})
+			if err != nil || len(page.Views) != 0 {
+				t.Fatalf("another event type: %v, %v", viewIDs(page.Views), err)
+			}
+		})
+
 		t.Run("the cursor walks every page once", func(t *testing.T) {
 			for _, order := range []model.DeliveryOrder{model.OldestFirst, model.NewestFirst} {
 				var got []int64
@@ -270,4 +327,81 @@ func reversed(ids []int64) []int64 {
 	out := slices.Clone(ids)
 	slices.Reverse(out)
 	return out
+}
+
+// classFixture is an account whose deliveries each end in a different status class.
+type classFixture struct {
+	scope          *model.WebhookScope
+	hook           *model.Webhook
+	ids            map[string]int64
+	network, other []int64
+}
+
+func newClassFixture(t *testing.T, db *model.DB) *classFixture {
+	t.Helper()
+	ctx := context.Background()
+	_, acc, _ := model.CreateAPIKey(ctx, db, "classes@example.com", "")
+	f := &classFixture{scope: &model.WebhookScope{AccountID: acc.ID, Variant: model.VariantA}, ids: map[string]int64{}}
+	f.hook = newWebhook(t, db, acc.ID, model.VariantA, "campaign.created")
+	code := func(n int) *int { return &n }
+	class := func(s string) *string { return &s }
+	type try struct {
+		status *int
+		class  *string
+	}
+	// Each delivery's attempts, the last one deciding.
+	cases := []struct {
+		name  string
+		tries []try
+	}{
+		{"2xx", []try{{code(500), class("http_status")}, {code(204), nil}}},
+		{"3xx", []try{{code(301), class("redirect")}}},
+		{"4xx", []try{{code(410), class("http_status")}}},
+		{"5xx", []try{{nil, class("timeout")}, {code(503), class("http_status")}}},
+		{"timeout", []try{{code(500), class("http_status")}, {nil, class("timeout")}}},
+		{"tls", []try{{nil, class("tls")}}},
+		{"none", nil},
+	}
+	for _, c := range model.NetworkErrorClasses {
+		cases = append(cases, struct {
+			name  string
+			tries []try
+		}{"network:" + c, []try{{nil, class(c)}}})
+	}
+	for _, c := range []string{"auth_failed", "broker_refused", "broker_auth", "mail", "something_new"} {
+		cases = append(cases, struct {
+			name  string
+			tries []try
+		}{"other:" + c, []try{{nil, class(c)}}})
+	}
+	cases = append(cases, struct {
+		name  string
+		tries []try
+	}{"other:101", []try{{code(101), nil}}})
+	for _, c := range cases {
+		res, err := model.InsertEvent(ctx, db, model.NewEvent{AccountID: acc.ID, Variant: model.VariantA, EventType: "campaign.created",
+			Data: `{"n":1}`, OnlyWebhook: f.hook.ID})
+		if err != nil || len(res.Deliveries) != 1 {
+			t.Fatalf("publish: %+v, %v", res, err)
+		}
+		id := res.Deliveries[0].ID
+		for i, a := range c.tries {
+			row := &model.Attempt{DeliveryID: id, Attempt: i + 1, URL: f.hook.URL, StartedAt: model.Now(), StatusCode: a.status, ErrorClass: a.class}
+			if _, err := db.NewInsert().Model(row).Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.NewUpdate().Model((*model.Delivery)(nil)).Set("attempts = ?", len(c.tries)).Where("id = ?", id).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case strings.HasPrefix(c.name, "network:"):
+			f.network = append(f.network, id)
+		case strings.HasPrefix(c.name, "other:"):
+			f.other = append(f.other, id)
+		default:
+			f.ids[c.name] = id
+		}
+	}
+	return f
 }

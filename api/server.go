@@ -185,6 +185,11 @@ func New(cfg Config) (*Server, error) {
 		g.GET("/events/:id", h.getEvent, with()...)
 		g.GET("/event-types", h.eventTypes, with()...)
 		g.POST("/portal-sessions", h.createPortalSession, with(small)...)
+		// Issue 46: the delivery log across webhooks, and replays.
+		g.GET("/deliveries", h.accountDeliveries, with()...)
+		g.POST("/replays", h.replay, with(small)...)
+		g.GET("/replays/:id", h.getReplay, with()...)
+		g.DELETE("/replays/:id", h.cancelReplay, with()...)
 		nh := &channelHandlers{Server: s, v: v}
 		g.GET("/notification-endpoints", nh.list, with()...)
 		g.POST("/notification-endpoints", nh.create, with(small)...)

@@ -18,12 +18,12 @@ func TestMain(m *testing.M) { dbtest.Main(m, temporaltest.Stop) }
 func TestActivityNamesMatchWorkflows(t *testing.T) {
 	typ := reflect.TypeFor[*dispatch.Activities]()
 	for _, name := range []string{workflows.ActivityStartDeliveries, workflows.ActivityStartEventDeliveries,
-		workflows.ActivityRecoverDeliveries, workflows.ActivityRetryExhausted, workflows.ActivityAdvanceLane} {
+		workflows.ActivityRecoverDeliveries, workflows.ActivityRetryExhausted, workflows.ActivityAdvanceLane, workflows.ActivityReplayDeliveries} {
 		if _, ok := typ.MethodByName(name); !ok {
 			t.Errorf("workflows call activity %q, which dispatch.Activities does not have", name)
 		}
 	}
-	if got, want := typ.NumMethod(), 5; got != want {
+	if got, want := typ.NumMethod(), 6; got != want {
 		t.Errorf("dispatch.Activities has %d exported methods, the workflows name %d: name the new one in workflows", got, want)
 	}
 }

@@ -22,6 +22,8 @@ type DeliveryQuery struct {
 	WebhookID  int64
 	EventID    int64
 	DeliveryID int64
+	// DeliveryIDs, when set, keeps the deliveries of these ids.
+	DeliveryIDs []int64
 	// States, when set, keeps the deliveries in one of them.
 	States []string
 	// WebhookIDs, when set, keeps the deliveries of one of these webhooks; EventTypes, of one of
@@ -118,6 +120,9 @@ type DeliveryView struct {
 	Variant    Variant `bun:"variant"`
 	EventType  string  `bun:"event_type"`
 	WebhookURL string  `bun:"webhook_url"`
+	// WebhookVersion is the version of the event's type the webhook receives (Webhook.VersionOf):
+	// what rebuilds the body it gets.
+	WebhookVersion int `bun:"webhook_version"`
 	// Set with IncludeEvent.
 	EventData       string    `bun:"event_data"`
 	EventOccurredAt time.Time `bun:"event_occurred_at"`
@@ -193,6 +198,9 @@ func (q DeliveryQuery) from(db bun.IDB, join int) *bun.SelectQuery {
 	}
 	if len(q.States) > 0 {
 		s = s.Where("d.state IN (?)", bun.List(q.States))
+	}
+	if len(q.DeliveryIDs) > 0 {
+		s = s.Where("d.id IN (?)", bun.List(q.DeliveryIDs))
 	}
 	if len(q.WebhookIDs) > 0 {
 		s = s.Where("d.webhook_id IN (?)", bun.List(q.WebhookIDs))
@@ -280,7 +288,8 @@ func (q DeliveryQuery) ordered(s *bun.SelectQuery) *bun.SelectQuery {
 
 // viewColumns are the columns of a DeliveryView, the event's data with IncludeEvent.
 func (q DeliveryQuery) viewColumns(s *bun.SelectQuery) *bun.SelectQuery {
-	s = s.ColumnExpr("d.*, e.account_id, e.variant, e.event_type, w.url AS webhook_url")
+	s = s.ColumnExpr("d.*, e.account_id, e.variant, e.event_type, w.url AS webhook_url, " +
+		"CASE WHEN w.event_type = e.event_type THEN w.version ELSE 0 END AS webhook_version")
 	if q.Include&IncludeEvent != 0 {
 		s = s.ColumnExpr("e.data AS event_data, e.occurred_at AS event_occurred_at, e.version AS event_version")
 	}

@@ -119,6 +119,7 @@ func start(cfg Config) ([]sdkworker.Worker, error) {
 	main.RegisterWorkflow(workflows.FanOutWorkflow)
 	main.RegisterWorkflow(workflows.RecoverWorkflow)
 	main.RegisterWorkflow(workflows.RetryWebhookWorkflow)
+	main.RegisterWorkflow(workflows.ReplayWorkflow)
 	main.RegisterActivity(cfg.Activities)
 	main.RegisterActivity(&dispatch.Activities{DB: cfg.DB, Dispatcher: cfg.Dispatcher})
 	if err := main.Start(); err != nil {

@@ -1,0 +1,228 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/webhookd/webhookd/dispatch"
+	"github.com/webhookd/webhookd/filter"
+	"github.com/webhookd/webhookd/model"
+)
+
+// Replays (docs/api.md, "Replays"): the account's deliveries across its webhooks that a window,
+// event types, webhooks, states, status classes and a payload filter match, sent again by one
+// workflow. One method per action, so that each is recorded in one place.
+
+// ReplayAsk is a replay as a surface asks for it: Since is required, Until nil means the time of
+// the request; States empty means the states that did not succeed (model.RecoverableStates);
+// Filter, when set and not null, is a payload filter judged on each delivery's body.
+type ReplayAsk struct {
+	Since         time.Time
+	Until         *time.Time
+	EventTypes    []string
+	WebhookIDs    []int64
+	States        []string
+	StatusClasses []string
+	Filter        json.RawMessage
+}
+
+// ReplayPlan is what a replay matches: how many deliveries, and the first (oldest) MaxPlanIDs of
+// their ids.
+type ReplayPlan struct {
+	Matched  int
+	FirstIDs []int64
+}
+
+const (
+	// MaxPlanIDs is how many of the matched ids a dry run lists.
+	MaxPlanIDs = 20
+	// MaxReplayDeliveries bounds what one replay matches: more is refused (422 naming since), so
+	// that a replay's ids, fixed at its creation, stay a bounded write.
+	MaxReplayDeliveries = 100_000
+	// replayPage and replayFilterPage are how many deliveries a replay's match reads at a time,
+	// the second with their events' data (up to 256 KiB each) to judge a filter on.
+	replayPage       = 500
+	replayFilterPage = 50
+)
+
+// criteria checks ask at now and returns the criteria it stands for (Until set, States defaulted,
+// the filter in its canonical text) and the compiled filter, nil for none. Its refusals name the
+// body's fields (BodyFields).
+func (ask ReplayAsk) criteria(v model.Variant, now time.Time) (model.ReplayCriteria, *filter.Filter, error) {
+	c := model.ReplayCriteria{Since: ask.Since, EventTypes: ask.EventTypes, WebhookIDs: ask.WebhookIDs, States: ask.States, StatusClasses: ask.StatusClasses}
+	m, err := Recovery{Since: ask.Since, Until: ask.Until}.check(0, now)
+	if err != nil {
+		return c, nil, err
+	}
+	c.Until = m.Until
+	if c.Until.IsZero() {
+		c.Until = now
+	}
+	if len(c.States) == 0 {
+		c.States = slices.Clone(model.RecoverableStates)
+	}
+	if slices.Contains(c.States, model.DeliveryCanceled) {
+		return c, nil, invalid("states", "states cannot name canceled: a canceled delivery's webhook was deleted, and it cannot be sent again")
+	}
+	if err := selectionOf(c).check(v, BodyFields); err != nil {
+		return c, nil, err
+	}
+	if len(ask.Filter) == 0 || string(ask.Filter) == "null" {
+		return c, nil, nil
+	}
+	f, err := compileFilter(ask.Filter)
+	if err != nil {
+		return c, nil, err
+	}
+	c.Filter = json.RawMessage(f.String())
+	return c, f, nil
+}
+
+// PlanReplay is a dry run: what Replay would match now, sending nothing.
+func (s *Service) PlanReplay(ctx context.Context, scope model.WebhookScope, ask ReplayAsk) (ReplayPlan, error) {
+	c, f, err := ask.criteria(scope.Variant, s.clock.Now())
+	if err != nil {
+		return ReplayPlan{}, err
+	}
+	plan := ReplayPlan{FirstIDs: []int64{}}
+	err = s.matchReplay(ctx, scope, c, f, func(v *model.DeliveryView) {
+		plan.Matched++
+		if len(plan.FirstIDs) < MaxPlanIDs {
+			plan.FirstIDs = append(plan.FirstIDs, v.ID)
+		}
+	})
+	return plan, err
+}
+
+// Replay creates a replay of the scope's deliveries that ask matches now and starts its workflow
+// (dispatch.Activities.ReplayDeliveries), answering at once. The deliveries are fixed here, the
+// same ones a dry run (PlanReplay) counts, and their webhooks are enabled if they were disabled,
+// as for any manual retry. Temporal away: the replay is not kept, and the answer is ErrUnavailable.
+func (s *Service) Replay(ctx context.Context, scope model.WebhookScope, ask ReplayAsk) (*model.Replay, error) {
+	c, f, err := ask.criteria(scope.Variant, s.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if s.dispatcher == nil {
+		return nil, ErrUnavailable
+	}
+	var ids []int64
+	hooks := map[int64]bool{}
+	if err := s.matchReplay(ctx, scope, c, f, func(v *model.DeliveryView) {
+		ids = append(ids, v.ID)
+		hooks[v.WebhookID] = true
+	}); err != nil {
+		return nil, err
+	}
+	text, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	r := &model.Replay{AccountID: scope.AccountID, Variant: scope.Variant, Criteria: string(text)}
+	if err := model.CreateReplay(ctx, s.db, r, ids); err != nil {
+		return nil, err
+	}
+	for id := range hooks {
+		if err := model.ReenableWebhook(ctx, s.db, id); err != nil {
+			return nil, err
+		}
+	}
+	err = s.temporal(ctx, "replay", func(ctx context.Context, d *dispatch.Dispatcher) error {
+		_, err := d.StartReplay(ctx, r.ID, r.Matched)
+		return err
+	})
+	if err != nil {
+		return nil, errors.Join(err, model.DeleteReplay(context.WithoutCancel(ctx), s.db, r.ID))
+	}
+	return r, nil
+}
+
+// GetReplay reads replay id within scope; ErrNotFound when the scope has none of that id.
+func (s *Service) GetReplay(ctx context.Context, scope model.WebhookScope, id int64) (*model.Replay, error) {
+	return model.GetReplay(ctx, s.db, &scope, id)
+}
+
+// CancelReplay cancels replay id within scope: what it has not sent is not sent, and its counts
+// stay. The row is marked first, which stops the workflow's activity before its next delivery
+// whatever Temporal answers; then the workflow is canceled. A replay that has ended already is
+// answered as it is. ErrNotFound when the scope has none of that id.
+func (s *Service) CancelReplay(ctx context.Context, scope model.WebhookScope, id int64) (*model.Replay, error) {
+	if _, err := model.GetReplay(ctx, s.db, &scope, id); err != nil {
+		return nil, err
+	}
+	moved, err := model.EndReplay(ctx, s.db, &scope, id, model.ReplayCanceled)
+	if err != nil {
+		return nil, err
+	}
+	if moved && s.dispatcher != nil {
+		// The row stops the activity already: a Temporal away only leaves the workflow to end
+		// on its own, at its next delivery.
+		cctx, cancel := context.WithTimeout(ctx, s.timeout)
+		if err := s.dispatcher.CancelReplay(cctx, id); err != nil {
+			s.log.Warn("cancel replay workflow", "replay", id, "err", err)
+		}
+		cancel()
+	}
+	return model.GetReplay(ctx, s.db, &scope, id)
+}
+
+// selectionOf is the part of c a read of deliveries keeps.
+func selectionOf(c model.ReplayCriteria) Selection {
+	return Selection{EventTypes: c.EventTypes, WebhookIDs: c.WebhookIDs, States: c.States, StatusClasses: c.StatusClasses, Since: c.Since, Until: c.Until}
+}
+
+// matchReplay hands visit the scope's deliveries that c (and f, when set) match, oldest first, up
+// to the largest id that matched c when it began: those that arrive meanwhile are not its. It reads
+// them a page at a time, and refuses (naming since) more than MaxReplayDeliveries.
+func (s *Service) matchReplay(ctx context.Context, scope model.WebhookScope, c model.ReplayCriteria, f *filter.Filter, visit func(*model.DeliveryView)) error {
+	tooMany := invalid("since", "the replay matches more than %d deliveries; narrow it (since, until, eventTypes, webhookIds, states, statusClasses, filter)", MaxReplayDeliveries)
+	q := selectionOf(c).query()
+	q.Scope = &scope
+	n, upTo, err := model.CountDeliveries(ctx, s.db, q)
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return nil
+	case f == nil && n > MaxReplayDeliveries:
+		return tooMany
+	}
+	q.UpTo, q.Limit = upTo, replayPage
+	if f != nil {
+		q.Limit, q.Include = replayFilterPage, model.IncludeEvent
+	}
+	matched := 0
+	for {
+		page, err := s.Deliveries(ctx, scope, q)
+		if err != nil {
+			return err
+		}
+		for i := range page.Views {
+			v := &page.Views[i]
+			if f != nil && !s.passes(f, v) {
+				continue
+			}
+			if matched++; matched > MaxReplayDeliveries {
+				return tooMany
+			}
+			visit(v)
+		}
+		if !page.More {
+			return nil
+		}
+		q.After = page.Last
+	}
+}
+
+// passes judges f on v's body as its webhook's receiver gets it (model.FilterBody, the body the
+// intake judges a webhook's own filter on). A body webhookd cannot build passes, as at the intake.
+func (s *Service) passes(f *filter.Filter, v *model.DeliveryView) bool {
+	body, err := model.FilterBody(s.versions, v.Event(v.Variant), v.WebhookVersion)
+	if err != nil {
+		return true
+	}
+	return f.Match(body)
+}

@@ -66,8 +66,8 @@ func TestManagementOperationsDocumentErrors(t *testing.T) {
 			}
 		}
 	}
-	if seen != 83 {
-		t.Errorf("found %d management operations, want 83 (27 webhook and 8 notification operations per variant, 4 campaign, 6 website and 3 fan operations)", seen)
+	if seen != 91 {
+		t.Errorf("found %d management operations, want 91 (27 webhook, 8 notification and 4 delivery log and replay operations per variant, 4 campaign, 6 website and 3 fan operations)", seen)
 	}
 }
 

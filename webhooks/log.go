@@ -39,10 +39,7 @@ const MaxSelectionItems = 100
 // name that is not one of the variant's event types, of the states or of the status classes, an
 // id below 1 (400), and an until that is not after since (422).
 func (sel Selection) check(v model.Variant, f SelectionFields) error {
-	types := v.EventTypes()
-	if v.Spec().TestEvent {
-		types = append(types, model.EventTest)
-	}
+	types := append(v.EventTypes(), model.EventTest) // a test's deliveries, in either variant
 	for _, l := range []struct {
 		field   string
 		names   []string

@@ -554,3 +554,34 @@ func TestRecordRetryWebhookHistory(t *testing.T) {
 	}
 	recordRun(ctx, t, c, run, retryWebhookHistory)
 }
+
+// TestRecordReplayHistory is a generator like TestRecordHistories, for ReplayWorkflow, with a
+// stand-in ReplayDeliveries that fails once (Temporal away) and then sends 3 deliveries:
+//
+//	go test -tags record -run TestRecordReplayHistory -count=1 ./workflows/
+func TestRecordReplayHistory(t *testing.T) {
+	c := temporaltest.Start(t).Client(t)
+	queue := fmt.Sprintf("record-replay-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(workflows.ReplayWorkflow)
+	calls := 0
+	w.RegisterActivityWithOptions(func(context.Context, workflows.ReplayInput) (int, error) {
+		calls++
+		if calls == 1 {
+			return 0, errors.New("retry delivery:9:7: connection refused")
+		}
+		return 3, nil
+	}, activity.RegisterOptions{Name: workflows.ActivityReplayDeliveries})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := workflows.ReplayInput{ReplayID: 7}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%s-%d", workflows.ReplayWorkflowID(in.ReplayID), time.Now().UnixNano()), TaskQueue: queue}, workflows.ReplayWorkflow, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordRun(ctx, t, c, run, replayHistory)
+}

@@ -151,3 +151,28 @@ func TestReplayRetryWebhookHistory(t *testing.T) {
 		t.Errorf("replay with a workflow that waits first: err = %v, want a nondeterminism error", err)
 	}
 }
+
+// replayHistory is the recorded ReplayWorkflow run (its activity failed once, then sent 3).
+const replayHistory = "testdata/replay.json"
+
+// TestReplayReplayHistory replays a recorded replay (issue 46), and shows the replay can fail: a
+// workflow that waits before the activity issues a timer where the history holds it.
+func TestReplayReplayHistory(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.ReplayWorkflow)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(testLogger(t), replayHistory); err != nil {
+		t.Fatalf("replay %s: %v", replayHistory, err)
+	}
+	late := func(ctx workflow.Context, in workflows.ReplayInput) (int, error) {
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return 0, err
+		}
+		return workflows.ReplayWorkflow(ctx, in)
+	}
+	r = worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(late, workflow.RegisterOptions{Name: "ReplayWorkflow"})
+	err := r.ReplayWorkflowHistoryFromJSONFile(log.NewStructuredLogger(slog.New(slog.DiscardHandler)), replayHistory)
+	if err == nil || !strings.Contains(err.Error(), "TMPRL1100") {
+		t.Errorf("replay with a workflow that waits first: err = %v, want a nondeterminism error", err)
+	}
+}

@@ -26,7 +26,7 @@ import (
 // api/deliveries.go.
 
 // eventPageNames are this file's and deliveries.go's templates, each rendered inside layout.html.
-var eventPageNames = []string{"events", "event", "delivery", "recover", "recovered"}
+var eventPageNames = []string{"events", "event", "delivery", "recover", "recovered", "failures"}
 
 // eventLogLimit is how many events a page of the event log shows.
 const eventLogLimit = 50
@@ -55,6 +55,7 @@ func registerEventRoutes(g *echo.Group, s *Server, read, write []echo.Middleware
 	h := &eventHandlers{Server: s}
 	g.GET("/events", h.list, read...)
 	g.GET("/events/:id", h.event, read...)
+	g.GET("/failures", h.failures, read...)
 	g.GET("/deliveries/:id", h.delivery, read...)
 	g.POST("/deliveries/:id/resend", h.resend, write...)
 	g.GET("/webhooks/:id/recover", h.confirmRecover, read...)

@@ -117,7 +117,7 @@ func newReplayStack(t *testing.T, db *model.DB) *replayStack {
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.Run(ctx, worker.Config{Client: tc, TaskQueue: s.queue, DB: db.DB, Logger: logger, Dispatcher: d,
-			Activities: &activities.Activities{DB: db, Secrets: box, Egress: out, UserAgent: "webhookd/test", Log: logger, Mailer: nopMailer{}},
+			Activities:    &activities.Activities{DB: db, Secrets: box, Egress: out, UserAgent: "webhookd/test", Log: logger, Mailer: nopMailer{}},
 			SweepInterval: time.Second, MaxConcurrentDeliveries: 8})
 	}()
 	t.Cleanup(func() {

@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/webhookd/webhookd/internal/temporaltest"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+	"github.com/webhookd/webhookd/wire"
+)
+
+// replayKillBatch is how many failed deliveries TestReplaySurvivesKill replays (issue 46).
+const replayKillBatch = 2000
+
+// TestReplaySurvivesKill (issue 46): the built webhookd binary on a Temporal dev server and
+// PostgreSQL; a receiver fails until replayKillBatch deliveries of one webhook are exhausted and is
+// then fixed. A replay of them is asked for, and webhookd is killed with SIGKILL once half of them
+// have been claimed. After a restart the replay resumes where its progress stopped and ends done
+// with every delivery sent once by it (sent = matched, none skipped: a delivery the replay had
+// claimed before the kill is never claimed again, or its claim would have failed and counted as
+// skipped); every delivery ends delivered and the receiver got each message, a second copy only
+// under the same webhook-id and only of a delivery whose attempt the kill cut (in flight then):
+//
+//	go test -count=1 -run TestReplaySurvivesKill -tags e2e -v ./e2e/
+func TestReplaySurvivesKill(t *testing.T) {
+	besideOthers(t)
+	bin := webhookdBinary(t)
+	dbURL := dbtest.PostgresURL(t)
+	tsrv := temporaltest.Start(t)
+	rc := startReceiver(t)
+	var failing atomic.Bool
+	rc.setRespond(func(_ int, _ string, w http.ResponseWriter) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	db := openTestDB(t, dbURL)
+	apiAddr := freeAddr(t)
+	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "replay-kill", tsrv, rc,
+		"WEBHOOKD_RETRY_SCHEDULE=100ms",
+		"WEBHOOKD_DELIVERY_TIMEOUT=1s",
+		"WEBHOOKD_SWEEP_INTERVAL=250ms",
+		"WEBHOOKD_RATE_LIMIT=10000",
+		"WEBHOOKD_HOST_CONCURRENCY=64",
+		"WEBHOOKD_ENDPOINT_CONCURRENCY=64",
+		"WEBHOOKD_LOG_LEVEL=warn",
+	), healthz: "http://" + apiAddr + "/healthz"}
+	p.start(t)
+	t.Cleanup(func() { p.kill(t) })
+	st := &stack{apiURL: "http://" + apiAddr, db: db, rc: rc}
+	var err error
+	if st.key, _, err = model.CreateAPIKey(context.Background(), db, "replay-kill@example.com", ""); err != nil {
+		t.Fatal(err)
+	}
+	since := model.Now()
+	path := "/replay-kill"
+	hook, _ := st.createWebhook(t, "A", rc.url(path), "campaign.created")
+	failing.Store(true)
+	events, err := publishMany(st, replayKillBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Minute, "every delivery exhausted", func() bool {
+		return countStates(t, db, hook)[model.DeliveryExhausted] == replayKillBatch
+	})
+	failing.Store(false)
+	fixedAt := time.Now()
+
+	status, body, _ := st.call(t, "A", "POST", "/api/svc/v2/replays", map[string]any{"since": since.Format(time.RFC3339Nano), "webhookIds": []int64{hook}})
+	if status != http.StatusAccepted {
+		t.Fatalf("replay: %d %v", status, body)
+	}
+	data := body["data"].(map[string]any)
+	if data["matched"] != float64(replayKillBatch) {
+		t.Fatalf("replay: %v, want %d matched", body, replayKillBatch)
+	}
+	replayPath := fmt.Sprintf("/api/svc/v2/replays/%.0f", data["id"])
+	claimed := func() int { return replayKillBatch - countStates(t, db, hook)[model.DeliveryExhausted] }
+	for claimed() < replayKillBatch/2 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	p.kill(t)
+	atKill := countStates(t, db, hook)
+	t.Logf("killed with %d claimed: %v", claimed(), atKill)
+
+	p.start(t)
+	restarted := time.Now()
+	var final map[string]any
+	eventually(t, 5*time.Minute, "the replay done and every delivery delivered", func() bool {
+		_, got, _ := st.call(t, "A", "GET", replayPath, nil)
+		final, _ = got["data"].(map[string]any)
+		return final["state"] == "done" && countStates(t, db, hook)[model.DeliveryDelivered] == replayKillBatch && countClaims(t, db, hook) == 0
+	})
+	t.Logf("done %s after the restart: %v", time.Since(restarted).Round(time.Millisecond), final)
+	if final["sent"] != float64(replayKillBatch) || final["skipped"] != float64(0) || final["remaining"] != float64(0) {
+		t.Errorf("replay after the kill = %v, want %d sent, none skipped", final, replayKillBatch)
+	}
+	want := make(map[string]bool, len(events))
+	for _, ev := range events {
+		want[wire.MessageID(ev, hook)] = true
+	}
+	got := map[string]int{}
+	for _, r := range rc.requests(path) {
+		if r.At.Before(fixedAt) {
+			continue
+		}
+		id := r.Header.Get("Webhook-Id")
+		if !want[id] {
+			t.Errorf("a receipt under webhook-id %q, which is none of the replay's", id)
+		}
+		got[id]++
+	}
+	duplicates := 0
+	for _, n := range got {
+		duplicates += n - 1
+	}
+	t.Logf("received %d messages, %d duplicates; %d deliveries were delivering at the kill", len(got), duplicates, atKill[model.DeliveryDelivering])
+	if len(got) != replayKillBatch {
+		t.Errorf("%d of %d messages received after the fix\n%s", len(got), replayKillBatch, p.logs(t))
+	}
+	if duplicates > atKill[model.DeliveryDelivering] {
+		t.Errorf("%d duplicates, more than the %d deliveries in flight at the kill", duplicates, atKill[model.DeliveryDelivering])
+	}
+}

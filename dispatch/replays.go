@@ -68,10 +68,10 @@ func (a *Activities) ReplayDeliveries(ctx context.Context, in workflows.ReplayIn
 		return int(r.Sent), err
 	}
 	states := c.States
-	if !slices.Contains(states, model.DeliveryDelivered) {
-		// As a recovery: a delivery with an attempt in flight is retried only if it fails.
-		ctx = context.WithValue(ctx, unlessDeliveredKey{}, true)
-	}
+	// As a recovery: a delivery with an attempt in flight is retried only if that attempt fails, so
+	// that it is not sent twice; a delivered one (states naming delivered) has no workflow running
+	// and gets a new run, a resend.
+	ctx = context.WithValue(ctx, unlessDeliveredKey{}, true)
 	sent, after := int(r.Sent), r.After
 	for r.State == model.ReplayRunning {
 		ids, err := model.ReplayItems(ctx, a.DB, r.ID, after, replayBatch)
@@ -142,14 +142,18 @@ var errReplayEnded = errors.New("the replay has ended")
 // the replay still runs.
 func (d *Dispatcher) replayOne(ctx context.Context, db *bun.DB, id, after int64, r model.DeliveryRef, states []string) (sent, running bool, err error) {
 	if slices.Contains(model.InFlightStates, r.State) && slices.Contains(states, r.State) {
-		// No claim (the workflow runs): signals that wait together are one retry, so a replay that
-		// dies before it records this one signals at most once more.
-		if _, err := d.retryInFlight(ctx, db, r); err != nil {
-			return false, true, err
-		}
+		// No claim (the workflow runs): the progress is recorded first, as for a claim, so that a
+		// canceled replay signals nothing more; a signal that fails takes it back.
 		ok, err := model.AdvanceReplay(ctx, db, id, r.DeliveryID, true)
-		return ok, ok, err
+		if err != nil || !ok {
+			return false, ok, err
+		}
+		if _, err := d.retryInFlight(ctx, db, r); err != nil {
+			return false, true, errors.Join(err, model.UndoAdvance(context.WithoutCancel(ctx), db, id, r.DeliveryID, after))
+		}
+		return true, true, nil
 	}
+
 	var claimed bool
 	var at = model.Now()
 	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {

@@ -33,6 +33,7 @@ var bodyRoutes = map[string]string{
 	"POST /api/svc/v2/webhooks/:id/enable":                       "",
 	"POST /api/svc/v2/webhooks/:id/deliveries/:deliveryId/retry": "",
 	"POST /api/svc/v2/webhooks/:id/recover":                      `"since":"2020-01-01T00:00:00Z"`,
+	"POST /api/svc/v2/replays":                                   `"since":"2020-01-01T00:00:00Z"`,
 	"POST /api/svc/v2/webhooks/:id/lanes/:laneId/retry":          "",
 	"POST /api/svc/v2/webhooks/:id/lanes/:laneId/skip":           "",
 	"POST /api/svc/v2/webhooks/:id/test":                         "",
@@ -54,6 +55,7 @@ var bodyRoutes = map[string]string{
 	"POST /v2/svc/v2/webhooks/:id/enable":                        "",
 	"POST /v2/svc/v2/webhooks/:id/deliveries/:deliveryId/retry":  "",
 	"POST /v2/svc/v2/webhooks/:id/recover":                       `"since":"2020-01-01T00:00:00Z"`,
+	"POST /v2/svc/v2/replays":                                    `"since":"2020-01-01T00:00:00Z"`,
 	"POST /v2/svc/v2/webhooks/:id/lanes/:laneId/retry":           "",
 	"POST /v2/svc/v2/webhooks/:id/lanes/:laneId/skip":            "",
 	"POST /v2/svc/v2/webhooks/:id/test":                          "",
@@ -100,6 +102,17 @@ func variantRoutes(t *testing.T, e *testEnv, key string) []route {
 	for _, v := range variants {
 		r := e.do(t, "POST", strings.TrimSuffix(v.collection, "/webhooks")+"/notification-endpoints", v.auth(key), `{"kind":"chat","url":"https://chat.example.com/hook"}`)
 		ids[v.name]["notification-endpoints"] = jsonNumber(r.data(t)["id"])
+	}
+	for _, v := range variants { // a replay, stored as the use case stores one (a real one needs Temporal)
+		var w model.Webhook
+		if err := e.db.NewSelect().Model(&w).Where("id = ?", ids[v.name]["webhooks"]).Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r := &model.Replay{AccountID: w.AccountID, Variant: w.Variant, Criteria: `{"since":"2020-01-01T00:00:00Z","until":"2020-01-02T00:00:00Z","states":["exhausted"]}`}
+		if err := model.CreateReplay(context.Background(), e.db, r, nil); err != nil {
+			t.Fatal(err)
+		}
+		ids[v.name]["replays"] = fmt.Sprint(r.ID)
 	}
 	ids["A"]["campaigns"] = jsonNumber(e.do(t, "POST", "/api/svc/v2/campaigns", variants[0].auth(key), campaignBody).data(t)["id"])
 	ids["B"]["websites"] = jsonNumber(e.do(t, "POST", "/v2/svc/v2/websites", variants[1].auth(key), `{"brandId":3,"slug":"bodies"}`).data(t)["id"])

@@ -6,7 +6,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,8 +20,34 @@ import (
 	"github.com/webhookd/webhookd/wire"
 )
 
-// replayKillBatch is how many failed deliveries TestReplaySurvivesKill replays (issue 46).
-const replayKillBatch = 2000
+// replayKillBatchOf is how many failed deliveries TestReplaySurvivesKill replays (issue 46): 2,000,
+// or WEBHOOKD_E2E_REPLAY_BATCH (10000 measures the acceptance's 10,000-delivery replay).
+func replayKillBatchOf(t *testing.T) int {
+	if s := os.Getenv("WEBHOOKD_E2E_REPLAY_BATCH"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 2 {
+			t.Fatalf("WEBHOOKD_E2E_REPLAY_BATCH=%q: want an integer of at least 2", s)
+		}
+		return n
+	}
+	return 2000
+}
+
+// processMemory is a process's resident set now and at its peak (VmRSS, VmHWM), from /proc.
+func processMemory(t *testing.T, pid int) string {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	var out []string
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") || strings.HasPrefix(line, "VmHWM:") {
+			out = append(out, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // TestReplaySurvivesKill (issue 46): the built webhookd binary on a Temporal dev server and
 // PostgreSQL; a receiver fails until replayKillBatch deliveries of one webhook are exhausted and is
@@ -32,6 +61,8 @@ const replayKillBatch = 2000
 //	go test -count=1 -run TestReplaySurvivesKill -tags e2e -v ./e2e/
 func TestReplaySurvivesKill(t *testing.T) {
 	besideOthers(t)
+	replayKillBatch := replayKillBatchOf(t)
+	wait := time.Duration(max(1, replayKillBatch/2000)) * 5 * time.Minute
 	bin := webhookdBinary(t)
 	dbURL := dbtest.PostgresURL(t)
 	tsrv := temporaltest.Start(t)
@@ -68,7 +99,7 @@ func TestReplaySurvivesKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Minute, "every delivery exhausted", func() bool {
+	eventually(t, wait, "every delivery exhausted", func() bool {
 		return countStates(t, db, hook)[model.DeliveryExhausted] == replayKillBatch
 	})
 	failing.Store(false)
@@ -94,12 +125,14 @@ func TestReplaySurvivesKill(t *testing.T) {
 	p.start(t)
 	restarted := time.Now()
 	var final map[string]any
-	eventually(t, 5*time.Minute, "the replay done and every delivery delivered", func() bool {
+	eventually(t, wait, "the replay done and every delivery delivered", func() bool {
 		_, got, _ := st.call(t, "A", "GET", replayPath, nil)
 		final, _ = got["data"].(map[string]any)
 		return final["state"] == "done" && countStates(t, db, hook)[model.DeliveryDelivered] == replayKillBatch && countClaims(t, db, hook) == 0
 	})
 	t.Logf("done %s after the restart: %v", time.Since(restarted).Round(time.Millisecond), final)
+	// The restarted process ran the second half of the replay and nothing else.
+	t.Logf("memory of the restarted webhookd after the replay: %s", processMemory(t, p.cmd.Process.Pid))
 	if final["sent"] != float64(replayKillBatch) || final["skipped"] != float64(0) || final["remaining"] != float64(0) {
 		t.Errorf("replay after the kill = %v, want %d sent, none skipped", final, replayKillBatch)
 	}

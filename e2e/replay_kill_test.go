@@ -21,12 +21,12 @@ import (
 )
 
 // replayKillBatchOf is how many failed deliveries TestReplaySurvivesKill replays (issue 46): 2,000,
-// or WEBHOOKD_E2E_REPLAY_BATCH (10000 measures the acceptance's 10,000-delivery replay).
+// or REPLAY_E2E_BATCH (10000 measures the acceptance's 10,000-delivery replay).
 func replayKillBatchOf(t *testing.T) int {
-	if s := os.Getenv("WEBHOOKD_E2E_REPLAY_BATCH"); s != "" {
+	if s := os.Getenv("REPLAY_E2E_BATCH"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 2 {
-			t.Fatalf("WEBHOOKD_E2E_REPLAY_BATCH=%q: want an integer of at least 2", s)
+			t.Fatalf("REPLAY_E2E_BATCH=%q: want an integer of at least 2", s)
 		}
 		return n
 	}

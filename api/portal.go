@@ -23,6 +23,8 @@ type portalSessionRequest struct {
 type portalSessionResponse struct {
 	URL       string  `json:"url"`
 	ExpiresAt isoTime `json:"expiresAt"`
+	// ReadOnly tells whether the session changes nothing: as asked, and always for a read key.
+	ReadOnly bool `json:"readOnly"`
 }
 
 // errPortalOff answers a portal link while the portal is turned off, as /portal/ does.
@@ -60,6 +62,6 @@ func (h *deliveryHandlers) createPortalSession(c echo.Context) error {
 		return fmt.Errorf("create portal link: %w", err)
 	}
 	return c.JSON(http.StatusCreated, h.v.success(portalSessionResponse{
-		URL: link.URL, ExpiresAt: isoTime(link.Link.ExpiresAt),
+		URL: link.URL, ExpiresAt: isoTime(link.Link.ExpiresAt), ReadOnly: link.Link.ReadOnly,
 	}, "Portal link created; it opens once"))
 }

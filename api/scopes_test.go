@@ -192,6 +192,9 @@ func TestReadKeyPortalLinkIsReadOnly(t *testing.T) {
 					} {
 						r := e.do(t, "POST", portalPath(v), v.auth(keys[tc.scope]), tc.body)
 						r.expect(t, http.StatusCreated, "")
+						if got := r.data(t)["readOnly"]; got != tc.readOnly {
+							t.Errorf("the %s key's link with body %q answers readOnly %v, want %v", tc.scope, tc.body, got, tc.readOnly)
+						}
 						link, _ := url.Parse(r.data(t)["url"].(string))
 						rec := httptest.NewRecorder()
 						pages.ServeHTTP(rec, httptest.NewRequest("GET", link.RequestURI(), nil))

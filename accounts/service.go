@@ -39,10 +39,14 @@ func New(cfg Config) (*Service, error) {
 	return &Service{db: cfg.DB, publicURL: cfg.PublicURL, portalOff: cfg.PortalOff}, nil
 }
 
-// CreateAPIKey issues a new key for the account with that owner e-mail, creating the account when
-// it does not exist yet. The plain key is returned once and never stored.
-func (s *Service) CreateAPIKey(ctx context.Context, ownerEmail, name string) (plain string, account *model.Account, err error) {
-	return model.CreateAPIKey(ctx, s.db, ownerEmail, name)
+// CreateAPIKey issues a new key of that scope for the account with that owner e-mail, creating the
+// account when it does not exist yet: a *ScopeError when scope is not one of model.KeyScopes. The
+// plain key is returned once and never stored.
+func (s *Service) CreateAPIKey(ctx context.Context, ownerEmail, name string, scope model.KeyScope) (plain string, account *model.Account, err error) {
+	if !scope.Valid() {
+		return "", nil, &ScopeError{Scope: scope}
+	}
+	return model.CreateScopedAPIKey(ctx, s.db, ownerEmail, name, scope)
 }
 
 // APIKeys lists the keys of the account with that owner e-mail, revoked ones too, oldest first;
@@ -60,8 +64,8 @@ func (s *Service) RevokeAPIKey(ctx context.Context, id int64) (*model.APIKey, mo
 }
 
 // Authenticate returns the account a request's plain API key belongs to and the key's id (what it
-// makes, such as a portal link, records), or ErrUnauthorized.
-func (s *Service) Authenticate(ctx context.Context, plain string) (*model.Account, int64, error) {
+// makes, such as a portal link, records) and scope (what it may do), or ErrUnauthorized.
+func (s *Service) Authenticate(ctx context.Context, plain string) (*model.Account, model.AuthenticatedKey, error) {
 	return model.Authenticate(ctx, s.db, plain)
 }
 

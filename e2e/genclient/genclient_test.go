@@ -21,6 +21,8 @@ import (
 // target is the stack under test, from the environment TestGeneratedClient sets.
 type target struct {
 	apiURL, keyA, bearerB, receiver string
+	// readKey is a read key of the same account (docs/api.md, "Scoped API keys").
+	readKey string
 }
 
 func targetFromEnv(t *testing.T) target {
@@ -30,9 +32,10 @@ func targetFromEnv(t *testing.T) target {
 		keyA:     os.Getenv("WEBHOOKD_API_KEY_A"),
 		bearerB:  os.Getenv("WEBHOOKD_BEARER_B"),
 		receiver: os.Getenv("WEBHOOKD_RECEIVER_URL"),
+		readKey:  os.Getenv("WEBHOOKD_READ_KEY"),
 	}
-	if tg.apiURL == "" || tg.keyA == "" || tg.bearerB == "" || tg.receiver == "" {
-		t.Fatal("WEBHOOKD_API_URL, WEBHOOKD_API_KEY_A, WEBHOOKD_BEARER_B and WEBHOOKD_RECEIVER_URL must be set: " +
+	if tg.apiURL == "" || tg.keyA == "" || tg.bearerB == "" || tg.receiver == "" || tg.readKey == "" {
+		t.Fatal("WEBHOOKD_API_URL, WEBHOOKD_API_KEY_A, WEBHOOKD_BEARER_B, WEBHOOKD_RECEIVER_URL and WEBHOOKD_READ_KEY must be set: " +
 			"this test runs against a live stack, started by TestGeneratedClient (go test -tags e2e -run TestGeneratedClient ./e2e/ in the main module)")
 	}
 	return tg
@@ -84,6 +87,31 @@ func example[T any](t *testing.T, types []client.EventType, eventType string) T 
 	t.Fatalf("GET event-types lists no %s", eventType)
 	var zero T
 	return zero
+}
+
+// TestReadKey: a read key lists webhooks, is refused a change with 403 insufficient_scope in
+// variant A's envelope (JSON403), and its portal link answers readOnly.
+func TestReadKey(t *testing.T) {
+	tg := targetFromEnv(t)
+	c := newClient(t, tg, "x-api-key", tg.readKey)
+	ctx := context.Background()
+
+	list, err := c.ListWebhooksAWithResponse(ctx, &client.ListWebhooksAParams{})
+	must(t, "list with a read key", err, list.StatusCode(), http.StatusOK, list.Body)
+
+	created, err := c.CreateWebhookAWithResponse(ctx, client.CreateWebhookAJSONRequestBody{
+		Url: tg.receiver + "/genclient-read", EventType: "campaign.created",
+	})
+	must(t, "create with a read key", err, created.StatusCode(), http.StatusForbidden, created.Body)
+	if created.JSON403 == nil || created.JSON403.Code != client.ErrorCodeInsufficientScope || created.JSON403.Success {
+		t.Fatalf("create with a read key: %s", created.Body)
+	}
+
+	link, err := c.CreatePortalSessionAWithResponse(ctx, client.CreatePortalSessionAJSONRequestBody{})
+	must(t, "portal link with a read key", err, link.StatusCode(), http.StatusCreated, link.Body)
+	if !link.JSON201.Data.ReadOnly {
+		t.Fatalf("a read key's portal link is not read-only: %s", link.Body)
+	}
 }
 
 func TestVariantA(t *testing.T) {

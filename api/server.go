@@ -194,6 +194,8 @@ func New(cfg Config) (*Server, error) {
 		g.DELETE("/notification-endpoints/:id", nh.delete, with()...)
 		g.POST("/notification-endpoints/:id/test", nh.test, with(small)...)
 		g.GET("/notices", nh.notices, with()...)
+		// The audit log (issue 46).
+		g.GET("/audit-log", h.auditLog, with()...)
 		if v == variantB {
 			wh := &websiteHandlers{Server: s}
 			g.GET("/websites", wh.list, with()...)

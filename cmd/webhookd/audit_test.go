@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -60,5 +61,24 @@ func TestOperatorCommandsAudited(t *testing.T) {
 	}
 	if entries[0].TargetID != fields[0] || entries[2].TargetID != fields[0] {
 		t.Errorf("the key's entries name %s and %s, want its id %s", entries[0].TargetID, entries[2].TargetID, fields[0])
+	}
+}
+
+// TestOperatorActor: each operator command that changes an account names itself, by its first
+// words, as the actor of its changes (webhooks retry and recover as apikey and portal-link do).
+func TestOperatorActor(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"webhooks", "retry", "12", "--delivery", "40"}, "webhookd webhooks retry"},
+		{[]string{"webhooks", "recover", "12", "--since", "2026-01-01T00:00:00Z"}, "webhookd webhooks recover"},
+		{[]string{"apikey", "revoke", "3"}, "webhookd apikey revoke"},
+		{[]string{"portal-link", "--owner-email", "o@example.com"}, "webhookd portal-link"},
+	} {
+		a := audit.ActorOf(operator(context.Background(), tc.args))
+		if a.Kind != model.ActorKindCLI || a.ID != "" || a.Label != tc.want {
+			t.Errorf("%v: actor %+v, want cli %q", tc.args, a, tc.want)
+		}
 	}
 }

@@ -195,7 +195,9 @@ func TestAuditLogAPI(t *testing.T) {
 				t.Errorf("the audit log holds a secret or header value %q", s)
 			}
 		}
-		if !slices.ContainsFunc(rows, func(r model.AuditEntry) bool { return strings.Contains(r.Changes, "X-Token") || strings.Contains(r.Changes, "headers") }) {
+		if !slices.ContainsFunc(rows, func(r model.AuditEntry) bool {
+			return strings.Contains(r.Changes, "X-Token") || strings.Contains(r.Changes, "headers")
+		}) {
 			t.Errorf("no entry names the headers that changed")
 		}
 	})

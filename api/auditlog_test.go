@@ -156,6 +156,13 @@ func TestAuditLogAPI(t *testing.T) {
 		if c := changes("webhook.create"); !reflect.DeepEqual(c["auth"], map[string]any{"redacted": true}) || !reflect.DeepEqual(c["secret"], map[string]any{"redacted": true}) {
 			t.Errorf("webhook.create changes %v: want auth and secret redacted", c)
 		}
+		if c := changes("channel.create"); !reflect.DeepEqual(c["kind"], map[string]any{"old": nil, "new": "webhook"}) ||
+			!reflect.DeepEqual(c["url"], map[string]any{"old": nil, "new": "https://ops.example.com/n"}) {
+			t.Errorf("channel.create changes %v: want its kind and url", c)
+		}
+		if c := changes("channel.update"); !reflect.DeepEqual(c["types"], map[string]any{"old": nil, "new": []any{"webhook.failing"}}) {
+			t.Errorf("channel.update changes %v: want its types from the defaults (null) to the one named", c)
+		}
 		if c := changes("webhook.secret.rotate"); !reflect.DeepEqual(c, map[string]any{"secret": map[string]any{"redacted": true}}) {
 			t.Errorf("webhook.secret.rotate changes %v: want the secret alone, redacted", c)
 		}

@@ -88,6 +88,12 @@ type webhookField struct {
 }
 
 var webhookFields = []webhookField{
+	{name: "kind", value: func(w *model.Webhook) any {
+		if w.Kind == model.KindWebhook {
+			return nil // a webhook's entries are about a webhook: no kind to name
+		}
+		return ChannelKind(w)
+	}},
 	{name: "url", value: func(w *model.Webhook) any { return w.URL }},
 	{name: "eventType", value: func(w *model.Webhook) any { return w.EventType }},
 	{name: "version", value: func(w *model.Webhook) any { return w.Version }},

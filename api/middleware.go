@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/internal/routemetrics"
 	"github.com/webhookd/webhookd/model"
 )
@@ -86,6 +87,8 @@ func (s *Server) authenticate(v *variant) echo.MiddlewareFunc {
 			c.Set(contextAccount, account)
 			c.Set(contextKeyLookup, model.APIKeyLookup(key))
 			c.Set(contextAPIKey, apiKey)
+			// The use cases record the key as who made the changes (the audit log).
+			c.SetRequest(c.Request().WithContext(audit.WithActor(c.Request().Context(), audit.APIKey(apiKey.ID, account.OwnerEmail))))
 			return next(c)
 		}
 	}

@@ -65,6 +65,7 @@ var routeScopes = map[string]string{
 	"DELETE /notification-endpoints/:id":              manageOnly,
 	"POST /notification-endpoints/:id/test":           manageOnly,
 	"GET /notices":                                    readers,
+	"GET /audit-log":                                  readers,
 	"B GET /websites":                                 readers,
 	"B POST /websites":                                manageOnly,
 	"B GET /websites/:id":                             readers,

@@ -202,6 +202,8 @@ func New(cfg Config) (*Server, error) {
 		route(del, "/notification-endpoints/:id", forManage, nh.delete)
 		route(post, "/notification-endpoints/:id/test", forManage, nh.test, small)
 		route(get, "/notices", forRead, nh.notices)
+		// The audit log (issue 46).
+		route(get, "/audit-log", forRead, h.auditLog)
 		if v == variantB {
 			// Creating and changing a website is managing it; fan intake publishes events.
 			wh := &websiteHandlers{Server: s}

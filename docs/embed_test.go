@@ -75,8 +75,8 @@ func TestManagementOperationsDocumentErrors(t *testing.T) {
 			}
 		}
 	}
-	if seen != 83 {
-		t.Errorf("found %d management operations, want 83 (27 webhook and 8 notification operations per variant, 4 campaign, 6 website and 3 fan operations)", seen)
+	if seen != 85 {
+		t.Errorf("found %d management operations, want 85 (27 webhook, 8 notification and 1 audit-log operations per variant, 4 campaign, 6 website and 3 fan operations)", seen)
 	}
 }
 

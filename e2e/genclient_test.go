@@ -24,9 +24,10 @@ import (
 // oapi-codegen v2.8.2 and no configuration, and it works first try. The test generates it into the
 // nested module e2e/genclient (which pins the generator as a tool), vets it, and runs that
 // module's test against the real stack, in both variants: create, list, read, PUT, PATCH, a limit
-// set then cleared with null, a typed event published, delete, and a 404 afterwards; in variant A
-// also ordering set and cleared, and the webhook's lanes listed and read; a read key refused a
-// change (403, issue 46) and given a read-only portal link. The
+// set then cleared with null, a typed event published, delete, a 404 afterwards, and the audit
+// log (GET <prefix>/audit-log) naming the delete first, made with the key; in variant A also
+// ordering set and cleared, and the webhook's lanes listed and read; a read key refused a change
+// (403, issue 46) and given a read-only portal link. The
 // generated client reaches the API through a proxy that checks every request and response against
 // the document, so live traffic is held to it as the handler tests' recordings are.
 func TestGeneratedClient(t *testing.T) {

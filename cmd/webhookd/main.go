@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/accounts"
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
@@ -133,16 +134,26 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		logger.Info("migrations applied")
 		return nil
 	case "apikey":
-		return apikeyCommand(ctx, cfg, args[1:], stdout, stderr)
+		return apikeyCommand(operator(ctx, args), cfg, args[1:], stdout, stderr)
 	case "threshold":
 		return thresholdCommand(ctx, cfg, args[1:], stdout, stderr)
 	case "webhooks":
-		return webhooksCommand(ctx, cfg, args[1:], stdout, stderr, logger)
+		return webhooksCommand(operator(ctx, args), cfg, args[1:], stdout, stderr, logger)
 	case "portal-link":
-		return portalLinkCommand(ctx, cfg, args[1:], stdout, stderr)
+		return portalLinkCommand(operator(ctx, args), cfg, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// operator is ctx of an operator's command that may change an account: the audit log names the
+// CLI and the command (its first two words: webhookd apikey create) as who made the change.
+func operator(ctx context.Context, args []string) context.Context {
+	command := "webhookd " + args[0]
+	if len(args) > 1 && !strings.HasPrefix(args[1], "-") && args[0] != "portal-link" {
+		command += " " + args[1]
+	}
+	return audit.WithActor(ctx, audit.CLI(command))
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {

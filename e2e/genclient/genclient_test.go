@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -230,6 +231,15 @@ func TestVariantA(t *testing.T) {
 	if gone.JSON404 == nil || gone.JSON404.Code != client.ErrorCodeNotFound || gone.JSON404.Success {
 		t.Fatalf("get after delete: %s", gone.Body)
 	}
+
+	// The audit log names the delete first, made with this key.
+	limit := client.LimitParameter(5)
+	audit, err := c.ListAuditLogAWithResponse(ctx, &client.ListAuditLogAParams{Limit: &limit})
+	must(t, "audit log", err, audit.StatusCode(), http.StatusOK, audit.Body)
+	if e := audit.JSON200.Data; len(e) == 0 || e[0].Action != "webhook.delete" || e[0].Actor.Kind != client.ApiKey ||
+		e[0].Target.Id != strconv.FormatInt(id, 10) {
+		t.Fatalf("audit log: want the delete of %d first, by an API key: %s", id, audit.Body)
+	}
 }
 
 func TestVariantB(t *testing.T) {
@@ -309,5 +319,14 @@ func TestVariantB(t *testing.T) {
 	must(t, "get after delete", err, gone.StatusCode(), http.StatusNotFound, gone.Body)
 	if gone.JSON404 == nil || gone.JSON404.Code != client.ErrorCodeNotFound || !gone.JSON404.IsError {
 		t.Fatalf("get after delete: %s", gone.Body)
+	}
+
+	// The audit log names the delete first, made with this key.
+	limit := client.LimitParameter(5)
+	audit, err := c.ListAuditLogBWithResponse(ctx, &client.ListAuditLogBParams{Limit: &limit})
+	must(t, "audit log", err, audit.StatusCode(), http.StatusOK, audit.Body)
+	if e := audit.JSON200.Data; len(e) == 0 || e[0].Action != "webhook.delete" || e[0].Actor.Kind != client.ApiKey ||
+		e[0].Target.Id != strconv.FormatInt(id, 10) {
+		t.Fatalf("audit log: want the delete of %d first, by an API key: %s", id, audit.Body)
 	}
 }

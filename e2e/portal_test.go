@@ -396,6 +396,25 @@ func TestPortalEndpointFlow(t *testing.T) {
 	b.do("scroll to the destination section", chromedp.ScrollIntoView(chromedp.CSS(`#destination`)))
 	b.screenshot("portal-19-destination.png")
 
+	// 20. The audit log (issue 46): the nav's link opens it; the portal's own changes above are
+	// there with this session as who made them, newest first, and no secret is on the page,
+	// neither the signing secrets shown above nor the destination's credentials.
+	b.do("open the audit log from the nav",
+		chromedp.Navigate(stack.apiURL+"/portal/"),
+		chromedp.Click(chromedp.CSS(`nav a[href="/portal/audit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.audit`)))
+	audit := b.text("read the audit log", "table.audit")
+	for _, want := range []string{"webhook.create", "webhook.secret.rotate", "webhook.settings", "portal"} {
+		if !strings.Contains(audit, want) {
+			t.Fatalf("the audit log does not show %q:\n%s", want, audit)
+		}
+	}
+	if page := b.eval("read the page", `document.documentElement.outerHTML`); strings.Contains(page, oldSecret) || strings.Contains(page, newSecret) {
+		t.Fatal("the audit log shows a signing secret")
+	}
+	noSecret("the audit log")
+	b.screenshot("portal-20-audit.png")
+
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.
 	b.do("open the integrator's page", chromedp.Navigate(allowed.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))

@@ -146,7 +146,8 @@ bench:
 # backlog and ARGS='-pressure 3' for busy processes, issue 27; matrix: issue 40, the noisy-neighbour
 # matrix, one table of account C's publish-to-receipt and API times with B idle and during each
 # heavy thing B can do (hanging, TLS and auth failures on C's host, heavy filters, filter trials,
-# a burst, portal pages, long lists, a recover of 10,000 deliveries), about 20 minutes,
+# a burst, portal pages, long lists, a recover of 10,000 deliveries, a replay of 10,000 with
+# webhookd's peak RSS), about 25 minutes,
 # ARGS='-matrix-rows burst,lists' for some rows; ratelimit: issue 27, the rate a receiver sees with
 # a backlog; none of them in the default run), ARGS='-rate 5' passes loadtest flags,
 # WEBHOOKD_BIN=... measures another build.

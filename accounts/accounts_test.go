@@ -35,20 +35,25 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
 		s := newService(t, db, accounts.Config{})
-		plain, account, err := s.CreateAPIKey(ctx, " Owner@Example.com ", "ci")
+		plain, account, err := s.CreateAPIKey(ctx, " Owner@Example.com ", "ci", model.ScopeRead)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if account.OwnerEmail != "owner@example.com" || !strings.HasPrefix(plain, model.APIKeyPrefix) {
 			t.Fatalf("account %q, key %q", account.OwnerEmail, plain)
 		}
-		if _, _, err := s.CreateAPIKey(ctx, "Owner <owner@example.com>", "ci"); err == nil {
+		if _, _, err := s.CreateAPIKey(ctx, "Owner <owner@example.com>", "ci", model.ScopeManage); err == nil {
 			t.Fatal("a named address was accepted as an owner e-mail")
 		}
-		got, keyID, err := s.Authenticate(ctx, plain)
-		if err != nil || got.ID != account.ID || keyID == 0 {
-			t.Fatalf("Authenticate = %+v, %d, %v", got, keyID, err)
+		var scopeErr *accounts.ScopeError
+		if _, _, err := s.CreateAPIKey(ctx, "owner@example.com", "ci", "admin"); !errors.As(err, &scopeErr) || scopeErr.Scope != "admin" {
+			t.Fatalf("scope admin: %v, want a ScopeError naming it", err)
 		}
+		got, authKey, err := s.Authenticate(ctx, plain)
+		if err != nil || got.ID != account.ID || authKey.ID == 0 || authKey.Scope != model.ScopeRead {
+			t.Fatalf("Authenticate = %+v, %+v, %v; want the read key", got, authKey, err)
+		}
+		keyID := authKey.ID
 		if _, _, err := s.Authenticate(ctx, plain[:len(plain)-1]+"x"); !errors.Is(err, accounts.ErrUnauthorized) {
 			t.Fatalf("a wrong key: %v, want ErrUnauthorized", err)
 		}
@@ -59,7 +64,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 			t.Fatalf("Account of nobody: %v, want ErrNotFound", err)
 		}
 		keys, err := s.APIKeys(ctx, "owner@example.com")
-		if err != nil || len(keys) != 1 || keys[0].ID != keyID || strings.Contains(keys[0].KeyID(), plain[len(model.APIKeyPrefix)+12:]) {
+		if err != nil || len(keys) != 1 || keys[0].ID != keyID || keys[0].Scope != model.ScopeRead || strings.Contains(keys[0].KeyID(), plain[len(model.APIKeyPrefix)+12:]) {
 			t.Fatalf("APIKeys = %+v, %v", keys, err)
 		}
 		if _, err := s.APIKeys(ctx, "nobody@example.com"); !errors.Is(err, accounts.ErrNotFound) {
@@ -83,7 +88,7 @@ func TestIssuePortalLink(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
 		s := newService(t, db, accounts.Config{PublicURL: "https://hooks.example.com/"})
-		_, account, err := s.CreateAPIKey(ctx, "owner@example.com", "ci")
+		_, account, err := s.CreateAPIKey(ctx, "owner@example.com", "ci", model.ScopeManage)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +146,7 @@ func TestPortalSessionLifecycle(t *testing.T) {
 	dbtest.ForEach(t, func(t *testing.T, db *model.DB) {
 		ctx := t.Context()
 		s := newService(t, db, accounts.Config{})
-		_, account, err := s.CreateAPIKey(ctx, "owner@example.com", "ci")
+		_, account, err := s.CreateAPIKey(ctx, "owner@example.com", "ci", model.ScopeManage)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,14 +202,15 @@ func TestPortalSessionLifecycle(t *testing.T) {
 			t.Fatalf("a revoked link: %v, want ErrLinkInvalid", err)
 		}
 
-		plain, _, err := s.CreateAPIKey(ctx, "owner@example.com", "leaked")
+		plain, _, err := s.CreateAPIKey(ctx, "owner@example.com", "leaked", model.ScopeManage)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, keyID, err := s.Authenticate(ctx, plain)
+		_, key, err := s.Authenticate(ctx, plain)
 		if err != nil {
 			t.Fatal(err)
 		}
+		keyID := key.ID
 		sid, _ = enter(accounts.PortalLinkRequest{AccountID: account.ID, APIKeyID: keyID, Variant: model.VariantB})
 		if _, ended, err := s.RevokeAPIKey(ctx, keyID); err != nil || ended.Sessions != 1 {
 			t.Fatalf("RevokeAPIKey ended %+v, %v", ended, err)

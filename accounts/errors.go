@@ -27,6 +27,15 @@ var (
 	ErrSessionEnded = model.ErrPortalSessionEnded
 )
 
+// ScopeError refuses an API key's scope that is not one of model.KeyScopes.
+type ScopeError struct {
+	Scope model.KeyScope
+}
+
+func (e *ScopeError) Error() string {
+	return fmt.Sprintf("api key scope %q is not one of read, publish, manage", e.Scope)
+}
+
 // VariantError refuses a portal link for a variant that does not exist.
 type VariantError struct {
 	Variant model.Variant

@@ -11,6 +11,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/model"
 )
 
@@ -39,10 +42,34 @@ func New(cfg Config) (*Service, error) {
 	return &Service{db: cfg.DB, publicURL: cfg.PublicURL, portalOff: cfg.PortalOff}, nil
 }
 
-// CreateAPIKey issues a new key for the account with that owner e-mail, creating the account when
-// it does not exist yet. The plain key is returned once and never stored.
-func (s *Service) CreateAPIKey(ctx context.Context, ownerEmail, name string) (plain string, account *model.Account, err error) {
-	return model.CreateAPIKey(ctx, s.db, ownerEmail, name)
+// CreateAPIKey issues a new key of that scope for the account with that owner e-mail, creating the
+// account when it does not exist yet: a *ScopeError when scope is not one of model.KeyScopes. The
+// plain key is returned once and never stored. The audit log records it in the same transaction.
+func (s *Service) CreateAPIKey(ctx context.Context, ownerEmail, name string, scope model.KeyScope) (plain string, account *model.Account, err error) {
+	if !scope.Valid() {
+		return "", nil, &ScopeError{Scope: scope}
+	}
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if plain, account, err = model.CreateScopedAPIKey(ctx, tx, ownerEmail, name, scope); err != nil {
+			return err
+		}
+		keys, err := model.ListAPIKeys(ctx, tx, account.OwnerEmail)
+		if err != nil {
+			return err
+		}
+		lookup := model.APIKeyLookup(plain)
+		for _, k := range keys {
+			if k.Lookup == lookup {
+				return audit.Record(ctx, tx, account.ID, model.AccountWide, audit.APIKeyCreate, audit.TargetAPIKey, audit.ID(k.ID),
+					audit.Changes{"name": audit.Changed(nil, name), "scope": audit.Changed(nil, string(scope))})
+			}
+		}
+		return errors.New("accounts: the new API key is not among the account's")
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return plain, account, nil
 }
 
 // APIKeys lists the keys of the account with that owner e-mail, revoked ones too, oldest first;
@@ -55,13 +82,27 @@ func (s *Service) APIKeys(ctx context.Context, ownerEmail string) ([]model.APIKe
 // it go the unused portal links it asked for and the sessions they opened (a leaked key may have
 // made them already); what it ended of the portal is returned. ErrNotFound when there is no key
 // with that id.
-func (s *Service) RevokeAPIKey(ctx context.Context, id int64) (*model.APIKey, model.PortalRevoked, error) {
-	return model.RevokeAPIKey(ctx, s.db, id)
+func (s *Service) RevokeAPIKey(ctx context.Context, id int64) (key *model.APIKey, ended model.PortalRevoked, err error) {
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		asked := model.Now()
+		if key, ended, err = model.RevokeAPIKey(ctx, tx, id); err != nil {
+			return err
+		}
+		if key.RevokedAt.Before(asked) {
+			return nil // revoked before: nothing changed
+		}
+		return audit.Record(ctx, tx, key.AccountID, model.AccountWide, audit.APIKeyRevoke, audit.TargetAPIKey, audit.ID(key.ID),
+			audit.Changes{"revoked": audit.Changed(false, true)})
+	})
+	if err != nil {
+		return nil, model.PortalRevoked{}, err
+	}
+	return key, ended, nil
 }
 
 // Authenticate returns the account a request's plain API key belongs to and the key's id (what it
-// makes, such as a portal link, records), or ErrUnauthorized.
-func (s *Service) Authenticate(ctx context.Context, plain string) (*model.Account, int64, error) {
+// makes, such as a portal link, records) and scope (what it may do), or ErrUnauthorized.
+func (s *Service) Authenticate(ctx context.Context, plain string) (*model.Account, model.AuthenticatedKey, error) {
 	return model.Authenticate(ctx, s.db, plain)
 }
 
@@ -115,8 +156,18 @@ func (s *Service) IssuePortalLink(ctx context.Context, r PortalLinkRequest) (*Po
 	if ttl <= 0 || ttl > MaxPortalLinkTTL {
 		return nil, ErrPortalTTLOutOfRange
 	}
-	token, link, err := model.CreatePortalLink(ctx, s.db, model.NewPortalLink{
-		AccountID: r.AccountID, APIKeyID: r.APIKeyID, Variant: r.Variant, ReadOnly: r.ReadOnly, TTL: ttl,
+	var token string
+	var link *model.PortalLink
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		token, link, err = model.CreatePortalLink(ctx, tx, model.NewPortalLink{
+			AccountID: r.AccountID, APIKeyID: r.APIKeyID, Variant: r.Variant, ReadOnly: r.ReadOnly, TTL: ttl,
+		})
+		if err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, r.AccountID, r.Variant, audit.PortalLinkCreate, audit.TargetPortalLink, audit.ID(link.ID), audit.Changes{
+			"readOnly": audit.Changed(nil, r.ReadOnly), "expiresAt": audit.Changed(nil, link.ExpiresAt)})
 	})
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ type PurgeInput struct {
 }
 
 // PurgeExpired runs one batch of a retention pass (model.PurgeExpired, then
-// model.PurgePortalAccess). Running it twice is harmless: a row deleted once is not found again,
+// model.PurgePortalAccess and model.PurgeAudit). Running it twice is harmless: a row deleted once is not found again,
 // and a row kept is kept again.
 func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (model.PurgeBatch, error) {
 	if in.Limit <= 0 || in.Before.IsZero() {
@@ -46,6 +46,14 @@ func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (model.Pur
 	}
 	if p != (model.PortalRevoked{}) {
 		activity.GetLogger(ctx).Info("purged ended portal access", "before", in.Before, "sessions", p.Sessions, "links", p.Links)
+	}
+	// The audit log's entries too, as many per batch (docs/api.md, "Audit log").
+	n, err := model.PurgeAudit(ctx, a.DB, in.Before, in.Limit)
+	if err != nil {
+		return b, err
+	}
+	if n > 0 {
+		activity.GetLogger(ctx).Info("purged audit entries", "before", in.Before, "entries", n)
 	}
 	return b, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/internal/routemetrics"
 	"github.com/webhookd/webhookd/model"
 )
@@ -16,10 +17,11 @@ import (
 const (
 	headerRequestID = "X-Request-Id"
 	contextAccount  = "webhookd.account"
-	// contextKeyLookup is the key's public lookup id (the rate limiter's bucket), contextKeyID its
-	// row id (what a portal link records).
+	// contextKeyLookup is the key's public lookup id (the rate limiter's bucket), contextAPIKey
+	// its row id (what a portal link records) and scope (what it may do), a
+	// model.AuthenticatedKey (keyOf).
 	contextKeyLookup = "webhookd.key"
-	contextKeyID     = "webhookd.keyid"
+	contextAPIKey    = "webhookd.apikey"
 	// contextBodyLimit names the body limit of the route, for the 413 message.
 	contextBodyLimit = "webhookd.bodylimit"
 	// contextArrived is when the request arrived, before it waited for anything (time.Time).
@@ -75,7 +77,7 @@ func (s *Server) authenticate(v *variant) echo.MiddlewareFunc {
 				}
 				return aerr
 			}
-			account, keyID, err := s.accounts.Authenticate(c.Request().Context(), key)
+			account, apiKey, err := s.accounts.Authenticate(c.Request().Context(), key)
 			if err != nil {
 				if v.spec.AuthScheme != "" {
 					c.Response().Header().Set("WWW-Authenticate", v.spec.AuthScheme+` realm="webhookd", error="invalid_token"`)
@@ -84,7 +86,9 @@ func (s *Server) authenticate(v *variant) echo.MiddlewareFunc {
 			}
 			c.Set(contextAccount, account)
 			c.Set(contextKeyLookup, model.APIKeyLookup(key))
-			c.Set(contextKeyID, keyID)
+			c.Set(contextAPIKey, apiKey)
+			// The use cases record the key as who made the changes (the audit log).
+			c.SetRequest(c.Request().WithContext(audit.WithActor(c.Request().Context(), audit.APIKey(apiKey.ID, account.OwnerEmail))))
 			return next(c)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/webhookd/webhookd/accounts"
+	"github.com/webhookd/webhookd/model"
 )
 
 // portalSessionRequest is the body of POST <prefix>/portal-sessions. ttl is whole seconds, as
@@ -22,6 +23,8 @@ type portalSessionRequest struct {
 type portalSessionResponse struct {
 	URL       string  `json:"url"`
 	ExpiresAt isoTime `json:"expiresAt"`
+	// ReadOnly tells whether the session changes nothing: as asked, and always for a read key.
+	ReadOnly bool `json:"readOnly"`
 }
 
 // errPortalOff answers a portal link while the portal is turned off, as /portal/ does.
@@ -38,7 +41,11 @@ func (h *deliveryHandlers) createPortalSession(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	r := accounts.PortalLinkRequest{AccountID: accountOf(c).ID, APIKeyID: c.Get(contextKeyID).(int64), Variant: h.v.model, ReadOnly: req.ReadOnly}
+	// A read key's link opens a read-only session, whatever the request says: the session may do
+	// what the key may (docs/portal.md).
+	key := keyOf(c)
+	r := accounts.PortalLinkRequest{AccountID: accountOf(c).ID, APIKeyID: key.ID, Variant: h.v.model,
+		ReadOnly: req.ReadOnly || key.Scope == model.ScopeRead}
 	if req.TTL != nil {
 		// Clamped so that the product cannot wrap: what is out of range stays out of range.
 		ttl := time.Duration(max(min(int64(*req.TTL), math.MaxInt64/int64(time.Second)), 0)) * time.Second
@@ -55,6 +62,6 @@ func (h *deliveryHandlers) createPortalSession(c echo.Context) error {
 		return fmt.Errorf("create portal link: %w", err)
 	}
 	return c.JSON(http.StatusCreated, h.v.success(portalSessionResponse{
-		URL: link.URL, ExpiresAt: isoTime(link.Link.ExpiresAt),
+		URL: link.URL, ExpiresAt: isoTime(link.Link.ExpiresAt), ReadOnly: link.Link.ReadOnly,
 	}, "Portal link created; it opens once"))
 }

@@ -67,8 +67,8 @@ func TestPortalSessionLink(t *testing.T) {
 							t.Fatalf("session = %+v, want account %d variant %s readOnly %v", session, account.ID, v.name, tc.readOnly)
 						}
 						var recorded int64
-						if err := e.db.NewSelect().Table("portal_links").Column("api_key_id").Where("id = ?", session.LinkID).Scan(t.Context(), &recorded); err != nil || recorded != keyID {
-							t.Fatalf("the link records key %d, %v; want the caller's, %d", recorded, err, keyID)
+						if err := e.db.NewSelect().Table("portal_links").Column("api_key_id").Where("id = ?", session.LinkID).Scan(t.Context(), &recorded); err != nil || recorded != keyID.ID {
+							t.Fatalf("the link records key %d, %v; want the caller's, %d", recorded, err, keyID.ID)
 						}
 					}
 				})

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -149,75 +148,91 @@ func New(cfg Config) (*Server, error) {
 		IdentifierExtractor: func(c echo.Context) (string, error) { return c.Get(contextKeyLookup).(string), nil },
 		DenyHandler:         func(echo.Context, string, error) error { return errRateLimited },
 	})
+	var unscoped []string
 	for _, v := range []*variant{variantA, variantB} {
 		// The variant, auth and rate limit go on each route rather than on the group: group
 		// middleware makes Echo register a catch-all that answers 404 where a path exists with
 		// other methods, which must be 405 with Allow.
 		g := e.Group(v.prefix)
-		common := []echo.MiddlewareFunc{withVariant(v), s.authenticate(v), limiter, singleParameters}
-		with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc { return append(slices.Clone(common), m...) }
+		// route registers a route with the API key scopes it admits (scopes.go): need comes after
+		// the key is authenticated and counted, before anything reads the request.
+		route := func(method, path string, admits scopes, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+			if len(admits.admitted) == 0 {
+				unscoped = append(unscoped, method+" "+v.prefix+path)
+			}
+			chain := []echo.MiddlewareFunc{withVariant(v), s.authenticate(v), limiter, need(admits), singleParameters}
+			g.Add(method, path, h, append(chain, m...)...)
+		}
+		const get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
 		small, large := bodyLimit(maxBodyBytes), bodyLimit(maxEventBytes)
 		h := &deliveryHandlers{Server: s, v: v}
-		g.GET("/webhooks", h.list, with()...)
-		g.POST("/webhooks", h.create, with(small)...)
-		g.POST("/webhooks/filter-test", h.filterTest, with(small)...)
-		g.GET("/webhooks/:id", h.get, with()...)
-		g.PUT("/webhooks/:id", h.update, with(small)...)
-		g.PATCH("/webhooks/:id", h.patch, with(small)...)
-		g.DELETE("/webhooks/:id", h.delete, with()...)
-		g.GET("/webhooks/:id/health", h.health, with()...)
-		g.GET("/webhooks/:id/secret", h.secret, with()...)
-		g.POST("/webhooks/:id/secret/rotate", h.rotateSecret, with(small)...)
-		g.POST("/webhooks/:id/retry", h.retry, with(small)...)
-		g.POST("/webhooks/:id/disable", h.disable, with(small)...)
-		g.POST("/webhooks/:id/enable", h.enable, with(small)...)
-		g.GET("/webhooks/:id/deliveries", h.deliveries, with()...)
-		g.GET("/webhooks/:id/deliveries/:deliveryId", h.delivery, with()...)
-		g.POST("/webhooks/:id/deliveries/:deliveryId/retry", h.retryDelivery, with(small)...)
-		g.POST("/webhooks/:id/recover", h.recoverSince, with(small)...)
-		g.GET("/webhooks/:id/lanes", h.lanes, with()...)
-		g.GET("/webhooks/:id/lanes/:laneId", h.lane, with()...)
-		g.POST("/webhooks/:id/lanes/:laneId/retry", h.retryLane, with(small)...)
-		g.POST("/webhooks/:id/lanes/:laneId/skip", h.skipLane, with(small)...)
-		g.POST("/webhooks/:id/test", h.test, with(small)...)
-		g.POST("/events", h.publishEvent, with(large)...)
-		g.GET("/events", h.listEvents, with()...)
-		g.GET("/events/:id", h.getEvent, with()...)
-		g.GET("/event-types", h.eventTypes, with()...)
-		g.POST("/portal-sessions", h.createPortalSession, with(small)...)
-		// Issue 46: the delivery log across webhooks, and replays.
-		g.GET("/deliveries", h.accountDeliveries, with()...)
-		g.POST("/replays", h.replay, with(small)...)
-		g.GET("/replays/:id", h.getReplay, with()...)
-		g.DELETE("/replays/:id", h.cancelReplay, with()...)
+		route(get, "/webhooks", forRead, h.list)
+		route(post, "/webhooks", forManage, h.create, small)
+		route(post, "/webhooks/filter-test", forManage, h.filterTest, small)
+		route(get, "/webhooks/:id", forRead, h.get)
+		route(put, "/webhooks/:id", forManage, h.update, small)
+		route(patch, "/webhooks/:id", forManage, h.patch, small)
+		route(del, "/webhooks/:id", forManage, h.delete)
+		route(get, "/webhooks/:id/health", forRead, h.health)
+		route(get, "/webhooks/:id/secret", forManage, h.secret)
+		route(post, "/webhooks/:id/secret/rotate", forManage, h.rotateSecret, small)
+		route(post, "/webhooks/:id/retry", forManage, h.retry, small)
+		route(post, "/webhooks/:id/disable", forManage, h.disable, small)
+		route(post, "/webhooks/:id/enable", forManage, h.enable, small)
+		route(get, "/webhooks/:id/deliveries", forRead, h.deliveries)
+		route(get, "/webhooks/:id/deliveries/:deliveryId", forRead, h.delivery)
+		route(post, "/webhooks/:id/deliveries/:deliveryId/retry", forManage, h.retryDelivery, small)
+		route(post, "/webhooks/:id/recover", forManage, h.recoverSince, small)
+		route(get, "/webhooks/:id/lanes", forRead, h.lanes)
+		route(get, "/webhooks/:id/lanes/:laneId", forRead, h.lane)
+		route(post, "/webhooks/:id/lanes/:laneId/retry", forManage, h.retryLane, small)
+		route(post, "/webhooks/:id/lanes/:laneId/skip", forManage, h.skipLane, small)
+		route(post, "/webhooks/:id/test", forManage, h.test, small)
+		route(post, "/events", forPublish, h.publishEvent, large)
+		route(get, "/events", forEventLog, h.listEvents)
+		route(get, "/events/:id", forEventLog, h.getEvent)
+		route(get, "/event-types", forEventLog, h.eventTypes)
+		route(post, "/portal-sessions", forPortalLink, h.createPortalSession, small)
+		// Issue 46: the delivery log across webhooks (read), and replays (a replay sends: manage;
+		// its counts: read).
+		route(get, "/deliveries", forRead, h.accountDeliveries)
+		route(post, "/replays", forManage, h.replay, small)
+		route(get, "/replays/:id", forRead, h.getReplay)
+		route(del, "/replays/:id", forManage, h.cancelReplay)
 		nh := &channelHandlers{Server: s, v: v}
-		g.GET("/notification-endpoints", nh.list, with()...)
-		g.POST("/notification-endpoints", nh.create, with(small)...)
-		g.GET("/notification-endpoints/:id", nh.get, with()...)
-		g.PUT("/notification-endpoints/:id", nh.change, with(small)...)
-		g.PATCH("/notification-endpoints/:id", nh.change, with(small)...)
-		g.DELETE("/notification-endpoints/:id", nh.delete, with()...)
-		g.POST("/notification-endpoints/:id/test", nh.test, with(small)...)
-		g.GET("/notices", nh.notices, with()...)
+		route(get, "/notification-endpoints", forRead, nh.list)
+		route(post, "/notification-endpoints", forManage, nh.create, small)
+		route(get, "/notification-endpoints/:id", forRead, nh.get)
+		route(put, "/notification-endpoints/:id", forManage, nh.change, small)
+		route(patch, "/notification-endpoints/:id", forManage, nh.change, small)
+		route(del, "/notification-endpoints/:id", forManage, nh.delete)
+		route(post, "/notification-endpoints/:id/test", forManage, nh.test, small)
+		route(get, "/notices", forRead, nh.notices)
+		// The audit log (issue 46).
+		route(get, "/audit-log", forRead, h.auditLog)
 		if v == variantB {
+			// Creating and changing a website is managing it; fan intake publishes events.
 			wh := &websiteHandlers{Server: s}
-			g.GET("/websites", wh.list, with()...)
-			g.POST("/websites", wh.create, with(small)...)
-			g.GET("/websites/:id", wh.get, with()...)
-			g.DELETE("/websites/:id", wh.delete, with()...)
-			g.POST("/websites/:id/publish", wh.publishWebsite, with(small)...)
-			g.POST("/websites/:id/archive", wh.archive, with(small)...)
-			g.POST("/websites/:id/leads", wh.lead, with(small)...)
-			g.POST("/websites/:id/presaves", wh.presave, with(small)...)
-			g.POST("/websites/:id/analytics", wh.analytics, with(small)...)
+			route(get, "/websites", forRead, wh.list)
+			route(post, "/websites", forManage, wh.create, small)
+			route(get, "/websites/:id", forRead, wh.get)
+			route(del, "/websites/:id", forManage, wh.delete)
+			route(post, "/websites/:id/publish", forManage, wh.publishWebsite, small)
+			route(post, "/websites/:id/archive", forManage, wh.archive, small)
+			route(post, "/websites/:id/leads", forPublish, wh.lead, small)
+			route(post, "/websites/:id/presaves", forPublish, wh.presave, small)
+			route(post, "/websites/:id/analytics", forPublish, wh.analytics, small)
 		}
 		if v == variantA {
 			ch := &campaignHandlers{Server: s}
-			g.GET("/campaigns", ch.list, with()...)
-			g.POST("/campaigns", ch.create, with(small)...)
-			g.GET("/campaigns/:id", ch.get, with()...)
-			g.PATCH("/campaigns/:id", ch.patch, with(small)...)
+			route(get, "/campaigns", forRead, ch.list)
+			route(post, "/campaigns", forManage, ch.create, small)
+			route(get, "/campaigns/:id", forRead, ch.get)
+			route(patch, "/campaigns/:id", forManage, ch.patch, small)
 		}
+	}
+	if len(unscoped) > 0 {
+		return nil, fmt.Errorf("api: routes without a scope: %v", unscoped)
 	}
 	s.echo = e
 	return s, nil

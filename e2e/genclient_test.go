@@ -17,14 +17,17 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/docs/openapitest"
+	"github.com/webhookd/webhookd/model"
 )
 
 // TestGeneratedClient (issue 32): an integrator generates a Go client from docs/openapi.yaml with
 // oapi-codegen v2.8.2 and no configuration, and it works first try. The test generates it into the
 // nested module e2e/genclient (which pins the generator as a tool), vets it, and runs that
 // module's test against the real stack, in both variants: create, list, read, PUT, PATCH, a limit
-// set then cleared with null, a typed event published, delete, and a 404 afterwards; in variant A
-// also ordering set and cleared, and the webhook's lanes listed and read. The
+// set then cleared with null, a typed event published, delete, a 404 afterwards, and the audit
+// log (GET <prefix>/audit-log) naming the delete first, made with the key; in variant A also
+// ordering set and cleared, and the webhook's lanes listed and read; a read key refused a change
+// (403, issue 46) and given a read-only portal link. The
 // generated client reaches the API through a proxy that checks every request and response against
 // the document, so live traffic is held to it as the handler tests' recordings are.
 func TestGeneratedClient(t *testing.T) {
@@ -48,11 +51,16 @@ func TestGeneratedClient(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "client"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	readKey, _, err := model.CreateScopedAPIKey(t.Context(), st.db, "owner@example.com", "genclient read", model.ScopeRead)
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := append(os.Environ(),
 		"WEBHOOKD_API_URL="+ps.URL,
 		"WEBHOOKD_API_KEY_A="+st.key,
 		"WEBHOOKD_BEARER_B="+st.key,
 		"WEBHOOKD_RECEIVER_URL="+st.rc.url(""),
+		"WEBHOOKD_READ_KEY="+readKey,
 	)
 	run := func(name string, args ...string) {
 		t.Helper()

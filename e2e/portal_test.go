@@ -396,6 +396,47 @@ func TestPortalEndpointFlow(t *testing.T) {
 	b.do("scroll to the destination section", chromedp.ScrollIntoView(chromedp.CSS(`#destination`)))
 	b.screenshot("portal-19-destination.png")
 
+	// 20. The audit log (issue 46): the nav's link opens it; the portal's own changes above are
+	// there with this session as who made them, newest first, and no secret is on the page,
+	// neither the signing secrets shown above nor the destination's credentials.
+	b.do("open the audit log from the nav",
+		chromedp.Navigate(stack.apiURL+"/portal/"),
+		chromedp.Click(chromedp.CSS(`nav a[href="/portal/audit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.audit`)))
+	audit := b.text("read the audit log", "table.audit")
+	for _, want := range []string{"webhook.create", "webhook.secret.rotate", "webhook.settings", "portal"} {
+		if !strings.Contains(audit, want) {
+			t.Fatalf("the audit log does not show %q:\n%s", want, audit)
+		}
+	}
+	if page := b.eval("read the page", `document.documentElement.outerHTML`); strings.Contains(page, oldSecret) || strings.Contains(page, newSecret) {
+		t.Fatal("the audit log shows a signing secret")
+	}
+	noSecret("the audit log")
+	b.screenshot("portal-20-audit.png")
+
+	// 21. A read key (issue 46), issued by the operator's CLI: its portal link opens a read-only
+	// session, which shows the endpoints without the form to add one and says it is read-only.
+	cmd := exec.Command(webhookdBinary(t), "apikey", "create", "--owner-email", "dev@localhost", "--name", "auditor", "--scope", "read")
+	cmd.Env = append(os.Environ(), "WEBHOOKD_DATA_DIR="+stack.dataDir, "WEBHOOKD_LOG_LEVEL=warn")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("webhookd apikey create --scope read: %v\n%s", err, out)
+	}
+	readKey := strings.TrimSpace(string(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:]))
+	made := devAPI(t, stack, readKey, "POST", "/v2/svc/v2/portal-sessions", map[string]any{})["data"].(map[string]any)
+	if made["readOnly"] != true {
+		t.Fatalf("a read key's portal link answers readOnly %v, want true", made["readOnly"])
+	}
+	b.do("open the read key's link", chromedp.Navigate(made["url"].(string)), chromedp.WaitVisible(chromedp.CSS(`span.badge`)))
+	if got := b.text("read the badge", "span.badge"); got != "read-only" {
+		t.Fatalf("the read key's session shows the badge %q, want read-only", got)
+	}
+	if n := b.eval("count the create forms", `document.querySelectorAll("form.create").length + ""`); n != "0" {
+		t.Fatalf("the read key's session shows %s forms to add an endpoint", n)
+	}
+	b.screenshot("portal-21-read-key.png")
+
 	// 9. Embedded: the allowed origin's frame shows the portal (the session cookie is sent, the
 	// two origins being one site); the other origin's frame is refused by frame-ancestors.
 	b.do("open the integrator's page", chromedp.Navigate(allowed.URL), chromedp.WaitReady(chromedp.CSS("iframe#portal")))

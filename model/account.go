@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,18 +40,56 @@ type Account struct {
 type APIKey struct {
 	bun.BaseModel `bun:"table:api_keys"`
 
-	ID        int64      `bun:"id,pk,autoincrement"`
-	AccountID int64      `bun:"account_id,notnull"`
-	Name      string     `bun:"name,notnull"`
-	Lookup    string     `bun:"lookup,notnull"`
-	KeyHash   string     `bun:"key_hash,notnull"`
+	ID        int64  `bun:"id,pk,autoincrement"`
+	AccountID int64  `bun:"account_id,notnull"`
+	Name      string `bun:"name,notnull"`
+	Lookup    string `bun:"lookup,notnull"`
+	KeyHash   string `bun:"key_hash,notnull"`
+	// Scope is what the key may do (KeyScope): its routes are chosen in api/server.go.
+	Scope     KeyScope   `bun:"scope,notnull"`
 	CreatedAt time.Time  `bun:"created_at,notnull"`
 	RevokedAt *time.Time `bun:"revoked_at"`
 }
 
-// CreateAPIKey issues a new key for the account with that owner e-mail, creating the account when it
-// does not exist yet. The plain key is returned once and never stored.
+// KeyScope is what an API key may do (docs/api.md, "Scoped API keys").
+type KeyScope string
+
+const (
+	// ScopeRead may only read.
+	ScopeRead KeyScope = "read"
+	// ScopePublish may publish events and read the event log.
+	ScopePublish KeyScope = "publish"
+	// ScopeManage may do everything: every key issued before scopes is one.
+	ScopeManage KeyScope = "manage"
+)
+
+// KeyScopes lists the scopes, narrowest first.
+var KeyScopes = []KeyScope{ScopeRead, ScopePublish, ScopeManage}
+
+// Valid reports whether s is one of KeyScopes.
+func (s KeyScope) Valid() bool { return slices.Contains(KeyScopes, s) }
+
+// AuthenticatedKey is what Authenticate tells of the key a request presented.
+type AuthenticatedKey struct {
+	// ID is the key's row id: what it makes, such as a portal link, records it.
+	ID    int64
+	Scope KeyScope
+}
+
+// CreateAPIKey issues a new manage key (as every key was before scopes) for the account with that
+// owner e-mail, creating the account when it does not exist yet: CreateScopedAPIKey with
+// ScopeManage.
 func CreateAPIKey(ctx context.Context, db bun.IDB, ownerEmail, name string) (plain string, account *Account, err error) {
+	return CreateScopedAPIKey(ctx, db, ownerEmail, name, ScopeManage)
+}
+
+// CreateScopedAPIKey issues a new key of that scope for the account with that owner e-mail,
+// creating the account when it does not exist yet. The plain key is returned once and never
+// stored.
+func CreateScopedAPIKey(ctx context.Context, db bun.IDB, ownerEmail, name string, scope KeyScope) (plain string, account *Account, err error) {
+	if !scope.Valid() {
+		return "", nil, fmt.Errorf("api key scope %q is not one of read, publish, manage", scope)
+	}
 	addr, err := mail.ParseAddress(strings.TrimSpace(ownerEmail))
 	if err != nil || addr.Name != "" {
 		return "", nil, fmt.Errorf("owner e-mail %q is not a plain e-mail address", ownerEmail)
@@ -72,6 +111,7 @@ func CreateAPIKey(ctx context.Context, db bun.IDB, ownerEmail, name string) (pla
 			Name:      name,
 			Lookup:    plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen],
 			KeyHash:   hashToken(plain),
+			Scope:     scope,
 			CreatedAt: Now(),
 		}
 		if _, err := tx.NewInsert().Model(key).Exec(ctx); err != nil {
@@ -85,33 +125,34 @@ func CreateAPIKey(ctx context.Context, db bun.IDB, ownerEmail, name string) (pla
 	return plain, account, nil
 }
 
-// Authenticate returns the account a plain API key belongs to and the key's id (what it makes,
-// such as a portal link, records it), or ErrUnauthorized.
-func Authenticate(ctx context.Context, db bun.IDB, plain string) (account *Account, keyID int64, err error) {
+// Authenticate returns the account a plain API key belongs to and the key's id and scope, or
+// ErrUnauthorized.
+func Authenticate(ctx context.Context, db bun.IDB, plain string) (account *Account, key AuthenticatedKey, err error) {
 	if !strings.HasPrefix(plain, APIKeyPrefix) || len(plain) < len(APIKeyPrefix)+apiKeyLookupLen+16 || len(plain) > 128 {
-		return nil, 0, ErrUnauthorized
+		return nil, AuthenticatedKey{}, ErrUnauthorized
 	}
 	lookup := plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen]
 	// One query per request: the key's id and hash with its account.
 	var rows []struct {
-		KeyID   int64  `bun:"key_id"`
-		KeyHash string `bun:"key_hash"`
-		Account `bun:",extend"`
+		KeyID    int64    `bun:"key_id"`
+		KeyHash  string   `bun:"key_hash"`
+		KeyScope KeyScope `bun:"key_scope"`
+		Account  `bun:",extend"`
 	}
 	s := statementsOf(db)
 	if err := s.query(ctx, db, &rows, s.text.authenticate, lookup); err != nil {
-		return nil, 0, fmt.Errorf("load api key: %w", err)
+		return nil, AuthenticatedKey{}, fmt.Errorf("load api key: %w", err)
 	}
 	if len(rows) == 0 {
 		// Compare anyway so an unknown lookup id costs the same as a wrong key.
 		subtle.ConstantTimeCompare([]byte(hashToken(plain)), []byte(hashToken("")))
-		return nil, 0, ErrUnauthorized
+		return nil, AuthenticatedKey{}, ErrUnauthorized
 	}
 	row := rows[0]
 	if subtle.ConstantTimeCompare([]byte(hashToken(plain)), []byte(row.KeyHash)) != 1 {
-		return nil, 0, ErrUnauthorized
+		return nil, AuthenticatedKey{}, ErrUnauthorized
 	}
-	return &row.Account, row.KeyID, nil
+	return &row.Account, AuthenticatedKey{ID: row.KeyID, Scope: row.KeyScope}, nil
 }
 
 // KeyID is how an API key is shown once issued: its prefix and public lookup id, never the

@@ -65,7 +65,7 @@ func newHotText(bdb *bun.DB) hotText {
 	accounts, secrets := bdb.Table(reflect.TypeFor[Account]()), bdb.Table(reflect.TypeFor[PreviousSecret]())
 	gen := bdb.QueryGen()
 	var t hotText
-	t.authenticate = `SELECT k.id AS key_id, k.key_hash, ` + columns(gen, accounts, "a", "") + ` FROM api_keys AS k ` +
+	t.authenticate = `SELECT k.id AS key_id, k.key_hash, k.scope AS key_scope, ` + columns(gen, accounts, "a", "") + ` FROM api_keys AS k ` +
 		`JOIN accounts AS a ON a.id = k.account_id WHERE (k.lookup = ?) AND (k.revoked_at IS NULL)`
 	// deliveryTargetRow's columns: the webhook's, and those of its event and previous secrets
 	// under their prefixes, and the delivery's state and attempts.

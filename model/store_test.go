@@ -122,8 +122,8 @@ func TestAPIKeyListAndRevoke(t *testing.T) {
 		if _, _, err := model.Authenticate(ctx, db, k1); !errors.Is(err, model.ErrUnauthorized) {
 			t.Fatalf("Authenticate(revoked key) err = %v, want ErrUnauthorized", err)
 		}
-		if a, id, err := model.Authenticate(ctx, db, k2); err != nil || a.ID != acc.ID || id != keys[1].ID {
-			t.Fatalf("Authenticate(the other key) = %v, key %d, %v; want key %d", a, id, err, keys[1].ID)
+		if a, k, err := model.Authenticate(ctx, db, k2); err != nil || a.ID != acc.ID || k.ID != keys[1].ID {
+			t.Fatalf("Authenticate(the other key) = %v, key %d, %v; want key %d", a, k.ID, err, keys[1].ID)
 		}
 		again, _, err := model.RevokeAPIKey(ctx, db, keys[0].ID)
 		if err != nil || !again.RevokedAt.Equal(*revoked.RevokedAt) {

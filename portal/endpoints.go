@@ -19,10 +19,10 @@ import (
 )
 
 // pageNames are the templates under templates/, each rendered inside layout.html.
-var pageNames = []string{"error", "endpoints", "edit", "delete", "created", "endpoint", "notifications", "channelcreated"}
+var pageNames = []string{"error", "endpoints", "edit", "delete", "created", "endpoint", "notifications", "channelcreated", "audit"}
 
 func parsePages() (map[string]*template.Template, error) {
-	funcs := template.FuncMap{"time": formatTime}
+	funcs := template.FuncMap{"time": formatTime, "actor": auditActor}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")

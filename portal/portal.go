@@ -31,6 +31,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/webhookd/webhookd/accounts"
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/readiness"
@@ -164,6 +165,7 @@ func New(cfg Config) (*Server, error) {
 	registerNotificationRoutes(g, s, read, write)
 	g.GET("/webhooks/:id/delete", h.confirmDelete, read...)
 	g.POST("/webhooks/:id/delete", h.delete, write...)
+	g.GET("/audit", s.auditPage, read...)
 	g.POST("/logout", s.logout, small, s.session, singleParameters, s.checkCSRF)
 	if err := registerEventRoutes(g, s, read, write); err != nil {
 		return nil, err
@@ -242,6 +244,8 @@ func (s *Server) session(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		c.Set(contextSession, session)
+		// The use cases record the session as who made the changes (the audit log).
+		c.SetRequest(c.Request().WithContext(audit.WithActor(c.Request().Context(), audit.Portal(session.ID, session.ReadOnly))))
 		c.Set(contextCSRF, csrfToken(cookie.Value))
 		return next(c)
 	}

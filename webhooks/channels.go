@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/notices"
 )
@@ -100,7 +103,12 @@ func (s *Service) CreateChannel(ctx context.Context, scope model.WebhookScope, r
 		AccountID: scope.AccountID, Variant: scope.Variant, Kind: kind, URL: r.URL, NoticeTypes: types,
 		Status: scope.Variant.InitialStatus(), Secret: sealed, CreatedAt: now, UpdatedAt: now,
 	}
-	err = model.CreateWebhook(ctx, s.db, c, MaxChannels)
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := model.CreateWebhook(ctx, tx, c, MaxChannels); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, scope.AccountID, scope.Variant, audit.ChannelCreate, audit.TargetChannel, audit.ID(c.ID), webhookChanges(nil, c))
+	})
 	if errors.Is(err, model.ErrLimitReached) {
 		return nil, "", &LimitError{Max: MaxChannels, Channels: true}
 	}
@@ -149,15 +157,17 @@ func (s *Service) UpdateChannel(ctx context.Context, scope model.WebhookScope, i
 			return nil, err
 		}
 	}
-	if ch.Types.Set {
-		if c, err = model.SetNoticeTypes(ctx, s.db, scope, id, types); err != nil {
-			return nil, err
+	return s.recorded(ctx, scope, id, audit.ChannelUpdate, func(ctx context.Context, tx bun.IDB) (*model.Webhook, error) {
+		if ch.Types.Set {
+			if c, err = model.SetNoticeTypes(ctx, tx, scope, id, types); err != nil {
+				return nil, err
+			}
 		}
-	}
-	if ch.URL != nil {
-		return model.UpdateWebhookURL(ctx, s.db, scope, id, *ch.URL, model.SettingsChange{}, s.clock.Now())
-	}
-	return c, nil
+		if ch.URL != nil {
+			return model.UpdateWebhookURL(ctx, tx, scope, id, *ch.URL, model.SettingsChange{}, s.clock.Now())
+		}
+		return c, nil
+	})
 }
 
 // DeleteChannel deletes a notification endpoint as Delete deletes a webhook. Deleting the e-mail

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/input"
 	"github.com/webhookd/webhookd/model"
@@ -33,6 +34,9 @@ func (s *Service) Resend(ctx context.Context, w *model.Webhook, deliveryID int64
 		ref, err = d.Resend(dispatch.WithAskedAt(ctx, asked), s.db, w.ID, deliveryID)
 		return err
 	})
+	if err == nil {
+		s.recordAfter(ctx, w, audit.DeliveryRetry, audit.TargetDelivery, deliveryID, audit.Changes{"webhookId": audit.Changed(nil, w.ID)})
+	}
 	return ref, err
 }
 
@@ -67,6 +71,9 @@ func (s *Service) RetryExhausted(ctx context.Context, w *model.Webhook) (Retried
 		r.Count, r.WorkflowID, err = d.RetryWebhook(ctx, s.db, w.ID)
 		return err
 	})
+	if err == nil {
+		s.recordAfter(ctx, w, audit.Retry, audit.TargetWebhook, w.ID, audit.Changes{"count": audit.Changed(nil, r.Count)})
+	}
 	return r, err
 }
 
@@ -115,6 +122,10 @@ func (s *Service) Recover(ctx context.Context, w *model.Webhook, r Recovery) (di
 		rec, err = d.Recover(ctx, s.db, m, now)
 		return err
 	})
+	if err == nil {
+		s.recordAfter(ctx, w, audit.Recover, audit.TargetWebhook, w.ID, audit.Changes{
+			"since": audit.Changed(nil, r.Since), "until": audit.Changed(nil, rec.Until), "count": audit.Changed(nil, rec.Queued)})
+	}
 	return rec, err
 }
 

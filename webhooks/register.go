@@ -6,7 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"github.com/webhookd/webhookd/activities/egress"
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 )
@@ -67,6 +70,9 @@ func (s *Service) Create(ctx context.Context, scope model.WebhookScope, r Regist
 	}
 	err = s.Change(ctx, func(ctx context.Context, cs *model.ChangeSet) error {
 		if err := model.CreateWebhook(ctx, cs.Tx, w, s.maxWebhooks); err != nil {
+			return err
+		}
+		if err := audit.Record(ctx, cs.Tx, scope.AccountID, scope.Variant, audit.WebhookCreate, audit.TargetWebhook, audit.ID(w.ID), webhookChanges(nil, w)); err != nil {
 			return err
 		}
 		if !scope.Variant.Spec().TestEvent {
@@ -130,7 +136,9 @@ func (s *Service) Update(ctx context.Context, scope model.WebhookScope, id int64
 	if err := s.fitsDestination(limits.Destination, limits, stored); err != nil {
 		return nil, err
 	}
-	w, err := model.UpdateWebhookURL(ctx, s.db, scope, id, url, limits, s.clock.Now())
+	w, err := s.recorded(ctx, scope, id, audit.WebhookUpdate, func(ctx context.Context, tx bun.IDB) (*model.Webhook, error) {
+		return model.UpdateWebhookURL(ctx, tx, scope, id, url, limits, s.clock.Now())
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +170,9 @@ func (s *Service) SetSettings(ctx context.Context, scope model.WebhookScope, id 
 			return nil, err
 		}
 	}
-	w, err := model.UpdateWebhookLimits(ctx, s.db, scope, id, limits, s.clock.Now())
+	w, err := s.recorded(ctx, scope, id, audit.WebhookSettings, func(ctx context.Context, tx bun.IDB) (*model.Webhook, error) {
+		return model.UpdateWebhookLimits(ctx, tx, scope, id, limits, s.clock.Now())
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +243,10 @@ func (s *Service) retime(ctx context.Context, webhookID int64, limits model.Sett
 // (dispatch.EndWebhookDeliveries). The webhook is gone whatever that second step reaches: what it
 // misses ends by itself.
 func (s *Service) Delete(ctx context.Context, scope model.WebhookScope, id int64) error {
-	if err := model.DeleteWebhook(ctx, s.db, scope, id); err != nil {
+	_, err := s.recorded(ctx, scope, id, pick(scope, audit.WebhookDelete, audit.ChannelDelete), func(ctx context.Context, tx bun.IDB) (*model.Webhook, error) {
+		return nil, model.DeleteWebhook(ctx, tx, scope, id)
+	})
+	if err != nil {
 		return err
 	}
 	if err := dispatch.EndWebhookDeliveries(ctx, s.db, s.dispatcher, id, s.timeout); err != nil {
@@ -246,18 +259,32 @@ func (s *Service) Delete(ctx context.Context, scope model.WebhookScope, id int64
 // retry. Disabling a disabled webhook keeps the first disabled_at and tells nobody. by says who
 // asked (model.ActorAPI, model.ActorPortal), as the webhook.disabled notice does.
 func (s *Service) Disable(ctx context.Context, scope model.WebhookScope, id int64, by string) (*model.Webhook, error) {
-	w, notice, err := model.DisableWebhook(ctx, s.db, scope, id, by, s.notices, s.clock.Now())
+	var notice *model.PublishResult
+	w, err := s.recorded(ctx, scope, id, audit.WebhookDisable, func(ctx context.Context, tx bun.IDB) (w *model.Webhook, err error) {
+		w, notice, err = model.DisableWebhook(ctx, tx, scope, id, by, s.notices, s.clock.Now())
+		return w, err
+	})
+	if err != nil {
+		return nil, err // the notice rolled back with the change
+	}
 	s.startNotice(ctx, notice)
-	return w, err
+	return w, nil
 }
 
 // Enable gives a webhook a fresh start (variant B's status is active again, the next exhaustion
 // alerts again) and sends webhook.enabled. Nothing is replayed and no test event is sent: Retry
 // does that.
 func (s *Service) Enable(ctx context.Context, scope model.WebhookScope, id int64, by string) (*model.Webhook, error) {
-	w, notice, err := model.EnableWebhook(ctx, s.db, scope, id, by, s.notices, s.clock.Now())
+	var notice *model.PublishResult
+	w, err := s.recorded(ctx, scope, id, audit.WebhookEnable, func(ctx context.Context, tx bun.IDB) (w *model.Webhook, err error) {
+		w, notice, err = model.EnableWebhook(ctx, tx, scope, id, by, s.notices, s.clock.Now())
+		return w, err
+	})
+	if err != nil {
+		return nil, err // the notice rolled back with the change
+	}
 	s.startNotice(ctx, notice)
-	return w, err
+	return w, nil
 }
 
 // startNotice starts the deliveries of a notice a change recorded, if any (docs/notifications.md).

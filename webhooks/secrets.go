@@ -4,6 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/uptrace/bun"
+
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/secretbox"
 )
@@ -61,7 +64,13 @@ func (s *Service) RotateSecret(ctx context.Context, scope model.WebhookScope, id
 		return Rotation{}, err
 	}
 	until := model.Now().Add(SecretOverlap)
-	if err := model.RotateWebhookSecret(ctx, s.db, scope, id, sealed, until); err != nil {
+	_, err = s.recorded(ctx, scope, id, pick(scope, audit.WebhookSecretRotate, audit.ChannelSecretRotate), func(ctx context.Context, tx bun.IDB) (*model.Webhook, error) {
+		if err := model.RotateWebhookSecret(ctx, tx, scope, id, sealed, until); err != nil {
+			return nil, err
+		}
+		return model.GetWebhook(ctx, tx, scope, id)
+	})
+	if err != nil {
 		return Rotation{}, err
 	}
 	return Rotation{Secret: secret, PreviousUntil: until}, nil

@@ -70,7 +70,8 @@ type matrixRowSpec struct {
 }
 
 // matrixRows are the rows in the order they run: the hanging host first, as issue 17's scenario
-// measures it on a fresh stack; recover last, since the recovery it starts goes on for minutes
+// measures it on a fresh stack; replay after recover, on a data set of its own, and waited for to
+// its end; recover before it, since the recovery it starts goes on for minutes
 // after the row (disabling the webhook holds each delivery at its next attempt, but every one
 // still takes its turn), and portal and lists read the data set before it is replayed.
 var matrixRows = []matrixRowSpec{
@@ -84,6 +85,7 @@ var matrixRows = []matrixRowSpec{
 	{"portal", (*matrix).portal},
 	{"lists", (*matrix).lists},
 	{"recover", (*matrix).recoverDataset},
+	{"replay", (*matrix).replayDataset},
 }
 
 // parseMatrixRows checks a -matrix-rows list against the rows; "all" or "" is every row.
@@ -153,6 +155,9 @@ type cPhase struct {
 	receipts  summary // publish-to-receipt of each accepted event
 	api       summary // answer time of each API call, failed ones included
 	apiFailed int
+	// rss is webhookd's (-pid) largest resident memory over the phase: C's probes with B idle,
+	// B's whole load in the other (0: no -pid).
+	rss int64
 }
 
 // matrixResult is one row of the table.
@@ -240,7 +245,10 @@ func (m *matrix) row(ctx context.Context, spec matrixRowSpec) matrixResult {
 	defer deleteWebhooks(ctx, m.c, []int64{cHook})
 	fmt.Printf("B: %s\nC: webhook %d at %s\n", load.about, cHook, load.cURL)
 
-	if res.idle, err = m.probeC(ctx, cHook, "B idle", nil); err != nil {
+	rss := watchRSS(m.cfg.pid)
+	res.idle, err = m.probeC(ctx, cHook, "B idle", nil)
+	res.idle.rss = rss.Stop()
+	if err != nil {
 		res.err = err
 		return res
 	}
@@ -264,6 +272,7 @@ func (m *matrix) underLoad(ctx context.Context, load *noisyLoad, cHook int64) (c
 	defer stopB()
 	var wg sync.WaitGroup
 	var ended atomic.Bool
+	rss := watchRSS(m.cfg.pid)
 	wg.Go(func() { load.run(bctx); ended.Store(true) })
 	progress := func() { fmt.Printf("  B: %s\n", load.work()) }
 	fmt.Printf("B's load started; C waits %s\n", load.settle)
@@ -275,6 +284,7 @@ func (m *matrix) underLoad(ctx context.Context, load *noisyLoad, cHook int64) (c
 	}
 	stopB()
 	wg.Wait()
+	during.rss = rss.Stop()
 	work := load.work()
 	fmt.Printf("B's load stopped: %s\n", work)
 	return during, work, err
@@ -458,18 +468,18 @@ func writeMatrixTable(w io.Writer, cfg config, results []matrixResult) error {
 	fmt.Fprintf(&b, "\nnoisy neighbours: account C's publish-to-receipt and API answer times (POST /events and GET /webhooks, %d of each per phase, one every %s), "+
 		"with B idle, then during B's load, times in seconds; ratio: during over idle, of p50 / of max; ≥: not arrived within %s\n",
 		cfg.probes, cfg.probeEvery, cfg.timeout)
-	b.WriteString("| row | B's load | C receipt idle p50 / max | during p50 / max | ratio | C API idle p50 / max | during p50 / max | ratio | C failed attempts | what B did |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| row | B's load | C receipt idle p50 / max | during p50 / max | ratio | C API idle p50 / max | during p50 / max | ratio | C failed attempts | webhookd peak RSS idle / during | what B did |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var notes []string
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Fprintf(&b, "| %s | %s | - | - | - | - | - | - | - | not measured: %s |\n", r.name, r.load, cell(r.err.Error()))
+			fmt.Fprintf(&b, "| %s | %s | - | - | - | - | - | - | - | - | not measured: %s |\n", r.name, r.load, cell(r.err.Error()))
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, r.load,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, r.load,
 			pair(r.idle.receipts), pair(r.during.receipts), ratios(r.during.receipts, r.idle.receipts),
 			apiPair(r.idle), apiPair(r.during), ratios(r.during.api, r.idle.api),
-			r.failed, cell(r.work))
+			r.failed, rssPair(r.idle.rss, r.during.rss), cell(r.work))
 		if r.idleFailed != "0" {
 			notes = append(notes, fmt.Sprintf("%s: C had %s failed attempts with B idle", r.name, r.idleFailed))
 		}
@@ -479,6 +489,14 @@ func writeMatrixTable(w io.Writer, cfg config, results []matrixResult) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// rssPair is webhookd's peak RSS with B idle and during B's load, "-" without -pid.
+func rssPair(idle, during int64) string {
+	if idle == 0 && during == 0 {
+		return "-"
+	}
+	return mb(idle) + " / " + mb(during)
 }
 
 // pair is a phase's "p50 / max" in seconds.

@@ -14,10 +14,11 @@ func TestWriteMatrixTable(t *testing.T) {
 	phase := func(p50, max, apiP50, apiMax obs, apiFailed int) cPhase {
 		return cPhase{receipts: summary{events: 10, p50: p50, max: max}, api: summary{events: 20, p50: apiP50, max: apiMax}, apiFailed: apiFailed}
 	}
+	withRSS := func(p cPhase, rss int64) cPhase { p.rss = rss; return p }
 	late := obs{d: 90500 * time.Millisecond, lowerBound: true}
 	results := []matrixResult{
-		{name: "burst", load: "a burst of 2000 events", idle: phase(ms(10), ms(40), ms(5), ms(20), 0),
-			during: phase(ms(25), ms(200), ms(15), ms(100), 0), failed: "0", idleFailed: "0", work: "2000 publishes | all"},
+		{name: "burst", load: "a burst of 2000 events", idle: withRSS(phase(ms(10), ms(40), ms(5), ms(20), 0), 80e6),
+			during: withRSS(phase(ms(25), ms(200), ms(15), ms(100), 0), 95e6), failed: "0", idleFailed: "0", work: "2000 publishes | all"},
 		{name: "sharedhost-tls", load: "10 webhooks without a certificate", idle: phase(ms(10), ms(20), ms(5), ms(10), 0),
 			during: phase(late, late, ms(5), ms(40), 2), failed: "10 (circuit_open 10)", idleFailed: "1 (timeout 1)", work: "60 publishes"},
 		{name: "lists", load: "6 readers", err: errors.New("account B:\n422 limit_exceeded")},
@@ -29,11 +30,11 @@ func TestWriteMatrixTable(t *testing.T) {
 	}
 	want := "\nnoisy neighbours: account C's publish-to-receipt and API answer times (POST /events and GET /webhooks, 10 of each per phase, one every 300ms), " +
 		"with B idle, then during B's load, times in seconds; ratio: during over idle, of p50 / of max; ≥: not arrived within 1m30s\n" +
-		"| row | B's load | C receipt idle p50 / max | during p50 / max | ratio | C API idle p50 / max | during p50 / max | ratio | C failed attempts | what B did |\n" +
-		"|---|---|---|---|---|---|---|---|---|---|\n" +
-		"| burst | a burst of 2000 events | 0.010 / 0.040 | 0.025 / 0.200 | 2.5x / 5.0x | 0.005 / 0.020 | 0.015 / 0.100 | 3.0x / 5.0x | 0 | 2000 publishes / all |\n" +
-		"| sharedhost-tls | 10 webhooks without a certificate | 0.010 / 0.020 | ≥ 90.500 / ≥ 90.500 | ≥ 9050.0x / ≥ 4525.0x | 0.005 / 0.010 | 0.005 / 0.040 (2 failed) | 1.0x / 4.0x | 10 (circuit_open 10) | 60 publishes |\n" +
-		"| lists | 6 readers | - | - | - | - | - | - | - | not measured: account B: 422 limit_exceeded |\n" +
+		"| row | B's load | C receipt idle p50 / max | during p50 / max | ratio | C API idle p50 / max | during p50 / max | ratio | C failed attempts | webhookd peak RSS idle / during | what B did |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|\n" +
+		"| burst | a burst of 2000 events | 0.010 / 0.040 | 0.025 / 0.200 | 2.5x / 5.0x | 0.005 / 0.020 | 0.015 / 0.100 | 3.0x / 5.0x | 0 | 80 MB / 95 MB | 2000 publishes / all |\n" +
+		"| sharedhost-tls | 10 webhooks without a certificate | 0.010 / 0.020 | ≥ 90.500 / ≥ 90.500 | ≥ 9050.0x / ≥ 4525.0x | 0.005 / 0.010 | 0.005 / 0.040 (2 failed) | 1.0x / 4.0x | 10 (circuit_open 10) | - | 60 publishes |\n" +
+		"| lists | 6 readers | - | - | - | - | - | - | - | - | not measured: account B: 422 limit_exceeded |\n" +
 		"sharedhost-tls: C had 1 (timeout 1) failed attempts with B idle\n"
 	if got := out.String(); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)

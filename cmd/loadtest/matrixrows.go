@@ -14,7 +14,8 @@ import (
 // the table's words, and says where C's webhook goes; matrix.go runs them alike. B's event types
 // keep the rows apart: C and the hanging, TLS, auth and burst rows use campaign.created, the heavy
 // filters campaign.processing, the filter trials' stored events campaign.completed, the data set
-// of recover, portal and lists campaign.updated, the lists' extra webhooks campaign.failed.
+// of recover, portal and lists campaign.updated, the lists' extra webhooks campaign.failed, and
+// after them the replay row's data set (its webhooks are deleted by then).
 
 // filterMaxBytes is the API's limit on a filter's JSON (docs/filters.md).
 const filterMaxBytes = 4096
@@ -229,6 +230,77 @@ func (m *matrix) recoverDataset(ctx context.Context) (*noisyLoad, error) {
 	return load, nil
 }
 
+// replayDataset: B replays (POST /replays, issue 46) every held delivery of a data set of its own,
+// to a receiver of its own that answers at once, and the row waits for the replay to end: the
+// whole replay runs beside C's probes, and the table's RSS column is webhookd's peak over it.
+// The data set is its own (campaign.failed), so that the recover row's leaves this one's alone.
+func (m *matrix) replayDataset(ctx context.Context) (*noisyLoad, error) {
+	d, err := m.makeDataset(ctx, "campaign.failed", "/replay")
+	if err != nil {
+		return nil, err
+	}
+	load, delivered, _, err := m.apart(fmt.Sprintf("a replay of %d held deliveries (POST /replays), to a receiver of its own that answers at once, waited for to its end", d.events))
+	if err != nil {
+		return nil, err
+	}
+	const prefix = "/api/svc/v2"
+	hookPath := fmt.Sprintf("%s/webhooks/%d", prefix, d.hook)
+	if err := m.b.doPatiently(ctx, http.MethodPost, hookPath+"/enable", nil, nil); err != nil {
+		return load, fmt.Errorf("enable B's data set webhook: %w", err)
+	}
+	var replay struct {
+		ID      string `json:"id"`
+		State   string `json:"state"`
+		Matched int    `json:"matched"`
+		Sent    int    `json:"sent"`
+	}
+	var mu sync.Mutex
+	load.end = func(ctx context.Context) {
+		ctx = context.WithoutCancel(ctx)
+		mu.Lock()
+		id := replay.ID
+		mu.Unlock()
+		if id != "" {
+			if err := m.b.do(ctx, http.MethodDelete, prefix+"/replays/"+id, nil, nil); err != nil {
+				fmt.Printf("cancel B's replay: %v\n", err)
+			}
+		}
+		if err := m.b.doPatiently(ctx, http.MethodPost, hookPath+"/disable", nil, nil); err != nil {
+			fmt.Printf("disable B's data set webhook: %v\n", err)
+		}
+	}
+	t := &opCount{what: "replay calls"}
+	load.run = func(ctx context.Context) {
+		start := time.Now()
+		var got struct {
+			ID string `json:"id"`
+		}
+		err := m.b.do(ctx, http.MethodPost, prefix+"/replays", map[string]any{
+			"since": d.since.Format(time.RFC3339), "webhookIds": []int64{d.hook}}, &got)
+		t.record(ctx, start, err)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		replay.ID = got.ID
+		mu.Unlock()
+		for ctx.Err() == nil {
+			sleep(ctx, time.Second)
+			mu.Lock()
+			err := m.b.do(ctx, http.MethodGet, prefix+"/replays/"+got.ID, nil, &replay)
+			state, sent, matched := replay.State, replay.Sent, replay.Matched
+			mu.Unlock()
+			t.setNote("replay %s: %d of %d sent", state, sent, matched)
+			if err == nil && state != "running" {
+				return
+			}
+		}
+	}
+	load.finish = true
+	load.work = func() string { return fmt.Sprintf("%s; %d delivered", t, delivered.answered.Load()) }
+	return load, nil
+}
+
 // burst: B publishes many events as fast as cfg.concurrency publishers can, to one webhook of its
 // own that answers at once; the row waits for the last publish before it deletes the webhook.
 func (m *matrix) burst(ctx context.Context) (*noisyLoad, error) {
@@ -371,11 +443,22 @@ func (m *matrix) ensureDataset(ctx context.Context) (*dataset, error) {
 	if m.data != nil {
 		return m.data, nil
 	}
+	d, err := m.makeDataset(ctx, "campaign.updated", "/data")
+	if err == nil {
+		m.data = d
+	}
+	return d, err
+}
+
+// makeDataset registers a disabled webhook of B's for eventType at path on the hanging receiver
+// and publishes -matrix-dataset events of that type, each a delivery held as exhausted; then it
+// waits until the stack is quiet again.
+func (m *matrix) makeDataset(ctx context.Context, eventType, path string) (*dataset, error) {
 	n := m.cfg.matrix.dataset
 	d := &dataset{since: time.Now().Add(-2 * time.Second).UTC().Truncate(time.Second), events: n}
-	fmt.Printf("B's data set: a disabled campaign.updated webhook and %d events, each a delivery held as exhausted\n", n)
+	fmt.Printf("B's data set: a disabled %s webhook and %d events, each a delivery held as exhausted\n", eventType, n)
 	var err error
-	if d.hook, err = m.b.registerWebhook(ctx, hookBody("https://"+m.cfg.hangListen+"/data", "campaign.updated")); err != nil {
+	if d.hook, err = m.b.registerWebhook(ctx, hookBody("https://"+m.cfg.hangListen+path, eventType)); err != nil {
 		return nil, fmt.Errorf("account B's data set webhook: %w", err)
 	}
 	if err := m.b.doPatiently(ctx, http.MethodPost, fmt.Sprintf("/api/svc/v2/webhooks/%d/disable", d.hook), nil, nil); err != nil {
@@ -387,7 +470,7 @@ func (m *matrix) ensureDataset(ctx context.Context) (*dataset, error) {
 	start := time.Now()
 	repeatN(ctx, n, m.cfg.concurrency, t, func(ctx context.Context) error {
 		return retryBusy(ctx, func() error {
-			res, err := m.b.publishEvent(ctx, "campaign.updated", data)
+			res, err := m.b.publishEvent(ctx, eventType, data)
 			if err == nil {
 				mu.Lock()
 				if d.firstEvent == 0 || res.ID < d.firstEvent {
@@ -403,7 +486,6 @@ func (m *matrix) ensureDataset(ctx context.Context) (*dataset, error) {
 	if err := t.err(); err != nil {
 		return nil, fmt.Errorf("account B's data set: %w", err)
 	}
-	m.data = d
 	m.quiet(ctx, "after B's data set", m.cfg.matrix.drainMax)
 	return d, ctx.Err()
 }

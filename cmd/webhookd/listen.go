@@ -409,6 +409,10 @@ func (e *apiError) Error() string {
 	switch e.Status {
 	case http.StatusUnauthorized:
 		return fmt.Sprintf("%s: the API refused the key (401 %s): check --key or %s", e.what, e.Message, envAPIKey)
+	case http.StatusForbidden:
+		// Out of the key's scope (docs/api.md, "Scoped API keys"): listen reads the webhook's
+		// secret, which only a manage key may.
+		return fmt.Sprintf("%s: the API refused the key's scope (403 %s): webhookd listen reads the webhook and its secret, which needs a manage key", e.what, e.Message)
 	case http.StatusNotFound:
 		return fmt.Sprintf("%s: not found (404 %s)", e.what, e.Message)
 	}

@@ -94,7 +94,8 @@ func TestParseListen(t *testing.T) {
 }
 
 // fakeAPI answers the reads listen makes as webhookd's API does: webhook 7 is variant A's, webhook
-// 8 variant B's, the key "good" is the account's; events are what the test adds.
+// 8 variant B's, the key "good" is the account's manage key and "read" its read key, which may not
+// read a secret; events are what the test adds.
 type fakeAPI struct {
 	mu     sync.Mutex
 	events []map[string]any
@@ -120,8 +121,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !ok:
 		answer(http.StatusNotFound, nil, "Route not found")
-	case key != "good":
+	case key != "good" && key != "read":
 		answer(http.StatusUnauthorized, nil, "Invalid API key")
+	case key == "read" && strings.HasSuffix(rest, "/secret"):
+		answer(http.StatusForbidden, nil, "this API key's scope is read; this request needs the manage scope")
 	case rest == "/webhooks/7" && variant == "A", rest == "/webhooks/8" && variant == "B":
 		answer(http.StatusOK, map[string]any{"id": 7, "eventType": map[string]string{"A": "campaign.created", "B": "lead.captured"}[variant]}, "")
 	case rest == "/webhooks/7/secret" && variant == "A", rest == "/webhooks/8/secret" && variant == "B":
@@ -167,6 +170,8 @@ func TestListenErrors(t *testing.T) {
 	}{
 		{"bad key", []string{"--api", api.URL, "--key", "bad", "--webhook", "7"},
 			"GET /api/svc/v2/webhooks/7: the API refused the key (401 Invalid API key): check --key or WEBHOOKD_API_KEY"},
+		{"read key", []string{"--api", api.URL, "--key", "read", "--webhook", "7"},
+			"GET /api/svc/v2/webhooks/7/secret: the API refused the key's scope (403 this API key's scope is read; this request needs the manage scope): webhookd listen reads the webhook and its secret, which needs a manage key"},
 		{"unknown webhook", []string{"--api", api.URL, "--key", "good", "--webhook", "9"},
 			"webhook 9: not found in variant A or B of this key's account"},
 		{"webhook of the other variant", []string{"--api", api.URL, "--key", "good", "--webhook", "7", "--variant", "B"},

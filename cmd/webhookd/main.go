@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/accounts"
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/sources"
 	"github.com/webhookd/webhookd/webhooks"
@@ -35,9 +36,12 @@ const usage = `webhookd: webhook delivery service
 Usage:
   webhookd serve [--role api|worker|all]   run the API and/or the Temporal worker
   webhookd migrate                         apply database migrations
-  webhookd apikey create --owner-email E [--name N]
-                                           issue an API key (printed alone on the last line)
-  webhookd apikey list --owner-email E     list an account's keys: id, prefix, name, created, revoked
+  webhookd apikey create --owner-email E [--name N] [--scope read|publish|manage]
+                                           issue an API key (printed alone on the last line): read
+                                           may only read, publish may publish events and read the
+                                           event log, manage (the default) may do everything
+  webhookd apikey list --owner-email E     list an account's keys: id, prefix, name, scope, created,
+                                           revoked
   webhookd apikey revoke ID                revoke a key: its next request answers 401, its portal
                                            links no longer open, their sessions end
   webhookd webhooks list --owner-email E [--variant A|B]
@@ -130,16 +134,26 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		logger.Info("migrations applied")
 		return nil
 	case "apikey":
-		return apikeyCommand(ctx, cfg, args[1:], stdout, stderr)
+		return apikeyCommand(operator(ctx, args), cfg, args[1:], stdout, stderr)
 	case "threshold":
 		return thresholdCommand(ctx, cfg, args[1:], stdout, stderr)
 	case "webhooks":
-		return webhooksCommand(ctx, cfg, args[1:], stdout, stderr, logger)
+		return webhooksCommand(operator(ctx, args), cfg, args[1:], stdout, stderr, logger)
 	case "portal-link":
-		return portalLinkCommand(ctx, cfg, args[1:], stdout, stderr)
+		return portalLinkCommand(operator(ctx, args), cfg, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// operator is ctx of an operator's command that may change an account: the audit log names the
+// CLI and the command (its first two words: webhookd apikey create) as who made the change.
+func operator(ctx context.Context, args []string) context.Context {
+	command := "webhookd " + args[0]
+	if len(args) > 1 && !strings.HasPrefix(args[1], "-") && args[0] != "portal-link" {
+		command += " " + args[1]
+	}
+	return audit.WithActor(ctx, audit.CLI(command))
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
@@ -202,7 +216,7 @@ func newAccounts(cfg Config, db *model.DB) (*accounts.Service, error) {
 	return accounts.New(accounts.Config{DB: db, PublicURL: cfg.PublicURL, PortalOff: !cfg.Portal})
 }
 
-const apikeyUsage = "usage: webhookd apikey create --owner-email E [--name N] | webhookd apikey list --owner-email E | webhookd apikey revoke ID"
+const apikeyUsage = "usage: webhookd apikey create --owner-email E [--name N] [--scope read|publish|manage] | webhookd apikey list --owner-email E | webhookd apikey revoke ID"
 
 // apikeyCommand issues, lists and revokes API keys. A key is shown in full once, when issued;
 // afterwards by its id and its public prefix (whk_ and the lookup id).
@@ -214,8 +228,12 @@ func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stder
 	fs.SetOutput(stderr)
 	email := fs.String("owner-email", "", "e-mail of the account owner; failure alerts go there (create, list: required)")
 	name := fs.String("name", "", "a label for the key (create)")
+	scope := fs.String("scope", string(model.ScopeManage), "what the key may do: read, publish or manage (create)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if !model.KeyScope(*scope).Valid() {
+		return fmt.Errorf("--scope %q is not a scope: read, publish or manage", *scope)
 	}
 	var revokeID int64
 	switch args[0] {
@@ -247,11 +265,11 @@ func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stder
 	}
 	switch args[0] {
 	case "create":
-		key, account, err := access.CreateAPIKey(ctx, *email, *name)
+		key, account, err := access.CreateAPIKey(ctx, *email, *name, model.KeyScope(*scope))
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "account %d (%s): new API key, shown once; store it now\n", account.ID, account.OwnerEmail)
+		fmt.Fprintf(stdout, "account %d (%s): new API key, scope %s, shown once; store it now\n", account.ID, account.OwnerEmail, *scope)
 		fmt.Fprintln(stdout, key)
 	case "list":
 		keys, err := access.APIKeys(ctx, *email)
@@ -261,13 +279,13 @@ func apikeyCommand(ctx context.Context, cfg Config, args []string, stdout, stder
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, "ID\tKEY\tNAME\tCREATED\tREVOKED")
+		fmt.Fprintln(stdout, "ID\tKEY\tNAME\tSCOPE\tCREATED\tREVOKED")
 		for _, k := range keys {
 			revoked := "-"
 			if k.RevokedAt != nil {
 				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(stdout, "%d\t%s...\t%s\t%s\t%s\n", k.ID, k.KeyID(), k.Name, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+			fmt.Fprintf(stdout, "%d\t%s...\t%s\t%s\t%s\t%s\n", k.ID, k.KeyID(), k.Name, k.Scope, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 		}
 	case "revoke":
 		key, ended, err := access.RevokeAPIKey(ctx, revokeID)

@@ -31,10 +31,11 @@
 # matrix (issue 40) is the noisy-neighbour matrix: for each heavy thing account B can do (endpoints
 # that hang, refuse B's TLS or fail its OAuth2 token on C's receiver host and port; big events past
 # heavy filters; concurrent filter trials; a burst of 2,000 publishes; portal pages and long lists
-# over 10,000 events; a recover of their 10,000 held deliveries), C's publish-to-receipt and API
-# answer times (POST /events, GET /webhooks), first with B idle, then during B's load, in one run.
-# It prints one table, a row each: idle and during p50 / max, their ratios, C's failed attempts
-# and what B did. Each row has fresh webhooks on the same two accounts; between rows it waits
+# over 10,000 events; a recover of their 10,000 held deliveries; a replay of another 10,000, waited
+# for to its end), C's publish-to-receipt and API answer times (POST /events, GET /webhooks), first
+# with B idle, then during B's load, in one run. It prints one table, a row each: idle and during
+# p50 / max, their ratios, C's failed attempts, webhookd's peak RSS idle and over B's load, and
+# what B did. Each row has fresh webhooks on the same two accounts; between rows it waits
 # until webhookd and the Temporal dev server are quiet (their pids are passed; 8 minutes at most).
 # The stack has a 5 s delivery timeout (the default, set here so that the table says what it
 # measured) and WEBHOOKD_MAX_WEBHOOKS=200, so that B's 100-webhook rows fit beside the webhook of

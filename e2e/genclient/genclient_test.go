@@ -22,6 +22,8 @@ import (
 // target is the stack under test, from the environment TestGeneratedClient sets.
 type target struct {
 	apiURL, keyA, bearerB, receiver string
+	// readKey is a read key of the same account (docs/api.md, "Scoped API keys").
+	readKey string
 }
 
 func targetFromEnv(t *testing.T) target {
@@ -31,9 +33,10 @@ func targetFromEnv(t *testing.T) target {
 		keyA:     os.Getenv("WEBHOOKD_API_KEY_A"),
 		bearerB:  os.Getenv("WEBHOOKD_BEARER_B"),
 		receiver: os.Getenv("WEBHOOKD_RECEIVER_URL"),
+		readKey:  os.Getenv("WEBHOOKD_READ_KEY"),
 	}
-	if tg.apiURL == "" || tg.keyA == "" || tg.bearerB == "" || tg.receiver == "" {
-		t.Fatal("WEBHOOKD_API_URL, WEBHOOKD_API_KEY_A, WEBHOOKD_BEARER_B and WEBHOOKD_RECEIVER_URL must be set: " +
+	if tg.apiURL == "" || tg.keyA == "" || tg.bearerB == "" || tg.receiver == "" || tg.readKey == "" {
+		t.Fatal("WEBHOOKD_API_URL, WEBHOOKD_API_KEY_A, WEBHOOKD_BEARER_B, WEBHOOKD_RECEIVER_URL and WEBHOOKD_READ_KEY must be set: " +
 			"this test runs against a live stack, started by TestGeneratedClient (go test -tags e2e -run TestGeneratedClient ./e2e/ in the main module)")
 	}
 	return tg
@@ -85,6 +88,31 @@ func example[T any](t *testing.T, types []client.EventType, eventType string) T 
 	t.Fatalf("GET event-types lists no %s", eventType)
 	var zero T
 	return zero
+}
+
+// TestReadKey: a read key lists webhooks, is refused a change with 403 insufficient_scope in
+// variant A's envelope (JSON403), and its portal link answers readOnly.
+func TestReadKey(t *testing.T) {
+	tg := targetFromEnv(t)
+	c := newClient(t, tg, "x-api-key", tg.readKey)
+	ctx := context.Background()
+
+	list, err := c.ListWebhooksAWithResponse(ctx, &client.ListWebhooksAParams{})
+	must(t, "list with a read key", err, list.StatusCode(), http.StatusOK, list.Body)
+
+	created, err := c.CreateWebhookAWithResponse(ctx, client.CreateWebhookAJSONRequestBody{
+		Url: tg.receiver + "/genclient-read", EventType: "campaign.created",
+	})
+	must(t, "create with a read key", err, created.StatusCode(), http.StatusForbidden, created.Body)
+	if created.JSON403 == nil || created.JSON403.Code != client.ErrorCodeInsufficientScope || created.JSON403.Success {
+		t.Fatalf("create with a read key: %s", created.Body)
+	}
+
+	link, err := c.CreatePortalSessionAWithResponse(ctx, client.CreatePortalSessionAJSONRequestBody{})
+	must(t, "portal link with a read key", err, link.StatusCode(), http.StatusCreated, link.Body)
+	if !link.JSON201.Data.ReadOnly {
+		t.Fatalf("a read key's portal link is not read-only: %s", link.Body)
+	}
 }
 
 func TestVariantA(t *testing.T) {
@@ -227,6 +255,15 @@ func TestVariantA(t *testing.T) {
 	if gone.JSON404 == nil || gone.JSON404.Code != client.ErrorCodeNotFound || gone.JSON404.Success {
 		t.Fatalf("get after delete: %s", gone.Body)
 	}
+
+	// The audit log names the delete first, made with this key.
+	limit := client.LimitParameter(5)
+	audit, err := c.ListAuditLogAWithResponse(ctx, &client.ListAuditLogAParams{Limit: &limit})
+	must(t, "audit log", err, audit.StatusCode(), http.StatusOK, audit.Body)
+	if e := audit.JSON200.Data; len(e) == 0 || e[0].Action != "webhook.delete" || e[0].Actor.Kind != client.ApiKey ||
+		e[0].Target.Id != strconv.FormatInt(id, 10) {
+		t.Fatalf("audit log: want the delete of %d first, by an API key: %s", id, audit.Body)
+	}
 }
 
 func TestVariantB(t *testing.T) {
@@ -325,5 +362,14 @@ func TestVariantB(t *testing.T) {
 	must(t, "get after delete", err, gone.StatusCode(), http.StatusNotFound, gone.Body)
 	if gone.JSON404 == nil || gone.JSON404.Code != client.ErrorCodeNotFound || !gone.JSON404.IsError {
 		t.Fatalf("get after delete: %s", gone.Body)
+	}
+
+	// The audit log names the delete first, made with this key.
+	limit := client.LimitParameter(5)
+	audit, err := c.ListAuditLogBWithResponse(ctx, &client.ListAuditLogBParams{Limit: &limit})
+	must(t, "audit log", err, audit.StatusCode(), http.StatusOK, audit.Body)
+	if e := audit.JSON200.Data; len(e) == 0 || e[0].Action != "webhook.delete" || e[0].Actor.Kind != client.ApiKey ||
+		e[0].Target.Id != strconv.FormatInt(id, 10) {
+		t.Fatalf("audit log: want the delete of %d first, by an API key: %s", id, audit.Body)
 	}
 }

@@ -1,0 +1,67 @@
+package activities_test
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/webhookd/webhookd/activities"
+	"github.com/webhookd/webhookd/model"
+	"github.com/webhookd/webhookd/model/dbtest"
+)
+
+// TestRetentionPurgesAuditLog: a retention batch deletes the audit entries recorded before its
+// cutoff, at most its limit of them, and keeps the later ones, as it does the delivery history.
+func TestRetentionPurgesAuditLog(t *testing.T) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			ctx := t.Context()
+			_, acc, err := model.CreateAPIKey(ctx, db, "audit-retention@example.com", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cutoff := model.Now().Add(-30 * 24 * time.Hour)
+			add := func(at time.Time) int64 {
+				e := &model.AuditEntry{AccountID: acc.ID, Variant: model.VariantB, At: at, ActorKind: model.ActorKindCLI,
+					Action: "webhook.create", TargetType: "webhook", TargetID: "1", Changes: "{}"}
+				if err := model.InsertAudit(ctx, db, e); err != nil {
+					t.Fatal(err)
+				}
+				return e.ID
+			}
+			for i := range 3 {
+				add(cutoff.Add(-time.Duration(i+1) * time.Hour))
+			}
+			kept := add(cutoff.Add(time.Hour))
+
+			a := &activities.Activities{DB: db}
+			suite := &testsuite.WorkflowTestSuite{}
+			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			env := suite.NewTestActivityEnvironment()
+			env.RegisterActivity(a)
+			left := func() []int64 {
+				var ids []int64
+				if err := db.NewSelect().Model((*model.AuditEntry)(nil)).Column("id").OrderExpr("id").Scan(ctx, &ids); err != nil {
+					t.Fatal(err)
+				}
+				return ids
+			}
+			for i, want := range []int{2, 1} {
+				if _, err := env.ExecuteActivity(a.PurgeExpired, activities.PurgeInput{Before: cutoff, Limit: 2}); err != nil {
+					t.Fatal(err)
+				}
+				if ids := left(); len(ids) != want {
+					t.Fatalf("after batch %d: entries %v, want %d left", i+1, ids, want)
+				}
+			}
+			if ids := left(); len(ids) != 1 || ids[0] != kept {
+				t.Fatalf("entries %v, want only %d, recorded after the cutoff", ids, kept)
+			}
+		})
+	}
+}

@@ -1,0 +1,40 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/webhookd/webhookd/audit"
+	"github.com/webhookd/webhookd/model"
+)
+
+// TestChangesJSON: a plain change writes its old and new values, null included; a redacted one
+// writes that it changed and nothing else, whatever values it was handed.
+func TestChangesJSON(t *testing.T) {
+	b, err := json.Marshal(audit.Changes{
+		"rateLimit": audit.Changed(nil, 5),
+		"headers":   audit.Redacted(),
+		"secret":    {Old: "whsec_old", New: "whsec_new", Redacted: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"headers":{"redacted":true},"rateLimit":{"old":null,"new":5},"secret":{"redacted":true}}`; string(b) != want {
+		t.Fatalf("changes = %s, want %s", b, want)
+	}
+}
+
+// TestActorOf: a context carries the actor a front door put in it; one without is the system's.
+func TestActorOf(t *testing.T) {
+	if a := audit.ActorOf(context.Background()); a != (audit.Actor{Kind: model.ActorKindSystem}) {
+		t.Fatalf("no actor: %+v, want the system", a)
+	}
+	ctx := audit.WithActor(context.Background(), audit.APIKey(3, "ops@example.com"))
+	if a := audit.ActorOf(ctx); a != (audit.Actor{Kind: model.ActorKindAPIKey, ID: "3", Label: "ops@example.com"}) {
+		t.Fatalf("api key actor: %+v", a)
+	}
+	if a := audit.Portal(12, true); a.Kind != model.ActorKindPortal || a.ID != "12" || a.Label != "read-only" {
+		t.Fatalf("portal actor: %+v", a)
+	}
+}

@@ -293,6 +293,18 @@ func TestReplayByPayloadFilter(t *testing.T) {
 							t.Fatalf("delivery %d, which the filter refused, is %s", id, deliveryState(t, s.testEnv, id))
 						}
 					}
+					// The audit log records the replay once (GET <prefix>/audit-log).
+					entries := s.do(t, "GET", prefix+"/audit-log", auth, "")
+					entries.expect(t, http.StatusOK, "")
+					created := 0
+					for _, it := range entries.list(t) {
+						if it.(map[string]any)["action"] == "replay.create" {
+							created++
+						}
+					}
+					if created != 1 {
+						t.Fatalf("%d replay.create entries in %s", created, entries.raw)
+					}
 					// The replay ended: DELETE answers it as it is; another account finds none.
 					del := s.do(t, "DELETE", path, auth, "")
 					del.expect(t, http.StatusOK, "")

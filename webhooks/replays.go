@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/filter"
 	"github.com/webhookd/webhookd/model"
@@ -137,6 +138,7 @@ func (s *Service) Replay(ctx context.Context, scope model.WebhookScope, ask Repl
 	if err != nil {
 		return nil, errors.Join(err, model.DeleteReplay(context.WithoutCancel(ctx), s.db, r.ID))
 	}
+	s.recordReplay(ctx, scope, audit.ReplayCreate, r.ID, audit.Changes{"criteria": audit.Changed(nil, json.RawMessage(text)), "matched": audit.Changed(nil, r.Matched)})
 	return r, nil
 }
 
@@ -157,6 +159,14 @@ func (s *Service) CancelReplay(ctx context.Context, scope model.WebhookScope, id
 	if err != nil {
 		return nil, err
 	}
+	if moved {
+		r, err := model.GetReplay(ctx, s.db, &scope, id)
+		if err != nil {
+			return nil, err
+		}
+		s.recordReplay(ctx, scope, audit.ReplayCancel, id, audit.Changes{"state": audit.Changed(model.ReplayRunning, model.ReplayCanceled),
+			"sent": audit.Changed(nil, r.Sent), "remaining": audit.Changed(nil, r.Remaining())})
+	}
 	if moved && s.dispatcher != nil {
 		// The row stops the activity already: a Temporal away only leaves the workflow to end
 		// on its own, at its next delivery.
@@ -167,6 +177,14 @@ func (s *Service) CancelReplay(ctx context.Context, scope model.WebhookScope, id
 		cancel()
 	}
 	return model.GetReplay(ctx, s.db, &scope, id)
+}
+
+// recordReplay records a replay's action in the audit log (the criteria, never a secret: a
+// replay's criteria hold none). A failure to record is logged: the replay stands.
+func (s *Service) recordReplay(ctx context.Context, scope model.WebhookScope, action string, id int64, changes audit.Changes) {
+	if err := audit.Record(ctx, s.db, scope.AccountID, scope.Variant, action, audit.TargetReplay, audit.ID(id), changes); err != nil {
+		s.log.Warn("record an audit entry", "action", action, "replay", id, "err", err)
+	}
 }
 
 // selectionOf is the part of c a read of deliveries keeps.

@@ -92,7 +92,7 @@ func (h *deliveryHandlers) accountDeliveries(c echo.Context) error {
 			*t.to = *at
 		}
 	}
-	page, err := h.webhooks.DeliveryLog(c.Request().Context(), h.scope(c), sel, before, limit, MaxPageBytes)
+	page, err := h.webhooks.DeliveryLog(c.Request().Context(), h.scope(c), sel, before, limit, MaxPageBytes, model.IncludeAttempts)
 	if err != nil {
 		return err
 	}

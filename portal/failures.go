@@ -33,7 +33,7 @@ func (h *eventHandlers) failures(c echo.Context) error {
 		}
 		before = id
 	}
-	page, err := h.webhooks.DeliveryLog(c.Request().Context(), session.Scope(), webhooks.Selection{States: failureStates}, before, failuresLimit, 0)
+	page, err := h.webhooks.DeliveryLog(c.Request().Context(), session.Scope(), webhooks.Selection{States: failureStates}, before, failuresLimit, 0, 0)
 	if err != nil {
 		return err
 	}

@@ -76,13 +76,14 @@ func (sel Selection) query() model.DeliveryQuery {
 
 // DeliveryLog reads a page of the scope's deliveries across its webhooks that sel keeps, newest
 // first, below before when it is set, at most limit of them and at most maxBytes of attempt logs
-// (model.DeliveryQuery.MaxBytes), each with its attempt log. sel's fields are named as the API's
-// query names them (QueryFields).
-func (s *Service) DeliveryLog(ctx context.Context, scope model.WebhookScope, sel Selection, before, limit, maxBytes int64) (*model.DeliveryPage, error) {
+// (model.DeliveryQuery.MaxBytes), with what include asks for (the API's log, the attempts; the
+// portal's failures, none). sel's fields are named as the API's query names them (QueryFields).
+func (s *Service) DeliveryLog(ctx context.Context, scope model.WebhookScope, sel Selection, before, limit, maxBytes int64,
+	include model.DeliveryInclude) (*model.DeliveryPage, error) {
 	if err := sel.check(scope.Variant, QueryFields); err != nil {
 		return nil, err
 	}
 	q := sel.query()
-	q.Before, q.Order, q.Limit, q.MaxBytes, q.Include = before, model.NewestFirst, limit, maxBytes, model.IncludeAttempts
+	q.Before, q.Order, q.Limit, q.MaxBytes, q.Include = before, model.NewestFirst, limit, maxBytes, include
 	return s.Deliveries(ctx, scope, q)
 }

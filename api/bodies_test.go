@@ -109,7 +109,7 @@ func variantRoutes(t *testing.T, e *testEnv, key string) []route {
 			t.Fatal(err)
 		}
 		r := &model.Replay{AccountID: w.AccountID, Variant: w.Variant, Criteria: `{"since":"2020-01-01T00:00:00Z","until":"2020-01-02T00:00:00Z","states":["exhausted"]}`}
-		if err := model.CreateReplay(context.Background(), e.db, r, nil); err != nil {
+		if err := model.CreateReplay(context.Background(), e.db, r, nil, 1); err != nil {
 			t.Fatal(err)
 		}
 		ids[v.name]["replays"] = fmt.Sprint(r.ID)

@@ -197,6 +197,9 @@ func useCaseError(err error) *apiError {
 		// As the rate limiter answers, with the time by which a running trial has ended.
 		return &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, retryAfter: int(math.Ceil(trials.RetryAfter.Seconds())),
 			message: fmt.Sprintf("this account already runs %d filter trials; retry after the time in Retry-After", webhooks.MaxConcurrentTrials)}
+	case errors.Is(err, webhooks.ErrReplaysBusy):
+		return &apiError{status: http.StatusConflict, code: codeConflict, message: fmt.Sprintf(
+			"this account already runs %d replays; start another when one has ended, or cancel one (DELETE <prefix>/replays/<id>)", webhooks.MaxRunningReplays)}
 	case errors.Is(err, webhooks.ErrCanceled):
 		return &apiError{status: http.StatusConflict, code: codeConflict, message: "the delivery was canceled with its webhook and cannot be sent again"}
 	case errors.Is(err, webhooks.ErrLaneMoved):

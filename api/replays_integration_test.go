@@ -29,6 +29,7 @@ import (
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 	"github.com/webhookd/webhookd/secretbox"
+	"github.com/webhookd/webhookd/webhooks"
 	"github.com/webhookd/webhookd/worker"
 	"github.com/webhookd/webhookd/workflows"
 )
@@ -389,5 +390,42 @@ func TestReplayCancelStopsTheRest(t *testing.T) {
 	}
 	if taken := s.rr.counts(); len(taken) != 2 {
 		t.Fatalf("the receiver took %v, want the first two", taken)
+	}
+}
+
+// TestReplaysRunningPerAccount (issue 46): an account with 2 replays running in a variant is
+// refused a third with 409 conflict, and nothing is stored; a dry run is still answered, and
+// another account is not held by them.
+func TestReplaysRunningPerAccount(t *testing.T) {
+	db := dbtest.SQLite(t)
+	s := newReplayStack(t, db)
+	ctx := context.Background()
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			key, busy, err := model.CreateAPIKey(ctx, db, "replays-busy-"+v.name+"@example.com", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			variant := model.VariantA
+			if v.name == "B" {
+				variant = model.VariantB
+			}
+			for range webhooks.MaxRunningReplays {
+				// Running, with no workflow: what an account's long replays look like to the count.
+				if err := model.CreateReplay(ctx, db, &model.Replay{AccountID: busy.ID, Variant: variant, Criteria: `{}`}, nil, webhooks.MaxRunningReplays); err != nil {
+					t.Fatal(err)
+				}
+			}
+			prefix := strings.TrimSuffix(v.collection, "/webhooks")
+			since := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339Nano)
+			r := s.do(t, "POST", prefix+"/replays", v.auth(key), fmt.Sprintf(`{"since":%q}`, since))
+			r.expect(t, http.StatusConflict, "conflict")
+			v.errEnvelope(t, r)
+			if n, err := db.NewSelect().Model((*model.Replay)(nil)).Where("account_id = ?", busy.ID).Count(ctx); err != nil || n != webhooks.MaxRunningReplays {
+				t.Fatalf("%d replays stored after the refusal (%v), want %d", n, err, webhooks.MaxRunningReplays)
+			}
+			s.do(t, "POST", prefix+"/replays", v.auth(key), fmt.Sprintf(`{"since":%q,"dryRun":true}`, since)).expect(t, http.StatusOK, "")
+			s.do(t, "POST", prefix+"/replays", v.auth(newKey(t, db)), fmt.Sprintf(`{"since":%q}`, since)).expect(t, http.StatusAccepted, "")
+		})
 	}
 }

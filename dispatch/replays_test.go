@@ -27,7 +27,7 @@ func TestReplayDeliveriesResumesAfterItsProgress(t *testing.T) {
 	last := f.delivery(t, model.DeliveryExhausted, 2)
 	ids := []int64{refs[0].DeliveryID, refs[1].DeliveryID, refs[2].DeliveryID, delivered.DeliveryID, inFlight.DeliveryID, last.DeliveryID}
 	r := &model.Replay{AccountID: f.hook.AccountID, Variant: model.VariantA, Criteria: `{"since":"2020-01-01T00:00:00Z","until":"2999-01-01T00:00:00Z","states":["pending","delivering","retrying","exhausted"]}`}
-	if err := model.CreateReplay(t.Context(), f.db, r, ids); err != nil {
+	if err := model.CreateReplay(t.Context(), f.db, r, ids, 1); err != nil {
 		t.Fatal(err)
 	}
 	// As if the activity had died after handing over the first two.
@@ -69,7 +69,7 @@ func TestReplayDeliveriesResumesAfterItsProgress(t *testing.T) {
 	// A replay canceled before its activity ran hands nothing over.
 	other := f.delivery(t, model.DeliveryExhausted, 2)
 	c := &model.Replay{AccountID: f.hook.AccountID, Variant: model.VariantA, Criteria: r.Criteria}
-	if err := model.CreateReplay(t.Context(), f.db, c, []int64{other.DeliveryID}); err != nil {
+	if err := model.CreateReplay(t.Context(), f.db, c, []int64{other.DeliveryID}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if moved, err := model.EndReplay(t.Context(), f.db, nil, c.ID, model.ReplayCanceled); err != nil || !moved {

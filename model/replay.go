@@ -81,11 +81,30 @@ type replayItem struct {
 // replayItemBatch is how many items one statement inserts.
 const replayItemBatch = 500
 
+// ErrReplaysRunning refuses a replay while its account and variant already run the most replays
+// the caller allows (CreateReplay's maxRunning).
+var ErrReplaysRunning = errors.New("the account already runs its most replays")
+
 // CreateReplay stores r (running, matched the number of ids) with the ids of the deliveries it
-// matched, in one transaction, and sets r's id.
-func CreateReplay(ctx context.Context, db bun.IDB, r *Replay, ids []int64) error {
+// matched, in one transaction, and sets r's id; ErrReplaysRunning when r's account and variant
+// already run maxRunning replays. As CreateWebhook's limit, the count and the insert run in one
+// transaction holding the account row.
+func CreateReplay(ctx context.Context, db bun.IDB, r *Replay, ids []int64, maxRunning int) error {
 	r.State, r.Matched, r.CreatedAt = ReplayRunning, int64(len(ids)), Now()
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if IsPostgres(tx) {
+			if _, err := tx.NewSelect().Model((*Account)(nil)).Column("id").Where("id = ?", r.AccountID).For("UPDATE").Exec(ctx); err != nil {
+				return fmt.Errorf("lock account: %w", err)
+			}
+		}
+		running, err := tx.NewSelect().Model((*Replay)(nil)).
+			Where("account_id = ? AND variant = ? AND state = ?", r.AccountID, r.Variant, ReplayRunning).Count(ctx)
+		if err != nil {
+			return fmt.Errorf("count running replays: %w", err)
+		}
+		if running >= int64(maxRunning) {
+			return ErrReplaysRunning
+		}
 		if _, err := tx.NewInsert().Model(r).Returning("id").Exec(ctx); err != nil {
 			return fmt.Errorf("create replay: %w", err)
 		}

@@ -71,6 +71,10 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("this account already has %d webhooks; delete one first", e.Max)
 }
 
+// ErrReplaysBusy refuses a replay while its account already runs MaxRunningReplays of them in the
+// variant: one may start once one of those has ended or been canceled.
+var ErrReplaysBusy = errors.New("webhooks: the account already runs its most replays")
+
 // TrialBusyError refuses a filter's trial while its account already runs MaxConcurrentTrials of
 // them; one may start after RetryAfter, by when a running trial has ended (MaxTrialTime).
 type TrialBusyError struct {

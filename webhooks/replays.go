@@ -43,6 +43,11 @@ const (
 	// MaxReplayDeliveries bounds what one replay matches: more is refused (422 naming since), so
 	// that a replay's ids, fixed at its creation, stay a bounded write.
 	MaxReplayDeliveries = 100_000
+	// MaxRunningReplays is how many replays an account may run at once in each variant: each
+	// holds a worker's activity slot while it hands its deliveries over, one at a time, so an
+	// account's replays hold at most this many slots and starts in flight (docs/architecture.md,
+	// "What accounts share").
+	MaxRunningReplays = 2
 	// replayPage and replayFilterPage are how many deliveries a replay's match reads at a time,
 	// the second with their events' data (up to 256 KiB each) to judge a filter on.
 	replayPage       = 500
@@ -123,7 +128,9 @@ func (s *Service) Replay(ctx context.Context, scope model.WebhookScope, ask Repl
 		return nil, err
 	}
 	r := &model.Replay{AccountID: scope.AccountID, Variant: scope.Variant, Criteria: string(text)}
-	if err := model.CreateReplay(ctx, s.db, r, ids); err != nil {
+	if err := model.CreateReplay(ctx, s.db, r, ids, MaxRunningReplays); errors.Is(err, model.ErrReplaysRunning) {
+		return nil, ErrReplaysBusy
+	} else if err != nil {
 		return nil, err
 	}
 	for id := range hooks {

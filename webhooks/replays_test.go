@@ -26,7 +26,7 @@ func TestCancelReplay(t *testing.T) {
 	}
 	scope := model.WebhookScope{AccountID: acc.ID, Variant: model.VariantA}
 	r := &model.Replay{AccountID: acc.ID, Variant: model.VariantA, Criteria: `{"since":"2020-01-01T00:00:00Z","until":"2020-01-02T00:00:00Z","states":["exhausted"]}`}
-	if err := model.CreateReplay(t.Context(), db, r, []int64{7, 8, 9}); err != nil {
+	if err := model.CreateReplay(t.Context(), db, r, []int64{7, 8, 9}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.CancelReplay(t.Context(), model.WebhookScope{AccountID: other.ID, Variant: model.VariantA}, r.ID); !errors.Is(err, webhooks.ErrNotFound) {

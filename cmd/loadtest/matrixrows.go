@@ -249,7 +249,7 @@ func (m *matrix) replayDataset(ctx context.Context) (*noisyLoad, error) {
 		return load, fmt.Errorf("enable B's data set webhook: %w", err)
 	}
 	var replay struct {
-		ID      string `json:"id"`
+		ID      int64  `json:"id"`
 		State   string `json:"state"`
 		Matched int    `json:"matched"`
 		Sent    int    `json:"sent"`
@@ -260,8 +260,8 @@ func (m *matrix) replayDataset(ctx context.Context) (*noisyLoad, error) {
 		mu.Lock()
 		id := replay.ID
 		mu.Unlock()
-		if id != "" {
-			if err := m.b.do(ctx, http.MethodDelete, prefix+"/replays/"+id, nil, nil); err != nil {
+		if id != 0 {
+			if err := m.b.do(ctx, http.MethodDelete, fmt.Sprintf("%s/replays/%d", prefix, id), nil, nil); err != nil {
 				fmt.Printf("cancel B's replay: %v\n", err)
 			}
 		}
@@ -273,7 +273,7 @@ func (m *matrix) replayDataset(ctx context.Context) (*noisyLoad, error) {
 	load.run = func(ctx context.Context) {
 		start := time.Now()
 		var got struct {
-			ID string `json:"id"`
+			ID int64 `json:"id"`
 		}
 		err := m.b.do(ctx, http.MethodPost, prefix+"/replays", map[string]any{
 			"since": d.since.Format(time.RFC3339), "webhookIds": []int64{d.hook}}, &got)
@@ -287,7 +287,7 @@ func (m *matrix) replayDataset(ctx context.Context) (*noisyLoad, error) {
 		for ctx.Err() == nil {
 			sleep(ctx, time.Second)
 			mu.Lock()
-			err := m.b.do(ctx, http.MethodGet, prefix+"/replays/"+got.ID, nil, &replay)
+			err := m.b.do(ctx, http.MethodGet, fmt.Sprintf("%s/replays/%d", prefix, got.ID), nil, &replay)
 			state, sent, matched := replay.State, replay.Sent, replay.Matched
 			mu.Unlock()
 			t.setNote("replay %s: %d of %d sent", state, sent, matched)

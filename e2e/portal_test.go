@@ -415,6 +415,15 @@ func TestPortalEndpointFlow(t *testing.T) {
 	noSecret("the audit log")
 	b.screenshot("portal-20-audit.png")
 
+	// 22. The failures page (issue 46): the nav's link lists the account's failed deliveries across
+	// its endpoints (the NATS endpoint's, which fails), each linking to its delivery's page.
+	b.do("open the failures from the nav", chromedp.Click(chromedp.CSS(`nav a[href="/portal/failures"]`)), chromedp.WaitVisible(chromedp.CSS(`p.message`)))
+	b.waitFor("a failed delivery on the failures page",
+		`!!document.querySelector("table.deliveries tbody tr span.state-exhausted, table.deliveries tbody tr span.state-retrying")`, chromedp.Reload())
+	b.screenshot("portal-22-failures.png")
+	b.do("open a failed delivery", chromedp.Click(chromedp.CSS(`table.deliveries tbody tr td a[href^="/portal/deliveries/"]`)))
+	b.waitFor("the failed delivery's page", `location.pathname.startsWith("/portal/deliveries/")`, nil)
+
 	// 21. A read key (issue 46), issued by the operator's CLI: its portal link opens a read-only
 	// session, which shows the endpoints without the form to add one and says it is read-only.
 	cmd := exec.Command(webhookdBinary(t), "apikey", "create", "--owner-email", "dev@localhost", "--name", "auditor", "--scope", "read")

@@ -55,17 +55,9 @@ func idsParam(c echo.Context, name string) ([]int64, error) {
 // webhookId and statusClass (each a comma-separated list), since and until; ?before=<delivery id>
 // pages back, and a page ends early once its attempt logs carry MaxPageBytes.
 func (h *deliveryHandlers) accountDeliveries(c echo.Context) error {
-	limit, err := limitParam(c)
+	limit, before, err := backPageParams(c, "delivery")
 	if err != nil {
 		return err
-	}
-	var before int64
-	if s := c.QueryParam("before"); s != "" {
-		n, ok := parseID(s)
-		if !ok || n < 1 {
-			return invalidField("before", "before must be a positive integer delivery id")
-		}
-		before = n
 	}
 	var sel webhooks.Selection
 	if sel.States, err = listParam(c, "state"); err != nil {

@@ -42,17 +42,9 @@ func presentAudit(e *model.AuditEntry) any {
 // account: its API keys), newest first. ?before=<entry id> pages back, as a webhook's deliveries
 // do.
 func (h *deliveryHandlers) auditLog(c echo.Context) error {
-	limit, err := limitParam(c)
+	limit, before, err := backPageParams(c, "entry")
 	if err != nil {
 		return err
-	}
-	var before int64
-	if s := c.QueryParam("before"); s != "" {
-		n, ok := parseID(s)
-		if !ok || n < 1 {
-			return invalidField("before", "before must be a positive integer entry id")
-		}
-		before = n
 	}
 	page, err := h.webhooks.AuditLog(c.Request().Context(), h.scope(c), before, limit)
 	if err != nil {

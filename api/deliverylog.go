@@ -73,17 +73,9 @@ func (h *deliveryHandlers) deliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit, err := limitParam(c)
+	limit, before, err := backPageParams(c, "delivery")
 	if err != nil {
 		return err
-	}
-	var before int64
-	if s := c.QueryParam("before"); s != "" {
-		n, ok := parseID(s)
-		if !ok || n < 1 {
-			return invalidField("before", "before must be a positive integer delivery id")
-		}
-		before = n
 	}
 	page, err := h.webhooks.Deliveries(c.Request().Context(), h.scope(c), model.DeliveryQuery{
 		WebhookID: w.ID, Before: before, Order: model.NewestFirst, Limit: limit, MaxBytes: MaxPageBytes, Include: model.IncludeAttempts})

@@ -24,6 +24,23 @@ func limitParam(c echo.Context) (int64, error) {
 	return n, nil
 }
 
+// backPageParams reads ?limit= and ?before= (the id of a newest-first list's last row seen,
+// exclusive; 0 when absent): what every newest-first list pages back with. what names the ids
+// in the refusal ("delivery", "entry").
+func backPageParams(c echo.Context, what string) (limit, before int64, err error) {
+	if limit, err = limitParam(c); err != nil {
+		return 0, 0, err
+	}
+	if s := c.QueryParam("before"); s != "" {
+		n, ok := parseID(s)
+		if !ok || n < 1 {
+			return 0, 0, invalidField("before", "before must be a positive integer %s id", what)
+		}
+		before = n
+	}
+	return limit, before, nil
+}
+
 // pageParams reads ?limit= and ?after= (an id, exclusive).
 func pageParams(c echo.Context) (limit, after int64, err error) {
 	if limit, err = limitParam(c); err != nil {

@@ -146,9 +146,9 @@ func TestAuditLogAPI(t *testing.T) {
 			}
 			return nil
 		}
-		if c := changes("webhook.settings"); !reflect.DeepEqual(c["rateLimit"], map[string]any{"old": nil, "new": float64(5)}) ||
+		if c := changes("webhook.settings"); !reflect.DeepEqual(c["rateLimit"], map[string]any{"new": float64(5)}) ||
 			!reflect.DeepEqual(c["headers"], map[string]any{"redacted": true}) {
-			t.Errorf("webhook.settings changes %v: want rateLimit null to 5 and headers redacted", c)
+			t.Errorf("webhook.settings changes %v: want rateLimit set to 5 (no old: there was none) and headers redacted", c)
 		}
 		if c := changes("webhook.update"); !reflect.DeepEqual(c["url"], map[string]any{"old": "https://r.example.com/a", "new": "https://r.example.com/b"}) {
 			t.Errorf("webhook.update changes %v: want the url's old and new", c)
@@ -156,12 +156,12 @@ func TestAuditLogAPI(t *testing.T) {
 		if c := changes("webhook.create"); !reflect.DeepEqual(c["auth"], map[string]any{"redacted": true}) || !reflect.DeepEqual(c["secret"], map[string]any{"redacted": true}) {
 			t.Errorf("webhook.create changes %v: want auth and secret redacted", c)
 		}
-		if c := changes("channel.create"); !reflect.DeepEqual(c["kind"], map[string]any{"old": nil, "new": "webhook"}) ||
-			!reflect.DeepEqual(c["url"], map[string]any{"old": nil, "new": "https://ops.example.com/n"}) {
+		if c := changes("channel.create"); !reflect.DeepEqual(c["kind"], map[string]any{"new": "webhook"}) ||
+			!reflect.DeepEqual(c["url"], map[string]any{"new": "https://ops.example.com/n"}) {
 			t.Errorf("channel.create changes %v: want its kind and url", c)
 		}
-		if c := changes("channel.update"); !reflect.DeepEqual(c["types"], map[string]any{"old": nil, "new": []any{"webhook.failing"}}) {
-			t.Errorf("channel.update changes %v: want its types from the defaults (null) to the one named", c)
+		if c := changes("channel.update"); !reflect.DeepEqual(c["types"], map[string]any{"new": []any{"webhook.failing"}}) {
+			t.Errorf("channel.update changes %v: want its types from the defaults (no old) to the one named", c)
 		}
 		if c := changes("webhook.secret.rotate"); !reflect.DeepEqual(c, map[string]any{"secret": map[string]any{"redacted": true}}) {
 			t.Errorf("webhook.secret.rotate changes %v: want the secret alone, redacted", c)

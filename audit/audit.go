@@ -103,15 +103,25 @@ func Changed(old, new any) Change { return Change{Old: old, New: new} }
 // Redacted is the change of a secret or a header value: only that it changed.
 func Redacted() Change { return Change{Redacted: true} }
 
-// MarshalJSON writes {"old", "new"}, or {"redacted": true} with no value at all.
+// MarshalJSON writes {"old", "new"} (each left out when none), or {"redacted": true} with no
+// value at all.
 func (c Change) MarshalJSON() ([]byte, error) {
 	if c.Redacted {
 		return []byte(`{"redacted":true}`), nil
 	}
-	return json.Marshal(struct {
-		Old any `json:"old"`
-		New any `json:"new"`
-	}{c.Old, c.New})
+	// A side that is none (nil, or a nil pointer: JSON null) is left out, so that a value is never
+	// null: "old" absent is a field set where it was not, "new" absent one cleared.
+	out := map[string]json.RawMessage{}
+	for name, v := range map[string]any{"old": c.Old, "new": c.New} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		if string(b) != "null" {
+			out[name] = b
+		}
+	}
+	return json.Marshal(out)
 }
 
 // Changes are an entry's fields by name.

@@ -20,7 +20,7 @@ func TestChangesJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"headers":{"redacted":true},"rateLimit":{"old":null,"new":5},"secret":{"redacted":true}}`; string(b) != want {
+	if want := `{"headers":{"redacted":true},"rateLimit":{"new":5},"secret":{"redacted":true}}`; string(b) != want {
 		t.Fatalf("changes = %s, want %s", b, want)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -62,6 +64,17 @@ func TestRetryAndSkipLane(t *testing.T) {
 		}
 		e.do(t, "POST", lane+"/skip", auth, "").expect(t, http.StatusOK, "")
 		e.do(t, "POST", lane+"/skip", auth, "").expectError(t, v, http.StatusConflict, "")
+		// Each skip made is in the audit log once, naming the skipped delivery; the refused ones
+		// are not (issue 46).
+		var skips []string
+		for _, it := range e.do(t, "GET", strings.TrimSuffix(v.collection, "/webhooks")+"/audit-log", auth, "").list(t) {
+			if en := it.(map[string]any); en["action"] == "lane.skip" {
+				skips = append(skips, en["target"].(map[string]any)["id"].(string))
+			}
+		}
+		if want := []string{fmt.Sprint(ids[1]), fmt.Sprint(ids[0])}; !slices.Equal(skips, want) {
+			t.Fatalf("lane.skip entries for deliveries %v, want %v (newest first)", skips, want)
+		}
 		e.do(t, "POST", lane+"/retry", auth, "").expectError(t, v, http.StatusConflict, "")
 		e.do(t, "POST", lane+"/retry", v.auth(newKey(t, e.db)), "").expectError(t, v, http.StatusNotFound, "")
 	})

@@ -35,6 +35,7 @@ const (
 	Recover             = "recover"
 	Retry               = "retry"
 	DeliveryRetry       = "delivery.retry"
+	LaneSkip            = "lane.skip"
 	ReplayCreate        = "replay.create"
 	ReplayCancel        = "replay.cancel"
 )

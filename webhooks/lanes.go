@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/dispatch"
 	"github.com/webhookd/webhookd/model"
 )
@@ -71,8 +72,13 @@ func (s *Service) SkipLane(ctx context.Context, w *model.Webhook, laneID, head i
 	if err != nil {
 		return nil, err
 	}
-	if _, err := model.SkipDelivery(ctx, s.db, lane.Head.DeliveryID, s.clock.Now()); err != nil {
+	skipped, err := model.SkipDelivery(ctx, s.db, lane.Head.DeliveryID, s.clock.Now())
+	if err != nil {
 		return nil, err
+	}
+	if skipped {
+		s.recordAfter(ctx, w, audit.LaneSkip, audit.TargetDelivery, lane.Head.DeliveryID,
+			audit.Changes{"webhookId": audit.Changed(nil, w.ID), "laneId": audit.Changed(nil, laneID)})
 	}
 	// A head whose workflow ran starts the next as it ends canceled; one whose workflow did not
 	// (it failed) cannot, so the next is started here. Temporal refuses the second of the two. The

@@ -181,7 +181,7 @@ func useCaseError(err error) *apiError {
 	var invalid *webhooks.InvalidError
 	var limit *webhooks.LimitError
 	var rotation *webhooks.RotationLimitError
-	var trials *webhooks.TrialBusyError
+	var busy *webhooks.BusyError
 	switch {
 	case errors.As(err, &invalid) && invalid.Malformed:
 		return invalidField(invalid.Field, invalid.Format, invalid.Args...)
@@ -193,10 +193,10 @@ func useCaseError(err error) *apiError {
 		return &apiError{status: http.StatusConflict, code: codeConflict, message: fmt.Sprintf(
 			"the secret was rotated %d times within 24 hours and every previous secret still signs; rotate again after %s, when the oldest expires",
 			webhooks.MaxPreviousSecrets, rotation.RetryAt.UTC().Format("2006-01-02T15:04:05.000Z"))}
-	case errors.As(err, &trials):
-		// As the rate limiter answers, with the time by which a running trial has ended.
-		return &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, retryAfter: int(math.Ceil(trials.RetryAfter.Seconds())),
-			message: fmt.Sprintf("this account already runs %d filter trials; retry after the time in Retry-After", webhooks.MaxConcurrentTrials)}
+	case errors.As(err, &busy):
+		// As the rate limiter answers, with the time by which a running one has ended.
+		return &apiError{status: http.StatusTooManyRequests, code: codeRateLimited, retryAfter: int(math.Ceil(busy.RetryAfter.Seconds())),
+			message: fmt.Sprintf("this account already runs %d %s at once; retry after the time in Retry-After", busy.Max, busy.Work)}
 	case errors.Is(err, webhooks.ErrReplaysBusy):
 		return &apiError{status: http.StatusConflict, code: codeConflict, message: fmt.Sprintf(
 			"this account already runs %d replays; start another when one has ended, or cancel one (DELETE <prefix>/replays/<id>)", webhooks.MaxRunningReplays)}

@@ -267,7 +267,7 @@ func (h *endpointHandlers) filter(c echo.Context) error {
 			break
 		}
 		trial, err := h.webhooks.TryFilter(ctx, scope, raw, w.EventType, 0)
-		var busy *webhooks.TrialBusyError
+		var busy *webhooks.BusyError
 		if problem, ok := filterProblem(err); ok {
 			view.status, view.filterError = http.StatusUnprocessableEntity, problem
 		} else if errors.As(err, &busy) {

@@ -75,14 +75,17 @@ func (e *LimitError) Error() string {
 // variant: one may start once one of those has ended or been canceled.
 var ErrReplaysBusy = errors.New("webhooks: the account already runs its most replays")
 
-// TrialBusyError refuses a filter's trial while its account already runs MaxConcurrentTrials of
-// them; one may start after RetryAfter, by when a running trial has ended (MaxTrialTime).
-type TrialBusyError struct {
+// BusyError refuses bounded work of an account (a filter's trial, a replay's match) while it
+// already runs Max of that Work at once; one may start after RetryAfter, by when a running one has
+// ended (its time bound).
+type BusyError struct {
+	Work       string
+	Max        int
 	RetryAfter time.Duration
 }
 
-func (e *TrialBusyError) Error() string {
-	return fmt.Sprintf("this account already runs %d filter trials; try again when one has ended", MaxConcurrentTrials)
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("this account already runs %d %s at once; try again when one has ended", e.Max, e.Work)
 }
 
 // RotationLimitError refuses a rotation while MaxPreviousSecrets earlier secrets still sign; a

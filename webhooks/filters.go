@@ -95,7 +95,7 @@ const (
 	// same way, answering the context's error instead, when its caller leaves.
 	MaxTrialTime = 5 * time.Second
 	// MaxConcurrentTrials is how many trials of one account run at once; another is refused with a
-	// TrialBusyError, whoever else runs trials.
+	// BusyError, whoever else runs trials.
 	MaxConcurrentTrials = 2
 )
 
@@ -127,7 +127,7 @@ var errTrialTime = errors.New("the filter trial's time is up")
 // It reads the events a page at a time, newest first, and stops early when the next event would
 // take the data read past MaxTrialBytes or when MaxTrialTime has passed, answering what it read
 // (Trial.TruncatedBy says why), or at once with the context's error when ctx ends. At most
-// MaxConcurrentTrials of an account run at once; beyond them, a TrialBusyError.
+// MaxConcurrentTrials of an account run at once; beyond them, a BusyError.
 func (s *Service) TryFilter(ctx context.Context, scope model.WebhookScope, raw json.RawMessage, eventType string, limit int) (Trial, error) {
 	if err := checkEventType(scope.Variant, eventType); err != nil {
 		return Trial{}, err
@@ -145,8 +145,8 @@ func (s *Service) TryFilter(ctx context.Context, scope model.WebhookScope, raw j
 	if err != nil {
 		return Trial{}, err
 	}
-	if !s.trials.enter(scope.AccountID) {
-		return Trial{}, &TrialBusyError{RetryAfter: MaxTrialTime}
+	if !s.trials.enter(scope.AccountID, MaxConcurrentTrials) {
+		return Trial{}, &BusyError{Work: "filter trials", Max: MaxConcurrentTrials, RetryAfter: MaxTrialTime}
 	}
 	defer s.trials.leave(scope.AccountID)
 	ctx, cancel := context.WithTimeoutCause(ctx, s.trialTime, errTrialTime)
@@ -223,17 +223,17 @@ func (s *Service) readTrial(ctx context.Context, scope model.WebhookScope, event
 	return nil
 }
 
-// trialGate admits at most MaxConcurrentTrials trials of one account at a time; accounts do not
-// share their places.
-type trialGate struct {
+// accountGate admits at most a number of calls of one account at a time (enter's most); accounts
+// do not share their places. The filter trials have one, the replays' matches another.
+type accountGate struct {
 	mu      sync.Mutex
 	running map[int64]int
 }
 
-func (g *trialGate) enter(account int64) bool {
+func (g *accountGate) enter(account int64, most int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.running[account] >= MaxConcurrentTrials {
+	if g.running[account] >= most {
 		return false
 	}
 	if g.running == nil {
@@ -243,7 +243,7 @@ func (g *trialGate) enter(account int64) bool {
 	return true
 }
 
-func (g *trialGate) leave(account int64) {
+func (g *accountGate) leave(account int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.running[account]--; g.running[account] <= 0 {

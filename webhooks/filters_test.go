@@ -144,9 +144,9 @@ func TestTryFilterConcurrencyPerAccount(t *testing.T) {
 		}
 
 		_, err := s.TryFilter(t.Context(), a, passAll, "campaign.created", 0)
-		var busy *webhooks.TrialBusyError
+		var busy *webhooks.BusyError
 		if !errors.As(err, &busy) || busy.RetryAfter != webhooks.MaxTrialTime {
-			t.Errorf("trial %d of one account at once: %v; want a TrialBusyError retrying after %v", webhooks.MaxConcurrentTrials+1, err, webhooks.MaxTrialTime)
+			t.Errorf("trial %d of one account at once: %v; want a BusyError retrying after %v", webhooks.MaxConcurrentTrials+1, err, webhooks.MaxTrialTime)
 		}
 		other, err := s.TryFilter(t.Context(), b, passAll, "campaign.created", 0)
 		if err != nil || other.Scanned != 1 {

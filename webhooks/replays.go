@@ -49,10 +49,31 @@ const (
 	// "What accounts share").
 	MaxRunningReplays = 2
 	// replayPage and replayFilterPage are how many deliveries a replay's match reads at a time,
-	// the second with their events' data (up to 256 KiB each) to judge a filter on.
+	// the second with their events' data (up to 256 KiB each, so at most 8 MiB a page) to judge a
+	// filter on.
 	replayPage       = 500
-	replayFilterPage = 50
+	replayFilterPage = 32
 )
+
+// The bounds of a replay's match, a dry run's and a real one's alike (issue 46): the match runs in
+// the request, so it gets a filter trial's kind of budget (docs/architecture.md, "What accounts
+// share").
+const (
+	// MaxReplayMatchBytes bounds the stored event data a match with a filter reads in all: once
+	// the pages read pass 64 MiB the replay is refused (422 naming filter), before it judges more.
+	// It holds one page at a time. A match without a filter reads no event data.
+	MaxReplayMatchBytes = 64 << 20
+	// MaxReplayMatchTime bounds a match's work: once 10 s have passed the replay is refused (422
+	// naming since), before its next page or cutting short the read under way.
+	MaxReplayMatchTime = 10 * time.Second
+	// MaxConcurrentReplayMatches is how many matches (dry runs and replays being created) of one
+	// account run at once; another is refused with a BusyError, whoever else matches.
+	MaxConcurrentReplayMatches = 2
+)
+
+// errMatchTime ends a replay's match at MaxReplayMatchTime, told from its caller's leaving by
+// context.Cause.
+var errMatchTime = errors.New("the replay's match took its time")
 
 // criteria checks ask at now and returns the criteria it stands for (Until set, States defaulted,
 // the filter in its canonical text) and the compiled filter, nil for none. Its refusals name the
@@ -201,8 +222,28 @@ func selectionOf(c model.ReplayCriteria) Selection {
 
 // matchReplay hands visit the scope's deliveries that c (and f, when set) match, oldest first, up
 // to the largest id that matched c when it began: those that arrive meanwhile are not its. It reads
-// them a page at a time, and refuses (naming since) more than MaxReplayDeliveries.
+// them a page at a time, and refuses (naming since) more than MaxReplayDeliveries. Its work is
+// bounded: at most MaxConcurrentReplayMatches of an account at once (beyond them a BusyError),
+// MaxReplayMatchTime, and MaxReplayMatchBytes of event data with a filter; past a bound it is
+// refused, naming the field that narrows it, and the refusal is the same for a dry run and a
+// replay. It answers the context's error when its caller leaves.
 func (s *Service) matchReplay(ctx context.Context, scope model.WebhookScope, c model.ReplayCriteria, f *filter.Filter, visit func(*model.DeliveryView)) error {
+	if !s.replayMatches.enter(scope.AccountID, MaxConcurrentReplayMatches) {
+		return &BusyError{Work: "replay matches", Max: MaxConcurrentReplayMatches, RetryAfter: MaxReplayMatchTime}
+	}
+	defer s.replayMatches.leave(scope.AccountID)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.replayMatchTime, errMatchTime)
+	defer cancel()
+	err := s.readReplayMatch(ctx, scope, c, f, visit)
+	if err != nil && errors.Is(context.Cause(ctx), errMatchTime) {
+		// Whatever the read answered as the deadline struck it (a driver's own error included).
+		return invalid("since", "the replay's match took more than %v; narrow it (since, until, eventTypes, webhookIds, states, statusClasses)", s.replayMatchTime)
+	}
+	return err
+}
+
+// readReplayMatch is matchReplay's read, within its bounds of time (ctx) and bytes.
+func (s *Service) readReplayMatch(ctx context.Context, scope model.WebhookScope, c model.ReplayCriteria, f *filter.Filter, visit func(*model.DeliveryView)) error {
 	tooMany := invalid("since", "the replay matches more than %d deliveries; narrow it (since, until, eventTypes, webhookIds, states, statusClasses, filter)", MaxReplayDeliveries)
 	q := selectionOf(c).query()
 	q.Scope = &scope
@@ -219,11 +260,20 @@ func (s *Service) matchReplay(ctx context.Context, scope model.WebhookScope, c m
 	if f != nil {
 		q.Limit, q.Include = replayFilterPage, model.IncludeEvent
 	}
-	matched := 0
+	matched, read := 0, 0
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		page, err := s.Deliveries(ctx, scope, q)
 		if err != nil {
 			return err
+		}
+		for i := range page.Views {
+			read += len(page.Views[i].EventData)
+		}
+		if read > s.replayMatchBytes {
+			return invalid("filter", "the replay's filter would judge more than %d MiB of stored events; narrow it (since, until, eventTypes, webhookIds, states, statusClasses)", s.replayMatchBytes>>20)
 		}
 		for i := range page.Views {
 			v := &page.Views[i]

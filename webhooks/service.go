@@ -87,10 +87,14 @@ type Service struct {
 	notices     notices.Rules
 	versions    model.EventVersions
 	// trials admits an account's filter trials; trialTime bounds each one's work (MaxTrialTime;
-	// tests shorten it).
-	trials    trialGate
-	trialTime time.Duration
-	clock     model.Clock
+	// tests shorten it). replayMatches, replayMatchTime and replayMatchBytes do the same for
+	// replays' matches (MaxReplayMatchTime, MaxReplayMatchBytes).
+	trials           accountGate
+	trialTime        time.Duration
+	replayMatches    accountGate
+	replayMatchTime  time.Duration
+	replayMatchBytes int
+	clock            model.Clock
 }
 
 // New checks cfg and builds the Service.
@@ -110,7 +114,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		db: cfg.DB, dispatcher: cfg.Dispatcher, secrets: cfg.Secrets, policy: cfg.Policy, resolver: cfg.Resolver,
 		log: cfg.Logger, maxWebhooks: cfg.MaxWebhooks, timeout: cfg.RequestTimeout, notices: cfg.Notices, versions: cfg.Versions,
-		trialTime: cmp.Or(cfg.TrialTime, MaxTrialTime), clock: cfg.Clock,
+		trialTime: cmp.Or(cfg.TrialTime, MaxTrialTime), replayMatchTime: MaxReplayMatchTime, replayMatchBytes: MaxReplayMatchBytes, clock: cfg.Clock,
 		publisher: &dispatch.Publisher{DB: cfg.DB, Dispatcher: cfg.Dispatcher, Timeout: cfg.RequestTimeout, Log: cfg.Logger,
 			FilterSkips: cfg.FilterSkips, FilterOverruns: cfg.FilterOverruns, Versions: cfg.Versions, Clock: cfg.Clock},
 	}, nil

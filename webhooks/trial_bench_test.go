@@ -76,7 +76,7 @@ func BenchmarkHostileTrials(b *testing.B) {
 				peakHeap = max(peakHeap, stop())
 				peakRSS = max(peakRSS, procStatus(b, "VmHWM:"))
 				for _, err := range errs {
-					var busy *webhooks.TrialBusyError
+					var busy *webhooks.BusyError
 					switch {
 					case err == nil:
 						admitted++

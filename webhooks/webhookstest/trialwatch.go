@@ -11,8 +11,8 @@ import (
 )
 
 // WatchTrials makes db report the queries made under a Watch's context to that Watch, so that a
-// test sees what a filter trial reads at the database, whatever the trial says of itself. Call it
-// before db is used by more than one goroutine.
+// test sees what a filter trial, or a replay's match, reads at the database, whatever it says of
+// itself. Call it before db is used by more than one goroutine.
 func WatchTrials(db *model.DB) {
 	//lint:ignore SA1019 WithQueryHook hooks a copy; the use cases hold db itself, statements and all
 	db.AddQueryHook(trialHook{})
@@ -21,7 +21,8 @@ func WatchTrials(db *model.DB) {
 // Watch is one watched call (Context): the events' data each of its queries loaded, and, when
 // asked, a hold on its first query or a function run after each page of data.
 type Watch struct {
-	// Held, when set, receives once, as the call's first query of events is about to run (the
+	// Held, when set, receives once, as the call's first query of events or deliveries is about to
+	// run (the
 	// request's earlier ones, its authentication, run on); the query then waits until Release is
 	// closed or the call's context ends.
 	Held    chan<- struct{}
@@ -61,7 +62,7 @@ type trialHook struct{}
 
 func (trialHook) BeforeQuery(ctx context.Context, e *bun.QueryEvent) context.Context {
 	w, ok := ctx.Value(watchKey{}).(*Watch)
-	if !ok || w.Held == nil || !strings.Contains(e.Query, `FROM "events"`) {
+	if !ok || w.Held == nil || !strings.Contains(e.Query, `FROM "events"`) && !strings.Contains(e.Query, "FROM deliveries") {
 		return ctx
 	}
 	w.mu.Lock()
@@ -80,9 +81,9 @@ func (trialHook) BeforeQuery(ctx context.Context, e *bun.QueryEvent) context.Con
 
 func (trialHook) AfterQuery(ctx context.Context, e *bun.QueryEvent) {
 	w, ok := ctx.Value(watchKey{}).(*Watch)
-	// The rows of events themselves, data and all; a page is planned from their ids and sizes
-	// first, which carry no data.
-	if !ok || e.Err != nil || e.Result == nil || !strings.Contains(e.Query, `"event"."data"`) {
+	// The rows of events themselves, data and all, or of deliveries with their events' data; a
+	// page of events is planned from their ids and sizes first, which carry no data.
+	if !ok || e.Err != nil || e.Result == nil || !strings.Contains(e.Query, `"event"."data"`) && !strings.Contains(e.Query, "e.data AS event_data") {
 		return
 	}
 	n, err := e.Result.RowsAffected()

@@ -86,6 +86,7 @@ var matrixRows = []matrixRowSpec{
 	{"lists", (*matrix).lists},
 	{"recover", (*matrix).recoverDataset},
 	{"replay", (*matrix).replayDataset},
+	{"replay-filter", (*matrix).replayFilter},
 }
 
 // parseMatrixRows checks a -matrix-rows list against the rows; "all" or "" is every row.

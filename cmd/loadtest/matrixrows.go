@@ -235,7 +235,7 @@ func (m *matrix) recoverDataset(ctx context.Context) (*noisyLoad, error) {
 // whole replay runs beside C's probes, and the table's RSS column is webhookd's peak over it.
 // The data set is its own (campaign.failed), so that the recover row's leaves this one's alone.
 func (m *matrix) replayDataset(ctx context.Context) (*noisyLoad, error) {
-	d, err := m.makeDataset(ctx, "campaign.failed", "/replay")
+	d, err := m.makeDataset(ctx, "campaign.failed", "/replay", campaignData("Data set"), m.cfg.matrix.dataset)
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +298,50 @@ func (m *matrix) replayDataset(ctx context.Context) (*noisyLoad, error) {
 	}
 	load.finish = true
 	load.work = func() string { return fmt.Sprintf("%s; %d delivered", t, delivered.answered.Load()) }
+	return load, nil
+}
+
+// replayFilter: B asks for dry runs of filtered replays (POST /replays with a heavy filter,
+// issue 46) over its held deliveries of big events, several at once, again and again. Each match
+// judges at most 64 MiB of event data in at most 10 s and is refused past either; an account's
+// third at once is refused (docs/api.md, "Replays").
+func (m *matrix) replayFilter(ctx context.Context) (*noisyLoad, error) {
+	mc := m.cfg.matrix
+	data, err := bigCampaign("campaign.processing", mc.eventKiB)
+	if err != nil {
+		return nil, err
+	}
+	d, err := m.makeDataset(ctx, "campaign.processing", "/replay-filter", data, mc.stored)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := heavyFilter(mc.filterTests, filterMaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	load, _, _, err := m.apart(fmt.Sprintf("%d concurrent filtered replay dry runs (%d substring tests) over its %d held deliveries of %d KiB events",
+		mc.trials, mc.filterTests, d.events, mc.eventKiB))
+	if err != nil {
+		return nil, err
+	}
+	// A match reads its first page before it judges any: C probes once they are judging.
+	load.settle = mc.trialSettle
+	t := &opCount{what: "dry runs"}
+	body := map[string]any{"since": d.since.Format(time.RFC3339), "webhookIds": []int64{d.hook}, "states": []string{"exhausted"},
+		"filter": filter, "dryRun": true}
+	load.run = func(ctx context.Context) {
+		repeat(ctx, mc.trials, t, func(ctx context.Context, _ int) error {
+			var out struct {
+				Matched int `json:"matched"`
+			}
+			err := m.b.do(ctx, http.MethodPost, "/api/svc/v2/replays", body, &out)
+			if err == nil {
+				t.setNote("each matched %d", out.Matched)
+			}
+			return err
+		})
+	}
+	load.work = t.String
 	return load, nil
 }
 
@@ -443,7 +487,7 @@ func (m *matrix) ensureDataset(ctx context.Context) (*dataset, error) {
 	if m.data != nil {
 		return m.data, nil
 	}
-	d, err := m.makeDataset(ctx, "campaign.updated", "/data")
+	d, err := m.makeDataset(ctx, "campaign.updated", "/data", campaignData("Data set"), m.cfg.matrix.dataset)
 	if err == nil {
 		m.data = d
 	}
@@ -451,10 +495,9 @@ func (m *matrix) ensureDataset(ctx context.Context) (*dataset, error) {
 }
 
 // makeDataset registers a disabled webhook of B's for eventType at path on the hanging receiver
-// and publishes -matrix-dataset events of that type, each a delivery held as exhausted; then it
-// waits until the stack is quiet again.
-func (m *matrix) makeDataset(ctx context.Context, eventType, path string) (*dataset, error) {
-	n := m.cfg.matrix.dataset
+// and publishes n events of that type with data, each a delivery held as exhausted; then it waits
+// until the stack is quiet again.
+func (m *matrix) makeDataset(ctx context.Context, eventType, path string, data any, n int) (*dataset, error) {
 	d := &dataset{since: time.Now().Add(-2 * time.Second).UTC().Truncate(time.Second), events: n}
 	fmt.Printf("B's data set: a disabled %s webhook and %d events, each a delivery held as exhausted\n", eventType, n)
 	var err error
@@ -465,7 +508,6 @@ func (m *matrix) makeDataset(ctx context.Context, eventType, path string) (*data
 		return nil, fmt.Errorf("disable B's data set webhook: %w", err)
 	}
 	var mu sync.Mutex
-	data := campaignData("Data set")
 	t := &opCount{what: "publishes"}
 	start := time.Now()
 	repeatN(ctx, n, m.cfg.concurrency, t, func(ctx context.Context) error {

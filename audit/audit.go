@@ -6,6 +6,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,7 +115,7 @@ func (c Change) MarshalJSON() ([]byte, error) {
 	// null: "old" absent is a field set where it was not, "new" absent one cleared.
 	out := map[string]json.RawMessage{}
 	for name, v := range map[string]any{"old": c.Old, "new": c.New} {
-		b, err := json.Marshal(v)
+		b, err := marshal(v)
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +123,19 @@ func (c Change) MarshalJSON() ([]byte, error) {
 			out[name] = b
 		}
 	}
-	return json.Marshal(out)
+	return marshal(out)
+}
+
+// marshal is v in JSON as typed: the portal shows an entry's text, escaped by its templates, so
+// a URL's "<" is stored as "<", not "\u003c".
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // Changes are an entry's fields by name.
@@ -139,7 +152,7 @@ func Record(ctx context.Context, db bun.IDB, accountID int64, variant model.Vari
 	if changes == nil {
 		changes = Changes{}
 	}
-	b, err := json.Marshal(changes)
+	b, err := marshal(changes)
 	if err != nil {
 		return fmt.Errorf("audit %s: encode changes: %w", action, err)
 	}

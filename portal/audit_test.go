@@ -68,7 +68,7 @@ func TestAuditPage(t *testing.T) {
 				}
 				last = id
 			}
-			if strings.Contains(body, headerValue) || strings.Contains(body, `"url":`) || !strings.Contains(body, `&#34;url&#34;`) || !strings.Contains(body, `x=1\u0026y=2`) {
+			if strings.Contains(body, headerValue) || strings.Contains(body, `"url":`) || !strings.Contains(body, `&#34;url&#34;`) || !strings.Contains(body, `x=1&amp;y=2`) {
 				t.Errorf("the page shows a header value or unescaped changes:\n%s", body)
 			}
 			if !strings.Contains(body, `href="/portal/audit"`) {

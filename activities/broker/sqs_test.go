@@ -222,7 +222,7 @@ func TestSQSFIFOGroups(t *testing.T) {
 }
 
 // TestSQSBrokerDown kills goaws: a publish fails within its deadline with the network error,
-// which egress.Classify names "refused", and no Refusal. Restarted, the same Publisher publishes
+// which egress.Classify names "refused" or "network", and no Refusal. Restarted, the same Publisher publishes
 // again.
 func TestSQSBrokerDown(t *testing.T) {
 	s := brokertest.StartSQS(t)
@@ -238,8 +238,10 @@ func TestSQSBrokerDown(t *testing.T) {
 	if r := AsRefusal(err); r != nil {
 		t.Errorf("a broker down is no refusal: %v", r)
 	}
-	if class, msg := egress.Classify(err); class != egress.ClassRefused {
-		t.Errorf("class %q (%s), want %q: %v", class, msg, egress.ClassRefused, err)
+	// Refused when the publish dials anew; network (a broken pipe, a reset) when it meets the
+	// connection kept alive from the first publish, which the kill cut: CI has seen both.
+	if class, msg := egress.Classify(err); class != egress.ClassRefused && class != egress.ClassNetwork {
+		t.Errorf("class %q (%s), want %q or %q: %v", class, msg, egress.ClassRefused, egress.ClassNetwork, err)
 	}
 	assertNoSecret(t, err)
 

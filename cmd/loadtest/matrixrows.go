@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -329,14 +330,21 @@ func (m *matrix) replayFilter(ctx context.Context) (*noisyLoad, error) {
 	t := &opCount{what: "dry runs"}
 	body := map[string]any{"since": d.since.Format(time.RFC3339), "webhookIds": []int64{d.hook}, "states": []string{"exhausted"},
 		"filter": filter, "dryRun": true}
+	// The dry runs admitted (not 429) and how the last of them ended: the table's "last" error is
+	// most often a refused one's.
+	var admitted atomic.Int64
 	load.run = func(ctx context.Context) {
 		repeat(ctx, mc.trials, t, func(ctx context.Context, _ int) error {
 			var out struct {
 				Matched int `json:"matched"`
 			}
 			err := m.b.do(ctx, http.MethodPost, "/api/svc/v2/replays", body, &out)
-			if err == nil {
-				t.setNote("each matched %d", out.Matched)
+			switch {
+			case err == nil:
+				t.setNote("%d admitted, the last matched %d", admitted.Add(1), out.Matched)
+			case ctx.Err() == nil && !strings.Contains(err.Error(), ": 429 "):
+				msg := err.Error()
+				t.setNote("%d admitted, the last answered %s", admitted.Add(1), msg[:min(len(msg), 160)])
 			}
 			return err
 		})

@@ -71,22 +71,9 @@ func killBatchAt(t *testing.T, at int) {
 		}
 	})
 	db := openTestDB(t, dbURL)
-	apiAddr := freeAddr(t)
-	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "kill", tsrv, rc,
-		// Two attempts 100 ms apart exhaust a delivery; a Deliver activity cut by the kill is run
-		// again after its start-to-close timeout (2 x 1 s + 10 s).
-		"WEBHOOKD_RETRY_SCHEDULE=100ms",
-		"WEBHOOKD_DELIVERY_TIMEOUT=1s",
-		// The sweeper repairs a claim after 6 intervals: 1.5 s.
-		"WEBHOOKD_SWEEP_INTERVAL=250ms",
-		"WEBHOOKD_RATE_LIMIT=10000",
-		"WEBHOOKD_HOST_CONCURRENCY=64",
-		"WEBHOOKD_ENDPOINT_CONCURRENCY=64",
-		"WEBHOOKD_LOG_LEVEL=warn",
-	), healthz: "http://" + apiAddr + "/healthz"}
-	p.start(t)
-	t.Cleanup(func() { p.kill(t) })
-	st := &stack{apiURL: "http://" + apiAddr, db: db, rc: rc}
+	// Two attempts 100 ms apart exhaust a delivery.
+	p, apiURL := startWebhookd(t, bin, dbURL, "kill", tsrv, rc, append(killSettings, "WEBHOOKD_RETRY_SCHEDULE=100ms")...)
+	st := &stack{apiURL: apiURL, db: db, rc: rc}
 
 	// A retry and a recovery, on webhooks of two accounts, run side by side.
 	cases := []*killCase{{op: "retry"}, {op: "recover"}}
@@ -202,6 +189,31 @@ type killCase struct {
 	accepted       int
 	claimedAtKill  int
 	heldAtKill     int
+}
+
+// startWebhookd starts bin as `webhookd serve` on the test's own stack (webhookdEnv, then extra)
+// at an address of its own, killed when the test ends, and returns it with its API's URL.
+func startWebhookd(t *testing.T, bin, dbURL, queue string, tsrv *temporaltest.Server, rc *receiver, extra ...string) (*webhookdProcess, string) {
+	t.Helper()
+	apiAddr := freeAddr(t)
+	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, queue, tsrv, rc, extra...),
+		healthz: "http://" + apiAddr + "/healthz"}
+	p.start(t)
+	t.Cleanup(func() { p.kill(t) })
+	return p, "http://" + apiAddr
+}
+
+// killSettings are what the kill tests run webhookd with: a Deliver activity cut by the kill runs
+// again after its start-to-close timeout (2 x 1 s + 10 s); the sweeper repairs a claim after 6
+// intervals (1.5 s); and neither the key's rate limit nor the host's or endpoint's slots hold
+// their bursts back.
+var killSettings = []string{
+	"WEBHOOKD_DELIVERY_TIMEOUT=1s",
+	"WEBHOOKD_SWEEP_INTERVAL=250ms",
+	"WEBHOOKD_RATE_LIMIT=10000",
+	"WEBHOOKD_HOST_CONCURRENCY=64",
+	"WEBHOOKD_ENDPOINT_CONCURRENCY=64",
+	"WEBHOOKD_LOG_LEVEL=warn",
 }
 
 // webhookdProcess runs the built binary as `webhookd serve` (API and worker), to be killed with

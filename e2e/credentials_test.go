@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -40,6 +41,16 @@ func secretsAbsent(t *testing.T, where, text string, secrets map[string]string, 
 			t.Errorf("%s holds %s", where, name)
 		}
 	}
+}
+
+// mustJSON is v in JSON: an answer as a secret search reads it.
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // payloadData is a payload's data in a history event's JSON.
@@ -151,6 +162,19 @@ func TestCredentialsStayHidden(t *testing.T) {
 		}
 	}
 	check("the attempt log", log.String(), "first attempt refused")
+
+	// The account's delivery log across webhooks and its audit log (issue 46), which records the
+	// rotation to the caller's own secret and the portal link made.
+	for p, known := range map[string][]string{
+		"/v2/svc/v2/deliveries?limit=100": {`"webhookId"`},
+		"/v2/svc/v2/audit-log?limit=100":  {`"webhook.secret.rotate"`, `"portal_link.create"`, `"redacted":true`},
+	} {
+		status, body, _ := st.call(t, "B", "GET", p, nil)
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: %d %v", p, status, body)
+		}
+		check("the answer of GET "+p, string(mustJSON(t, body)), known...)
+	}
 
 	tc := temporaltest.Start(t).Client(t)
 	check("the delivery workflow's history", historyText(t, tc, workflows.DeliveryWorkflowID(eventID, hook)), `"EventType":"lead.captured"`)

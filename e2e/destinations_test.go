@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -72,8 +71,7 @@ func testDestination(t *testing.T, c destinationCase) {
 	tsrv := temporaltest.Start(t)
 	rc := startReceiver(t)
 	db := openTestDB(t, dbURL)
-	apiAddr := freeAddr(t)
-	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "dest", tsrv, rc,
+	p, apiURL := startWebhookd(t, bin, dbURL, "dest", tsrv, rc,
 		"WEBHOOKD_ALLOW_HTTP_TARGETS=true",
 		// Enough attempts to outlast a broker's restart under load (RabbitMQ's takes 6-30 s on two
 		// busy cores), the breaker's cooldowns included: an attempt while the broker's breaker is
@@ -85,9 +83,7 @@ func testDestination(t *testing.T, c destinationCase) {
 		"WEBHOOKD_SWEEP_INTERVAL=250ms",
 		"WEBHOOKD_RATE_LIMIT=10000",
 		"WEBHOOKD_LOG_LEVEL=debug",
-	), healthz: "http://" + apiAddr + "/healthz"}
-	p.start(t)
-	t.Cleanup(func() { p.kill(t) })
+	)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("webhookd's log:\n%s", p.logs(t))
@@ -97,7 +93,7 @@ func testDestination(t *testing.T, c destinationCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &stack{apiURL: "http://" + apiAddr, key: key, db: db, rc: rc}
+	st := &stack{apiURL: apiURL, key: key, db: db, rc: rc}
 	status, body, _ := st.call(t, "A", "POST", "/api/svc/v2/webhooks", map[string]any{
 		"url": b.URL(), "eventType": "campaign.created", "destination": c.destination})
 	if status != http.StatusCreated {

@@ -98,6 +98,10 @@ func TestWebhookHeaders(t *testing.T) {
 	for _, d := range deliveries {
 		get(fmt.Sprintf("/v2/svc/v2/webhooks/%d/deliveries/%.0f", hook, d.(map[string]any)["id"].(float64)))
 	}
+	// The account's delivery log across webhooks and its audit log (issue 46), which records the
+	// webhook's creation with its headers.
+	get(fmt.Sprintf("/v2/svc/v2/deliveries?webhookId=%d", hook))
+	check("the audit log's answer", string(mustJSON(t, get("/v2/svc/v2/audit-log?limit=100"))), `"webhook.create"`)
 	check("the delivery log's answers", answers.String(), `"X-Api-Token":"`+redacted+`"`)
 
 	var headers []string

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,24 +147,12 @@ func startLaneTest(t *testing.T, stuck int) *laneTest {
 	log := &laneLog{rand: rand.New(rand.NewPCG(43, uint64(stuck+1))), stuck: stuck}
 	rc.setRespondTo(log.respond)
 	db := openTestDB(t, dbURL)
-	apiAddr := freeAddr(t)
-	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "lanes", tsrv, rc,
-		"WEBHOOKD_RETRY_SCHEDULE="+laneSchedule,
-		// A Deliver activity cut by the kill runs again after its start-to-close timeout (2 x 1 s + 10 s).
-		"WEBHOOKD_DELIVERY_TIMEOUT=1s",
-		"WEBHOOKD_SWEEP_INTERVAL=250ms",
-		"WEBHOOKD_RATE_LIMIT=10000",
-		"WEBHOOKD_HOST_CONCURRENCY=64",
-		"WEBHOOKD_ENDPOINT_CONCURRENCY=64",
-		"WEBHOOKD_LOG_LEVEL=warn",
-	), healthz: "http://" + apiAddr + "/healthz"}
-	p.start(t)
-	t.Cleanup(func() { p.kill(t) })
+	p, apiURL := startWebhookd(t, bin, dbURL, "lanes", tsrv, rc, append(killSettings, "WEBHOOKD_RETRY_SCHEDULE="+laneSchedule)...)
 	key, _, err := model.CreateAPIKey(context.Background(), db, "lanes@example.com", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lt := &laneTest{p: p, st: &stack{apiURL: "http://" + apiAddr, key: key, db: db, rc: rc}, log: log}
+	lt := &laneTest{p: p, st: &stack{apiURL: apiURL, key: key, db: db, rc: rc}, log: log}
 	lt.hook = lt.createOrderedWebhook(t, rc.url("/lanes"))
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -112,6 +112,10 @@ func TestReceiverMTLS(t *testing.T) {
 	for _, d := range deliveries[:min(3, len(deliveries))] {
 		get(fmt.Sprintf("/v2/svc/v2/webhooks/%d/deliveries/%.0f", hook, d.(map[string]any)["id"].(float64)))
 	}
+	// The account's delivery log across webhooks and its audit log (issue 46), which records the
+	// webhook's settings with its key.
+	get(fmt.Sprintf("/v2/svc/v2/deliveries?webhookId=%d&limit=100", hook))
+	check("the audit log's answer", string(mustJSON(t, get("/v2/svc/v2/audit-log?limit=100"))), `"webhook.`)
 	check("the delivery log's answers", answers.String(), `"clientKey":"••••••••"`, `"attempts"`)
 
 	var attempts []string

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -250,17 +249,13 @@ func TestNoticeSurvivesKill(t *testing.T) {
 		}
 	})
 	db := openTestDB(t, dbURL)
-	apiAddr := freeAddr(t)
-	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "notice-kill", tsrv, rc,
-		"WEBHOOKD_RETRY_SCHEDULE=100ms", "WEBHOOKD_DELIVERY_TIMEOUT=1s", "WEBHOOKD_SWEEP_INTERVAL=250ms", "WEBHOOKD_LOG_LEVEL=warn",
-	), healthz: "http://" + apiAddr + "/healthz"}
-	p.start(t)
-	t.Cleanup(func() { p.kill(t) })
+	p, apiURL := startWebhookd(t, bin, dbURL, "notice-kill", tsrv, rc,
+		"WEBHOOKD_RETRY_SCHEDULE=100ms", "WEBHOOKD_DELIVERY_TIMEOUT=1s", "WEBHOOKD_SWEEP_INTERVAL=250ms", "WEBHOOKD_LOG_LEVEL=warn")
 	key, acc, err := model.CreateAPIKey(context.Background(), db, "notice-kill@example.com", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &stack{apiURL: "http://" + apiAddr, db: db, rc: rc, key: key}
+	st := &stack{apiURL: apiURL, db: db, rc: rc, key: key}
 	addChannel(t, st, "A", "webhook", rc.url("/ops"))
 	const hooks = 10
 	for i := range hooks {

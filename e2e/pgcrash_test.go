@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -33,15 +32,12 @@ func TestPostgresKill9UnderLoadLosesNothing(t *testing.T) {
 	pg := dbtest.CrashablePostgres(t)
 	tsrv := temporaltest.Start(t)
 	rc := startReceiver(t)
-	apiAddr := freeAddr(t)
-	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, pg.URL, apiAddr, "pgkill", tsrv, rc,
+	p, apiURL := startWebhookd(t, bin, pg.URL, "pgkill", tsrv, rc,
 		"WEBHOOKD_RETRY_SCHEDULE=1s,2s,5s",
 		"WEBHOOKD_SWEEP_INTERVAL=500ms",
 		"WEBHOOKD_RATE_LIMIT=10000",
 		"WEBHOOKD_LOG_LEVEL=warn",
-	), healthz: "http://" + apiAddr + "/healthz"}
-	p.start(t)
-	t.Cleanup(func() { p.kill(t) })
+	)
 
 	db := openTestDB(t, pg.URL)
 	var setting string
@@ -52,7 +48,7 @@ func TestPostgresKill9UnderLoadLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &stack{apiURL: "http://" + apiAddr, key: key, db: db, rc: rc}
+	st := &stack{apiURL: apiURL, key: key, db: db, rc: rc}
 	paths := []string{"/pg-0", "/pg-1", "/pg-2"}
 	hooks := make([]int64, len(paths))
 	for i, path := range paths {

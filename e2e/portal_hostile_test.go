@@ -4,20 +4,30 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
 
 // TestPortalHostileInputs is what a curious or hostile person tries in the portal, in Chromium: a
-// link opened a second time, another account's endpoint by its id, a form posted without its CSRF
-// token, and markup in what they type and in an event's payload. Each is refused or shown as text, and nothing they typed runs.
+// link opened a second time, another account's endpoint and delivery by their ids, forms posted
+// without their CSRF token, and markup in what they type and in an event's payload, also where the
+// audit log and the failures page show it. Each is refused or shown as text, nothing they typed
+// runs, and no page shows another account's data.
 func TestPortalHostileInputs(t *testing.T) {
 	besideOthers(t)
 	rc := startReceiver(t)
+	// Paths holding /fail answer 500: their deliveries fail and wait for their next attempt.
+	rc.setRespond(func(_ int, path string, w http.ResponseWriter) {
+		if strings.Contains(path, "/fail") {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
 	stack := startDevStack(t, webhookdBinary(t), []string{"WEBHOOKD_ALLOW_PRIVATE_TARGETS=true", "WEBHOOKD_EXTRA_CA_FILE=" + rc.caFile})
 	link := portalLink(t, stack)
 	b := startBrowser(t)
@@ -85,11 +95,82 @@ func TestPortalHostileInputs(t *testing.T) {
 	if n := b.eval("count the forged endpoints", `[...document.querySelectorAll("td.url a")].filter(a => a.innerText.includes("/forged")).length + ""`); n != "0" {
 		t.Fatalf("the forged form made %s endpoints", n)
 	}
+
+	// 5. Markup in a URL whose deliveries fail: the failures page lists its test event's failed
+	// delivery, the URL as text; another account's failed delivery is not listed, and opened by
+	// its id it is not found.
+	failing := rc.url(`/fail/"><script>alert(5)</script><img src=x onerror=alert(6)>`)
+	b.do("register a failing URL with markup in it",
+		chromedp.SendKeys(chromedp.CSS(`form.create input[name=url]`), failing),
+		chromedp.Click(chromedp.CSS(`form.create button[type=submit]`)))
+	b.waitFor("the endpoint created", `document.title.startsWith("Endpoint created")`, nil)
+	otherFailing := createOtherAccountWebhook(t, stack, rc.url("/fail-other"))
+	openFailures := chromedp.Navigate(stack.apiURL + "/portal/failures")
+	b.do("open the failures page", openFailures)
+	b.waitFor("the failed test delivery listed", `[...document.querySelectorAll("td.url a")].some(a => a.innerText.includes("alert(5)"))`, openFailures)
+	eventually(t, time.Minute, "the other account's test delivery to fail", func() bool { return len(rc.requests("/fail-other")) > 0 })
+	b.do("open the failures page again", openFailures, chromedp.WaitVisible(chromedp.CSS("table.deliveries")))
+	if got := b.text("read the failures", "table.deliveries"); !strings.Contains(got, "<script>alert(5)</script>") || strings.Contains(got, "/fail-other") {
+		t.Fatalf("the failures page shows:\n%s\nwant the markup as text and none of the other account's deliveries", got)
+	}
+	if n := b.eval("count injected elements", `document.querySelectorAll("img[src=x], script:not([src])").length + ""`); n != "0" {
+		t.Fatalf("%s elements of the URL's markup on the failures page", n)
+	}
+	foreign := otherDelivery(t, stack, otherFailing)
+	b.do("open another account's delivery", chromedp.Navigate(fmt.Sprintf("%s/portal/deliveries/%d", stack.apiURL, foreign)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if got := b.text("read the page", "main"); !strings.Contains(got, "no such page") || strings.Contains(got, "/fail-other") {
+		t.Fatalf("another account's delivery shows:\n%s", got)
+	}
+	b.do("a failures page after another account's delivery", chromedp.Navigate(fmt.Sprintf("%s/portal/failures?before=%d", stack.apiURL, foreign+1)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if got := b.text("read the page", "main"); strings.Contains(got, "/fail-other") {
+		t.Fatalf("a failures page whose cursor follows another account's delivery shows it:\n%s", got)
+	}
+
+	// 6. The failed delivery's resend form posted without its CSRF token: refused, and no resend is
+	// recorded (step 7; a scheduled retry may be attempted meanwhile, so the receiver cannot tell).
+	b.do("open the failures page", openFailures, chromedp.WaitVisible(chromedp.CSS("table.deliveries")))
+	b.do("open the failed delivery", chromedp.Click(chromedp.CSS(`table.deliveries tr td:nth-child(2) a`)),
+		chromedp.WaitVisible(chromedp.CSS(`form[action$="/resend"]`)))
+	b.eval("remove the form's token", `(document.querySelector('form[action$="/resend"] input[name=csrf]').remove(), "removed")`)
+	b.do("post the resend form without its token", chromedp.Click(chromedp.CSS(`form[action$="/resend"] button[type=submit]`)))
+	b.waitFor("the refusal", `document.title.startsWith("Form expired")`, nil)
+
+	// 7. The audit log: the endpoints made here are listed, their URLs' markup as text; the other
+	// account's are not, and neither is the forged resend.
+	b.do("open the audit log", chromedp.Navigate(stack.apiURL+"/portal/audit"), chromedp.WaitVisible(chromedp.CSS("table.audit")))
+	got := b.text("read the audit log", "table.audit")
+	if !strings.Contains(got, "<script>alert(1)</script>") || !strings.Contains(got, "webhook.create") || strings.Contains(got, "/other") || strings.Contains(got, "/fail-other") || strings.Contains(got, "delivery.retry") {
+		t.Fatalf("the audit log shows:\n%s\nwant this account's endpoints, markup as text, and none of the other account's", got)
+	}
+	if n := b.eval("count injected elements", `document.querySelectorAll("img[src=x], script:not([src])").length + ""`); n != "0" {
+		t.Fatalf("%s elements of the URLs' markup on the audit log", n)
+	}
+	b.screenshot("portal-hostile-audit.png")
+}
+
+// otherDelivery is the id of a delivery of another account's webhook, read with that account's
+// key (createOtherAccountWebhook's, the newest).
+func otherDelivery(t *testing.T, stack devStack, webhook int64) int64 {
+	t.Helper()
+	key := otherAccountKey(t, stack)
+	list := devAPI(t, stack, key, "GET", fmt.Sprintf("/v2/svc/v2/webhooks/%d/deliveries", webhook), nil)["data"].([]any)
+	if len(list) == 0 {
+		t.Fatalf("another account's webhook %d has no delivery", webhook)
+	}
+	return int64(list[0].(map[string]any)["id"].(float64))
 }
 
 // createOtherAccountWebhook registers a webhook of another account (its own API key, made by the
 // operator's CLI) and returns its id.
 func createOtherAccountWebhook(t *testing.T, stack devStack, url string) int64 {
+	t.Helper()
+	body := devAPI(t, stack, otherAccountKey(t, stack), "POST", "/v2/svc/v2/webhooks", map[string]any{"url": url, "eventType": "lead.captured"})
+	return int64(body["data"].(map[string]any)["id"].(float64))
+}
+
+// otherAccountKey is a new API key of the other account (someone-else@example.com), made by the
+// operator's CLI.
+func otherAccountKey(t *testing.T, stack devStack) string {
 	t.Helper()
 	addr := strings.TrimPrefix(stack.apiURL, "http://")
 	cmd := exec.Command(webhookdBinary(t), "apikey", "create", "--owner-email", "someone-else@example.com")
@@ -99,7 +180,5 @@ func createOtherAccountWebhook(t *testing.T, stack devStack, url string) int64 {
 		t.Fatalf("webhookd apikey create: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	key := lines[len(lines)-1]
-	body := devAPI(t, stack, key, "POST", "/v2/svc/v2/webhooks", map[string]any{"url": url, "eventType": "lead.captured"})
-	return int64(body["data"].(map[string]any)["id"].(float64))
+	return lines[len(lines)-1]
 }

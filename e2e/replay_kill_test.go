@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,19 +69,8 @@ func TestReplaySurvivesKill(t *testing.T) {
 	tsrv := temporaltest.Start(t)
 	rc := startReceiver(t)
 	db := openTestDB(t, dbURL)
-	apiAddr := freeAddr(t)
-	p := &webhookdProcess{bin: bin, logFile: filepath.Join(t.TempDir(), "webhookd.log"), env: webhookdEnv(t, dbURL, apiAddr, "replay-kill", tsrv, rc,
-		"WEBHOOKD_RETRY_SCHEDULE=100ms",
-		"WEBHOOKD_DELIVERY_TIMEOUT=1s",
-		"WEBHOOKD_SWEEP_INTERVAL=250ms",
-		"WEBHOOKD_RATE_LIMIT=10000",
-		"WEBHOOKD_HOST_CONCURRENCY=64",
-		"WEBHOOKD_ENDPOINT_CONCURRENCY=64",
-		"WEBHOOKD_LOG_LEVEL=warn",
-	), healthz: "http://" + apiAddr + "/healthz"}
-	p.start(t)
-	t.Cleanup(func() { p.kill(t) })
-	st := &stack{apiURL: "http://" + apiAddr, db: db, rc: rc}
+	p, apiURL := startWebhookd(t, bin, dbURL, "replay-kill", tsrv, rc, append(killSettings, "WEBHOOKD_RETRY_SCHEDULE=100ms")...)
+	st := &stack{apiURL: apiURL, db: db, rc: rc}
 	var err error
 	if st.key, _, err = model.CreateAPIKey(context.Background(), db, "replay-kill@example.com", ""); err != nil {
 		t.Fatal(err)

@@ -18,16 +18,22 @@ func lastLine(out string) string {
 	return lines[len(lines)-1]
 }
 
+// apikeyCLI is a database of the test's own and `webhookd apikey` run on it, answering what it
+// printed.
+func apikeyCLI(t *testing.T) (Config, func(args ...string) (string, error)) {
+	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db")}
+	return cfg, func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := apikeyCommand(context.Background(), cfg, args, &out, io.Discard)
+		return out.String(), err
+	}
+}
+
 // TestAPIKeyScopes (issue 46): create --scope issues a key of that scope, which the key
 // authenticates with and list shows in its SCOPE column; without --scope the key is manage.
 func TestAPIKeyScopes(t *testing.T) {
 	ctx := context.Background()
-	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db")}
-	cmd := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := apikeyCommand(ctx, cfg, args, &out, io.Discard)
-		return out.String(), err
-	}
+	cfg, cmd := apikeyCLI(t)
 	db, err := openDB(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -72,12 +78,7 @@ func TestAPIKeyScopes(t *testing.T) {
 // arguments are refused before anything is touched.
 func TestAPIKeyCommands(t *testing.T) {
 	ctx := context.Background()
-	cfg := Config{DatabaseURL: "sqlite:" + filepath.Join(t.TempDir(), "webhookd.db")}
-	cmd := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := apikeyCommand(ctx, cfg, args, &out, io.Discard)
-		return out.String(), err
-	}
+	cfg, cmd := apikeyCLI(t)
 	out, err := cmd("create", "--owner-email", "ops@example.com", "--name", "deploy bot")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -61,6 +62,68 @@ func TestRetentionPurgesAuditLog(t *testing.T) {
 			}
 			if ids := left(); len(ids) != 1 || ids[0] != kept {
 				t.Fatalf("entries %v, want only %d, recorded after the cutoff", ids, kept)
+			}
+		})
+	}
+}
+
+// TestRetentionPurgesEndedReplays: a retention batch deletes the replays that ended before its
+// cutoff, at most its limit of them, and keeps those that ended after it and a running one,
+// however old.
+func TestRetentionPurgesEndedReplays(t *testing.T) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			ctx := t.Context()
+			_, acc, err := model.CreateAPIKey(ctx, db, "replay-retention@example.com", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cutoff := model.Now().Add(-30 * 24 * time.Hour)
+			add := func(state string, finished *time.Time) int64 {
+				r := &model.Replay{AccountID: acc.ID, Variant: model.VariantA, Criteria: "{}"}
+				if err := model.CreateReplay(ctx, db, r, []int64{1}, 100); err != nil {
+					t.Fatal(err)
+				}
+				if state != model.ReplayRunning {
+					if _, err := model.EndReplay(ctx, db, nil, r.ID, state); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := db.NewUpdate().Model((*model.Replay)(nil)).Set("finished_at = ?", finished).
+					Set("created_at = ?", cutoff.Add(-48*time.Hour)).Where("id = ?", r.ID).Exec(ctx); err != nil {
+					t.Fatal(err)
+				}
+				return r.ID
+			}
+			at := func(d time.Duration) *time.Time { v := cutoff.Add(d); return &v }
+			add(model.ReplayDone, at(-time.Hour))
+			add(model.ReplayCanceled, at(-2*time.Hour))
+			add(model.ReplayDone, at(-3*time.Hour))
+			keep := []int64{add(model.ReplayDone, at(time.Hour)), add(model.ReplayRunning, nil)}
+
+			a := &activities.Activities{DB: db}
+			suite := &testsuite.WorkflowTestSuite{}
+			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			env := suite.NewTestActivityEnvironment()
+			env.RegisterActivity(a)
+			left := func() []int64 {
+				var ids []int64
+				if err := db.NewSelect().Model((*model.Replay)(nil)).Column("id").OrderExpr("id").Scan(ctx, &ids); err != nil {
+					t.Fatal(err)
+				}
+				return ids
+			}
+			for i, want := range []int{3, 2} {
+				if _, err := env.ExecuteActivity(a.PurgeExpired, activities.PurgeInput{Before: cutoff, Limit: 2}); err != nil {
+					t.Fatal(err)
+				}
+				if ids := left(); len(ids) != want {
+					t.Fatalf("after batch %d: replays %v, want %d left", i+1, ids, want)
+				}
+			}
+			if ids := left(); fmt.Sprint(ids) != fmt.Sprint(keep) {
+				t.Fatalf("replays %v, want %v: the one that ended after the cutoff and the running one", ids, keep)
 			}
 		})
 	}

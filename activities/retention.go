@@ -23,7 +23,7 @@ type PurgeInput struct {
 }
 
 // PurgeExpired runs one batch of a retention pass (model.PurgeExpired, then
-// model.PurgePortalAccess and model.PurgeAudit). Running it twice is harmless: a row deleted once is not found again,
+// model.PurgePortalAccess, model.PurgeAudit and model.PurgeReplays). Running it twice is harmless: a row deleted once is not found again,
 // and a row kept is kept again.
 func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (model.PurgeBatch, error) {
 	if in.Limit <= 0 || in.Before.IsZero() {
@@ -54,6 +54,13 @@ func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (model.Pur
 	}
 	if n > 0 {
 		activity.GetLogger(ctx).Info("purged audit entries", "before", in.Before, "entries", n)
+	}
+	// And the replays that ended before it, as many per batch (docs/api.md, "Replays").
+	if n, err = model.PurgeReplays(ctx, a.DB, in.Before, in.Limit); err != nil {
+		return b, err
+	}
+	if n > 0 {
+		activity.GetLogger(ctx).Info("purged ended replays", "before", in.Before, "replays", n)
 	}
 	return b, nil
 }

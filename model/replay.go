@@ -220,3 +220,20 @@ func DeleteReplay(ctx context.Context, db bun.IDB, id int64) error {
 		return nil
 	})
 }
+
+// PurgeReplays deletes up to limit replays that ended (done or canceled) before before (retention's
+// cutoff; their items went when they ended) and returns how many it deleted. A running replay is
+// kept, however old. Running it twice is harmless.
+func PurgeReplays(ctx context.Context, db bun.IDB, before time.Time, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("purge replays: batch size %d is not positive", limit)
+	}
+	old := db.NewSelect().Model((*Replay)(nil)).Column("id").Where("state <> ?", ReplayRunning).
+		Where("finished_at < ?", before).OrderExpr("id").Limit(int64(limit))
+	res, err := db.NewDelete().Model((*Replay)(nil)).Where("id IN (?)", old).Exec(ctx)
+	n, err := affected(res, err)
+	if err != nil {
+		return 0, fmt.Errorf("purge replays: %w", err)
+	}
+	return n, nil
+}

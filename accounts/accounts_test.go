@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/webhookd/webhookd/accounts"
+	"github.com/webhookd/webhookd/audit"
 	"github.com/webhookd/webhookd/model"
 	"github.com/webhookd/webhookd/model/dbtest"
 )
@@ -200,6 +201,26 @@ func TestPortalSessionLifecycle(t *testing.T) {
 		}
 		if _, _, err := s.EnterPortal(ctx, unused.URL[strings.Index(unused.URL, "token=")+len("token="):]); !errors.Is(err, accounts.ErrLinkInvalid) {
 			t.Fatalf("a revoked link: %v, want ErrLinkInvalid", err)
+		}
+		// Recorded once, account-wide, with what it ended; revoking again ends nothing and records
+		// nothing.
+		if again, err := s.RevokePortalAccess(ctx, account.ID); err != nil || again != (model.PortalRevoked{}) {
+			t.Fatalf("RevokePortalAccess again = %+v, %v", again, err)
+		}
+		for _, v := range []model.Variant{model.VariantA, model.VariantB} {
+			page, err := model.ListAudit(ctx, db, model.WebhookScope{AccountID: account.ID, Variant: v}, 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var revokes []model.AuditEntry
+			for _, e := range page.Entries {
+				if e.Action == audit.PortalAccessRevoke {
+					revokes = append(revokes, e)
+				}
+			}
+			if len(revokes) != 1 || revokes[0].Changes != `{"linksRevoked":{"new":1},"sessionsEnded":{"new":1}}` || revokes[0].TargetType != audit.TargetAccount {
+				t.Fatalf("variant %s's audit log holds %+v; want one portal_access.revoke of the account, 1 session and 1 link", v, revokes)
+			}
 		}
 
 		plain, _, err := s.CreateAPIKey(ctx, "owner@example.com", "leaked", model.ScopeManage)

@@ -177,8 +177,22 @@ func (s *Service) IssuePortalLink(ctx context.Context, r PortalLinkRequest) (*Po
 
 // RevokePortalAccess ends every live portal session of the account and revokes its unused links,
 // so that nothing issued before opens the portal again. API keys are left alone.
+// The audit log records it account-wide (portal_access.revoke, its target the account) with what
+// it ended, when it ended anything.
 func (s *Service) RevokePortalAccess(ctx context.Context, accountID int64) (model.PortalRevoked, error) {
-	return model.RevokePortalAccess(ctx, s.db, accountID)
+	var n model.PortalRevoked
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		if n, err = model.RevokePortalAccess(ctx, tx, accountID); err != nil || n == (model.PortalRevoked{}) {
+			return err
+		}
+		return audit.Record(ctx, tx, accountID, model.AccountWide, audit.PortalAccessRevoke, audit.TargetAccount, audit.ID(accountID), audit.Changes{
+			"sessionsEnded": audit.Changed(nil, n.Sessions), "linksRevoked": audit.Changed(nil, n.Links)})
+	})
+	if err != nil {
+		return model.PortalRevoked{}, err
+	}
+	return n, nil
 }
 
 // EnterPortal exchanges a link's token for a session, once: it returns the session's plain id,

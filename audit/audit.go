@@ -33,6 +33,7 @@ const (
 	APIKeyCreate        = "apikey.create"
 	APIKeyRevoke        = "apikey.revoke"
 	PortalLinkCreate    = "portal_link.create"
+	PortalAccessRevoke  = "portal_access.revoke"
 	Recover             = "recover"
 	Retry               = "retry"
 	DeliveryRetry       = "delivery.retry"
@@ -49,6 +50,7 @@ const (
 	TargetAPIKey     = "apikey"
 	TargetPortalLink = "portal_link"
 	TargetReplay     = "replay"
+	TargetAccount    = "account"
 )
 
 // Actor is who made a change: Kind is one of model.ActorKind*, ID the API key's or the portal

@@ -143,7 +143,7 @@ func TestReceiverAuth(t *testing.T) {
 	}
 	// The account's delivery log across webhooks and its audit log (issue 46), which records the
 	// webhooks' creation with their credentials.
-	get(fmt.Sprintf("/v2/svc/v2/deliveries?webhookId=%d&webhookId=%d&limit=100", basicHook, bearerHook))
+	get(fmt.Sprintf("/v2/svc/v2/deliveries?webhookId=%d,%d&limit=100", basicHook, bearerHook))
 	check("the audit log's answer", string(mustJSON(t, get("/v2/svc/v2/audit-log?limit=100"))), `"webhook.create"`)
 	check("the delivery log's answers", answers.String(), `"Authorization":"Basic ••••••••"`, `"Authorization":"Bearer ••••••••"`)
 

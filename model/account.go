@@ -233,3 +233,17 @@ func APIKeyLookup(plain string) string {
 	}
 	return plain[len(APIKeyPrefix) : len(APIKeyPrefix)+apiKeyLookupLen]
 }
+
+// lockAccountForCount holds the account's row for the rest of tx, so that a count of its rows
+// against a limit and the insert it allows are one step (CreateWebhook, CreateReplay): SQLite
+// transactions here already hold the database write lock; PostgreSQL needs the account row locked
+// so that concurrent creates cannot both pass the count.
+func lockAccountForCount(ctx context.Context, tx bun.Tx, accountID int64) error {
+	if !IsPostgres(tx) {
+		return nil
+	}
+	if _, err := tx.NewSelect().Model((*Account)(nil)).Column("id").Where("id = ?", accountID).For("UPDATE").Exec(ctx); err != nil {
+		return fmt.Errorf("lock account: %w", err)
+	}
+	return nil
+}

@@ -92,10 +92,8 @@ var ErrReplaysRunning = errors.New("the account already runs its most replays")
 func CreateReplay(ctx context.Context, db bun.IDB, r *Replay, ids []int64, maxRunning int) error {
 	r.State, r.Matched, r.CreatedAt = ReplayRunning, int64(len(ids)), Now()
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if IsPostgres(tx) {
-			if _, err := tx.NewSelect().Model((*Account)(nil)).Column("id").Where("id = ?", r.AccountID).For("UPDATE").Exec(ctx); err != nil {
-				return fmt.Errorf("lock account: %w", err)
-			}
+		if err := lockAccountForCount(ctx, tx, r.AccountID); err != nil {
+			return err
 		}
 		running, err := tx.NewSelect().Model((*Replay)(nil)).
 			Where("account_id = ? AND variant = ? AND state = ?", r.AccountID, r.Variant, ReplayRunning).Count(ctx)

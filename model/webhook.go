@@ -133,12 +133,8 @@ type WebhookFilter struct {
 // (webhooks.Service.Create) sets the one it receives.
 func CreateWebhook(ctx context.Context, db bun.IDB, w *Webhook, max int64) error {
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if IsPostgres(tx) {
-			// SQLite transactions here already hold the database write lock; PostgreSQL needs the
-			// account row locked so concurrent creates cannot both pass the count.
-			if _, err := tx.NewSelect().Model((*Account)(nil)).Column("id").Where("id = ?", w.AccountID).For("UPDATE").Exec(ctx); err != nil {
-				return fmt.Errorf("lock account: %w", err)
-			}
+		if err := lockAccountForCount(ctx, tx, w.AccountID); err != nil {
+			return err
 		}
 		if w.Kind == "" {
 			w.Kind = KindWebhook

@@ -40,27 +40,8 @@ func TestRetentionPurgesAuditLog(t *testing.T) {
 			}
 			kept := add(cutoff.Add(time.Hour))
 
-			a := &activities.Activities{DB: db}
-			suite := &testsuite.WorkflowTestSuite{}
-			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			env := suite.NewTestActivityEnvironment()
-			env.RegisterActivity(a)
-			left := func() []int64 {
-				var ids []int64
-				if err := db.NewSelect().Model((*model.AuditEntry)(nil)).Column("id").OrderExpr("id").Scan(ctx, &ids); err != nil {
-					t.Fatal(err)
-				}
-				return ids
-			}
-			for i, want := range []int{2, 1} {
-				if _, err := env.ExecuteActivity(a.PurgeExpired, activities.PurgeInput{Before: cutoff, Limit: 2}); err != nil {
-					t.Fatal(err)
-				}
-				if ids := left(); len(ids) != want {
-					t.Fatalf("after batch %d: entries %v, want %d left", i+1, ids, want)
-				}
-			}
-			if ids := left(); len(ids) != 1 || ids[0] != kept {
+			ids := purgeInBatches(t, db, cutoff, (*model.AuditEntry)(nil), "entries", 2, 1)
+			if len(ids) != 1 || ids[0] != kept {
 				t.Fatalf("entries %v, want only %d, recorded after the cutoff", ids, kept)
 			}
 		})
@@ -102,29 +83,35 @@ func TestRetentionPurgesEndedReplays(t *testing.T) {
 			add(model.ReplayDone, at(-3*time.Hour))
 			keep := []int64{add(model.ReplayDone, at(time.Hour)), add(model.ReplayRunning, nil)}
 
-			a := &activities.Activities{DB: db}
-			suite := &testsuite.WorkflowTestSuite{}
-			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			env := suite.NewTestActivityEnvironment()
-			env.RegisterActivity(a)
-			left := func() []int64 {
-				var ids []int64
-				if err := db.NewSelect().Model((*model.Replay)(nil)).Column("id").OrderExpr("id").Scan(ctx, &ids); err != nil {
-					t.Fatal(err)
-				}
-				return ids
-			}
-			for i, want := range []int{3, 2} {
-				if _, err := env.ExecuteActivity(a.PurgeExpired, activities.PurgeInput{Before: cutoff, Limit: 2}); err != nil {
-					t.Fatal(err)
-				}
-				if ids := left(); len(ids) != want {
-					t.Fatalf("after batch %d: replays %v, want %d left", i+1, ids, want)
-				}
-			}
-			if ids := left(); fmt.Sprint(ids) != fmt.Sprint(keep) {
+			ids := purgeInBatches(t, db, cutoff, (*model.Replay)(nil), "replays", 3, 2)
+			if fmt.Sprint(ids) != fmt.Sprint(keep) {
 				t.Fatalf("replays %v, want %v: the one that ended after the cutoff and the running one", ids, keep)
 			}
 		})
 	}
+}
+
+// purgeInBatches runs retention batches of 2 rows at cutoff, one per count in wants, checking after
+// each that wants[i] rows of table (its model; what names them) are left, and returns their ids.
+func purgeInBatches(t *testing.T, db *model.DB, cutoff time.Time, table any, what string, wants ...int) []int64 {
+	t.Helper()
+	a := &activities.Activities{DB: db}
+	suite := &testsuite.WorkflowTestSuite{}
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	var ids []int64
+	for i, want := range wants {
+		if _, err := env.ExecuteActivity(a.PurgeExpired, activities.PurgeInput{Before: cutoff, Limit: 2}); err != nil {
+			t.Fatal(err)
+		}
+		ids = nil
+		if err := db.NewSelect().Model(table).Column("id").OrderExpr("id").Scan(t.Context(), &ids); err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != want {
+			t.Fatalf("after batch %d: %s %v, want %d left", i+1, what, ids, want)
+		}
+	}
+	return ids
 }
